@@ -1,0 +1,594 @@
+//! The checker and planner: one pass over the parsed tree that resolves names (variables,
+//! comprehension variables, qualified names, namespaced functions), type-checks calls against
+//! the function table of the environment's version, validates constant regexes, durations and
+//! timestamps, folds constants as cel-go's `OptOptimize` does, and emits the [`Node`] tree.
+
+use std::sync::Arc;
+
+use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
+use super::env::{Env, VarKind};
+use super::error::CompileError;
+use super::eval::{Comprehension as CNode, Evaluator, Meter, Node, RegexOp};
+use super::functions;
+use super::library::{functions as table, Function};
+use super::types::{join, Bindings, Type};
+use super::value::{Map, OwnedMap, Value};
+
+pub(crate) struct Checker<'e> {
+    env: &'e Env,
+    src: &'e str,
+    locals: Vec<(String, Type)>,
+}
+
+type Checked = Result<(Node, Type), CompileError>;
+
+/// Type names an expression may use as values (`type(x) == int`).
+const TYPE_NAMES: &[(&str, &str)] = &[
+    ("int", "int"),
+    ("uint", "uint"),
+    ("double", "double"),
+    ("bool", "bool"),
+    ("string", "string"),
+    ("bytes", "bytes"),
+    ("list", "list"),
+    ("map", "map"),
+    ("null_type", "null_type"),
+    ("type", "type"),
+    ("optional_type", "optional_type"),
+    ("google.protobuf.Timestamp", "google.protobuf.Timestamp"),
+    ("google.protobuf.Duration", "google.protobuf.Duration"),
+];
+
+fn type_for_name(name: &str) -> Option<Type> {
+    Some(match name {
+        "int" => Type::Int,
+        "uint" => Type::Uint,
+        "double" => Type::Double,
+        "bool" => Type::Bool,
+        "string" => Type::String,
+        "bytes" => Type::Bytes,
+        "list" => Type::list(Type::Dyn),
+        "map" => Type::map(Type::Dyn, Type::Dyn),
+        "null_type" => Type::Null,
+        "type" => Type::TypeOf(Box::new(Type::Dyn)),
+        "dyn" => Type::Dyn,
+        "optional_type" => Type::Optional(Box::new(Type::Dyn)),
+        "google.protobuf.Timestamp" => Type::Timestamp,
+        "google.protobuf.Duration" => Type::Duration,
+        _ => return None,
+    })
+}
+
+/// The segments of `a.b.c` when the expression is an identifier with plain selections.
+fn dotted(e: &Expr) -> Option<Vec<&str>> {
+    let mut parts = Vec::new();
+    let mut cur = e;
+    loop {
+        match &cur.kind {
+            ExprKind::Ident(n) => {
+                parts.push(n.as_str());
+                parts.reverse();
+                return Some(parts);
+            }
+            ExprKind::Select { operand, field, optional: false } => {
+                parts.push(field.as_str());
+                cur = operand;
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// Conversions cel-go folds when their argument is constant.
+const FOLDABLE: &[&str] = &["int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp", "dyn"];
+
+impl<'e> Checker<'e> {
+    pub fn new(env: &'e Env, src: &'e str) -> Self {
+        Checker { env, src, locals: Vec::new() }
+    }
+
+    fn err(&self, e: &Expr, msg: impl Into<String>) -> CompileError {
+        CompileError::at(self.src, e.span.start as usize, msg)
+    }
+
+    fn is_local(&self, name: &str) -> bool {
+        self.locals.iter().any(|(n, _)| n == name)
+    }
+
+    fn function(&self, name: &str) -> Option<&'static Function> {
+        let f = table().get(name)?;
+        f.overloads.iter().any(|o| o.since <= self.env.version).then_some(f)
+    }
+
+    pub fn check(&mut self, e: &Expr) -> Checked {
+        match &e.kind {
+            ExprKind::Literal(l) => Ok(literal(l)),
+            ExprKind::Ident(name) => self.ident(e, name),
+            ExprKind::Select { operand, field, optional } => {
+                if !optional {
+                    if let Some(resolved) = self.qualified(e)? {
+                        return Ok(resolved);
+                    }
+                }
+                let (node, ty) = self.check(operand)?;
+                self.select(e, node, ty, field, *optional)
+            }
+            ExprKind::Has { operand, field } => {
+                let (node, ty) = self.check(operand)?;
+                match &ty {
+                    Type::Object(o) if o.field(field).is_none() => {
+                        return Err(self.err(e, format!("undefined field '{field}'")));
+                    }
+                    Type::Object(_) | Type::Map(..) | Type::Dyn | Type::Optional(_) => {}
+                    other if self.env.check_types => {
+                        return Err(self.err(e, format!("invalid type for field selection: {other}")));
+                    }
+                    _ => {}
+                }
+                Ok((Node::Has { operand: Box::new(node), field: field.as_str().into() }, Type::Bool))
+            }
+            ExprKind::Index { operand, index, optional } => {
+                let (on, ot) = self.check(operand)?;
+                let (inode, it) = self.check(index)?;
+                let elem = self.index_type(e, &ot, &it, *optional)?;
+                Ok((Node::Index { operand: Box::new(on), index: Box::new(inode), optional: *optional }, elem))
+            }
+            ExprKind::Call { func, target, args } => self.call(e, func, target.as_deref(), args),
+            ExprKind::List { elements, optional } => self.list(e, elements, optional, false),
+            ExprKind::Map { entries } => {
+                let mut nodes = Vec::with_capacity(entries.len());
+                let (mut kt, mut vt): (Option<Type>, Option<Type>) = (None, None);
+                for entry in entries {
+                    let (kn, k) = self.check(&entry.key)?;
+                    let (vn, mut v) = self.check(&entry.value)?;
+                    if entry.optional {
+                        v = self.unwrap_optional(&entry.value, v)?;
+                    }
+                    kt = Some(self.homogeneous(&entry.key, kt, k)?);
+                    vt = Some(self.homogeneous(&entry.value, vt, v)?);
+                    nodes.push((kn, vn, entry.optional));
+                }
+                let ty = Type::map(kt.unwrap_or(Type::Dyn), vt.unwrap_or(Type::Dyn));
+                let node = Node::Map { entries: nodes.into_boxed_slice() };
+                Ok((self.fold(e, node)?, ty))
+            }
+            ExprKind::Struct { type_name } => Err(self.err(e, format!("undeclared reference to '{type_name}' (in container '')"))),
+            ExprKind::Comprehension(c) => self.comprehension(e, c),
+        }
+    }
+
+    fn ident(&self, e: &Expr, name: &str) -> Checked {
+        if let Some(i) = self.locals.iter().rposition(|(n, _)| n == name) {
+            return Ok((Node::Local(i), self.locals[i].1.clone()));
+        }
+        if let Some((slot, var)) = self.env.variable(name) {
+            return match &var.kind {
+                VarKind::Plain => Ok((Node::Var(slot), var.ty.clone())),
+                VarKind::Lazy(_) => Err(self.err(e, format!("'{name}' can only be used to select a variable"))),
+            };
+        }
+        if let Some((_, rt)) = TYPE_NAMES.iter().find(|(n, _)| *n == name) {
+            let ty = type_for_name(name).unwrap_or(Type::Dyn);
+            return Ok((Node::Const(Value::Type(rt)), Type::TypeOf(Box::new(ty))));
+        }
+        if super::types::parse_type(name) != Type::Opaque("unknown") && name.contains('.') {
+            let t = super::types::parse_type(name);
+            if let Type::Opaque(n) = t {
+                return Ok((Node::Const(Value::Type(n)), Type::TypeOf(Box::new(t))));
+            }
+        }
+        self.undeclared(e, name)
+    }
+
+    /// An unknown name: a compile error, or without type checking (as cel-go's unchecked
+    /// evaluation) an error when evaluated.
+    fn undeclared(&self, e: &Expr, name: &str) -> Checked {
+        if self.env.check_types {
+            return Err(self.err(e, format!("undeclared reference to '{name}' (in container '')")));
+        }
+        Ok((Node::Fail(format!("no such attribute: {name}").into()), Type::Dyn))
+    }
+
+    /// Resolves `a.b.c` against qualified variable names (`authorizer.requestResource`),
+    /// composited variables (`variables.x`) and type names (`google.protobuf.Timestamp`),
+    /// most qualified first, as cel-go does. `None` when the root is an ordinary value.
+    fn qualified(&mut self, e: &Expr) -> Result<Option<(Node, Type)>, CompileError> {
+        let Some(parts) = dotted(e) else { return Ok(None) };
+        if self.is_local(parts[0]) {
+            return Ok(None);
+        }
+        for k in (1..=parts.len()).rev() {
+            let name = parts[..k].join(".");
+            let Some((slot, var)) = self.env.variable(&name) else { continue };
+            let (mut node, mut ty, rest) = match &var.kind {
+                VarKind::Plain => (Node::Var(slot), var.ty.clone(), &parts[k..]),
+                VarKind::Lazy(fields) => {
+                    let Some(field) = parts.get(k) else {
+                        return Err(self.err(e, format!("'{name}' can only be used to select a variable")));
+                    };
+                    let Some(index) = fields.iter().position(|(n, _)| n == field) else {
+                        return Err(self.err(e, format!("undefined field '{field}'")));
+                    };
+                    (Node::Lazy(index), fields[index].1.clone(), &parts[k + 1..])
+                }
+            };
+            if k == 1 && rest.is_empty() {
+                return Ok(None);
+            }
+            for field in rest {
+                let (n, t) = self.select(e, node, ty, field, false)?;
+                node = n;
+                ty = t;
+            }
+            return Ok(Some((node, ty)));
+        }
+        let full = parts.join(".");
+        if let Some((_, rt)) = TYPE_NAMES.iter().find(|(n, _)| *n == full) {
+            let ty = type_for_name(&full).unwrap_or(Type::Dyn);
+            return Ok(Some((Node::Const(Value::Type(rt)), Type::TypeOf(Box::new(ty)))));
+        }
+        if let Type::Opaque(n) = super::types::parse_type(&full) {
+            if n != "unknown" {
+                return Ok(Some((Node::Const(Value::Type(n)), Type::TypeOf(Box::new(Type::Opaque(n))))));
+            }
+        }
+        Ok(None)
+    }
+
+    fn select(&self, e: &Expr, node: Node, ty: Type, field: &str, optional: bool) -> Checked {
+        // Selection on an optional is an optional selection (chaining is viral).
+        let (base, optional) = match &ty {
+            Type::Optional(inner) => ((**inner).clone(), true),
+            other => (other.clone(), optional),
+        };
+        let field_ty = match &base {
+            Type::Object(o) => match o.field(field) {
+                Some(t) => t.clone(),
+                None => return Err(self.err(e, format!("undefined field '{field}'"))),
+            },
+            Type::Map(k, v) if matches!(**k, Type::String | Type::Dyn) => (**v).clone(),
+            Type::Dyn => Type::Dyn,
+            other if self.env.check_types => {
+                return Err(self.err(e, format!("type '{other}' does not support field selection")));
+            }
+            _ => Type::Dyn,
+        };
+        let ty = if optional { Type::Optional(Box::new(field_ty)) } else { field_ty };
+        Ok((Node::Select { operand: Box::new(node), field: field.into(), optional }, ty))
+    }
+
+    fn index_type(&self, e: &Expr, ot: &Type, it: &Type, optional: bool) -> Result<Type, CompileError> {
+        let (base, optional) = match ot {
+            Type::Optional(inner) => ((**inner).clone(), true),
+            other => (other.clone(), optional),
+        };
+        let elem = match (&base, it) {
+            (Type::List(el), Type::Int | Type::Uint | Type::Dyn) => (**el).clone(),
+            (Type::Map(k, v), key) if Bindings::default().accepts(k, key) => (**v).clone(),
+            (Type::Dyn, _) => Type::Dyn,
+            _ if !self.env.check_types => Type::Dyn,
+            _ => {
+                return Err(self.err(e, format!("found no matching overload for '_[_]' applied to '({base}, {it})'")));
+            }
+        };
+        Ok(if optional { Type::Optional(Box::new(elem)) } else { elem })
+    }
+
+    fn unwrap_optional(&self, e: &Expr, t: Type) -> Result<Type, CompileError> {
+        match t {
+            Type::Optional(inner) => Ok(*inner),
+            Type::Dyn => Ok(Type::Dyn),
+            other if self.env.check_types => {
+                Err(self.err(e, format!("found no matching overload for 'optional entry' applied to '{other}'")))
+            }
+            _ => Ok(Type::Dyn),
+        }
+    }
+
+    /// Kubernetes' homogeneous aggregate literal rule: every element (or key, or value) of a
+    /// literal has one type; `dyn` elements fit anywhere.
+    fn homogeneous(&self, e: &Expr, so_far: Option<Type>, next: Type) -> Result<Type, CompileError> {
+        let Some(prev) = so_far else { return Ok(next) };
+        if !self.env.check_types || !self.env.homogeneous_literals {
+            return Ok(join(&prev, &next).unwrap_or(Type::Dyn));
+        }
+        match (&prev, &next) {
+            (Type::Dyn, t) | (t, Type::Dyn) => Ok(t.clone()),
+            _ => match join(&prev, &next) {
+                Some(t) if prev == next || matches!(t, Type::Optional(_) | Type::Object(_)) => Ok(t),
+                _ => Err(self.err(e, format!("expected type '{prev}' but found '{next}'"))),
+            },
+        }
+    }
+
+    fn list(&mut self, e: &Expr, elements: &[Expr], optional: &[bool], exempt: bool) -> Checked {
+        let mut nodes = Vec::with_capacity(elements.len());
+        let mut elem: Option<Type> = None;
+        for (el, opt) in elements.iter().zip(optional) {
+            let (n, mut t) = self.check(el)?;
+            if *opt {
+                t = self.unwrap_optional(el, t)?;
+            }
+            elem = Some(if exempt { join(elem.as_ref().unwrap_or(&t), &t).unwrap_or(Type::Dyn) } else { self.homogeneous(el, elem, t)? });
+            nodes.push(n);
+        }
+        let optional: Box<[bool]> = if optional.iter().any(|o| *o) { optional.into() } else { Box::new([]) };
+        let node = Node::List { elements: nodes.into_boxed_slice(), optional };
+        Ok((self.fold(e, node)?, Type::list(elem.unwrap_or(Type::Dyn))))
+    }
+
+    fn call(&mut self, e: &Expr, func: &str, target: Option<&Expr>, args: &[Expr]) -> Checked {
+        // `sets.contains(a, b)` parses as a member call on `sets`: a namespaced function.
+        if let Some(t) = target {
+            if let Some(parts) = dotted(t) {
+                let root_is_value = self.is_local(parts[0]) || self.env.variable(parts[0]).is_some();
+                let qualified = format!("{}.{}", parts.join("."), func);
+                if !root_is_value && table().contains_key(qualified.as_str()) {
+                    return self.call(e, &qualified, None, args);
+                }
+            }
+        }
+        match func {
+            "_&&_" | "_||_" => {
+                let (l, lt) = self.check(&args[0])?;
+                let (r, rt) = self.check(&args[1])?;
+                for (t, a) in [(&lt, &args[0]), (&rt, &args[1])] {
+                    if self.env.check_types && !matches!(t, Type::Bool | Type::Dyn) {
+                        return Err(self.err(a, format!("found no matching overload for '{func}' applied to '({lt}, {rt})'")));
+                    }
+                }
+                let node = if func == "_&&_" { Node::And(Box::new(l), Box::new(r)) } else { Node::Or(Box::new(l), Box::new(r)) };
+                return Ok((node, Type::Bool));
+            }
+            "_?_:_" => {
+                let (c, ct) = self.check(&args[0])?;
+                let (y, yt) = self.check(&args[1])?;
+                let (n, nt) = self.check(&args[2])?;
+                let joined = join(&yt, &nt);
+                if self.env.check_types && (!matches!(ct, Type::Bool | Type::Dyn) || joined.is_none()) {
+                    return Err(self.err(e, format!("found no matching overload for '_?_:_' applied to '({ct}, {yt}, {nt})'")));
+                }
+                return Ok((Node::Cond(Box::new([c, y, n])), joined.unwrap_or(Type::Dyn)));
+            }
+            _ => {}
+        }
+        let Some(f) = self.function(func) else {
+            return self.undeclared(e, func);
+        };
+        let mut nodes = Vec::with_capacity(args.len() + 1);
+        let mut types = Vec::with_capacity(args.len() + 1);
+        if let Some(t) = target {
+            let (n, ty) = self.check(t)?;
+            nodes.push(n);
+            types.push(ty);
+        }
+        for a in args {
+            // Literal lists passed to `format()` are exempt from the homogeneity rule.
+            let (n, ty) = match (&a.kind, func) {
+                (ExprKind::List { elements, optional }, "format") => self.list(a, elements, optional, true)?,
+                _ => self.check(a)?,
+            };
+            nodes.push(n);
+            types.push(ty);
+        }
+        let member = target.is_some();
+        let candidates: Vec<_> = f
+            .overloads
+            .iter()
+            .filter(|o| o.sig.member == member && o.sig.params.len() == types.len() && o.since <= self.env.version)
+            .collect();
+        if candidates.is_empty() {
+            return Err(self.err(e, format!("undeclared reference to '{func}' (in container '')")));
+        }
+        let mut result: Option<Type> = None;
+        for o in &candidates {
+            let mut b = Bindings::default();
+            if o.sig.params.iter().zip(&types).all(|(p, t)| b.accepts(p, t)) {
+                let r = b.substitute(&o.sig.result);
+                result = Some(match result {
+                    None => r,
+                    Some(prev) => join(&prev, &r).unwrap_or(Type::Dyn),
+                });
+            }
+        }
+        let ty = match result {
+            Some(t) => t,
+            None if !self.env.check_types => Type::Dyn,
+            None => {
+                let shown = if member {
+                    let rest: Vec<String> = types[1..].iter().map(|t| t.to_string()).collect();
+                    format!("{}.({})", types[0], rest.join(", "))
+                } else {
+                    let all: Vec<String> = types.iter().map(|t| t.to_string()).collect();
+                    format!("({})", all.join(", "))
+                };
+                return Err(self.err(e, format!("found no matching overload for '{func}' applied to '{shown}'")));
+            }
+        };
+        if let Some(node) = self.regex_node(e, func, &mut nodes)? {
+            return Ok((node, ty));
+        }
+        let node = Node::Call { func: f, args: nodes.into_boxed_slice() };
+        if FOLDABLE.contains(&func) && self.env.optimize {
+            return Ok((self.fold(e, node)?, ty));
+        }
+        Ok((node, ty))
+    }
+
+    /// `matches`, `find`, `findAll` with a constant pattern: compiled once here; an invalid
+    /// constant pattern is a compile error.
+    fn regex_node(&self, e: &Expr, func: &str, nodes: &mut Vec<Node>) -> Result<Option<Node>, CompileError> {
+        let op = match func {
+            "matches" => RegexOp::Matches,
+            "find" => RegexOp::Find,
+            "findAll" => RegexOp::FindAll,
+            _ => return Ok(None),
+        };
+        let Some(Node::Const(Value::String(p))) = nodes.get(1) else { return Ok(None) };
+        let pattern = p.as_str().to_string();
+        let re = match functions::compile_regex(&pattern) {
+            Ok(re) => re,
+            Err(err) if op == RegexOp::Matches => {
+                return Err(self.err(e, format!("invalid matches argument: {}", err.message())));
+            }
+            Err(err) => return Err(self.err(e, super::ext::regex_error(err).message().to_string())),
+        };
+        let pattern_size = pattern.chars().count() as u64;
+        let mut args: Vec<Node> = std::mem::take(nodes);
+        args.remove(1);
+        Ok(Some(Node::Regex { op, args: args.into_boxed_slice(), re: Arc::new(re), pattern_size }))
+    }
+
+    /// Evaluates a node whose inputs are all constants (a literal list or map, a conversion
+    /// of a constant), as cel-go's `OptOptimize` does at program creation: a failure is a
+    /// compile error.
+    fn fold(&self, e: &Expr, node: Node) -> Result<Node, CompileError> {
+        let all_const = match &node {
+            Node::List { elements, optional } => optional.is_empty() && elements.iter().all(|n| matches!(n, Node::Const(_))),
+            Node::Map { entries } => entries.iter().all(|(k, v, o)| !o && matches!(k, Node::Const(_)) && matches!(v, Node::Const(_))),
+            Node::Call { args, .. } => args.iter().all(|n| matches!(n, Node::Const(_))),
+            _ => false,
+        };
+        if !all_const || !self.env.optimize {
+            return Ok(node);
+        }
+        let empty: Vec<Value<'static>> = Vec::new();
+        let mut meter = Meter::default();
+        let mut ev = Evaluator::new(&empty, &mut meter);
+        match ev.eval(&node) {
+            Ok(v) => Ok(Node::Const(detach(v))),
+            Err(err) => Err(self.err(e, err.message().to_string())),
+        }
+    }
+
+    fn comprehension(&mut self, e: &Expr, c: &Comprehension) -> Checked {
+        use MacroKind::*;
+        let (range, rt) = self.check(&c.range)?;
+        if matches!(c.kind, All | Exists | ExistsOne) && c.var2.is_some() || matches!(c.kind, TransformList | TransformMap | TransformMapEntry) {
+            if self.env.version < super::library::since::TWO_VAR_COMPREHENSIONS {
+                return Err(self.err(e, format!("undeclared reference to '{}' (in container '')", c.name)));
+            }
+        }
+        if c.kind == SortBy && self.env.version < super::library::since::LISTS_V3 {
+            return Err(self.err(e, "undeclared reference to 'sortBy' (in container '')"));
+        }
+        let (t1, t2) = match (&rt, c.kind) {
+            (Type::Optional(inner), OptMap | OptFlatMap) => ((**inner).clone(), None),
+            (Type::Dyn, OptMap | OptFlatMap) => (Type::Dyn, None),
+            (_, OptMap | OptFlatMap) if self.env.check_types => {
+                return Err(self.err(e, format!("found no matching overload for '{}' applied to '{rt}'", c.name)));
+            }
+            (Type::List(el), _) if c.var2.is_some() => (Type::Int, Some((**el).clone())),
+            (Type::List(el), _) => ((**el).clone(), None),
+            (Type::Map(k, v), _) if c.var2.is_some() => ((**k).clone(), Some((**v).clone())),
+            (Type::Map(k, _), _) if c.kind != SortBy => ((**k).clone(), None),
+            (Type::Dyn, _) => (Type::Dyn, c.var2.as_ref().map(|_| Type::Dyn)),
+            _ if !self.env.check_types => (Type::Dyn, c.var2.as_ref().map(|_| Type::Dyn)),
+            _ => {
+                return Err(self.err(
+                    &c.range,
+                    format!("expression of type '{rt}' cannot be range of a comprehension (must be list, map, or dynamic)"),
+                ));
+            }
+        };
+        let depth = self.locals.len();
+        self.locals.push((c.var.clone(), t1.clone()));
+        if let (Some(name), Some(t)) = (&c.var2, &t2) {
+            self.locals.push((name.clone(), t.clone()));
+        }
+        let scoped = self.filter_and_body(c);
+        self.locals.truncate(depth);
+        let (filter, (body, bt)) = scoped?;
+        let ty = match c.kind {
+            All | Exists | ExistsOne => {
+                self.expect_bool(&c.body, &bt)?;
+                Type::Bool
+            }
+            Filter => {
+                self.expect_bool(&c.body, &bt)?;
+                Type::list(t1)
+            }
+            Map | TransformList => Type::list(bt),
+            TransformMap => Type::map(if matches!(rt, Type::List(_)) { Type::Int } else { t1 }, bt),
+            TransformMapEntry => match bt {
+                Type::Map(..) | Type::Dyn => bt,
+                other if self.env.check_types => {
+                    return Err(self.err(&c.body, format!("transformMapEntry expression must be a map, got {other}")));
+                }
+                _ => Type::Dyn,
+            },
+            SortBy => rt.clone(),
+            OptMap => Type::Optional(Box::new(bt)),
+            OptFlatMap => match bt {
+                Type::Optional(_) | Type::Dyn => bt,
+                other if self.env.check_types => {
+                    return Err(self.err(&c.body, format!("optFlatMap expression must be optional, got {other}")));
+                }
+                _ => Type::Dyn,
+            },
+        };
+        let node = CNode { kind: c.kind, range, two_vars: c.var2.is_some(), filter, body };
+        Ok((Node::Comprehension(Box::new(node)), ty))
+    }
+
+    /// The filter (checked to be a bool) and the body, with the iteration variables in scope.
+    fn filter_and_body(&mut self, c: &Comprehension) -> Result<(Option<Node>, (Node, Type)), CompileError> {
+        let filter = match &c.filter {
+            Some(f) => {
+                let (n, t) = self.check(f)?;
+                self.expect_bool(f, &t)?;
+                Some(n)
+            }
+            None => None,
+        };
+        Ok((filter, self.check(&c.body)?))
+    }
+
+    fn expect_bool(&self, e: &Expr, t: &Type) -> Result<(), CompileError> {
+        if self.env.check_types && !matches!(t, Type::Bool | Type::Dyn) {
+            return Err(self.err(e, format!("expected type 'bool' but found '{t}'")));
+        }
+        Ok(())
+    }
+}
+
+fn literal(l: &Literal) -> (Node, Type) {
+    let (v, t) = match l {
+        Literal::Null => (Value::Null, Type::Null),
+        Literal::Bool(b) => (Value::Bool(*b), Type::Bool),
+        Literal::Int(i) => (Value::Int(*i), Type::Int),
+        Literal::Uint(u) => (Value::Uint(*u), Type::Uint),
+        Literal::Double(d) => (Value::Double(*d), Type::Double),
+        Literal::String(s) => (Value::string(s.as_str()), Type::String),
+        Literal::Bytes(b) => (Value::Bytes(b.as_slice().into()), Type::Bytes),
+    };
+    (Node::Const(v), t)
+}
+
+/// Converts a value computed from constants into one that owns everything it holds, so it
+/// can live in a program (`Value<'static>`).
+fn detach(v: Value<'_>) -> Value<'static> {
+    match v {
+        Value::Null => Value::Null,
+        Value::Bool(b) => Value::Bool(b),
+        Value::Int(i) => Value::Int(i),
+        Value::Uint(u) => Value::Uint(u),
+        Value::Double(d) => Value::Double(d),
+        Value::String(s) => Value::string(s.as_str()),
+        Value::Bytes(b) => Value::Bytes(b),
+        Value::List(l) => Value::list(l.iter().map(detach).collect()),
+        Value::Map(m) => {
+            let entries = m.entries().into_iter().map(|(k, v)| (detach(k), detach(v))).collect();
+            // Keys were already unique in the source map.
+            match OwnedMap::from_entries(entries) {
+                Ok(m) => Value::Map(Map::Owned(Arc::new(m))),
+                Err(_) => Value::Null,
+            }
+        }
+        Value::Timestamp(t) => Value::Timestamp(t),
+        Value::Duration(d) => Value::Duration(d),
+        Value::Type(t) => Value::Type(t),
+        Value::Optional(o) => Value::optional(o.map(|v| detach((*v).clone()))),
+        Value::Opaque(o) => Value::Opaque(o),
+    }
+}

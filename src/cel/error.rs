@@ -1,0 +1,146 @@
+//! Errors of the CEL engine: compile-time (syntax and check) errors with their position, and
+//! evaluation errors with cel-go's wording.
+
+use std::fmt;
+
+/// A syntax error at a byte offset of the source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntaxError {
+    pub offset: usize,
+    pub message: String,
+}
+
+/// One compile error (syntax or type check) with its position in the expression.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Issue {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+    pub message: String,
+}
+
+/// Why an expression did not compile. Displays as cel-go does:
+/// `ERROR: <input>:1:5: message` followed by the source line and a caret.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompileError {
+    pub issues: Vec<Issue>,
+    source_lines: Vec<String>,
+}
+
+impl CompileError {
+    /// An error at byte `offset` of `source`.
+    pub fn at(source: &str, offset: usize, message: impl Into<String>) -> Self {
+        let (line, column) = line_col(source, offset);
+        CompileError {
+            issues: vec![Issue { line, column, message: message.into() }],
+            source_lines: source.lines().map(str::to_string).collect(),
+        }
+    }
+
+    /// An error that belongs to no position (for example the expression is too long).
+    pub fn general(source: &str, message: impl Into<String>) -> Self {
+        CompileError {
+            issues: vec![Issue { line: 0, column: 0, message: message.into() }],
+            source_lines: source.lines().map(str::to_string).collect(),
+        }
+    }
+
+    /// The first message, without position.
+    pub fn message(&self) -> &str {
+        self.issues.first().map_or("", |i| i.message.as_str())
+    }
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, issue) in self.issues.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            if issue.line == 0 {
+                write!(f, "ERROR: <input>: {}", issue.message)?;
+                continue;
+            }
+            write!(f, "ERROR: <input>:{}:{}: {}", issue.line, issue.column, issue.message)?;
+            if let Some(text) = self.source_lines.get(issue.line - 1) {
+                write!(f, "\n | {text}\n | {}^", ".".repeat(issue.column.saturating_sub(1)))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+/// 1-based line and character column of a byte offset.
+pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(source.len());
+    let before = source.get(..offset).unwrap_or(source);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}
+
+/// An evaluation error. `Cancelled` (the cost limit) stops the whole evaluation: it is never
+/// absorbed by `&&`, `||` or a comprehension, exactly as cel-go's cancellation panic.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EvalError {
+    /// An ordinary CEL error value, with cel-go's message.
+    Value(String),
+    /// The evaluation was cancelled: cost limit exceeded.
+    Cancelled(String),
+}
+
+impl EvalError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        EvalError::Value(msg.into())
+    }
+
+    pub fn no_such_key(key: impl fmt::Display) -> Self {
+        EvalError::Value(format!("no such key: {key}"))
+    }
+
+    pub fn no_such_overload() -> Self {
+        EvalError::Value("no such overload".into())
+    }
+
+    pub fn overflow() -> Self {
+        EvalError::Value("integer overflow".into())
+    }
+
+    pub fn cost_limit() -> Self {
+        EvalError::Cancelled("operation cancelled: actual cost limit exceeded".into())
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            EvalError::Value(m) | EvalError::Cancelled(m) => m,
+        }
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, EvalError::Cancelled(_))
+    }
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_line_and_character() {
+        assert_eq!(line_col("ab\ncdé f", 9), (2, 6));
+        let e = CompileError::at("a +", 3, "Syntax error: mismatched input '<EOF>'");
+        assert_eq!(e.to_string(), "ERROR: <input>:1:4: Syntax error: mismatched input '<EOF>'\n | a +\n | ...^");
+    }
+}

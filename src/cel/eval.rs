@@ -1,0 +1,566 @@
+//! Evaluation of a compiled program, metered in cel-go's runtime cost units.
+//!
+//! Costs follow cel-go's `CostTracker` as Kubernetes configures it: constants 0, each
+//! identifier, field selection and index 1, `has()` 0, list and map literals 10 and 30, calls
+//! by the function's cost rule, and comprehensions charged node by node as their cel-go macro
+//! expansions would be (`all` costs 3 per element plus its predicate, `map` 12 plus its
+//! transform...). The limit is checked on every charge, so an expression stops as soon as it
+//! goes over, including inside a comprehension.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::ast::MacroKind;
+use super::error::EvalError;
+use super::ext;
+use super::library::Function;
+use super::value::{List, Map, OwnedMap, Str, Value};
+
+/// cel-go's `CostLimit` for one expression in Kubernetes (`PerCallLimit`).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+
+/// The compiled form of an expression.
+#[derive(Debug)]
+pub enum Node {
+    Const(Value<'static>),
+    /// A declared variable, by slot.
+    Var(usize),
+    /// A comprehension variable, by its position on the local stack.
+    Local(usize),
+    /// A composited variable (`variables.name`), by index; evaluated on demand by the
+    /// activation.
+    Lazy(usize),
+    Select { operand: Box<Node>, field: Box<str>, optional: bool },
+    Has { operand: Box<Node>, field: Box<str> },
+    Index { operand: Box<Node>, index: Box<Node>, optional: bool },
+    And(Box<Node>, Box<Node>),
+    Or(Box<Node>, Box<Node>),
+    Cond(Box<[Node; 3]>),
+    Call { func: &'static Function, args: Box<[Node]> },
+    /// `matches`, `find` or `findAll` with a constant pattern compiled once.
+    Regex { op: RegexOp, args: Box<[Node]>, re: Arc<regex::Regex>, pattern_size: u64 },
+    List { elements: Box<[Node]>, optional: Box<[bool]> },
+    Map { entries: Box<[(Node, Node, bool)]> },
+    Comprehension(Box<Comprehension>),
+    /// Always an error (an unknown name in an unchecked expression).
+    Fail(Box<str>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegexOp {
+    Matches,
+    Find,
+    FindAll,
+}
+
+#[derive(Debug)]
+pub struct Comprehension {
+    pub kind: MacroKind,
+    pub range: Node,
+    pub two_vars: bool,
+    pub filter: Option<Node>,
+    pub body: Node,
+}
+
+impl std::fmt::Debug for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// Where the values of declared variables come from during one evaluation.
+pub trait Activation<'a> {
+    /// The value of the declared variable in `slot`.
+    fn var(&self, slot: usize) -> Value<'a>;
+    /// The value of composited variable `index`; its own cost is the activation's business.
+    fn lazy(&self, index: usize) -> Result<Value<'a>, EvalError> {
+        Err(EvalError::new(format!("no such composited variable: {index}")))
+    }
+}
+
+impl<'a> Activation<'a> for [Value<'a>] {
+    fn var(&self, slot: usize) -> Value<'a> {
+        self.get(slot).cloned().unwrap_or(Value::Null)
+    }
+}
+
+impl<'a> Activation<'a> for Vec<Value<'a>> {
+    fn var(&self, slot: usize) -> Value<'a> {
+        self.as_slice().var(slot)
+    }
+}
+
+/// What one evaluation may spend, and what it spent.
+#[derive(Debug, Clone)]
+pub struct Meter {
+    pub cost: u64,
+    pub limit: u64,
+    /// Checked every 100 comprehension iterations, as cel-go's interrupt check.
+    pub deadline: Option<Instant>,
+}
+
+impl Default for Meter {
+    fn default() -> Self {
+        Meter { cost: 0, limit: PER_CALL_LIMIT, deadline: None }
+    }
+}
+
+impl Meter {
+    pub fn with_limit(limit: u64) -> Self {
+        Meter { cost: 0, limit, deadline: None }
+    }
+
+    #[inline]
+    fn charge(&mut self, n: u64) -> Result<(), EvalError> {
+        self.cost = self.cost.saturating_add(n);
+        if self.cost > self.limit {
+            return Err(EvalError::cost_limit());
+        }
+        Ok(())
+    }
+}
+
+pub(crate) struct Evaluator<'a, 'x> {
+    act: &'x dyn Activation<'a>,
+    locals: Vec<Value<'a>>,
+    pub meter: &'x mut Meter,
+}
+
+type R<'a> = Result<Value<'a>, EvalError>;
+
+impl<'a, 'x> Evaluator<'a, 'x> {
+    pub fn new(act: &'x dyn Activation<'a>, meter: &'x mut Meter) -> Self {
+        Evaluator { act, locals: Vec::new(), meter }
+    }
+
+    pub fn eval(&mut self, n: &Node) -> R<'a> {
+        match n {
+            Node::Const(v) => Ok(v.clone()),
+            Node::Var(slot) => {
+                self.meter.charge(1)?;
+                Ok(self.act.var(*slot))
+            }
+            Node::Local(i) => {
+                self.meter.charge(1)?;
+                Ok(self.locals[*i].clone())
+            }
+            Node::Lazy(i) => {
+                // cel-go charges the `variables` identifier and the field selection.
+                self.meter.charge(2)?;
+                self.act.lazy(*i)
+            }
+            Node::Select { operand, field, optional } => {
+                let v = self.eval(operand)?;
+                self.meter.charge(1)?;
+                select(v, field, *optional)
+            }
+            Node::Has { operand, field } => {
+                let v = self.eval(operand)?;
+                has(&v, field)
+            }
+            Node::Index { operand, index, optional } => {
+                let v = self.eval(operand)?;
+                let k = self.eval(index)?;
+                self.meter.charge(1)?;
+                index_value(v, &k, *optional)
+            }
+            Node::And(l, r) => self.logic(l, r, false),
+            Node::Or(l, r) => self.logic(l, r, true),
+            Node::Cond(parts) => match self.eval(&parts[0])? {
+                Value::Bool(true) => self.eval(&parts[1]),
+                Value::Bool(false) => self.eval(&parts[2]),
+                _ => Err(EvalError::no_such_overload()),
+            },
+            Node::Call { func, args } => self.call(func, args),
+            Node::Regex { op, args, re, pattern_size } => self.regex(*op, args, re, *pattern_size),
+            Node::List { elements, optional } => {
+                let mut out = Vec::with_capacity(elements.len());
+                for (i, e) in elements.iter().enumerate() {
+                    let v = self.eval(e)?;
+                    if optional.get(i).copied().unwrap_or(false) {
+                        match v {
+                            Value::Optional(Some(inner)) => out.push((*inner).clone()),
+                            Value::Optional(None) => {}
+                            _ => return Err(EvalError::no_such_overload()),
+                        }
+                    } else {
+                        out.push(v);
+                    }
+                }
+                self.meter.charge(10)?;
+                Ok(Value::list(out))
+            }
+            Node::Map { entries } => {
+                let mut out = Vec::with_capacity(entries.len());
+                for (k, v, opt) in entries.iter() {
+                    let key = self.eval(k)?;
+                    let val = self.eval(v)?;
+                    if *opt {
+                        match val {
+                            Value::Optional(Some(inner)) => out.push((key, (*inner).clone())),
+                            Value::Optional(None) => {}
+                            _ => return Err(EvalError::no_such_overload()),
+                        }
+                    } else {
+                        out.push((key, val));
+                    }
+                }
+                self.meter.charge(30)?;
+                Ok(Value::Map(Map::Owned(Arc::new(OwnedMap::from_entries(out)?))))
+            }
+            Node::Comprehension(c) => self.comprehension(c),
+            Node::Fail(msg) => Err(EvalError::new(msg.as_ref())),
+        }
+    }
+
+    /// `&&` (`or == false`) and `||`, commutative over errors: the deciding value on either
+    /// side wins over an error on the other. A cancellation is never absorbed.
+    fn logic(&mut self, l: &Node, r: &Node, or: bool) -> R<'a> {
+        let lv = self.eval(l);
+        match &lv {
+            Ok(Value::Bool(b)) if *b == or => return Ok(Value::Bool(or)),
+            Err(e) if e.is_cancelled() => return lv,
+            _ => {}
+        }
+        let rv = self.eval(r);
+        match &rv {
+            Ok(Value::Bool(b)) if *b == or => return Ok(Value::Bool(or)),
+            Err(e) if e.is_cancelled() => return rv,
+            _ => {}
+        }
+        match (lv, rv) {
+            (Ok(Value::Bool(_)), Ok(Value::Bool(_))) => Ok(Value::Bool(!or)),
+            (Err(e), _) => Err(e),
+            (Ok(Value::Bool(_)), Err(e)) => Err(e),
+            _ => Err(EvalError::no_such_overload()),
+        }
+    }
+
+    fn call(&mut self, func: &Function, args: &[Node]) -> R<'a> {
+        let mut vals: Vec<Value<'a>> = Vec::with_capacity(args.len());
+        for a in args {
+            vals.push(self.eval(a)?);
+        }
+        self.meter.charge(func.cost.charge(&vals))?;
+        (func.imp)(&vals)
+    }
+
+    fn regex(&mut self, op: RegexOp, args: &[Node], re: &regex::Regex, pattern_size: u64) -> R<'a> {
+        let target = self.eval(&args[0])?;
+        let limit = match args.get(2) {
+            Some(n) => Some(self.eval(n)?),
+            None => None,
+        };
+        let s = target.as_str().ok_or_else(EvalError::no_such_overload)?;
+        self.meter.charge(super::library::regex_cost(target.cost_size(), pattern_size))?;
+        Ok(match op {
+            RegexOp::Matches => Value::Bool(re.is_match(s)),
+            RegexOp::Find => ext::find_with(re, s),
+            RegexOp::FindAll => {
+                let n = match limit {
+                    Some(Value::Int(n)) => n,
+                    None => -1,
+                    Some(_) => return Err(EvalError::no_such_overload()),
+                };
+                ext::find_all_with(re, s, n)
+            }
+        })
+    }
+
+    fn check_deadline(&self, iteration: usize) -> Result<(), EvalError> {
+        if iteration % 100 == 99 {
+            if let Some(d) = self.meter.deadline {
+                if Instant::now() >= d {
+                    return Err(EvalError::Cancelled("operation interrupted".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Evaluates `body` with the iteration variables pushed, popping them whatever happens.
+    fn with_vars(&mut self, v1: Value<'a>, v2: Option<Value<'a>>, node: &Node) -> R<'a> {
+        let depth = self.locals.len();
+        self.locals.push(v1);
+        if let Some(v) = v2 {
+            self.locals.push(v);
+        }
+        let r = self.eval(node);
+        self.locals.truncate(depth);
+        r
+    }
+
+    fn comprehension(&mut self, c: &Comprehension) -> R<'a> {
+        use MacroKind::*;
+        let range = self.eval(&c.range)?;
+        match c.kind {
+            OptMap | OptFlatMap => return self.opt_map(c, range),
+            SortBy => return self.sort_by(c, range),
+            _ => {}
+        }
+        // (first variable, second variable) for each iteration: a list gives (element) or
+        // (index, element); a map gives (key) or (key, value).
+        let items: Vec<(Value<'a>, Option<Value<'a>>)> = match &range {
+            Value::List(l) => {
+                if c.two_vars {
+                    l.iter().enumerate().map(|(i, v)| (Value::Int(i as i64), Some(v))).collect()
+                } else {
+                    l.iter().map(|v| (v, None)).collect()
+                }
+            }
+            Value::Map(m) => {
+                if c.two_vars {
+                    m.entries().into_iter().map(|(k, v)| (k, Some(v))).collect()
+                } else {
+                    m.keys().into_iter().map(|k| (k, None)).collect()
+                }
+            }
+            _ => return Err(EvalError::no_such_overload()),
+        };
+        match c.kind {
+            All | Exists => self.quantifier(c, items, c.kind == Exists),
+            ExistsOne => {
+                let mut count: Result<i64, EvalError> = Ok(0);
+                for (i, (v1, v2)) in items.into_iter().enumerate() {
+                    self.check_deadline(i)?;
+                    let p = self.with_vars(v1, v2, &c.body);
+                    // step `p ? @result + 1 : @result`
+                    match p {
+                        Ok(Value::Bool(true)) => {
+                            self.meter.charge(2)?;
+                            count = count.map(|n| n + 1);
+                        }
+                        Ok(Value::Bool(false)) => self.meter.charge(1)?,
+                        Err(e) if e.is_cancelled() => return Err(e),
+                        Err(e) => count = Err(e),
+                        Ok(_) => count = Err(EvalError::no_such_overload()),
+                    }
+                }
+                // result `@result == 1`
+                self.meter.charge(2)?;
+                count.map(|n| Value::Bool(n == 1))
+            }
+            Map | Filter | TransformList => {
+                let mut out = Vec::new();
+                for (i, (v1, v2)) in items.into_iter().enumerate() {
+                    self.check_deadline(i)?;
+                    let keep_value = v2.clone().unwrap_or_else(|| v1.clone());
+                    if let Some(f) = &c.filter {
+                        match self.with_vars(v1.clone(), v2.clone(), f)? {
+                            Value::Bool(true) => {}
+                            Value::Bool(false) => {
+                                self.meter.charge(1)?;
+                                continue;
+                            }
+                            _ => return Err(EvalError::no_such_overload()),
+                        }
+                    }
+                    if c.kind == Filter {
+                        match self.with_vars(v1, v2, &c.body)? {
+                            Value::Bool(true) => {
+                                self.meter.charge(13)?;
+                                out.push(keep_value);
+                            }
+                            Value::Bool(false) => self.meter.charge(1)?,
+                            _ => return Err(EvalError::no_such_overload()),
+                        }
+                    } else {
+                        let t = self.with_vars(v1, v2, &c.body)?;
+                        self.meter.charge(12)?;
+                        out.push(t);
+                    }
+                }
+                self.meter.charge(1)?;
+                Ok(Value::list(out))
+            }
+            TransformMap | TransformMapEntry => {
+                let mut out = OwnedMap::default();
+                for (i, (v1, v2)) in items.into_iter().enumerate() {
+                    self.check_deadline(i)?;
+                    if let Some(f) = &c.filter {
+                        match self.with_vars(v1.clone(), v2.clone(), f)? {
+                            Value::Bool(true) => {}
+                            Value::Bool(false) => {
+                                self.meter.charge(1)?;
+                                continue;
+                            }
+                            _ => return Err(EvalError::no_such_overload()),
+                        }
+                    }
+                    let key = v1.clone();
+                    let t = self.with_vars(v1, v2, &c.body)?;
+                    if c.kind == TransformMap {
+                        self.meter.charge(3)?;
+                        out.insert_new(key, t)?;
+                    } else {
+                        self.meter.charge(2)?;
+                        let Value::Map(entry) = t else {
+                            return Err(EvalError::no_such_overload());
+                        };
+                        for (k, v) in entry.entries() {
+                            out.insert_new(k, v).map_err(|_| {
+                                EvalError::new(format!("insert failed: key {} already exists", "<key>"))
+                            })?;
+                        }
+                    }
+                }
+                self.meter.charge(1)?;
+                Ok(Value::Map(super::value::Map::Owned(Arc::new(out))))
+            }
+            OptMap | OptFlatMap | SortBy => Err(EvalError::no_such_overload()),
+        }
+    }
+
+    /// `all` and `exists` with cel-go's error absorption: a deciding element wins over errors
+    /// from others; otherwise the first error is the result.
+    fn quantifier(&mut self, c: &Comprehension, items: Vec<(Value<'a>, Option<Value<'a>>)>, exists: bool) -> R<'a> {
+        // all: cond `@not_strictly_false(@result)` (2), step `@result && p` (1 + p);
+        // exists: cond `@not_strictly_false(!@result)` (3), step `@result || p` (1 + p).
+        let cond_cost = if exists { 3 } else { 2 };
+        let mut error: Option<EvalError> = None;
+        let last = items.len().saturating_sub(1);
+        for (i, (v1, v2)) in items.into_iter().enumerate() {
+            self.check_deadline(i)?;
+            self.meter.charge(cond_cost + 1)?;
+            match self.with_vars(v1, v2, &c.body) {
+                Ok(Value::Bool(b)) if b == exists => {
+                    // The next element's condition check stops the loop; then `@result`.
+                    let stop = if i < last { cond_cost } else { 0 };
+                    self.meter.charge(stop + 1)?;
+                    return Ok(Value::Bool(exists));
+                }
+                Ok(Value::Bool(_)) => {}
+                Err(e) if e.is_cancelled() => return Err(e),
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+                Ok(_) => {
+                    error.get_or_insert_with(EvalError::no_such_overload);
+                }
+            }
+        }
+        self.meter.charge(1)?;
+        match error {
+            Some(e) => Err(e),
+            None => Ok(Value::Bool(!exists)),
+        }
+    }
+
+    fn opt_map(&mut self, c: &Comprehension, range: Value<'a>) -> R<'a> {
+        let Value::Optional(opt) = range else {
+            return Err(EvalError::no_such_overload());
+        };
+        self.meter.charge(1)?;
+        let Some(inner) = opt else {
+            self.meter.charge(1)?;
+            return Ok(Value::Optional(None));
+        };
+        self.meter.charge(1)?;
+        let t = self.with_vars((*inner).clone(), None, &c.body)?;
+        if c.kind == MacroKind::OptFlatMap {
+            return match t {
+                Value::Optional(_) => Ok(t),
+                _ => Err(EvalError::no_such_overload()),
+            };
+        }
+        self.meter.charge(1)?;
+        Ok(Value::optional(Some(t)))
+    }
+
+    fn sort_by(&mut self, c: &Comprehension, range: Value<'a>) -> R<'a> {
+        let Value::List(l) = &range else {
+            return Err(EvalError::no_such_overload());
+        };
+        let items = l.to_vec();
+        let mut keys = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            self.check_deadline(i)?;
+            keys.push(self.with_vars(item.clone(), None, &c.body)?);
+            self.meter.charge(12)?;
+        }
+        let n = items.len() as u64;
+        self.meter.charge(2 * n * n + 11)?;
+        ext::sort_by_keys(items, keys)
+    }
+}
+
+/// `v.field`: map lookup by key; `no such key` when absent or when `v` is not a map.
+fn select<'a>(v: Value<'a>, field: &str, optional: bool) -> R<'a> {
+    let found = match &v {
+        Value::Map(m) => m.get_str(field),
+        // Optional chaining is viral: any selection on an optional is an optional selection.
+        Value::Optional(None) => return Ok(Value::Optional(None)),
+        Value::Optional(Some(inner)) => return select((**inner).clone(), field, true),
+        Value::Null => return Err(EvalError::no_such_key(field)),
+        _ => {
+            if optional {
+                return Err(EvalError::no_such_overload());
+            }
+            return Err(EvalError::no_such_key(field));
+        }
+    };
+    match (found, optional) {
+        (Some(x), false) => Ok(x),
+        (Some(x), true) => Ok(Value::optional(Some(x))),
+        (None, true) => Ok(Value::Optional(None)),
+        (None, false) => Err(EvalError::no_such_key(field)),
+    }
+}
+
+fn has(v: &Value<'_>, field: &str) -> R<'static> {
+    match v {
+        Value::Map(m) => Ok(Value::Bool(m.get_str(field).is_some())),
+        Value::Optional(None) => Ok(Value::Bool(false)),
+        Value::Optional(Some(inner)) => has(inner, field),
+        _ => Err(EvalError::no_such_overload()),
+    }
+}
+
+/// `v[k]` on lists (integral index of any numeric kind) and maps (CEL key equality).
+fn index_value<'a>(v: Value<'a>, k: &Value<'_>, optional: bool) -> R<'a> {
+    match &v {
+        Value::Optional(None) => Ok(Value::Optional(None)),
+        Value::Optional(Some(inner)) => index_value((**inner).clone(), k, true),
+        Value::List(l) => {
+            let i = match k {
+                Value::Int(i) => *i,
+                Value::Uint(u) => i64::try_from(*u).unwrap_or(i64::MAX),
+                Value::Double(d) if d.fract() == 0.0 && d.is_finite() => *d as i64,
+                Value::Double(_) => return Err(EvalError::new(format!("unsupported index value {}", k.debug_string()))),
+                _ => return Err(EvalError::no_such_overload()),
+            };
+            let got = if i < 0 { None } else { l.get(i as usize) };
+            match (got, optional) {
+                (Some(x), false) => Ok(x),
+                (Some(x), true) => Ok(Value::optional(Some(x))),
+                (None, true) => Ok(Value::Optional(None)),
+                (None, false) => Err(EvalError::new(format!("index out of bounds: {i}"))),
+            }
+        }
+        Value::Map(m) => {
+            if !matches!(k, Value::String(_) | Value::Int(_) | Value::Uint(_) | Value::Bool(_) | Value::Double(_)) {
+                return Err(EvalError::no_such_overload());
+            }
+            match (m.get(k), optional) {
+                (Some(x), false) => Ok(x),
+                (Some(x), true) => Ok(Value::optional(Some(x))),
+                (None, true) => Ok(Value::Optional(None)),
+                (None, false) => Err(EvalError::no_such_key(k.debug_string())),
+            }
+        }
+        Value::Null => Err(EvalError::no_such_key(k.debug_string())),
+        _ => Err(EvalError::no_such_overload()),
+    }
+}
+
+/// A borrowed string value, for callers building activations.
+pub fn str_value(s: &str) -> Value<'_> {
+    Value::String(Str::Borrowed(s))
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Node>();
+    check::<List<'static>>();
+}

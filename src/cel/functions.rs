@@ -1,0 +1,673 @@
+//! The CEL standard library: operators, conversions, string and time functions, with
+//! cel-go's semantics and error messages. Each function receives its arguments (the receiver
+//! first for member calls) and dispatches on their runtime kinds.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use super::error::EvalError;
+use super::value::{List, Str, Value};
+
+pub type R<'a> = Result<Value<'a>, EvalError>;
+
+fn no_overload<'a>() -> R<'a> {
+    Err(EvalError::no_such_overload())
+}
+
+fn overflow<'a>(kind: &str) -> R<'a> {
+    Err(EvalError::new(match kind {
+        "uint" => "unsigned integer overflow",
+        "duration" | "timestamp" => "integer overflow",
+        _ => "integer overflow",
+    }))
+}
+
+// ---------------------------------------------------------------------------------------
+// Arithmetic
+
+pub fn add<'a>(a: &[Value<'a>]) -> R<'a> {
+    use Value::*;
+    match (&a[0], &a[1]) {
+        (Int(x), Int(y)) => x.checked_add(*y).map(Int).map_or_else(|| overflow("int"), Ok),
+        (Uint(x), Uint(y)) => x.checked_add(*y).map(Uint).map_or_else(|| overflow("uint"), Ok),
+        (Double(x), Double(y)) => Ok(Double(x + y)),
+        (String(x), String(y)) => {
+            let mut s = std::string::String::with_capacity(x.as_str().len() + y.as_str().len());
+            s.push_str(x.as_str());
+            s.push_str(y.as_str());
+            Ok(Value::string(s))
+        }
+        (Bytes(x), Bytes(y)) => Ok(Bytes([x.as_ref(), y.as_ref()].concat().into())),
+        (List(x), List(y)) => {
+            if y.is_empty() {
+                return Ok(a[0].clone());
+            }
+            if x.is_empty() {
+                return Ok(a[1].clone());
+            }
+            let mut v = x.to_vec();
+            v.extend(y.iter());
+            Ok(Value::list(v))
+        }
+        (Duration(x), Duration(y)) => x.checked_add(*y).map(Duration).map_or_else(|| overflow("duration"), Ok),
+        (Timestamp(t), Duration(d)) | (Duration(d), Timestamp(t)) => timestamp_add(*t, *d),
+        _ => no_overload(),
+    }
+}
+
+pub fn sub<'a>(a: &[Value<'a>]) -> R<'a> {
+    use Value::*;
+    match (&a[0], &a[1]) {
+        (Int(x), Int(y)) => x.checked_sub(*y).map(Int).map_or_else(|| overflow("int"), Ok),
+        (Uint(x), Uint(y)) => x.checked_sub(*y).map(Uint).map_or_else(|| overflow("uint"), Ok),
+        (Double(x), Double(y)) => Ok(Double(x - y)),
+        (Duration(x), Duration(y)) => x.checked_sub(*y).map(Duration).map_or_else(|| overflow("duration"), Ok),
+        (Timestamp(t), Duration(d)) => match d.checked_neg() {
+            Some(n) => timestamp_add(*t, n),
+            None => overflow("timestamp"),
+        },
+        (Timestamp(x), Timestamp(y)) => {
+            let nanos = x.as_nanosecond() - y.as_nanosecond();
+            i64::try_from(nanos).map(Duration).map_or_else(|_| overflow("duration"), Ok)
+        }
+        _ => no_overload(),
+    }
+}
+
+pub fn mul<'a>(a: &[Value<'a>]) -> R<'a> {
+    use Value::*;
+    match (&a[0], &a[1]) {
+        (Int(x), Int(y)) => x.checked_mul(*y).map(Int).map_or_else(|| overflow("int"), Ok),
+        (Uint(x), Uint(y)) => x.checked_mul(*y).map(Uint).map_or_else(|| overflow("uint"), Ok),
+        (Double(x), Double(y)) => Ok(Double(x * y)),
+        _ => no_overload(),
+    }
+}
+
+pub fn div<'a>(a: &[Value<'a>]) -> R<'a> {
+    use Value::*;
+    match (&a[0], &a[1]) {
+        (Int(_), Int(0)) | (Uint(_), Uint(0)) => Err(EvalError::new("division by zero")),
+        (Int(x), Int(y)) => x.checked_div(*y).map(Int).map_or_else(|| overflow("int"), Ok),
+        (Uint(x), Uint(y)) => Ok(Uint(x / y)),
+        (Double(x), Double(y)) => Ok(Double(x / y)),
+        _ => no_overload(),
+    }
+}
+
+pub fn rem<'a>(a: &[Value<'a>]) -> R<'a> {
+    use Value::*;
+    match (&a[0], &a[1]) {
+        (Int(_), Int(0)) | (Uint(_), Uint(0)) => Err(EvalError::new("modulus by zero")),
+        (Int(x), Int(y)) => x.checked_rem(*y).map(Int).map_or_else(|| overflow("int"), Ok),
+        (Uint(x), Uint(y)) => Ok(Uint(x % y)),
+        _ => no_overload(),
+    }
+}
+
+pub fn neg<'a>(a: &[Value<'a>]) -> R<'a> {
+    match &a[0] {
+        Value::Int(x) => x.checked_neg().map(Value::Int).map_or_else(|| overflow("int"), Ok),
+        Value::Double(x) => Ok(Value::Double(-x)),
+        _ => no_overload(),
+    }
+}
+
+pub fn not<'a>(a: &[Value<'a>]) -> R<'a> {
+    match &a[0] {
+        Value::Bool(b) => Ok(Value::Bool(!b)),
+        _ => no_overload(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Equality, ordering, membership
+
+pub fn eq<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(a[0].equals(&a[1])))
+}
+
+pub fn ne<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(!a[0].equals(&a[1])))
+}
+
+fn order<'a>(a: &[Value<'a>], test: fn(Ordering) -> bool) -> R<'a> {
+    Ok(Value::Bool(a[0].compare(&a[1])?.is_some_and(test)))
+}
+
+pub fn lt<'a>(a: &[Value<'a>]) -> R<'a> {
+    order(a, |o| o == Ordering::Less)
+}
+
+pub fn le<'a>(a: &[Value<'a>]) -> R<'a> {
+    order(a, |o| o != Ordering::Greater)
+}
+
+pub fn gt<'a>(a: &[Value<'a>]) -> R<'a> {
+    order(a, |o| o == Ordering::Greater)
+}
+
+pub fn ge<'a>(a: &[Value<'a>]) -> R<'a> {
+    order(a, |o| o != Ordering::Less)
+}
+
+pub fn in_<'a>(a: &[Value<'a>]) -> R<'a> {
+    match &a[1] {
+        Value::List(l) => Ok(Value::Bool(l.iter().any(|e| e.equals(&a[0])))),
+        Value::Map(m) => Ok(Value::Bool(m.contains_key(&a[0]))),
+        _ => no_overload(),
+    }
+}
+
+pub fn size<'a>(a: &[Value<'a>]) -> R<'a> {
+    a[0].size().map(|s| Value::Int(s as i64)).map_or_else(no_overload, Ok)
+}
+
+// ---------------------------------------------------------------------------------------
+// Strings
+
+pub fn str_arg<'v>(v: &'v Value<'_>) -> Result<&'v str, EvalError> {
+    v.as_str().ok_or_else(EvalError::no_such_overload)
+}
+
+pub fn contains<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(str_arg(&a[0])?.contains(str_arg(&a[1])?)))
+}
+
+pub fn starts_with<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(str_arg(&a[0])?.starts_with(str_arg(&a[1])?)))
+}
+
+pub fn ends_with<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(str_arg(&a[0])?.ends_with(str_arg(&a[1])?)))
+}
+
+/// Compiles a pattern with RE2 semantics (Rust's `regex` is RE2-compatible); the message
+/// follows cel-go's.
+pub fn compile_regex(pattern: &str) -> Result<regex::Regex, EvalError> {
+    regex::Regex::new(pattern).map_err(|e| {
+        EvalError::new(format!("error parsing regexp: {}", e.to_string().lines().last().unwrap_or("invalid")))
+    })
+}
+
+pub fn matches<'a>(a: &[Value<'a>]) -> R<'a> {
+    let re = compile_regex(str_arg(&a[1])?)?;
+    Ok(Value::Bool(re.is_match(str_arg(&a[0])?)))
+}
+
+// ---------------------------------------------------------------------------------------
+// Conversions
+
+pub fn to_int<'a>(a: &[Value<'a>]) -> R<'a> {
+    match &a[0] {
+        Value::Int(i) => Ok(Value::Int(*i)),
+        Value::Uint(u) => i64::try_from(*u).map(Value::Int).map_err(|_| EvalError::new("integer overflow")),
+        Value::Double(d) => {
+            // Both ends are exclusive: ±2^63 does not fit, as cel-go checks.
+            if d.is_nan() || *d <= -9.223372036854775808e18 || *d >= 9.223372036854775807e18 {
+                return Err(EvalError::new("integer overflow"));
+            }
+            Ok(Value::Int(d.trunc() as i64))
+        }
+        Value::String(s) => s
+            .as_str()
+            .parse::<i64>()
+            .map(Value::Int)
+            .map_err(|_| EvalError::new(format!("cannot convert '{}' to int", s.as_str()))),
+        Value::Timestamp(t) => Ok(Value::Int(t.as_second())),
+        Value::Duration(d) => Ok(Value::Int(*d)),
+        _ => no_overload(),
+    }
+}
+
+pub fn to_uint<'a>(a: &[Value<'a>]) -> R<'a> {
+    match &a[0] {
+        Value::Uint(u) => Ok(Value::Uint(*u)),
+        Value::Int(i) => u64::try_from(*i).map(Value::Uint).map_err(|_| EvalError::new("unsigned integer overflow")),
+        Value::Double(d) => {
+            if d.is_nan() || *d <= -1.0 || *d >= 1.8446744073709552e19 {
+                return Err(EvalError::new("unsigned integer overflow"));
+            }
+            Ok(Value::Uint(d.trunc() as u64))
+        }
+        Value::String(s) => s
+            .as_str()
+            .parse::<u64>()
+            .map(Value::Uint)
+            .map_err(|_| EvalError::new(format!("cannot convert '{}' to uint", s.as_str()))),
+        _ => no_overload(),
+    }
+}
+
+pub fn to_double<'a>(a: &[Value<'a>]) -> R<'a> {
+    match &a[0] {
+        Value::Double(d) => Ok(Value::Double(*d)),
+        Value::Int(i) => Ok(Value::Double(*i as f64)),
+        Value::Uint(u) => Ok(Value::Double(*u as f64)),
+        Value::String(s) => parse_go_float(s.as_str())
+            .map(Value::Double)
+            .ok_or_else(|| EvalError::new(format!("cannot convert '{}' to double", s.as_str()))),
+        _ => no_overload(),
+    }
+}
+
+/// Go's `strconv.ParseFloat`: decimal and exponent forms plus `inf`, `infinity`, `nan` in
+/// any case, with an optional sign.
+fn parse_go_float(s: &str) -> Option<f64> {
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let lower = body.to_ascii_lowercase();
+    if matches!(lower.as_str(), "inf" | "infinity" | "nan") {
+        let v = if lower == "nan" { f64::NAN } else { f64::INFINITY };
+        return Some(if s.starts_with('-') { -v } else { v });
+    }
+    if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-')) {
+        return None;
+    }
+    s.parse::<f64>().ok()
+}
+
+pub fn to_string<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(match &a[0] {
+        Value::String(_) => a[0].clone(),
+        Value::Bool(b) => Value::String(Str::Borrowed(if *b { "true" } else { "false" })),
+        Value::Int(i) => Value::string(i.to_string()),
+        Value::Uint(u) => Value::string(u.to_string()),
+        Value::Double(d) => Value::string(format_double(*d)),
+        Value::Bytes(b) => match std::str::from_utf8(b) {
+            Ok(s) => Value::string(s),
+            Err(_) => return Err(EvalError::new("invalid UTF-8 in bytes, cannot convert to string")),
+        },
+        Value::Timestamp(t) => Value::string(format_timestamp(*t)),
+        Value::Duration(d) => Value::string(format_duration(*d)),
+        _ => return no_overload(),
+    })
+}
+
+/// Go's `strconv.FormatFloat(d, 'g', -1, 64)` as cel-go prints doubles: the shortest
+/// representation, exponent form for large and small magnitudes, `+Inf`, `-Inf`, `NaN`.
+pub fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        return "NaN".into();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "+Inf".into() } else { "-Inf".into() };
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    // Rust's `{:e}` gives the shortest round-trip digits: `1.2345e4`.
+    let sci = format!("{d:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..21).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{mantissa}e{sign}{:02}", exp.abs());
+    }
+    let s = format!("{d}");
+    s
+}
+
+pub fn to_bytes<'a>(a: &[Value<'a>]) -> R<'a> {
+    match &a[0] {
+        Value::Bytes(_) => Ok(a[0].clone()),
+        Value::String(s) => Ok(Value::Bytes(Arc::from(s.as_str().as_bytes()))),
+        _ => no_overload(),
+    }
+}
+
+pub fn to_bool<'a>(a: &[Value<'a>]) -> R<'a> {
+    match &a[0] {
+        Value::Bool(b) => Ok(Value::Bool(*b)),
+        Value::String(s) => match s.as_str() {
+            "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(Value::Bool(true)),
+            "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(Value::Bool(false)),
+            other => Err(EvalError::new(format!("type conversion error from 'string' to 'bool': {other}"))),
+        },
+        _ => no_overload(),
+    }
+}
+
+pub fn dyn_<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(a[0].clone())
+}
+
+pub fn type_of<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Type(a[0].type_name()))
+}
+
+// ---------------------------------------------------------------------------------------
+// Timestamps and durations
+
+/// cel-go's valid timestamp range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z.
+const MIN_TS_SECONDS: i64 = -62_135_596_800;
+const MAX_TS_SECONDS: i64 = 253_402_300_799;
+
+fn check_ts<'a>(t: jiff::Timestamp) -> R<'a> {
+    let min = i128::from(MIN_TS_SECONDS) * 1_000_000_000;
+    let max = (i128::from(MAX_TS_SECONDS) + 1) * 1_000_000_000;
+    if t.as_nanosecond() < min || t.as_nanosecond() >= max {
+        return Err(EvalError::new("timestamp out of range"));
+    }
+    Ok(Value::Timestamp(t))
+}
+
+fn timestamp_add<'a>(t: jiff::Timestamp, d: i64) -> R<'a> {
+    let nanos = t.as_nanosecond() + i128::from(d);
+    match jiff::Timestamp::from_nanosecond(nanos) {
+        Ok(t) => check_ts(t),
+        Err(_) => Err(EvalError::new("timestamp out of range")),
+    }
+}
+
+pub fn to_timestamp<'a>(a: &[Value<'a>]) -> R<'a> {
+    match &a[0] {
+        Value::Timestamp(_) => Ok(a[0].clone()),
+        Value::Int(secs) => match jiff::Timestamp::from_second(*secs) {
+            Ok(t) => check_ts(t),
+            Err(_) => Err(EvalError::new("timestamp out of range")),
+        },
+        Value::String(s) => parse_rfc3339(s.as_str()).map(Value::Timestamp).ok_or_else(|| {
+            EvalError::new(format!("type conversion error from 'string' to 'google.protobuf.Timestamp': {}", s.as_str()))
+        }),
+        _ => no_overload(),
+    }
+}
+
+/// Go's `time.Parse(time.RFC3339, s)`: `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.
+pub fn parse_rfc3339(s: &str) -> Option<jiff::Timestamp> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i32> {
+        let part = s.get(r)?;
+        if !part.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        part.parse().ok()
+    };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut i = 19;
+    let mut nanos: i64 = 0;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let digits = &s[start..i];
+        if digits.is_empty() || digits.len() > 9 {
+            return None;
+        }
+        nanos = digits.parse::<i64>().ok()? * 10i64.pow(9 - digits.len() as u32);
+    }
+    let offset_secs = match b.get(i)? {
+        b'Z' if i + 1 == b.len() => 0,
+        c @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+            let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let v = h * 3600 + m * 60;
+            if *c == b'-' {
+                -v
+            } else {
+                v
+            }
+        }
+        _ => return None,
+    };
+    if hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let date = jiff::civil::Date::new(i16::try_from(year).ok()?, i8::try_from(month).ok()?, i8::try_from(day).ok()?).ok()?;
+    let dt = date.at(hour as i8, minute as i8, second as i8, nanos as i32);
+    let offset = jiff::tz::Offset::from_seconds(offset_secs).ok()?;
+    let ts = offset.to_timestamp(dt).ok()?;
+    if ts.as_second() < MIN_TS_SECONDS || ts.as_second() > MAX_TS_SECONDS {
+        return None;
+    }
+    Some(ts)
+}
+
+/// RFC 3339 in UTC with the fraction trimmed, as Go's `RFC3339Nano`.
+pub fn format_timestamp(t: jiff::Timestamp) -> String {
+    let dt = jiff::tz::Offset::UTC.to_datetime(t);
+    let mut s = format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        dt.year(),
+        dt.month(),
+        dt.day(),
+        dt.hour(),
+        dt.minute(),
+        dt.second()
+    );
+    let ns = dt.subsec_nanosecond();
+    if ns != 0 {
+        let frac = format!("{ns:09}");
+        s.push('.');
+        s.push_str(frac.trim_end_matches('0'));
+    }
+    s.push('Z');
+    s
+}
+
+/// A duration as cel-go prints it: seconds with an `s` suffix, the fraction trimmed.
+pub fn format_duration(nanos: i64) -> String {
+    let sign = if nanos < 0 { "-" } else { "" };
+    let abs = nanos.unsigned_abs();
+    let (secs, frac) = (abs / 1_000_000_000, abs % 1_000_000_000);
+    if frac == 0 {
+        return format!("{sign}{secs}s");
+    }
+    let f = format!("{frac:09}");
+    format!("{sign}{secs}.{}s", f.trim_end_matches('0'))
+}
+
+pub fn to_duration<'a>(a: &[Value<'a>]) -> R<'a> {
+    match &a[0] {
+        Value::Duration(_) => Ok(a[0].clone()),
+        Value::String(s) => parse_go_duration(s.as_str()).map(Value::Duration).ok_or_else(|| {
+            EvalError::new(format!("type conversion error from 'string' to 'google.protobuf.Duration': {}", s.as_str()))
+        }),
+        Value::Int(_) => Err(EvalError::new("type conversion error from 'int' to 'google.protobuf.Duration'")),
+        _ => no_overload(),
+    }
+}
+
+/// Go's `time.ParseDuration`: `[-+]?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+` or `0`.
+pub fn parse_go_duration(s: &str) -> Option<i64> {
+    let (neg, mut rest) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if rest == "0" {
+        return Some(0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: u128 = 0;
+    while !rest.is_empty() {
+        let int_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let int_part = &rest[..int_end];
+        rest = &rest[int_end..];
+        let mut frac_part = "";
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
+            frac_part = &r[..end];
+            rest = &r[end..];
+        }
+        if int_part.is_empty() && frac_part.is_empty() {
+            return None;
+        }
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit: u128 = match &rest[..unit_end] {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return None,
+        };
+        rest = &rest[unit_end..];
+        let whole: u128 = if int_part.is_empty() { 0 } else { int_part.parse().ok()? };
+        let mut v = whole.checked_mul(unit)?;
+        if !frac_part.is_empty() {
+            let digits = &frac_part[..frac_part.len().min(30)];
+            let f: u128 = digits.parse().ok()?;
+            let scale = 10u128.checked_pow(digits.len() as u32)?;
+            v = v.checked_add(f.checked_mul(unit)? / scale)?;
+        }
+        total = total.checked_add(v)?;
+        if total > 1u128 << 63 {
+            return None;
+        }
+    }
+    let signed = if neg { -(total as i128) } else { total as i128 };
+    i64::try_from(signed).ok()
+}
+
+/// Resolves a time-zone argument: an IANA name, `UTC`, or a fixed `±HH:MM` offset.
+fn time_zone(name: &str) -> Result<jiff::tz::TimeZone, EvalError> {
+    // A fixed offset `±HH:MM`; cel-go also takes `HH:MM` without a sign as positive.
+    let (negative, unsigned) = match name.as_bytes().first() {
+        Some(b'-') => (true, &name[1..]),
+        Some(b'+') => (false, &name[1..]),
+        _ => (false, name),
+    };
+    let bytes = unsigned.as_bytes();
+    if bytes.len() == 5 && bytes[2] == b':' && bytes.iter().enumerate().all(|(i, b)| i == 2 || b.is_ascii_digit()) {
+        let h: i32 = unsigned[0..2].parse().map_err(|_| bad_zone(name))?;
+        let m: i32 = unsigned[3..5].parse().map_err(|_| bad_zone(name))?;
+        let secs = (h * 3600 + m * 60) * if negative { -1 } else { 1 };
+        let offset = jiff::tz::Offset::from_seconds(secs).map_err(|_| bad_zone(name))?;
+        return Ok(jiff::tz::TimeZone::fixed(offset));
+    }
+    if name.eq_ignore_ascii_case("UTC") || name.is_empty() {
+        return Ok(jiff::tz::TimeZone::UTC);
+    }
+    jiff::tz::TimeZone::get(name).map_err(|_| bad_zone(name))
+}
+
+fn bad_zone(name: &str) -> EvalError {
+    EvalError::new(format!("unknown time zone {name}"))
+}
+
+fn civil<'a>(a: &[Value<'a>]) -> Result<jiff::civil::DateTime, EvalError> {
+    let Value::Timestamp(t) = &a[0] else {
+        return Err(EvalError::no_such_overload());
+    };
+    let tz = match a.get(1) {
+        Some(z) => time_zone(str_arg(z)?)?,
+        None => jiff::tz::TimeZone::UTC,
+    };
+    Ok(tz.to_datetime(*t))
+}
+
+macro_rules! accessor {
+    ($name:ident, |$dt:ident| $ts:expr, |$d:ident| $dur:expr) => {
+        pub fn $name<'a>(a: &[Value<'a>]) -> R<'a> {
+            if let Value::Duration($d) = &a[0] {
+                let $d = *$d;
+                return match $dur {
+                    Some(v) => Ok(Value::Int(v)),
+                    None => no_overload(),
+                };
+            }
+            let $dt = civil(a)?;
+            Ok(Value::Int($ts))
+        }
+    };
+}
+
+accessor!(get_full_year, |dt| i64::from(dt.year()), |_d| None);
+accessor!(get_month, |dt| i64::from(dt.month()) - 1, |_d| None);
+accessor!(get_day_of_year, |dt| i64::from(dt.day_of_year()) - 1, |_d| None);
+accessor!(get_day_of_month, |dt| i64::from(dt.day()) - 1, |_d| None);
+accessor!(get_date, |dt| i64::from(dt.day()), |_d| None);
+accessor!(get_day_of_week, |dt| i64::from(dt.weekday().to_sunday_zero_offset()), |_d| None);
+accessor!(get_hours, |dt| i64::from(dt.hour()), |d| Some(d / 3_600_000_000_000));
+accessor!(get_minutes, |dt| i64::from(dt.minute()), |d| Some(d / 60_000_000_000));
+accessor!(get_seconds, |dt| i64::from(dt.second()), |d| Some(d / 1_000_000_000));
+accessor!(get_milliseconds, |dt| i64::from(dt.subsec_nanosecond() / 1_000_000), |d| Some(d / 1_000_000));
+
+// ---------------------------------------------------------------------------------------
+// Helpers shared with output and other libraries
+
+pub fn base64_encode(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The elements of a list argument, or a no-such-overload error.
+pub fn list_arg<'v, 'a>(v: &'v Value<'a>) -> Result<&'v List<'a>, EvalError> {
+    match v {
+        Value::List(l) => Ok(l),
+        _ => Err(EvalError::no_such_overload()),
+    }
+}
+
+pub fn int_arg(v: &Value<'_>) -> Result<i64, EvalError> {
+    match v {
+        Value::Int(i) => Ok(*i),
+        _ => Err(EvalError::no_such_overload()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_print_like_go() {
+        assert_eq!(format_double(-1.23e4), "-12300");
+        assert_eq!(format_double(1e21), "1e+21");
+        assert_eq!(format_double(1.5e-5), "1.5e-05");
+        assert_eq!(format_double(0.1), "0.1");
+        assert_eq!(format_double(f64::INFINITY), "+Inf");
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_go_duration("1h30m"), Some(5_400_000_000_000));
+        assert_eq!(parse_go_duration("-1.5s"), Some(-1_500_000_000));
+        assert_eq!(parse_go_duration("1µs"), Some(1_000));
+        assert_eq!(parse_go_duration("1d"), None);
+        assert_eq!(parse_go_duration(""), None);
+        assert_eq!(parse_go_duration("3000000h"), None);
+        assert_eq!(format_duration(5_400_000_000_000), "5400s");
+        assert_eq!(format_duration(1_000_000), "0.001s");
+    }
+
+    #[test]
+    fn rfc3339() {
+        let t = parse_rfc3339("2024-01-01T00:00:00Z").unwrap();
+        assert_eq!(format_timestamp(t), "2024-01-01T00:00:00Z");
+        let t = parse_rfc3339("2009-02-13T23:31:30.5-08:00").unwrap();
+        assert_eq!(format_timestamp(t), "2009-02-14T07:31:30.5Z");
+        assert!(parse_rfc3339("2024-01-01 00:00:00Z").is_none());
+        assert!(parse_rfc3339("10000-01-01T00:00:00Z").is_none());
+    }
+
+    #[test]
+    fn base64() {
+        assert_eq!(base64_encode(b""), "");
+        assert_eq!(base64_encode(&[0, 0xff]), "AP8=");
+        assert_eq!(base64_encode(b"abc"), "YWJj");
+    }
+}

@@ -1,0 +1,490 @@
+//! The CEL lexer: source text to tokens, with byte offsets for error positions.
+//!
+//! Follows the lexical grammar of cel-spec (`CEL.g4`): decimal and hex integers with an
+//! optional `u` suffix, doubles, the four string quotings with raw (`r`) and bytes (`b`)
+//! prefixes and every escape of the spec, `//` comments, and reserved words.
+
+use super::error::SyntaxError;
+
+/// A token and where it starts and ends in the source (byte offsets).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Token {
+    pub kind: Tok,
+    pub start: usize,
+    pub end: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tok {
+    Ident(String),
+    /// A backtick-escaped field name (`` a.`b-c` ``), only valid after a dot.
+    QuotedIdent(String),
+    Int(u64),
+    /// An integer literal too large for `u64`: only an error if used.
+    IntOverflow,
+    Uint(u64),
+    Double(f64),
+    Str(String),
+    Bytes(Vec<u8>),
+    True,
+    False,
+    Null,
+    In,
+    /// A reserved word that may not be used as an identifier.
+    Reserved(&'static str),
+    LParen,
+    RParen,
+    LBracket,
+    RBracket,
+    LBrace,
+    RBrace,
+    Dot,
+    Comma,
+    Colon,
+    Question,
+    Not,
+    Minus,
+    Plus,
+    Star,
+    Slash,
+    Percent,
+    EqEq,
+    NotEq,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    AndAnd,
+    OrOr,
+    Eof,
+}
+
+impl Tok {
+    /// How the token reads in an error message.
+    pub fn describe(&self) -> String {
+        match self {
+            Tok::Ident(s) => format!("'{s}'"),
+            Tok::QuotedIdent(s) => format!("'`{s}`'"),
+            Tok::Int(_) | Tok::IntOverflow | Tok::Uint(_) | Tok::Double(_) => "number".into(),
+            Tok::Str(_) => "string".into(),
+            Tok::Bytes(_) => "bytes".into(),
+            Tok::True => "'true'".into(),
+            Tok::False => "'false'".into(),
+            Tok::Null => "'null'".into(),
+            Tok::In => "'in'".into(),
+            Tok::Reserved(w) => format!("reserved identifier '{w}'"),
+            Tok::Eof => "<EOF>".into(),
+            other => format!("'{}'", other.punct()),
+        }
+    }
+
+    fn punct(&self) -> &'static str {
+        match self {
+            Tok::LParen => "(",
+            Tok::RParen => ")",
+            Tok::LBracket => "[",
+            Tok::RBracket => "]",
+            Tok::LBrace => "{",
+            Tok::RBrace => "}",
+            Tok::Dot => ".",
+            Tok::Comma => ",",
+            Tok::Colon => ":",
+            Tok::Question => "?",
+            Tok::Not => "!",
+            Tok::Minus => "-",
+            Tok::Plus => "+",
+            Tok::Star => "*",
+            Tok::Slash => "/",
+            Tok::Percent => "%",
+            Tok::EqEq => "==",
+            Tok::NotEq => "!=",
+            Tok::Lt => "<",
+            Tok::Le => "<=",
+            Tok::Gt => ">",
+            Tok::Ge => ">=",
+            Tok::AndAnd => "&&",
+            Tok::OrOr => "||",
+            _ => "?",
+        }
+    }
+}
+
+/// Words CEL reserves: they cannot name a variable or function, but may follow a dot.
+const RESERVED: [&str; 16] = [
+    "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop",
+    "package", "namespace", "return", "var", "void",
+];
+
+pub fn is_reserved(word: &str) -> bool {
+    RESERVED.contains(&word) || word == "while"
+}
+
+/// Splits `src` into tokens, ending with [`Tok::Eof`].
+pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
+    let mut lx = Lexer { src, bytes: src.as_bytes(), pos: 0 };
+    let mut out = Vec::with_capacity(src.len() / 3 + 1);
+    loop {
+        lx.skip_space_and_comments();
+        let start = lx.pos;
+        if start >= lx.bytes.len() {
+            out.push(Token { kind: Tok::Eof, start, end: start });
+            return Ok(out);
+        }
+        let kind = lx.next_token()?;
+        out.push(Token { kind, start, end: lx.pos });
+    }
+}
+
+struct Lexer<'s> {
+    src: &'s str,
+    bytes: &'s [u8],
+    pos: usize,
+}
+
+impl Lexer<'_> {
+    fn peek(&self, ahead: usize) -> u8 {
+        self.bytes.get(self.pos + ahead).copied().unwrap_or(0)
+    }
+
+    fn err(&self, at: usize, msg: impl Into<String>) -> SyntaxError {
+        SyntaxError { offset: at, message: msg.into() }
+    }
+
+    fn skip_space_and_comments(&mut self) {
+        loop {
+            match self.peek(0) {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0c => self.pos += 1,
+                b'/' if self.peek(1) == b'/' => {
+                    while self.pos < self.bytes.len() && self.bytes[self.pos] != b'\n' {
+                        self.pos += 1;
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
+    fn next_token(&mut self) -> Result<Tok, SyntaxError> {
+        let c = self.peek(0);
+        let two = |lx: &mut Self, t: Tok| {
+            lx.pos += 2;
+            Ok(t)
+        };
+        let one = |lx: &mut Self, t: Tok| {
+            lx.pos += 1;
+            Ok(t)
+        };
+        match c {
+            b'(' => one(self, Tok::LParen),
+            b')' => one(self, Tok::RParen),
+            b'[' => one(self, Tok::LBracket),
+            b']' => one(self, Tok::RBracket),
+            b'{' => one(self, Tok::LBrace),
+            b'}' => one(self, Tok::RBrace),
+            b',' => one(self, Tok::Comma),
+            b':' => one(self, Tok::Colon),
+            b'?' => one(self, Tok::Question),
+            b'+' => one(self, Tok::Plus),
+            b'-' => one(self, Tok::Minus),
+            b'*' => one(self, Tok::Star),
+            b'/' => one(self, Tok::Slash),
+            b'%' => one(self, Tok::Percent),
+            b'=' if self.peek(1) == b'=' => two(self, Tok::EqEq),
+            b'!' if self.peek(1) == b'=' => two(self, Tok::NotEq),
+            b'!' => one(self, Tok::Not),
+            b'<' if self.peek(1) == b'=' => two(self, Tok::Le),
+            b'<' => one(self, Tok::Lt),
+            b'>' if self.peek(1) == b'=' => two(self, Tok::Ge),
+            b'>' => one(self, Tok::Gt),
+            b'&' if self.peek(1) == b'&' => two(self, Tok::AndAnd),
+            b'|' if self.peek(1) == b'|' => two(self, Tok::OrOr),
+            b'.' if self.peek(1).is_ascii_digit() => self.number(),
+            b'.' => one(self, Tok::Dot),
+            b'0'..=b'9' => self.number(),
+            b'"' | b'\'' => self.string(false, false),
+            b'`' => self.quoted_ident(),
+            b'r' | b'R' | b'b' | b'B' => self.prefixed_or_ident(),
+            c if c == b'_' || c.is_ascii_alphabetic() => Ok(self.ident()),
+            _ => {
+                let ch = self.src[self.pos..].chars().next().unwrap_or('?');
+                Err(self.err(self.pos, format!("Syntax error: token recognition error at: '{ch}'")))
+            }
+        }
+    }
+
+    /// `` `name` `` with letters, digits, `_`, `.`, `-`, `/` and spaces, as cel-go's
+    /// escaped identifiers.
+    fn quoted_ident(&mut self) -> Result<Tok, SyntaxError> {
+        let start = self.pos;
+        self.pos += 1;
+        let body_start = self.pos;
+        while matches!(self.peek(0), b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'/' | b' ') {
+            self.pos += 1;
+        }
+        if self.peek(0) != b'`' || self.pos == body_start {
+            return Err(self.err(start, "Syntax error: token recognition error at: '`'"));
+        }
+        let name = self.src[body_start..self.pos].to_string();
+        self.pos += 1;
+        Ok(Tok::QuotedIdent(name))
+    }
+
+    fn ident(&mut self) -> Tok {
+        let start = self.pos;
+        while matches!(self.peek(0), b'_' | b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9') {
+            self.pos += 1;
+        }
+        let word = &self.src[start..self.pos];
+        match word {
+            "true" => Tok::True,
+            "false" => Tok::False,
+            "null" => Tok::Null,
+            "in" => Tok::In,
+            w => match RESERVED.iter().find(|r| **r == w) {
+                Some(r) => Tok::Reserved(r),
+                None if w == "while" => Tok::Reserved("while"),
+                None => Tok::Ident(w.to_string()),
+            },
+        }
+    }
+
+    /// `r"..."`, `b'...'`, `rb"..."`, `br'...'` and friends, or an identifier starting with
+    /// one of those letters.
+    fn prefixed_or_ident(&mut self) -> Result<Tok, SyntaxError> {
+        let (a, b, c) = (self.peek(0), self.peek(1), self.peek(2));
+        let is_quote = |q: u8| q == b'"' || q == b'\'';
+        let raw = |x: u8| x == b'r' || x == b'R';
+        let byt = |x: u8| x == b'b' || x == b'B';
+        if is_quote(b) {
+            self.pos += 1;
+            return self.string(raw(a), byt(a));
+        }
+        if ((raw(a) && byt(b)) || (byt(a) && raw(b))) && is_quote(c) {
+            self.pos += 2;
+            return self.string(true, true);
+        }
+        Ok(self.ident())
+    }
+
+    fn number(&mut self) -> Result<Tok, SyntaxError> {
+        let start = self.pos;
+        if self.peek(0) == b'0' && matches!(self.peek(1), b'x' | b'X') {
+            self.pos += 2;
+            let digits_start = self.pos;
+            while self.peek(0).is_ascii_hexdigit() {
+                self.pos += 1;
+            }
+            if self.pos == digits_start {
+                return Err(self.err(start, "Syntax error: invalid hex literal"));
+            }
+            let text = &self.src[digits_start..self.pos];
+            let value = u64::from_str_radix(text, 16).ok();
+            return Ok(self.int_suffix(value));
+        }
+        let mut is_float = false;
+        while self.peek(0).is_ascii_digit() {
+            self.pos += 1;
+        }
+        if self.peek(0) == b'.' && self.peek(1).is_ascii_digit() {
+            is_float = true;
+            self.pos += 1;
+            while self.peek(0).is_ascii_digit() {
+                self.pos += 1;
+            }
+        }
+        if matches!(self.peek(0), b'e' | b'E') {
+            let save = self.pos;
+            self.pos += 1;
+            if matches!(self.peek(0), b'+' | b'-') {
+                self.pos += 1;
+            }
+            if self.peek(0).is_ascii_digit() {
+                is_float = true;
+                while self.peek(0).is_ascii_digit() {
+                    self.pos += 1;
+                }
+            } else {
+                self.pos = save;
+            }
+        }
+        let text = &self.src[start..self.pos];
+        if is_float {
+            return text
+                .parse::<f64>()
+                .map(Tok::Double)
+                .map_err(|_| self.err(start, format!("Syntax error: invalid double literal '{text}'")));
+        }
+        Ok(self.int_suffix(text.parse::<u64>().ok()))
+    }
+
+    fn int_suffix(&mut self, value: Option<u64>) -> Tok {
+        if matches!(self.peek(0), b'u' | b'U') {
+            self.pos += 1;
+            return value.map_or(Tok::IntOverflow, Tok::Uint);
+        }
+        value.map_or(Tok::IntOverflow, Tok::Int)
+    }
+
+    fn string(&mut self, raw: bool, bytes: bool) -> Result<Tok, SyntaxError> {
+        let start = self.pos;
+        let quote = self.peek(0);
+        let triple = self.peek(1) == quote && self.peek(2) == quote;
+        self.pos += if triple { 3 } else { 1 };
+        let mut buf: Vec<u8> = Vec::new();
+        loop {
+            if self.pos >= self.bytes.len() {
+                return Err(self.err(start, "Syntax error: unterminated string literal"));
+            }
+            let c = self.bytes[self.pos];
+            if triple {
+                if c == quote && self.peek(1) == quote && self.peek(2) == quote {
+                    self.pos += 3;
+                    break;
+                }
+            } else if c == quote {
+                self.pos += 1;
+                break;
+            } else if c == b'\n' || c == b'\r' {
+                return Err(self.err(start, "Syntax error: newline in string literal"));
+            }
+            if c == b'\\' && !raw {
+                self.escape(&mut buf, bytes)?;
+                continue;
+            }
+            if c == b'\\' && raw {
+                // A raw string keeps the backslash, but `\'` still cannot end it.
+                buf.push(c);
+                self.pos += 1;
+                if self.pos < self.bytes.len() && self.bytes[self.pos] == quote && !triple {
+                    buf.push(quote);
+                    self.pos += 1;
+                }
+                continue;
+            }
+            buf.push(c);
+            self.pos += 1;
+        }
+        if bytes {
+            return Ok(Tok::Bytes(buf));
+        }
+        String::from_utf8(buf)
+            .map(Tok::Str)
+            .map_err(|_| self.err(start, "Syntax error: invalid UTF-8 in string literal"))
+    }
+
+    fn escape(&mut self, buf: &mut Vec<u8>, bytes: bool) -> Result<(), SyntaxError> {
+        let at = self.pos;
+        self.pos += 1;
+        let c = self.peek(0);
+        self.pos += 1;
+        let simple = match c {
+            b'a' => Some(0x07),
+            b'b' => Some(0x08),
+            b'f' => Some(0x0c),
+            b'n' => Some(b'\n'),
+            b'r' => Some(b'\r'),
+            b't' => Some(b'\t'),
+            b'v' => Some(0x0b),
+            b'\\' => Some(b'\\'),
+            b'\'' => Some(b'\''),
+            b'"' => Some(b'"'),
+            b'`' => Some(b'`'),
+            b'?' => Some(b'?'),
+            _ => None,
+        };
+        if let Some(b) = simple {
+            buf.push(b);
+            return Ok(());
+        }
+        let bad = |lx: &Self| lx.err(at, "Syntax error: invalid escape sequence");
+        match c {
+            b'x' | b'X' => {
+                let v = self.hex_digits(2).ok_or_else(|| bad(self))?;
+                push_code(buf, v, bytes).ok_or_else(|| bad(self))
+            }
+            b'u' if !bytes => {
+                let v = self.hex_digits(4).ok_or_else(|| bad(self))?;
+                push_code(buf, v, false).ok_or_else(|| bad(self))
+            }
+            b'U' if !bytes => {
+                let v = self.hex_digits(8).ok_or_else(|| bad(self))?;
+                push_code(buf, v, false).ok_or_else(|| bad(self))
+            }
+            b'0'..=b'3' => {
+                let d1 = u32::from(c - b'0');
+                let (d2, d3) = (self.peek(0), self.peek(1));
+                if !(b'0'..=b'7').contains(&d2) || !(b'0'..=b'7').contains(&d3) {
+                    return Err(bad(self));
+                }
+                self.pos += 2;
+                let v = d1 * 64 + u32::from(d2 - b'0') * 8 + u32::from(d3 - b'0');
+                push_code(buf, v, bytes).ok_or_else(|| bad(self))
+            }
+            _ => Err(bad(self)),
+        }
+    }
+
+    fn hex_digits(&mut self, n: usize) -> Option<u32> {
+        let text = self.src.get(self.pos..self.pos + n)?;
+        let v = u32::from_str_radix(text, 16).ok()?;
+        if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        self.pos += n;
+        Some(v)
+    }
+}
+
+/// In a bytes literal `\xHH` and octal escapes are raw bytes; in a string they are code points.
+fn push_code(buf: &mut Vec<u8>, v: u32, bytes: bool) -> Option<()> {
+    if bytes {
+        buf.push(u8::try_from(v).ok()?);
+        return Some(());
+    }
+    let ch = char::from_u32(v)?;
+    let mut tmp = [0u8; 4];
+    buf.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(src: &str) -> Vec<Tok> {
+        tokenize(src).unwrap().into_iter().map(|t| t.kind).collect()
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(kinds("1 0x1F 2u 1.5 1e3 .5"), vec![
+            Tok::Int(1),
+            Tok::Int(31),
+            Tok::Uint(2),
+            Tok::Double(1.5),
+            Tok::Double(1000.0),
+            Tok::Double(0.5),
+            Tok::Eof
+        ]);
+        assert_eq!(kinds("18446744073709551616")[0], Tok::IntOverflow);
+    }
+
+    #[test]
+    fn strings_and_escapes() {
+        assert_eq!(kinds(r#"'a\n' "\x41\u00e9" r'\n' b'\xff' '''x'y'''"#), vec![
+            Tok::Str("a\n".into()),
+            Tok::Str("Aé".into()),
+            Tok::Str("\\n".into()),
+            Tok::Bytes(vec![0xff]),
+            Tok::Str("x'y".into()),
+            Tok::Eof
+        ]);
+        assert!(tokenize("'abc").is_err());
+        assert!(tokenize(r"'\q'").is_err());
+    }
+
+    #[test]
+    fn reserved_and_comments() {
+        assert_eq!(kinds("in // comment\n if"), vec![Tok::In, Tok::Reserved("if"), Tok::Eof]);
+    }
+}

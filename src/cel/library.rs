@@ -1,0 +1,453 @@
+//! The function table: every function an expression may call, with its typed overloads
+//! (each gated by the Kubernetes minor version that introduced it, per `base.go`), its
+//! implementation and its runtime cost rule (cel-go's tracker plus Kubernetes' `cost.go`).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use super::error::EvalError;
+use super::ext;
+use super::functions as f;
+use super::types::{parse_signature, Signature};
+use super::value::Value;
+
+pub type Imp = for<'a> fn(&[Value<'a>]) -> Result<Value<'a>, EvalError>;
+pub type CostFn = for<'a> fn(&[Value<'a>]) -> u64;
+
+/// How a call is charged once its arguments are known.
+#[derive(Clone, Copy)]
+pub enum Cost {
+    /// 1, cel-go's default.
+    One,
+    /// ⌈factor · size(argument i)⌉.
+    Traverse(usize, f64),
+    Custom(CostFn),
+}
+
+impl Cost {
+    pub fn charge(&self, args: &[Value<'_>]) -> u64 {
+        match self {
+            Cost::One => 1,
+            Cost::Traverse(i, factor) => args.get(*i).map_or(1, |v| (v.cost_size() as f64 * factor).ceil() as u64),
+            Cost::Custom(f) => f(args),
+        }
+    }
+}
+
+pub struct Overload {
+    pub sig: Signature,
+    /// The Kubernetes minor version (1.N) whose environment introduced it; 0 for always.
+    pub since: u16,
+}
+
+pub struct Function {
+    pub name: &'static str,
+    pub overloads: Vec<Overload>,
+    pub imp: Imp,
+    pub cost: Cost,
+}
+
+/// Introduction versions of the options in `k8s.io/apiserver/pkg/cel/environment/base.go`.
+pub mod since {
+    pub const ALWAYS: u16 = 0;
+    pub const AUTHZ: u16 = 27;
+    pub const CROSS_NUMERIC: u16 = 28;
+    pub const OPTIONAL: u16 = 28;
+    pub const QUANTITY: u16 = 28;
+    pub const STRINGS_V2: u16 = 29;
+    pub const SETS: u16 = 29;
+    pub const IP_CIDR: u16 = 30;
+    pub const FORMAT: u16 = 31;
+    pub const AUTHZ_SELECTORS: u16 = 31;
+    pub const TWO_VAR_COMPREHENSIONS: u16 = 32;
+    pub const SEMVER: u16 = 33;
+    pub const LISTS_V3: u16 = 34;
+    pub const K8S_LISTS_V1: u16 = 37;
+}
+
+struct Builder {
+    fns: Vec<Function>,
+}
+
+impl Builder {
+    fn add(&mut self, name: &'static str, sigs: &[(&str, u16)], imp: Imp, cost: Cost) {
+        let overloads = sigs.iter().map(|(s, v)| Overload { sig: parse_signature(s), since: *v }).collect();
+        self.fns.push(Function { name, overloads, imp, cost });
+    }
+
+    fn always(&mut self, name: &'static str, sigs: &[&str], imp: Imp, cost: Cost) {
+        let sigs: Vec<(&str, u16)> = sigs.iter().map(|s| (*s, since::ALWAYS)).collect();
+        self.add(name, &sigs, imp, cost);
+    }
+
+    fn at(&mut self, v: u16, name: &'static str, sigs: &[&str], imp: Imp, cost: Cost) {
+        let sigs: Vec<(&str, u16)> = sigs.iter().map(|s| (*s, v)).collect();
+        self.add(name, &sigs, imp, cost);
+    }
+}
+
+/// All functions, by name.
+pub fn functions() -> &'static HashMap<&'static str, Function> {
+    static TABLE: OnceLock<HashMap<&'static str, Function>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut b = Builder { fns: Vec::new() };
+        standard(&mut b);
+        strings(&mut b);
+        lists_and_sets(&mut b);
+        optional(&mut b);
+        super::k8s::register(&mut |name, sigs, imp, cost| b.add(name, sigs, imp, cost));
+        b.fns.into_iter().map(|f| (f.name, f)).collect()
+    })
+}
+
+const ORDERED: &[&str] = &[
+    "(bool, bool) bool",
+    "(int, int) bool",
+    "(uint, uint) bool",
+    "(double, double) bool",
+    "(string, string) bool",
+    "(bytes, bytes) bool",
+    "(timestamp, timestamp) bool",
+    "(duration, duration) bool",
+];
+const CROSS_NUMERIC: &[&str] = &[
+    "(int, uint) bool",
+    "(int, double) bool",
+    "(uint, int) bool",
+    "(uint, double) bool",
+    "(double, int) bool",
+    "(double, uint) bool",
+];
+
+fn ordering(b: &mut Builder, name: &'static str, imp: Imp) {
+    let mut sigs: Vec<(&str, u16)> = ORDERED.iter().map(|s| (*s, since::ALWAYS)).collect();
+    sigs.extend(CROSS_NUMERIC.iter().map(|s| (*s, since::CROSS_NUMERIC)));
+    b.add(name, &sigs, imp, Cost::Custom(cost_compare));
+}
+
+/// `==` and string/bytes ordering: ⌈0.1 · min(size(a), size(b))⌉.
+fn cost_compare(a: &[Value<'_>]) -> u64 {
+    let min = a[0].cost_size().min(a[1].cost_size());
+    (min as f64 * 0.1).ceil() as u64
+}
+
+fn cost_add(a: &[Value<'_>]) -> u64 {
+    match (&a[0], &a[1]) {
+        (Value::String(_), Value::String(_)) | (Value::Bytes(_), Value::Bytes(_)) => {
+            ((a[0].cost_size() + a[1].cost_size()) as f64 * 0.1).ceil() as u64
+        }
+        _ => 1,
+    }
+}
+
+fn cost_in(a: &[Value<'_>]) -> u64 {
+    match &a[1] {
+        Value::List(l) => l.len() as u64,
+        _ => 1,
+    }
+}
+
+/// `matches`, `find`, `findAll`: ⌈0.1·(1+size(str))⌉ × ⌈0.25·size(regex)⌉.
+pub fn cost_regex(a: &[Value<'_>]) -> u64 {
+    regex_cost(a[0].cost_size(), a[1].cost_size())
+}
+
+pub fn regex_cost(str_size: u64, pattern_size: u64) -> u64 {
+    let s = ((1 + str_size) as f64 * 0.1).ceil() as u64;
+    let r = (pattern_size as f64 * 0.25).ceil() as u64;
+    s * r
+}
+
+fn cost_contains(a: &[Value<'_>]) -> u64 {
+    let s = (a[0].cost_size() as f64 * 0.1).ceil() as u64;
+    let sub = (a[1].cost_size() as f64 * 0.1).ceil() as u64;
+    s * sub
+}
+
+fn cost_string_conversion(a: &[Value<'_>]) -> u64 {
+    match &a[0] {
+        Value::String(_) | Value::Bytes(_) => (a[0].cost_size() as f64 * 0.1).ceil() as u64,
+        _ => 1,
+    }
+}
+
+/// One traversal of a list: 1 per scalar element, 0.1·len per string or bytes element,
+/// nested lists and maps traversed recursively (Kubernetes `cost.go`); 0.1·len for a string.
+pub fn cost_traversal(a: &[Value<'_>]) -> u64 {
+    fn walk(v: &Value<'_>) -> f64 {
+        match v {
+            Value::String(_) | Value::Bytes(_) => 0.1 * v.cost_size() as f64,
+            Value::List(l) => l.iter().map(|e| walk(&e)).sum(),
+            Value::Map(m) => m.entries().iter().map(|(k, v)| walk(k) + walk(v)).sum(),
+            _ => 1.0,
+        }
+    }
+    match &a[0] {
+        Value::String(_) => (0.1 * a[0].cost_size() as f64).ceil() as u64,
+        Value::List(l) => (l.iter().map(|e| walk(&e)).sum::<f64>()).ceil().max(1.0) as u64,
+        _ => 1,
+    }
+}
+
+fn standard(b: &mut Builder) {
+    b.always(
+        "_+_",
+        &[
+            "(int, int) int",
+            "(uint, uint) uint",
+            "(double, double) double",
+            "(string, string) string",
+            "(bytes, bytes) bytes",
+            "(list(A), list(A)) list(A)",
+            "(duration, duration) duration",
+            "(timestamp, duration) timestamp",
+            "(duration, timestamp) timestamp",
+        ],
+        f::add,
+        Cost::Custom(cost_add),
+    );
+    b.always(
+        "_-_",
+        &[
+            "(int, int) int",
+            "(uint, uint) uint",
+            "(double, double) double",
+            "(duration, duration) duration",
+            "(timestamp, duration) timestamp",
+            "(timestamp, timestamp) duration",
+        ],
+        f::sub,
+        Cost::One,
+    );
+    b.always("_*_", &["(int, int) int", "(uint, uint) uint", "(double, double) double"], f::mul, Cost::One);
+    b.always("_/_", &["(int, int) int", "(uint, uint) uint", "(double, double) double"], f::div, Cost::One);
+    b.always("_%_", &["(int, int) int", "(uint, uint) uint"], f::rem, Cost::One);
+    b.always("-_", &["(int) int", "(double) double"], f::neg, Cost::One);
+    b.always("!_", &["(bool) bool"], f::not, Cost::One);
+    b.always("_==_", &["(A, A) bool"], f::eq, Cost::Custom(cost_compare));
+    b.always("_!=_", &["(A, A) bool"], f::ne, Cost::Custom(cost_compare));
+    ordering(b, "_<_", f::lt);
+    ordering(b, "_<=_", f::le);
+    ordering(b, "_>_", f::gt);
+    ordering(b, "_>=_", f::ge);
+    b.always("@in", &["(A, list(A)) bool", "(A, map(A, B)) bool"], f::in_, Cost::Custom(cost_in));
+    b.always(
+        "size",
+        &[
+            "(string) int",
+            "(bytes) int",
+            "(list(A)) int",
+            "(map(A, B)) int",
+            "string.() int",
+            "bytes.() int",
+            "list(A).() int",
+            "map(A, B).() int",
+        ],
+        f::size,
+        Cost::One,
+    );
+    b.always("contains", &["string.(string) bool"], f::contains, Cost::Custom(cost_contains));
+    b.always("startsWith", &["string.(string) bool"], f::starts_with, Cost::Traverse(0, 0.1));
+    b.always("endsWith", &["string.(string) bool"], f::ends_with, Cost::Traverse(0, 0.1));
+    b.always("matches", &["(string, string) bool", "string.(string) bool"], f::matches, Cost::Custom(cost_regex));
+    b.always(
+        "int",
+        &["(int) int", "(uint) int", "(double) int", "(string) int", "(timestamp) int", "(duration) int"],
+        f::to_int,
+        Cost::One,
+    );
+    b.always("uint", &["(uint) uint", "(int) uint", "(double) uint", "(string) uint"], f::to_uint, Cost::One);
+    b.always(
+        "double",
+        &["(double) double", "(int) double", "(uint) double", "(string) double"],
+        f::to_double,
+        Cost::One,
+    );
+    b.always(
+        "string",
+        &[
+            "(string) string",
+            "(bool) string",
+            "(int) string",
+            "(uint) string",
+            "(double) string",
+            "(bytes) string",
+            "(timestamp) string",
+            "(duration) string",
+        ],
+        f::to_string,
+        Cost::Custom(cost_string_conversion),
+    );
+    b.always("bytes", &["(bytes) bytes", "(string) bytes"], f::to_bytes, Cost::Custom(cost_string_conversion));
+    b.always("bool", &["(bool) bool", "(string) bool"], f::to_bool, Cost::One);
+    b.always("dyn", &["(A) dyn"], f::dyn_, Cost::One);
+    b.always("type", &["(A) type(A)"], f::type_of, Cost::One);
+    b.always("duration", &["(duration) duration", "(string) duration", "(int) duration"], f::to_duration, Cost::One);
+    b.always("timestamp", &["(timestamp) timestamp", "(string) timestamp", "(int) timestamp"], f::to_timestamp, Cost::One);
+    let ts_only: [(&'static str, Imp); 6] = [
+        ("getFullYear", f::get_full_year),
+        ("getMonth", f::get_month),
+        ("getDayOfYear", f::get_day_of_year),
+        ("getDayOfMonth", f::get_day_of_month),
+        ("getDate", f::get_date),
+        ("getDayOfWeek", f::get_day_of_week),
+    ];
+    for (name, imp) in ts_only {
+        b.always(name, &["timestamp.() int", "timestamp.(string) int"], imp, Cost::One);
+    }
+    let both: [(&'static str, Imp); 4] = [
+        ("getHours", f::get_hours),
+        ("getMinutes", f::get_minutes),
+        ("getSeconds", f::get_seconds),
+        ("getMilliseconds", f::get_milliseconds),
+    ];
+    for (name, imp) in both {
+        b.always(name, &["timestamp.() int", "timestamp.(string) int", "duration.() int"], imp, Cost::One);
+    }
+}
+
+fn strings(b: &mut Builder) {
+    b.always("charAt", &["string.(int) string"], ext::char_at, Cost::One);
+    b.add(
+        "indexOf",
+        &[
+            ("string.(string) int", since::ALWAYS),
+            ("string.(string, int) int", since::ALWAYS),
+            ("list(A).(A) int", since::ALWAYS),
+        ],
+        ext::index_of,
+        Cost::Custom(cost_traversal),
+    );
+    b.add(
+        "lastIndexOf",
+        &[
+            ("string.(string) int", since::ALWAYS),
+            ("string.(string, int) int", since::ALWAYS),
+            ("list(A).(A) int", since::ALWAYS),
+        ],
+        ext::last_index_of,
+        Cost::Custom(cost_traversal),
+    );
+    b.always("lowerAscii", &["string.() string"], ext::lower_ascii, Cost::Traverse(0, 0.1));
+    b.always("upperAscii", &["string.() string"], ext::upper_ascii, Cost::Traverse(0, 0.1));
+    b.always(
+        "replace",
+        &["string.(string, string) string", "string.(string, string, int) string"],
+        ext::replace,
+        Cost::Traverse(0, 0.2),
+    );
+    b.always("split", &["string.(string) list(string)", "string.(string, int) list(string)"], ext::split, Cost::Traverse(0, 0.2));
+    b.always("substring", &["string.(int) string", "string.(int, int) string"], ext::substring, Cost::Traverse(0, 0.1));
+    b.always("trim", &["string.() string"], ext::trim, Cost::Traverse(0, 0.1));
+    b.always("join", &["list(string).() string", "list(string).(string) string"], ext::join, Cost::Custom(cost_join));
+    b.at(since::STRINGS_V2, "format", &["string.(list(dyn)) string"], ext::format, Cost::Traverse(0, 0.1));
+    b.at(since::STRINGS_V2, "strings.quote", &["(string) string"], ext::quote, Cost::Traverse(0, 0.1));
+    b.always("find", &["string.(string) string"], ext::find, Cost::Custom(cost_regex));
+    b.always(
+        "findAll",
+        &["string.(string) list(string)", "string.(string, int) list(string)"],
+        ext::find_all,
+        Cost::Custom(cost_regex),
+    );
+}
+
+fn cost_join(a: &[Value<'_>]) -> u64 {
+    let Value::List(l) = &a[0] else { return 1 };
+    let sep = a.get(1).map_or(0, |s| s.cost_size());
+    let total: u64 = l.iter().map(|e| e.cost_size()).sum::<u64>() + sep * (l.len().saturating_sub(1) as u64);
+    (total as f64 * 0.2).ceil() as u64
+}
+
+fn cost_list_result(a: &[Value<'_>]) -> u64 {
+    a[0].cost_size() + 11
+}
+
+fn cost_sort(a: &[Value<'_>]) -> u64 {
+    let n = a[0].cost_size();
+    2 * n * n + 11
+}
+
+fn cost_sets(a: &[Value<'_>]) -> u64 {
+    1 + a[0].cost_size() * a[1].cost_size()
+}
+
+fn cost_sets_equivalent(a: &[Value<'_>]) -> u64 {
+    2 * cost_sets(a)
+}
+
+fn lists_and_sets(b: &mut Builder) {
+    b.always("isSorted", &["list(A).() bool"], ext::is_sorted, Cost::Custom(cost_traversal));
+    b.always("sum", &["list(A).() A"], ext::sum, Cost::Custom(cost_traversal));
+    b.always("min", &["list(A).() A"], ext::min, Cost::Custom(cost_traversal));
+    b.always("max", &["list(A).() A"], ext::max, Cost::Custom(cost_traversal));
+    b.at(since::K8S_LISTS_V1, "includes", &["dyn.(dyn) bool"], ext::includes, Cost::Custom(cost_traversal));
+    b.at(since::LISTS_V3, "slice", &["list(A).(int, int) list(A)"], ext::slice, Cost::Custom(cost_list_result));
+    b.at(
+        since::LISTS_V3,
+        "flatten",
+        &["list(list(A)).() list(A)", "list(A).(int) list(dyn)"],
+        ext::flatten,
+        Cost::Custom(cost_list_result),
+    );
+    b.at(since::LISTS_V3, "sort", &["list(A).() list(A)"], ext::sort, Cost::Custom(cost_sort));
+    b.at(since::LISTS_V3, "distinct", &["list(A).() list(A)"], ext::distinct, Cost::Custom(cost_sort));
+    b.at(since::LISTS_V3, "reverse", &["list(A).() list(A)"], ext::reverse, Cost::Custom(cost_list_result));
+    b.at(since::LISTS_V3, "lists.range", &["(int) list(int)"], ext::range, Cost::Custom(cost_range));
+    b.at(since::SETS, "sets.contains", &["(list(A), list(A)) bool"], ext::sets_contains, Cost::Custom(cost_sets));
+    b.at(
+        since::SETS,
+        "sets.equivalent",
+        &["(list(A), list(A)) bool"],
+        ext::sets_equivalent,
+        Cost::Custom(cost_sets_equivalent),
+    );
+    b.at(since::SETS, "sets.intersects", &["(list(A), list(A)) bool"], ext::sets_intersects, Cost::Custom(cost_sets));
+}
+
+fn cost_range(a: &[Value<'_>]) -> u64 {
+    match &a[0] {
+        Value::Int(n) if *n > 0 => *n as u64 + 11,
+        _ => 11,
+    }
+}
+
+fn optional(b: &mut Builder) {
+    let v = since::OPTIONAL;
+    b.at(v, "optional.of", &["(A) optional(A)"], ext::optional_of, Cost::One);
+    b.at(v, "optional.ofNonZeroValue", &["(A) optional(A)"], ext::optional_of_non_zero, Cost::One);
+    b.at(v, "optional.none", &["() optional(dyn)"], ext::optional_none, Cost::One);
+    b.at(v, "hasValue", &["optional(A).() bool"], ext::has_value, Cost::One);
+    b.at(v, "value", &["optional(A).() A"], ext::value, Cost::One);
+    b.at(v, "or", &["optional(A).(optional(A)) optional(A)"], ext::or, Cost::One);
+    b.at(v, "orValue", &["optional(A).(A) A"], ext::or_value, Cost::One);
+    b.at(v, "first", &["list(A).() optional(A)"], ext::first, Cost::One);
+    b.at(v, "last", &["list(A).() optional(A)"], ext::last, Cost::One);
+    b.at(v, "optional.unwrap", &["(list(optional(A))) list(A)"], ext::unwrap_opt, Cost::One);
+    b.at(v, "unwrapOpt", &["list(optional(A)).() list(A)"], ext::unwrap_opt, Cost::One);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_builds_and_every_signature_parses() {
+        let t = functions();
+        assert!(t.contains_key("_+_") && t.contains_key("sets.contains"));
+        for f in t.values() {
+            for o in &f.overloads {
+                assert!(!o.sig.to_string_lossy().contains("unknown"), "{}: {:?}", f.name, o.sig);
+            }
+        }
+    }
+
+    trait Lossy {
+        fn to_string_lossy(&self) -> String;
+    }
+    impl Lossy for Signature {
+        fn to_string_lossy(&self) -> String {
+            let p: Vec<String> = self.params.iter().map(|t| t.to_string()).collect();
+            format!("({}) {}", p.join(", "), self.result)
+        }
+    }
+}

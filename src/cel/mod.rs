@@ -1,0 +1,27 @@
+//! The Kubernetes CEL environment: parsing, checking, cost-metered evaluation and the
+//! Kubernetes libraries, with cel-go's semantics.
+//!
+//! An expression is compiled once into an immutable [`Program`] (`Send + Sync`) against an
+//! [`Env`] (Kubernetes version and declared variables), then evaluated many times against an
+//! [`Activation`] that lends the request JSON in place. Evaluation never recurses deeper than
+//! the parser's depth limit and is metered in cel-go's cost units.
+
+pub mod ast;
+mod checker;
+pub mod env;
+pub mod error;
+pub mod eval;
+pub mod ext;
+pub mod functions;
+pub mod k8s;
+pub mod lexer;
+pub mod library;
+pub mod parser;
+pub mod types;
+pub mod value;
+
+pub use env::{Env, Program, NEWEST_MINOR};
+pub use error::{CompileError, EvalError};
+pub use eval::{Activation, Meter, PER_CALL_LIMIT};
+pub use types::Type;
+pub use value::Value;

@@ -1,0 +1,654 @@
+//! The CEL parser: tokens to [`Expr`], with cel-go's limits and macro expansion.
+//!
+//! celgate parses CEL itself rather than with the `cel` crate: that crate's ANTLR parser
+//! recurses once per operator of a left-associative chain and per nesting level, and aborts
+//! the process with a stack overflow on 60 nested parentheses or a 10,000-term `1+1+...` in a
+//! debug build. Here left-associative chains are loops, nesting is counted, and a tree deeper
+//! than [`MAX_DEPTH`] is refused before it is built, so no later pass (checker, planner,
+//! evaluator, even `Drop`) can recurse without bound. Limits are cel-go's defaults: 100,000
+//! code points and a recursion depth of 250.
+
+use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind, MapEntry, Span};
+use super::error::{CompileError, SyntaxError};
+use super::lexer::{tokenize, Tok, Token};
+
+/// cel-go's default `ExpressionSizeCodePointLimit`.
+pub const MAX_CODE_POINTS: usize = 100_000;
+/// cel-go's default `MaxRecursionDepth`: the deepest expression tree accepted.
+pub const MAX_DEPTH: u32 = 250;
+
+/// Parses `source`, expanding macros.
+pub fn parse(source: &str) -> Result<Expr, CompileError> {
+    let size = source.chars().count();
+    if size > MAX_CODE_POINTS {
+        return Err(CompileError::general(
+            source,
+            format!("expression code point size exceeds limit: size: {size}, limit {MAX_CODE_POINTS}"),
+        ));
+    }
+    let tokens = tokenize(source).map_err(|e| CompileError::at(source, e.offset, e.message))?;
+    let mut p = Parser { tokens, pos: 0 };
+    let result = p.expr(0).and_then(|(e, _)| {
+        if p.peek() != &Tok::Eof {
+            return Err(p.unexpected());
+        }
+        Ok(e)
+    });
+    result.map_err(|e| CompileError::at(source, e.offset, e.message))
+}
+
+type PResult = Result<(Expr, u32), SyntaxError>;
+
+struct Parser {
+    tokens: Vec<Token>,
+    pos: usize,
+}
+
+fn span(start: usize, end: usize) -> Span {
+    // Sources are at most MAX_CODE_POINTS characters, so offsets fit u32.
+    Span { start: start as u32, end: end as u32 }
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        &self.tokens[self.pos].kind
+    }
+
+    fn start(&self) -> usize {
+        self.tokens[self.pos].start
+    }
+
+    fn prev_end(&self) -> usize {
+        if self.pos == 0 {
+            0
+        } else {
+            self.tokens[self.pos - 1].end
+        }
+    }
+
+    fn bump(&mut self) -> Token {
+        let t = self.tokens[self.pos].clone();
+        if self.pos + 1 < self.tokens.len() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    /// Steps back over `tok` (the end-of-input token is never stepped over).
+    fn unbump(&mut self, tok: &Token) {
+        if tok.kind != Tok::Eof {
+            self.pos -= 1;
+        }
+    }
+
+    fn eat(&mut self, t: &Tok) -> bool {
+        if self.peek() == t {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, t: Tok) -> Result<Token, SyntaxError> {
+        if self.peek() == &t {
+            Ok(self.bump())
+        } else {
+            Err(SyntaxError {
+                offset: self.start(),
+                message: format!(
+                    "Syntax error: mismatched input {} expecting {}",
+                    self.peek().describe(),
+                    t.describe()
+                ),
+            })
+        }
+    }
+
+    fn unexpected(&self) -> SyntaxError {
+        let tok = self.peek();
+        let message = match tok {
+            Tok::Reserved(w) => format!("Syntax error: reserved identifier: {w}"),
+            Tok::Eof => "Syntax error: mismatched input '<EOF>'".to_string(),
+            other => format!("Syntax error: extraneous input {}", other.describe()),
+        };
+        SyntaxError { offset: self.start(), message }
+    }
+
+    fn too_deep(&self, at: usize) -> SyntaxError {
+        SyntaxError { offset: at, message: format!("expression recursion limit exceeded: {MAX_DEPTH}") }
+    }
+
+    /// Builds a node whose children have the given depths, refusing trees deeper than the limit.
+    fn node(&self, kind: ExprKind, sp: Span, child_depth: u32) -> PResult {
+        let depth = child_depth + 1;
+        if depth > MAX_DEPTH {
+            return Err(self.too_deep(sp.start as usize));
+        }
+        Ok((Expr { span: sp, kind }, depth))
+    }
+
+    fn call(&self, func: &str, args: Vec<(Expr, u32)>, sp: Span) -> PResult {
+        let depth = args.iter().map(|a| a.1).max().unwrap_or(0);
+        let args = args.into_iter().map(|a| a.0).collect();
+        self.node(ExprKind::Call { func: func.to_string(), target: None, args }, sp, depth)
+    }
+
+    /// `expr: conditionalOr ('?' conditionalOr ':' expr)?`; `nesting` counts open brackets,
+    /// calls and ternaries, which are the parser's own recursion.
+    fn expr(&mut self, nesting: u32) -> PResult {
+        if nesting > MAX_DEPTH {
+            return Err(self.too_deep(self.start()));
+        }
+        let start = self.start();
+        let cond = self.logical(nesting, true)?;
+        if !self.eat(&Tok::Question) {
+            return Ok(cond);
+        }
+        let yes = self.logical(nesting + 1, true)?;
+        self.expect(Tok::Colon)?;
+        let no = self.expr(nesting + 1)?;
+        let sp = span(start, self.prev_end());
+        self.call("_?_:_", vec![cond, yes, no], sp)
+    }
+
+    /// `||` (when `or`) or `&&` chains, built as balanced trees as cel-go does, so a long
+    /// chain stays shallow.
+    fn logical(&mut self, nesting: u32, or: bool) -> PResult {
+        let (op_tok, func) = if or { (Tok::OrOr, "_||_") } else { (Tok::AndAnd, "_&&_") };
+        let first = if or { self.logical(nesting, false)? } else { self.relation(nesting)? };
+        if self.peek() != &op_tok {
+            return Ok(first);
+        }
+        let mut terms = vec![first];
+        while self.eat(&op_tok) {
+            let t = if or { self.logical(nesting, false)? } else { self.relation(nesting)? };
+            terms.push(t);
+        }
+        self.balance(func, terms)
+    }
+
+    fn balance(&self, func: &str, mut terms: Vec<(Expr, u32)>) -> PResult {
+        while terms.len() > 1 {
+            let mut next = Vec::with_capacity(terms.len().div_ceil(2));
+            let mut it = terms.into_iter();
+            while let Some(l) = it.next() {
+                match it.next() {
+                    Some(r) => {
+                        let sp = span(l.0.span.start as usize, r.0.span.end as usize);
+                        next.push(self.call(func, vec![l, r], sp)?);
+                    }
+                    None => next.push(l),
+                }
+            }
+            terms = next;
+        }
+        terms.pop().ok_or_else(|| self.unexpected())
+    }
+
+    fn relation(&mut self, nesting: u32) -> PResult {
+        let mut lhs = self.additive(nesting)?;
+        loop {
+            let func = match self.peek() {
+                Tok::Lt => "_<_",
+                Tok::Le => "_<=_",
+                Tok::Gt => "_>_",
+                Tok::Ge => "_>=_",
+                Tok::EqEq => "_==_",
+                Tok::NotEq => "_!=_",
+                Tok::In => "@in",
+                _ => return Ok(lhs),
+            };
+            self.bump();
+            let rhs = self.additive(nesting)?;
+            let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
+            lhs = self.call(func, vec![lhs, rhs], sp)?;
+        }
+    }
+
+    fn additive(&mut self, nesting: u32) -> PResult {
+        let mut lhs = self.multiplicative(nesting)?;
+        loop {
+            let func = match self.peek() {
+                Tok::Plus => "_+_",
+                Tok::Minus => "_-_",
+                _ => return Ok(lhs),
+            };
+            self.bump();
+            let rhs = self.multiplicative(nesting)?;
+            let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
+            lhs = self.call(func, vec![lhs, rhs], sp)?;
+        }
+    }
+
+    fn multiplicative(&mut self, nesting: u32) -> PResult {
+        let mut lhs = self.unary(nesting)?;
+        loop {
+            let func = match self.peek() {
+                Tok::Star => "_*_",
+                Tok::Slash => "_/_",
+                Tok::Percent => "_%_",
+                _ => return Ok(lhs),
+            };
+            self.bump();
+            let rhs = self.unary(nesting)?;
+            let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
+            lhs = self.call(func, vec![lhs, rhs], sp)?;
+        }
+    }
+
+    /// `!`/`-` prefixes. As in cel-go, an even run of the same operator cancels out, and one
+    /// `-` directly before a number is the literal's sign (so `-9223372036854775808` parses).
+    fn unary(&mut self, nesting: u32) -> PResult {
+        let start = self.start();
+        let op = self.peek().clone();
+        if op != Tok::Not && op != Tok::Minus {
+            return self.member(nesting);
+        }
+        let mut count = 0u32;
+        while self.peek() == &op {
+            self.bump();
+            count += 1;
+        }
+        if op == Tok::Minus && count == 1 && matches!(self.peek(), Tok::Int(_) | Tok::IntOverflow | Tok::Double(_)) {
+            return self.signed_number(start, nesting);
+        }
+        let operand = self.member(nesting)?;
+        if count % 2 == 0 {
+            return Ok(operand);
+        }
+        let func = if op == Tok::Not { "!_" } else { "-_" };
+        let sp = span(start, self.prev_end());
+        self.call(func, vec![operand], sp)
+    }
+
+    fn signed_number(&mut self, start: usize, nesting: u32) -> PResult {
+        let tok = self.bump();
+        let lit = match tok.kind {
+            Tok::Int(v) if v <= (i64::MAX as u64) + 1 => Literal::Int((v as i128).wrapping_neg() as i64),
+            Tok::Double(d) => Literal::Double(-d),
+            _ => {
+                return Err(SyntaxError { offset: start, message: "Syntax error: invalid int literal".into() });
+            }
+        };
+        let lit_node = (Expr { span: span(start, tok.end), kind: ExprKind::Literal(lit) }, 1);
+        self.member_suffixes(lit_node, nesting)
+    }
+
+    fn member(&mut self, nesting: u32) -> PResult {
+        let primary = self.primary(nesting)?;
+        self.member_suffixes(primary, nesting)
+    }
+
+    /// `.field`, `.?field`, `.method(args)`, `[index]`, `[?index]` after a primary.
+    fn member_suffixes(&mut self, mut operand: (Expr, u32), nesting: u32) -> PResult {
+        let start = operand.0.span.start as usize;
+        loop {
+            match self.peek() {
+                Tok::Dot => {
+                    self.bump();
+                    let optional = self.eat(&Tok::Question);
+                    let name_tok = self.bump();
+                    let quoted = matches!(name_tok.kind, Tok::QuotedIdent(_));
+                    let name = match name_tok.kind {
+                        Tok::Ident(s) | Tok::QuotedIdent(s) => s,
+                        Tok::Reserved(w) => w.to_string(),
+                        Tok::True => "true".into(),
+                        Tok::False => "false".into(),
+                        Tok::Null => "null".into(),
+                        Tok::In => "in".into(),
+                        _ => {
+                            self.unbump(&name_tok);
+                            return Err(SyntaxError {
+                                offset: name_tok.start,
+                                message: format!(
+                                    "Syntax error: mismatched input {} expecting IDENTIFIER",
+                                    self.peek().describe()
+                                ),
+                            });
+                        }
+                    };
+                    if !optional && !quoted && self.peek() == &Tok::LParen {
+                        let args = self.arguments(nesting)?;
+                        let sp = span(start, self.prev_end());
+                        operand = self.call_or_macro(name, Some(operand), args, sp)?;
+                    } else {
+                        let sp = span(start, self.prev_end());
+                        let depth = operand.1;
+                        let kind = ExprKind::Select { operand: Box::new(operand.0), field: name, optional };
+                        operand = self.node(kind, sp, depth)?;
+                    }
+                }
+                Tok::LBracket => {
+                    self.bump();
+                    let optional = self.eat(&Tok::Question);
+                    let index = self.expr(nesting + 1)?;
+                    self.expect(Tok::RBracket)?;
+                    let sp = span(start, self.prev_end());
+                    let depth = operand.1.max(index.1);
+                    let kind = ExprKind::Index { operand: Box::new(operand.0), index: Box::new(index.0), optional };
+                    operand = self.node(kind, sp, depth)?;
+                }
+                _ => return Ok(operand),
+            }
+        }
+    }
+
+    fn arguments(&mut self, nesting: u32) -> Result<Vec<(Expr, u32)>, SyntaxError> {
+        self.expect(Tok::LParen)?;
+        let mut args = Vec::new();
+        if self.eat(&Tok::RParen) {
+            return Ok(args);
+        }
+        loop {
+            args.push(self.expr(nesting + 1)?);
+            if self.eat(&Tok::Comma) {
+                continue;
+            }
+            self.expect(Tok::RParen)?;
+            return Ok(args);
+        }
+    }
+
+    fn primary(&mut self, nesting: u32) -> PResult {
+        let start = self.start();
+        let tok = self.bump();
+        let lit = |l: Literal| Ok((Expr { span: span(tok.start, tok.end), kind: ExprKind::Literal(l) }, 1));
+        match tok.kind.clone() {
+            Tok::Int(v) => match i64::try_from(v) {
+                Ok(v) => lit(Literal::Int(v)),
+                Err(_) => Err(SyntaxError { offset: start, message: "Syntax error: invalid int literal".into() }),
+            },
+            Tok::IntOverflow => Err(SyntaxError { offset: start, message: "Syntax error: invalid int literal".into() }),
+            Tok::Uint(v) => lit(Literal::Uint(v)),
+            Tok::Double(d) => lit(Literal::Double(d)),
+            Tok::Str(s) => lit(Literal::String(s)),
+            Tok::Bytes(b) => lit(Literal::Bytes(b)),
+            Tok::True => lit(Literal::Bool(true)),
+            Tok::False => lit(Literal::Bool(false)),
+            Tok::Null => lit(Literal::Null),
+            Tok::LParen => {
+                let inner = self.expr(nesting + 1)?;
+                self.expect(Tok::RParen)?;
+                Ok(inner)
+            }
+            Tok::LBracket => self.list(start, nesting),
+            Tok::LBrace => self.map(start, nesting),
+            Tok::Dot => match self.peek().clone() {
+                Tok::Ident(name) => {
+                    self.bump();
+                    self.ident_or_call(name, start, nesting)
+                }
+                _ => Err(self.unexpected()),
+            },
+            Tok::Ident(name) => self.ident_or_call(name, start, nesting),
+            _ => {
+                self.unbump(&tok);
+                Err(self.unexpected())
+            }
+        }
+    }
+
+    fn ident_or_call(&mut self, name: String, start: usize, nesting: u32) -> PResult {
+        if self.peek() == &Tok::LParen {
+            let args = self.arguments(nesting)?;
+            let sp = span(start, self.prev_end());
+            return self.call_or_macro(name, None, args, sp);
+        }
+        // `a.b.C{...}`: a message construction. Kubernetes declares no message types, so it is
+        // parsed only to be rejected by the checker with a clear message.
+        if self.peek() == &Tok::LBrace && name.chars().next().is_some_and(|c| c.is_ascii_uppercase()) {
+            self.skip_braces()?;
+            let sp = span(start, self.prev_end());
+            return self.node(ExprKind::Struct { type_name: name }, sp, 0);
+        }
+        let sp = span(start, self.prev_end());
+        self.node(ExprKind::Ident(name), sp, 0)
+    }
+
+    fn skip_braces(&mut self) -> Result<(), SyntaxError> {
+        let mut open = 0usize;
+        loop {
+            match self.bump().kind {
+                Tok::LBrace => open += 1,
+                Tok::RBrace => {
+                    open -= 1;
+                    if open == 0 {
+                        return Ok(());
+                    }
+                }
+                Tok::Eof => return Err(self.unexpected()),
+                _ => {}
+            }
+        }
+    }
+
+    fn list(&mut self, start: usize, nesting: u32) -> PResult {
+        let mut elements = Vec::new();
+        let mut optional = Vec::new();
+        let mut depth = 0;
+        while self.peek() != &Tok::RBracket {
+            let opt = self.eat(&Tok::Question);
+            let (e, d) = self.expr(nesting + 1)?;
+            depth = depth.max(d);
+            elements.push(e);
+            optional.push(opt);
+            if !self.eat(&Tok::Comma) {
+                break;
+            }
+        }
+        self.expect(Tok::RBracket)?;
+        let sp = span(start, self.prev_end());
+        self.node(ExprKind::List { elements, optional }, sp, depth)
+    }
+
+    fn map(&mut self, start: usize, nesting: u32) -> PResult {
+        let mut entries = Vec::new();
+        let mut depth = 0;
+        while self.peek() != &Tok::RBrace {
+            let opt = self.eat(&Tok::Question);
+            let (key, kd) = self.expr(nesting + 1)?;
+            self.expect(Tok::Colon)?;
+            let (value, vd) = self.expr(nesting + 1)?;
+            depth = depth.max(kd).max(vd);
+            entries.push(MapEntry { key, value, optional: opt });
+            if !self.eat(&Tok::Comma) {
+                break;
+            }
+        }
+        self.expect(Tok::RBrace)?;
+        let sp = span(start, self.prev_end());
+        self.node(ExprKind::Map { entries }, sp, depth)
+    }
+
+    /// A call, or the expansion of the macro it spells.
+    fn call_or_macro(
+        &mut self,
+        func: String,
+        target: Option<(Expr, u32)>,
+        args: Vec<(Expr, u32)>,
+        sp: Span,
+    ) -> PResult {
+        if let Some(expanded) = self.expand_macro(&func, target.as_ref(), &args, sp)? {
+            return Ok(expanded);
+        }
+        let depth = target.iter().chain(&args).map(|a| a.1).max().unwrap_or(0);
+        let target = target.map(|t| Box::new(t.0));
+        let args = args.into_iter().map(|a| a.0).collect();
+        self.node(ExprKind::Call { func, target, args }, sp, depth)
+    }
+
+    fn expand_macro(
+        &self,
+        func: &str,
+        target: Option<&(Expr, u32)>,
+        args: &[(Expr, u32)],
+        sp: Span,
+    ) -> Result<Option<(Expr, u32)>, SyntaxError> {
+        let Some(target) = target else {
+            if func == "has" && args.len() == 1 {
+                return match &args[0].0.kind {
+                    ExprKind::Select { operand, field, optional: false } => {
+                        let kind = ExprKind::Has { operand: operand.clone(), field: field.clone() };
+                        Ok(Some(self.node(kind, sp, args[0].1)?))
+                    }
+                    _ => Err(SyntaxError {
+                        offset: args[0].0.span.start as usize,
+                        message: "invalid argument to has() macro".into(),
+                    }),
+                };
+            }
+            return Ok(None);
+        };
+        use MacroKind::*;
+        // (kind, written name, number of variables, has a filter)
+        let shape: (MacroKind, &'static str, usize, bool) = match (func, args.len()) {
+            ("all", 2) => (All, "all", 1, false),
+            ("all", 3) => (All, "all", 2, false),
+            ("exists", 2) => (Exists, "exists", 1, false),
+            ("exists", 3) => (Exists, "exists", 2, false),
+            ("exists_one", 2) => (ExistsOne, "exists_one", 1, false),
+            ("exists_one", 3) => (ExistsOne, "exists_one", 2, false),
+            ("existsOne", 2) => (ExistsOne, "existsOne", 1, false),
+            ("existsOne", 3) => (ExistsOne, "existsOne", 2, false),
+            ("map", 2) => (Map, "map", 1, false),
+            ("map", 3) => (Map, "map", 1, true),
+            ("filter", 2) => (Filter, "filter", 1, false),
+            ("transformList", 3) => (TransformList, "transformList", 2, false),
+            ("transformList", 4) => (TransformList, "transformList", 2, true),
+            ("transformMap", 3) => (TransformMap, "transformMap", 2, false),
+            ("transformMap", 4) => (TransformMap, "transformMap", 2, true),
+            ("transformMapEntry", 3) => (TransformMapEntry, "transformMapEntry", 2, false),
+            ("transformMapEntry", 4) => (TransformMapEntry, "transformMapEntry", 2, true),
+            ("sortBy", 2) => (SortBy, "sortBy", 1, false),
+            ("optMap", 2) => (OptMap, "optMap", 1, false),
+            ("optFlatMap", 2) => (OptFlatMap, "optFlatMap", 1, false),
+            _ => return Ok(None),
+        };
+        let (kind, name, nvars, has_filter) = shape;
+        let var_name = |a: &(Expr, u32)| match &a.0.kind {
+            ExprKind::Ident(n) => Ok(n.clone()),
+            _ => Err(SyntaxError {
+                offset: a.0.span.start as usize,
+                message: "argument must be a simple name".into(),
+            }),
+        };
+        let var = var_name(&args[0])?;
+        let var2 = if nvars == 2 { Some(var_name(&args[1])?) } else { None };
+        if let Some(v2) = &var2 {
+            if *v2 == var {
+                return Err(SyntaxError {
+                    offset: args[1].0.span.start as usize,
+                    message: format!("duplicate variable name: {var}"),
+                });
+            }
+        }
+        let rest = &args[nvars..];
+        let (filter, body) = if has_filter { (Some(rest[0].clone()), rest[1].clone()) } else { (None, rest[0].clone()) };
+        let depth = [target.1, body.1, filter.as_ref().map_or(0, |f| f.1)].into_iter().max().unwrap_or(0);
+        let c = Comprehension {
+            kind,
+            name,
+            range: target.0.clone(),
+            var,
+            var2,
+            filter: filter.map(|f| f.0),
+            body: body.0,
+        };
+        Ok(Some(self.node(ExprKind::Comprehension(Box::new(c)), sp, depth)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn show(e: &Expr) -> String {
+        match &e.kind {
+            ExprKind::Literal(l) => format!("{l:?}"),
+            ExprKind::Ident(n) => n.clone(),
+            ExprKind::Select { operand, field, optional } => {
+                format!("{}.{}{}", show(operand), if *optional { "?" } else { "" }, field)
+            }
+            ExprKind::Has { operand, field } => format!("has({}.{})", show(operand), field),
+            ExprKind::Index { operand, index, .. } => format!("{}[{}]", show(operand), show(index)),
+            ExprKind::Call { func, target, args } => {
+                let a: Vec<String> = args.iter().map(show).collect();
+                match target {
+                    Some(t) => format!("{}.{}({})", show(t), func, a.join(", ")),
+                    None => format!("{}({})", func, a.join(", ")),
+                }
+            }
+            ExprKind::List { elements, .. } => {
+                format!("[{}]", elements.iter().map(show).collect::<Vec<_>>().join(", "))
+            }
+            ExprKind::Map { entries } => format!(
+                "{{{}}}",
+                entries.iter().map(|e| format!("{}: {}", show(&e.key), show(&e.value))).collect::<Vec<_>>().join(", ")
+            ),
+            ExprKind::Struct { type_name } => format!("{type_name}{{}}"),
+            ExprKind::Comprehension(c) => format!("{}.{:?}({}, {})", show(&c.range), c.kind, c.var, show(&c.body)),
+        }
+    }
+
+    fn p(src: &str) -> String {
+        show(&parse(src).unwrap())
+    }
+
+    #[test]
+    fn precedence() {
+        assert_eq!(p("1 + 2 * 3"), "_+_(Int(1), _*_(Int(2), Int(3)))");
+        assert_eq!(p("a == b < c"), "_<_(_==_(a, b), c)");
+        assert_eq!(p("a ? b : c ? d : e"), "_?_:_(a, b, _?_:_(c, d, e))");
+        assert_eq!(p("!!a"), "a");
+        assert_eq!(p("-1"), "Int(-1)");
+        assert_eq!(p("--1"), "Int(1)");
+        assert_eq!(p("-(1)"), "-_(Int(1))");
+        assert_eq!(p("-9223372036854775808"), "Int(-9223372036854775808)");
+        assert_eq!(p("a.b[0].c(1)"), "a.b[Int(0)].c(Int(1))");
+        assert_eq!(p("x in [1, 2]"), "@in(x, [Int(1), Int(2)])");
+    }
+
+    #[test]
+    fn macros() {
+        assert_eq!(p("has(a.b)"), "has(a.b)");
+        assert_eq!(p("l.all(x, x > 0)"), "l.All(x, _>_(x, Int(0)))");
+        assert!(parse("has(a)").is_err());
+        assert!(parse("l.all(1, true)").is_err());
+        assert!(parse("l.all(x, x, true)").is_err());
+    }
+
+    #[test]
+    fn logical_chains_are_balanced() {
+        let src = vec!["a"; 5000].join(" || ");
+        assert!(parse(&src).is_ok());
+    }
+
+    /// Runs on a big stack like `Env::compile` does; the parser itself recurses per level.
+    #[test]
+    fn hostile_input_is_an_error_not_a_crash() {
+        std::thread::Builder::new().stack_size(crate::cel::env::COMPILER_STACK).spawn(hostile).unwrap().join().unwrap();
+    }
+
+    fn hostile() {
+        let chain = vec!["1"; 10_000].join("+");
+        assert!(parse(&chain).unwrap_err().to_string().contains("recursion limit"));
+        let nested = format!("{}1{}", "(".repeat(1000), ")".repeat(1000));
+        assert!(parse(&nested).unwrap_err().to_string().contains("recursion limit"));
+        let lists = format!("{}1{}", "[".repeat(1000), "]".repeat(1000));
+        assert!(parse(&lists).is_err());
+        let members = format!("a{}", ".b".repeat(10_000));
+        assert!(parse(&members).is_err());
+        assert!(parse(&"1".repeat(100_001)).unwrap_err().to_string().contains("code point size"));
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let e = parse("a +").unwrap_err();
+        assert_eq!(e.issues[0].line, 1);
+        assert_eq!(e.issues[0].column, 4);
+        assert!(parse("if").is_err());
+        assert!(parse("a.if").is_ok());
+        assert!(parse("9223372036854775808").is_err());
+    }
+}

@@ -1,0 +1,313 @@
+//! Static CEL types, as the checker sees them, and the compact signature syntax the
+//! function table is written in.
+
+use std::fmt;
+use std::sync::Arc;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Type {
+    Dyn,
+    Null,
+    Bool,
+    Int,
+    Uint,
+    Double,
+    String,
+    Bytes,
+    Timestamp,
+    Duration,
+    List(Box<Type>),
+    Map(Box<Type>, Box<Type>),
+    /// The type of a type value: `int` has type `type(int)`.
+    TypeOf(Box<Type>),
+    Optional(Box<Type>),
+    /// A Kubernetes library type (`kubernetes.URL`, `net.IP`...).
+    Opaque(&'static str),
+    /// A declared object type with known fields (`kubernetes.AdmissionRequest`).
+    Object(Arc<ObjectType>),
+    /// A type parameter of a signature (`A`, `B`, `K`, `V`).
+    Param(u8),
+}
+
+/// An object type whose fields are declared, so selecting an undeclared field is a compile
+/// error (`undefined field 'x'`).
+#[derive(Debug, PartialEq)]
+pub struct ObjectType {
+    pub name: String,
+    pub fields: Vec<(String, Type)>,
+}
+
+impl ObjectType {
+    pub fn field(&self, name: &str) -> Option<&Type> {
+        self.fields.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+}
+
+impl Type {
+    pub fn list(t: Type) -> Type {
+        Type::List(Box::new(t))
+    }
+
+    pub fn map(k: Type, v: Type) -> Type {
+        Type::Map(Box::new(k), Box::new(v))
+    }
+
+    pub fn is_dyn(&self) -> bool {
+        matches!(self, Type::Dyn)
+    }
+
+    /// The runtime type name a value of this static type has (`type(x)`).
+    pub fn runtime_name(&self) -> Option<&'static str> {
+        Some(match self {
+            Type::Null => "null_type",
+            Type::Bool => "bool",
+            Type::Int => "int",
+            Type::Uint => "uint",
+            Type::Double => "double",
+            Type::String => "string",
+            Type::Bytes => "bytes",
+            Type::Timestamp => "google.protobuf.Timestamp",
+            Type::Duration => "google.protobuf.Duration",
+            Type::List(_) => "list",
+            Type::Map(..) => "map",
+            Type::TypeOf(_) => "type",
+            Type::Optional(_) => "optional_type",
+            Type::Opaque(n) => n,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Type {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Type::Dyn => f.write_str("dyn"),
+            Type::Null => f.write_str("null_type"),
+            Type::Bool => f.write_str("bool"),
+            Type::Int => f.write_str("int"),
+            Type::Uint => f.write_str("uint"),
+            Type::Double => f.write_str("double"),
+            Type::String => f.write_str("string"),
+            Type::Bytes => f.write_str("bytes"),
+            Type::Timestamp => f.write_str("google.protobuf.Timestamp"),
+            Type::Duration => f.write_str("google.protobuf.Duration"),
+            Type::List(e) => write!(f, "list({e})"),
+            Type::Map(k, v) => write!(f, "map({k}, {v})"),
+            Type::TypeOf(t) => write!(f, "type({t})"),
+            Type::Optional(t) => write!(f, "optional_type({t})"),
+            Type::Opaque(n) => f.write_str(n),
+            Type::Object(o) => f.write_str(&o.name),
+            Type::Param(p) => write!(f, "{}", *p as char),
+        }
+    }
+}
+
+/// Parses a type in signature syntax: `int`, `list(A)`, `map(K, V)`, `optional(A)`,
+/// `type(A)`, `dyn`, a single capital letter for a type parameter, or a dotted opaque name.
+/// The table is written by us, so a malformed entry is a programming error caught by tests.
+pub fn parse_type(s: &str) -> Type {
+    let s = s.trim();
+    if let Some(inner) = s.strip_prefix("list(").and_then(|r| r.strip_suffix(')')) {
+        return Type::list(parse_type(inner));
+    }
+    if let Some(inner) = s.strip_prefix("map(").and_then(|r| r.strip_suffix(')')) {
+        let (k, v) = split_top(inner);
+        return Type::map(parse_type(k), parse_type(v));
+    }
+    if let Some(inner) = s.strip_prefix("optional(").and_then(|r| r.strip_suffix(')')) {
+        return Type::Optional(Box::new(parse_type(inner)));
+    }
+    if let Some(inner) = s.strip_prefix("type(").and_then(|r| r.strip_suffix(')')) {
+        return Type::TypeOf(Box::new(parse_type(inner)));
+    }
+    match s {
+        "dyn" => Type::Dyn,
+        "null" => Type::Null,
+        "bool" => Type::Bool,
+        "int" => Type::Int,
+        "uint" => Type::Uint,
+        "double" => Type::Double,
+        "string" => Type::String,
+        "bytes" => Type::Bytes,
+        "timestamp" => Type::Timestamp,
+        "duration" => Type::Duration,
+        p if p.len() == 1 && p.as_bytes()[0].is_ascii_uppercase() => Type::Param(p.as_bytes()[0]),
+        other => Type::Opaque(opaque_name(other)),
+    }
+}
+
+/// Interns the opaque type names the libraries use, so types carry `&'static str`.
+fn opaque_name(s: &str) -> &'static str {
+    const NAMES: &[&str] = &[
+        "kubernetes.URL",
+        "kubernetes.Quantity",
+        "kubernetes.Semver",
+        "kubernetes.NamedFormat",
+        "net.IP",
+        "net.CIDR",
+        "kubernetes.authorization.Authorizer",
+        "kubernetes.authorization.PathCheck",
+        "kubernetes.authorization.GroupCheck",
+        "kubernetes.authorization.ResourceCheck",
+        "kubernetes.authorization.Decision",
+    ];
+    NAMES.iter().find(|n| **n == s).copied().unwrap_or("unknown")
+}
+
+/// Splits `a, b` at the top-level comma.
+pub fn split_top(s: &str) -> (&str, &str) {
+    let mut depth = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => return (&s[..i], &s[i + 1..]),
+            _ => {}
+        }
+    }
+    (s, "")
+}
+
+/// A parsed signature: `recv.(p1, p2) result` for member functions, `(p1, p2) result` for
+/// global ones.
+#[derive(Debug, Clone)]
+pub struct Signature {
+    pub member: bool,
+    /// Parameter types, the receiver first for a member function.
+    pub params: Vec<Type>,
+    pub result: Type,
+}
+
+pub fn parse_signature(sig: &str) -> Signature {
+    let (member, rest, receiver) = match sig.find(".(") {
+        Some(i) if !sig.starts_with('(') => (true, &sig[i + 1..], Some(parse_type(&sig[..i]))),
+        _ => (false, sig, None),
+    };
+    let close = matching_paren(rest);
+    let inner = &rest[1..close];
+    let mut params: Vec<Type> = receiver.into_iter().collect();
+    let mut remaining = inner;
+    while !remaining.trim().is_empty() {
+        let (head, tail) = split_top(remaining);
+        params.push(parse_type(head));
+        remaining = tail;
+    }
+    let result = parse_type(&rest[close + 1..]);
+    Signature { member, params, result }
+}
+
+fn matching_paren(s: &str) -> usize {
+    let mut depth = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => {}
+        }
+    }
+    s.len()
+}
+
+/// Type parameter bindings while matching one overload.
+#[derive(Default)]
+pub struct Bindings {
+    bound: Vec<(u8, Type)>,
+}
+
+impl Bindings {
+    /// Whether an argument of type `actual` can be passed where `formal` is expected,
+    /// binding type parameters on the way. `dyn` is compatible with everything.
+    pub fn accepts(&mut self, formal: &Type, actual: &Type) -> bool {
+        match (formal, actual) {
+            (Type::Param(p), _) => match self.bound.iter().position(|(q, _)| q == p) {
+                Some(i) => {
+                    let prev = self.bound[i].1.clone();
+                    if let Some(joined) = join(&prev, actual) {
+                        self.bound[i].1 = joined;
+                        true
+                    } else {
+                        false
+                    }
+                }
+                None => {
+                    self.bound.push((*p, actual.clone()));
+                    true
+                }
+            },
+            (Type::Dyn, _) | (_, Type::Dyn) => true,
+            (Type::List(f), Type::List(a)) => self.accepts(f, a),
+            (Type::Map(fk, fv), Type::Map(ak, av)) => self.accepts(fk, ak) && self.accepts(fv, av),
+            (Type::Optional(f), Type::Optional(a)) => self.accepts(f, a),
+            (Type::TypeOf(f), Type::TypeOf(a)) => {
+                let mut probe = Bindings { bound: self.bound.clone() };
+                if probe.accepts(f, a) {
+                    self.bound = probe.bound;
+                }
+                true
+            }
+            (Type::Object(f), Type::Object(a)) => f.name == a.name,
+            (f, a) => f == a,
+        }
+    }
+
+    /// `t` with bound parameters substituted; unbound ones become `dyn`.
+    pub fn substitute(&self, t: &Type) -> Type {
+        match t {
+            Type::Param(p) => self.bound.iter().find(|(q, _)| q == p).map_or(Type::Dyn, |(_, b)| self.substitute(b)),
+            Type::List(e) => Type::list(self.substitute(e)),
+            Type::Map(k, v) => Type::map(self.substitute(k), self.substitute(v)),
+            Type::Optional(e) => Type::Optional(Box::new(self.substitute(e))),
+            Type::TypeOf(e) => Type::TypeOf(Box::new(self.substitute(e))),
+            other => other.clone(),
+        }
+    }
+}
+
+/// The common type of two types bound to one parameter: equal types join to themselves,
+/// `dyn` joins with anything to `dyn`; other pairs do not join (no matching overload).
+pub fn join(a: &Type, b: &Type) -> Option<Type> {
+    match (a, b) {
+        (Type::Dyn, _) | (_, Type::Dyn) => Some(Type::Dyn),
+        (Type::List(x), Type::List(y)) => join(x, y).map(Type::list),
+        (Type::Map(xk, xv), Type::Map(yk, yv)) => Some(Type::map(join(xk, yk)?, join(xv, yv)?)),
+        (Type::Optional(x), Type::Optional(y)) => join(x, y).map(|t| Type::Optional(Box::new(t))),
+        // Type values all have kind `type`: `type(1) == type(1u)` is well typed (and false).
+        (Type::TypeOf(x), Type::TypeOf(y)) => Some(Type::TypeOf(Box::new(join(x, y).unwrap_or(Type::Dyn)))),
+        // null is assignable to optional, object and opaque types, as to messages in cel-go.
+        (Type::Null, Type::Optional(_) | Type::Object(_)) => Some(b.clone()),
+        (Type::Optional(_) | Type::Object(_), Type::Null) => Some(a.clone()),
+        (x, y) if x == y => Some(x.clone()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_parse() {
+        let s = parse_signature("map(K, V).(K) bool");
+        assert!(s.member);
+        assert_eq!(s.params.len(), 2);
+        assert_eq!(s.params[0].to_string(), "map(K, V)");
+        let g = parse_signature("(A, list(A)) bool");
+        assert!(!g.member);
+        assert_eq!(g.params[1], Type::list(Type::Param(b'A')));
+        assert_eq!(parse_signature("() optional(A)").params.len(), 0);
+    }
+
+    #[test]
+    fn parameters_bind_and_join() {
+        let mut b = Bindings::default();
+        assert!(b.accepts(&Type::Param(b'A'), &Type::Int));
+        assert!(!b.accepts(&Type::Param(b'A'), &Type::String));
+        assert!(b.accepts(&Type::Param(b'A'), &Type::Dyn));
+        assert_eq!(b.substitute(&Type::list(Type::Param(b'A'))), Type::list(Type::Dyn));
+    }
+}

@@ -1,0 +1,521 @@
+//! Runtime CEL values.
+//!
+//! A [`Value`] either borrows the request JSON in place (`List::Json`, `Map::Json`,
+//! `Str::Borrowed`) or shares owned data through `Arc`, so cloning a value is never a deep
+//! copy and reading `object.spec.containers` converts nothing. JSON integers are `int` (an
+//! integer outside int64 is a `double`), other numbers `double`, as Kubernetes' unstructured
+//! conversion does. Equality is CEL's heterogeneous equality; ordering is defined only within
+//! a kind (numbers across kinds).
+
+use std::any::Any;
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+
+use super::error::EvalError;
+
+/// A string: borrowed from the request JSON or the program, or shared.
+#[derive(Clone, Debug)]
+pub enum Str<'a> {
+    Borrowed(&'a str),
+    Shared(Arc<str>),
+}
+
+impl Str<'_> {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Str::Borrowed(s) => s,
+            Str::Shared(s) => s,
+        }
+    }
+}
+
+/// A list: a JSON array in place, or owned elements.
+#[derive(Clone, Debug)]
+pub enum List<'a> {
+    Json(&'a [Json]),
+    Owned(Arc<Vec<Value<'a>>>),
+}
+
+impl<'a> List<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            List::Json(a) => a.len(),
+            List::Owned(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, i: usize) -> Option<Value<'a>> {
+        match self {
+            List::Json(a) => a.get(i).map(Value::from_json),
+            List::Owned(v) => v.get(i).cloned(),
+        }
+    }
+
+    pub fn iter(&self) -> ListIter<'a, '_> {
+        ListIter { list: self, i: 0 }
+    }
+
+    pub fn to_vec(&self) -> Vec<Value<'a>> {
+        self.iter().collect()
+    }
+}
+
+pub struct ListIter<'a, 'l> {
+    list: &'l List<'a>,
+    i: usize,
+}
+
+impl<'a> Iterator for ListIter<'a, '_> {
+    type Item = Value<'a>;
+    fn next(&mut self) -> Option<Value<'a>> {
+        let v = self.list.get(self.i)?;
+        self.i += 1;
+        Some(v)
+    }
+}
+
+/// A map: a JSON object in place, or owned entries.
+#[derive(Clone, Debug)]
+pub enum Map<'a> {
+    Json(&'a serde_json::Map<String, Json>),
+    Owned(Arc<OwnedMap<'a>>),
+}
+
+/// Entries in insertion order, with a hash index once the map is large enough to need one.
+#[derive(Debug, Default)]
+pub struct OwnedMap<'a> {
+    entries: Vec<(Value<'a>, Value<'a>)>,
+    index: Option<HashMap<KeyRepr, usize>>,
+}
+
+/// A map key normalised so that keys equal under CEL equality hash alike (`1`, `1u`, `1.0`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum KeyRepr {
+    Int(i128),
+    Bool(bool),
+    Str(Box<str>),
+}
+
+const INDEX_THRESHOLD: usize = 8;
+
+impl<'a> OwnedMap<'a> {
+    /// Builds a map, refusing duplicate keys (`Failed with repeated key`), as cel-go does.
+    pub fn from_entries(entries: Vec<(Value<'a>, Value<'a>)>) -> Result<Self, EvalError> {
+        let mut m = OwnedMap { entries: Vec::with_capacity(entries.len()), index: None };
+        for (k, v) in entries {
+            m.insert_new(k, v)?;
+        }
+        Ok(m)
+    }
+
+    pub fn insert_new(&mut self, k: Value<'a>, v: Value<'a>) -> Result<(), EvalError> {
+        if KeyRepr::of(&k).is_none() {
+            return Err(EvalError::new(format!("unsupported key type: {}", k.type_name())));
+        }
+        if self.find(&k).is_some() {
+            return Err(EvalError::new(format!("Failed with repeated key: {}", k.debug_string())));
+        }
+        self.entries.push((k, v));
+        let n = self.entries.len();
+        if n > INDEX_THRESHOLD {
+            let index = self.index.get_or_insert_with(|| {
+                let mut h = HashMap::with_capacity(n * 2);
+                for (i, (k, _)) in self.entries[..n - 1].iter().enumerate() {
+                    if let Some(r) = KeyRepr::of(k) {
+                        h.insert(r, i);
+                    }
+                }
+                h
+            });
+            if let Some(r) = KeyRepr::of(&self.entries[n - 1].0) {
+                index.insert(r, n - 1);
+            }
+        }
+        Ok(())
+    }
+
+    fn find(&self, key: &Value<'a>) -> Option<usize> {
+        let repr = KeyRepr::of(key)?;
+        match &self.index {
+            Some(h) => h.get(&repr).copied(),
+            None => self.entries.iter().position(|(k, _)| KeyRepr::of(k).as_ref() == Some(&repr)),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn entries(&self) -> &[(Value<'a>, Value<'a>)] {
+        &self.entries
+    }
+}
+
+impl KeyRepr {
+    fn of(v: &Value<'_>) -> Option<KeyRepr> {
+        Some(match v {
+            Value::Int(i) => KeyRepr::Int(i128::from(*i)),
+            Value::Uint(u) => KeyRepr::Int(i128::from(*u)),
+            Value::Double(d) if d.fract() == 0.0 && d.abs() < 1.9e19 => KeyRepr::Int(*d as i128),
+            Value::Bool(b) => KeyRepr::Bool(*b),
+            Value::String(s) => KeyRepr::Str(s.as_str().into()),
+            _ => return None,
+        })
+    }
+}
+
+impl<'a> Map<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            Map::Json(m) => m.len(),
+            Map::Owned(m) => m.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value under `key` by CEL equality (`{1: 'a'}[1.0]` finds the entry).
+    pub fn get(&self, key: &Value<'_>) -> Option<Value<'a>> {
+        match self {
+            Map::Json(m) => match key {
+                Value::String(s) => m.get(s.as_str()).map(Value::from_json),
+                _ => None,
+            },
+            Map::Owned(m) => m.find(key).map(|i| m.entries[i].1.clone()),
+        }
+    }
+
+    pub fn get_str(&self, key: &str) -> Option<Value<'a>> {
+        match self {
+            Map::Json(m) => m.get(key).map(Value::from_json),
+            Map::Owned(m) => m.find(&Value::String(Str::Borrowed(key))).map(|i| m.entries[i].1.clone()),
+        }
+    }
+
+    pub fn contains_key(&self, key: &Value<'_>) -> bool {
+        match self {
+            Map::Json(m) => matches!(key, Value::String(s) if m.contains_key(s.as_str())),
+            Map::Owned(m) => m.find(key).is_some(),
+        }
+    }
+
+    /// The keys, in the map's order.
+    pub fn keys(&self) -> Vec<Value<'a>> {
+        match self {
+            Map::Json(m) => m.keys().map(|k| Value::String(Str::Borrowed(k.as_str()))).collect(),
+            Map::Owned(m) => m.entries.iter().map(|(k, _)| k.clone()).collect(),
+        }
+    }
+
+    pub fn entries(&self) -> Vec<(Value<'a>, Value<'a>)> {
+        match self {
+            Map::Json(m) => {
+                m.iter().map(|(k, v)| (Value::String(Str::Borrowed(k.as_str())), Value::from_json(v))).collect()
+            }
+            Map::Owned(m) => m.entries.clone(),
+        }
+    }
+}
+
+/// A value of a Kubernetes library type (URL, IP, Quantity...): opaque to CEL but for its
+/// functions and equality.
+pub trait Opaque: fmt::Debug + Send + Sync + 'static {
+    /// The CEL type name, e.g. `kubernetes.URL` or `net.IP`.
+    fn type_name(&self) -> &'static str;
+    fn equals(&self, other: &dyn Opaque) -> bool;
+    fn as_any(&self) -> &dyn Any;
+}
+
+#[derive(Clone, Debug)]
+pub enum Value<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Double(f64),
+    String(Str<'a>),
+    Bytes(Arc<[u8]>),
+    List(List<'a>),
+    Map(Map<'a>),
+    Timestamp(jiff::Timestamp),
+    /// Nanoseconds, as Go's `time.Duration` that cel-go uses.
+    Duration(i64),
+    /// A type value (`type(x)`, `int`...), by its CEL name.
+    Type(&'static str),
+    Optional(Option<Arc<Value<'a>>>),
+    Opaque(Arc<dyn Opaque>),
+}
+
+impl<'a> Value<'a> {
+    /// Views a JSON value as CEL without copying.
+    pub fn from_json(j: &'a Json) -> Value<'a> {
+        match j {
+            Json::Null => Value::Null,
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Number(n) => match n.as_i64() {
+                Some(i) => Value::Int(i),
+                None => Value::Double(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            Json::String(s) => Value::String(Str::Borrowed(s)),
+            Json::Array(a) => Value::List(List::Json(a)),
+            Json::Object(m) => Value::Map(Map::Json(m)),
+        }
+    }
+
+    pub fn string(s: impl Into<Arc<str>>) -> Value<'a> {
+        Value::String(Str::Shared(s.into()))
+    }
+
+    pub fn list(v: Vec<Value<'a>>) -> Value<'a> {
+        Value::List(List::Owned(Arc::new(v)))
+    }
+
+    pub fn opaque(o: impl Opaque) -> Value<'a> {
+        Value::Opaque(Arc::new(o))
+    }
+
+    pub fn optional(v: Option<Value<'a>>) -> Value<'a> {
+        Value::Optional(v.map(Arc::new))
+    }
+
+    /// The CEL name of this value's type.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null_type",
+            Value::Bool(_) => "bool",
+            Value::Int(_) => "int",
+            Value::Uint(_) => "uint",
+            Value::Double(_) => "double",
+            Value::String(_) => "string",
+            Value::Bytes(_) => "bytes",
+            Value::List(_) => "list",
+            Value::Map(_) => "map",
+            Value::Timestamp(_) => "google.protobuf.Timestamp",
+            Value::Duration(_) => "google.protobuf.Duration",
+            Value::Type(_) => "type",
+            Value::Optional(_) => "optional_type",
+            Value::Opaque(o) => o.type_name(),
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s.as_str()),
+            _ => None,
+        }
+    }
+
+    pub fn as_opaque<T: Opaque>(&self) -> Option<&T> {
+        match self {
+            Value::Opaque(o) => o.as_any().downcast_ref::<T>(),
+            _ => None,
+        }
+    }
+
+    /// CEL `size()`: code points of a string, bytes, elements or entries; `None` for other
+    /// kinds. Used by the cost rules too (where it is 1 for anything else).
+    pub fn size(&self) -> Option<usize> {
+        match self {
+            Value::String(s) => Some(s.as_str().chars().count()),
+            Value::Bytes(b) => Some(b.len()),
+            Value::List(l) => Some(l.len()),
+            Value::Map(m) => Some(m.len()),
+            _ => None,
+        }
+    }
+
+    /// The size cel-go's cost tracker uses: `size()` where defined, else 1.
+    pub fn cost_size(&self) -> u64 {
+        self.size().map_or(1, |s| s as u64)
+    }
+
+    /// CEL heterogeneous equality: never an error; values of different kinds are unequal,
+    /// numbers compare by value across int, uint and double.
+    pub fn equals(&self, other: &Value<'_>) -> bool {
+        use Value::*;
+        match (self, other) {
+            (Null, Null) => true,
+            (Bool(a), Bool(b)) => a == b,
+            (String(a), String(b)) => a.as_str() == b.as_str(),
+            (Bytes(a), Bytes(b)) => a == b,
+            (Int(_) | Uint(_) | Double(_), Int(_) | Uint(_) | Double(_)) => {
+                num_cmp(self, other) == Some(Ordering::Equal)
+            }
+            (List(a), List(b)) => a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.equals(&y)),
+            (Map(a), Map(b)) => {
+                a.len() == b.len()
+                    && a.entries().iter().all(|(k, v)| b.get(k).is_some_and(|bv| v.equals(&bv)))
+            }
+            (Timestamp(a), Timestamp(b)) => a == b,
+            (Duration(a), Duration(b)) => a == b,
+            (Type(a), Type(b)) => a == b,
+            (Optional(a), Optional(b)) => match (a, b) {
+                (None, None) => true,
+                (Some(x), Some(y)) => x.equals(y),
+                _ => false,
+            },
+            (Opaque(a), Opaque(b)) => a.type_name() == b.type_name() && a.equals(b.as_ref()),
+            _ => false,
+        }
+    }
+
+    /// CEL ordering for `<`, `<=`, `>`, `>=`: `None` when the kinds do not compare
+    /// (a no-such-overload error), or a NaN is involved (every comparison false).
+    pub fn compare(&self, other: &Value<'_>) -> Result<Option<Ordering>, EvalError> {
+        use Value::*;
+        Ok(match (self, other) {
+            (Bool(a), Bool(b)) => Some(a.cmp(b)),
+            (String(a), String(b)) => Some(a.as_str().cmp(b.as_str())),
+            (Bytes(a), Bytes(b)) => Some(a.as_ref().cmp(b.as_ref())),
+            (Int(_) | Uint(_) | Double(_), Int(_) | Uint(_) | Double(_)) => num_cmp(self, other),
+            (Timestamp(a), Timestamp(b)) => Some(a.cmp(b)),
+            (Duration(a), Duration(b)) => Some(a.cmp(b)),
+            _ => return Err(EvalError::no_such_overload()),
+        })
+    }
+
+    /// A short rendering for error messages.
+    pub fn debug_string(&self) -> String {
+        match self {
+            Value::String(s) => s.as_str().to_string(),
+            Value::Int(i) => i.to_string(),
+            Value::Uint(u) => u.to_string(),
+            Value::Double(d) => d.to_string(),
+            Value::Bool(b) => b.to_string(),
+            other => other.type_name().to_string(),
+        }
+    }
+
+    /// Converts to JSON for output: bytes as base64, timestamps in RFC 3339, durations as
+    /// `"<seconds>s"`, types by name, an optional as its value or null.
+    pub fn to_json(&self) -> Json {
+        match self {
+            Value::Null => Json::Null,
+            Value::Bool(b) => Json::Bool(*b),
+            Value::Int(i) => Json::from(*i),
+            Value::Uint(u) => Json::from(*u),
+            Value::Double(d) => serde_json::Number::from_f64(*d).map_or_else(|| Json::String(d.to_string()), Json::Number),
+            Value::String(s) => Json::String(s.as_str().to_string()),
+            Value::Bytes(b) => Json::String(super::functions::base64_encode(b)),
+            Value::List(l) => Json::Array(l.iter().map(|v| v.to_json()).collect()),
+            Value::Map(m) => {
+                let mut out = serde_json::Map::new();
+                for (k, v) in m.entries() {
+                    let key = match &k {
+                        Value::String(s) => s.as_str().to_string(),
+                        other => other.debug_string(),
+                    };
+                    out.insert(key, v.to_json());
+                }
+                Json::Object(out)
+            }
+            Value::Timestamp(t) => Json::String(super::functions::format_timestamp(*t)),
+            Value::Duration(d) => Json::String(super::functions::format_duration(*d)),
+            Value::Type(t) => Json::String((*t).to_string()),
+            Value::Optional(o) => o.as_ref().map_or(Json::Null, |v| v.to_json()),
+            Value::Opaque(o) => Json::String(format!("{o:?}")),
+        }
+    }
+}
+
+/// Compares numbers across kinds as cel-go does: int and uint exactly; against a double, a
+/// double outside the integer range orders outside it, otherwise the integer is converted to
+/// double (so `9223372036854775807 == 9223372036854775808.0`, as in cel-go). `None` for NaN.
+pub fn num_cmp(a: &Value<'_>, b: &Value<'_>) -> Option<Ordering> {
+    use Value::*;
+    match (a, b) {
+        (Int(x), Int(y)) => Some(x.cmp(y)),
+        (Uint(x), Uint(y)) => Some(x.cmp(y)),
+        (Double(x), Double(y)) => x.partial_cmp(y),
+        (Int(x), Uint(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
+        (Uint(x), Int(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
+        (Double(d), Int(i)) => double_int(*d, *i),
+        (Int(i), Double(d)) => double_int(*d, *i).map(Ordering::reverse),
+        (Double(d), Uint(u)) => double_uint(*d, *u),
+        (Uint(u), Double(d)) => double_uint(*d, *u).map(Ordering::reverse),
+        _ => None,
+    }
+}
+
+fn double_int(d: f64, i: i64) -> Option<Ordering> {
+    if d < i64::MIN as f64 {
+        return Some(Ordering::Less);
+    }
+    if d > i64::MAX as f64 {
+        return Some(Ordering::Greater);
+    }
+    d.partial_cmp(&(i as f64))
+}
+
+fn double_uint(d: f64, u: u64) -> Option<Ordering> {
+    if d < 0.0 {
+        return Some(Ordering::Less);
+    }
+    if d > u64::MAX as f64 {
+        return Some(Ordering::Greater);
+    }
+    d.partial_cmp(&(u as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_numbers_follow_kubernetes() {
+        let j = json!([3, 1.5, 1e3, 18446744073709551615u64]);
+        let Value::List(l) = Value::from_json(&j) else { panic!() };
+        let kinds: Vec<_> = l.iter().map(|v| v.type_name()).collect();
+        assert_eq!(kinds, ["int", "double", "double", "double"]);
+    }
+
+    #[test]
+    fn heterogeneous_equality() {
+        assert!(Value::Int(1).equals(&Value::Uint(1)));
+        assert!(Value::Int(1).equals(&Value::Double(1.0)));
+        assert!(!Value::Double(f64::NAN).equals(&Value::Double(f64::NAN)));
+        assert!(!Value::Int(1).equals(&Value::string("1")));
+        let j = json!({"a": [1, 2]});
+        let owned = Value::Map(Map::Owned(Arc::new(
+            OwnedMap::from_entries(vec![(Value::string("a"), Value::list(vec![Value::Double(1.0), Value::Uint(2)]))])
+                .unwrap(),
+        )));
+        assert!(Value::from_json(&j).equals(&owned));
+    }
+
+    #[test]
+    fn map_keys_compare_numerically_and_refuse_duplicates() {
+        let m = OwnedMap::from_entries(vec![(Value::Int(1), Value::string("a"))]).unwrap();
+        let m = Map::Owned(Arc::new(m));
+        assert!(m.get(&Value::Double(1.0)).is_some());
+        assert!(m.get(&Value::Uint(1)).is_some());
+        assert!(OwnedMap::from_entries(vec![(Value::Int(1), Value::Null), (Value::Uint(1), Value::Null)]).is_err());
+        let many: Vec<_> = (0..20).map(|i| (Value::Int(i), Value::Int(i * 2))).collect();
+        let big = Map::Owned(Arc::new(OwnedMap::from_entries(many).unwrap()));
+        assert!(big.get(&Value::Uint(19)).unwrap().equals(&Value::Int(38)));
+    }
+
+    #[test]
+    fn mixed_numeric_ordering() {
+        assert_eq!(num_cmp(&Value::Int(1), &Value::Double(1.5)), Some(Ordering::Less));
+        assert_eq!(num_cmp(&Value::Uint(u64::MAX), &Value::Int(-1)), Some(Ordering::Greater));
+        assert_eq!(num_cmp(&Value::Int(i64::MAX), &Value::Double(9.3e18)), Some(Ordering::Less));
+        // cel-go converts the integer to double: lossy at the boundary.
+        assert_eq!(num_cmp(&Value::Int(i64::MAX), &Value::Double(9223372036854775808.0)), Some(Ordering::Equal));
+    }
+}
