@@ -18,7 +18,7 @@ use serde_json::Value as Json;
 
 /// The pass rate the engine has reached, in percent of the runnable tests; raise it when the
 /// engine improves, never lower it.
-const MIN_PASS_RATE: f64 = 97.0;
+const MIN_PASS_RATE: f64 = 99.9;
 
 fn conformance_dir() -> PathBuf {
     let base = std::env::var_os("CELGATE_SHARED")
@@ -75,8 +75,9 @@ const CONVERSION_ARTIFACTS: &[(&str, &str)] = &[
 
 /// Tests of cel-spec HEAD behaviour that Kubernetes does not have: it enables ext.Strings
 /// version 2 (no `reverse`, the legacy `format` that prints `%e` as `1.0 × 10⁰⁰` and quotes
-/// strings inside lists), and its cel-go (v0.26) returns -1 from `indexOf` past the end
-/// (`k8s-cel-library.md` §4). celgate follows Kubernetes; its own tests cover these.
+/// strings inside lists), its cel-go (v0.26) returns -1 from `indexOf` past the end
+/// (`k8s-cel-library.md` §4), and its IP library refuses IPv4-mapped IPv6 addresses (§14).
+/// celgate follows Kubernetes; its own tests cover these.
 const KUBERNETES_DIFFERENCES: &[(&str, &str)] = &[
     ("string_ext", "reverse/"),
     ("string_ext", "format/scientific notation formatting clause"),
@@ -90,6 +91,9 @@ const KUBERNETES_DIFFERENCES: &[(&str, &str)] = &[
     ("string_ext", "format/dyntype support for maps"),
     ("string_ext", "value_errors/indexof_out_of_range"),
     ("string_ext", "value_errors/lastindexof_out_of_range"),
+    // Kubernetes' `ip()` rejects IPv4-mapped IPv6 addresses (§14); cel-go's ext.Network maps them.
+    ("network_ext", "ipv4/ipv4_equals_ipv6"),
+    ("network_ext", "ipv4/ipv4_not_equals_ipv6"),
 ];
 
 /// Why a test is skipped, or `None` to run it.
@@ -275,7 +279,7 @@ fn cel_spec_conformance() {
                 let artifact = CONVERSION_ARTIFACTS.iter().any(|(f, t)| *f == name && (id == *t || id.ends_with(&format!("/{t}"))));
                 let artifact = artifact.then_some("JSON expectation differs from the upstream textproto");
                 let k8s = KUBERNETES_DIFFERENCES.iter().any(|(f, t)| *f == name && id.starts_with(t));
-                let k8s = k8s.then_some("cel-spec HEAD behaviour Kubernetes does not have (ext.Strings v3+)");
+                let k8s = k8s.then_some("cel-spec behaviour Kubernetes does not have (ext.Strings v3+, IPv4-mapped IPv6)");
                 if let Some(reason) = file_skip.or(artifact).or(k8s).or_else(|| skip_reason(&test)) {
                     *skipped.entry(reason).or_default() += 1;
                     continue;

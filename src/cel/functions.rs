@@ -279,6 +279,10 @@ pub fn to_string<'a>(a: &[Value<'a>]) -> R<'a> {
         },
         Value::Timestamp(t) => Value::string(format_timestamp(*t)),
         Value::Duration(d) => Value::string(format_duration(*d)),
+        Value::Opaque(o) => match o.to_cel_string() {
+            Some(s) => Value::string(s),
+            None => return no_overload(),
+        },
         _ => return no_overload(),
     })
 }

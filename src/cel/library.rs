@@ -263,21 +263,21 @@ fn standard(b: &mut Builder) {
         f::to_double,
         Cost::One,
     );
-    b.always(
-        "string",
-        &[
-            "(string) string",
-            "(bool) string",
-            "(int) string",
-            "(uint) string",
-            "(double) string",
-            "(bytes) string",
-            "(timestamp) string",
-            "(duration) string",
-        ],
-        f::to_string,
-        Cost::Custom(cost_string_conversion),
-    );
+    let mut string_sigs: Vec<(&str, u16)> = [
+        "(string) string",
+        "(bool) string",
+        "(int) string",
+        "(uint) string",
+        "(double) string",
+        "(bytes) string",
+        "(timestamp) string",
+        "(duration) string",
+    ]
+    .iter()
+    .map(|s| (*s, since::ALWAYS))
+    .collect();
+    string_sigs.extend([("(net.IP) string", since::IP_CIDR), ("(net.CIDR) string", since::IP_CIDR)]);
+    b.add("string", &string_sigs, f::to_string, Cost::Custom(cost_string_conversion));
     b.always("bytes", &["(bytes) bytes", "(string) bytes"], f::to_bytes, Cost::Custom(cost_string_conversion));
     b.always("bool", &["(bool) bool", "(string) bool"], f::to_bool, Cost::One);
     b.always("dyn", &["(A) dyn"], f::dyn_, Cost::One);

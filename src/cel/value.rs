@@ -238,6 +238,10 @@ pub trait Opaque: fmt::Debug + Send + Sync + 'static {
     fn type_name(&self) -> &'static str;
     fn equals(&self, other: &dyn Opaque) -> bool;
     fn as_any(&self) -> &dyn Any;
+    /// `string(x)`, for the types that define it.
+    fn to_cel_string(&self) -> Option<String> {
+        None
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -427,7 +431,7 @@ impl<'a> Value<'a> {
             Value::Duration(d) => Json::String(super::functions::format_duration(*d)),
             Value::Type(t) => Json::String((*t).to_string()),
             Value::Optional(o) => o.as_ref().map_or(Json::Null, |v| v.to_json()),
-            Value::Opaque(o) => Json::String(format!("{o:?}")),
+            Value::Opaque(o) => Json::String(o.to_cel_string().unwrap_or_else(|| format!("{o:?}"))),
         }
     }
 }
