@@ -1,1 +1,155 @@
-fn main() {}
+//! CEL engine benchmarks on the shared inputs of `../shared/bench/` (the Pod fixture, its
+//! 10/1,000/10,000-container variants, and the 10 validations of `pss-validations.yaml`),
+//! each measured as evaluation only and from JSON bytes to result, with cost metering on.
+//! The in-tree (cel-go) figures for the same cases are in `../shared/bench/README.md`.
+
+use std::path::PathBuf;
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
+use serde_json::Value as Json;
+
+use celgate::cel::eval::Meter;
+use celgate::cel::vap::vap_env;
+use celgate::cel::{Program, Value, NEWEST_MINOR, PER_CALL_LIMIT};
+
+fn shared(path: &str) -> PathBuf {
+    let base = std::env::var_os("CELGATE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+    base.join(path)
+}
+
+fn pod() -> Json {
+    serde_json::from_slice(&std::fs::read(shared("bench/pod.json")).expect("bench/pod.json"))
+        .expect("pod.json is JSON")
+}
+
+/// The Pod with `spec.containers` replaced by `n` copies cycling the three containers,
+/// each with a unique name.
+fn scaled_pod(n: usize) -> Json {
+    let mut p = pod();
+    let base = p["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let containers: Vec<Json> = (0..n)
+        .map(|i| {
+            let mut c = base[i % base.len()].clone();
+            c["name"] = Json::String(format!("c-{i}"));
+            c
+        })
+        .collect();
+    p["spec"]["containers"] = Json::Array(containers);
+    p
+}
+
+/// A v1 AdmissionReview for a Pod CREATE carrying `object`.
+fn review_bytes(object: &Json) -> Vec<u8> {
+    let review = serde_json::json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": object["metadata"]["name"],
+            "namespace": object["metadata"]["namespace"],
+            "operation": "CREATE",
+            "userInfo": {"username": "admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": object,
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+        }
+    });
+    serde_json::to_vec(&review).expect("serialisable")
+}
+
+fn compile(expr: &str) -> Program {
+    let (env, _) = vap_env(NEWEST_MINOR, false);
+    env.compile(expr).unwrap_or_else(|e| panic!("{expr}: {e}"))
+}
+
+/// Evaluates `programs` against the review's object, all sharing the per-call limit each.
+fn eval_all(programs: &[Program], object: &Json) -> bool {
+    // `vap_env` declares object, oldObject, request, namespaceObject in slots 0..4.
+    let vars = [
+        Value::from_json(object),
+        Value::Null,
+        Value::Null,
+        Value::Null,
+    ];
+    programs.iter().all(|p| {
+        let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+        matches!(p.eval(&vars, &mut meter), Ok(Value::Bool(true)))
+    })
+}
+
+fn from_bytes(programs: &[Program], bytes: &[u8]) -> bool {
+    let review: Json = serde_json::from_slice(bytes).expect("review JSON");
+    eval_all(programs, &review["request"]["object"])
+}
+
+fn pss_expressions() -> Vec<String> {
+    let text = std::fs::read_to_string(shared("bench/pss-validations.yaml"))
+        .expect("pss-validations.yaml");
+    let doc: Json = serde_yaml_ng::from_str(&text).expect("YAML");
+    doc["validations"]
+        .as_array()
+        .expect("validations")
+        .iter()
+        .map(|v| v["expression"].as_str().expect("expression").to_string())
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut cases: Vec<(String, Vec<Program>, Json)> = vec![(
+        "1 field compare".into(),
+        vec![compile("object.metadata.name.startsWith('web')")],
+        pod(),
+    )];
+    for n in [10, 1_000, 10_000] {
+        cases.push((
+            format!("2 all() {n} containers"),
+            vec![compile(
+                "object.spec.containers.all(c, c.image.startsWith('registry.example.com/'))",
+            )],
+            scaled_pod(n),
+        ));
+    }
+    cases.push((
+        "3 regex all() 10 containers".into(),
+        vec![compile(r"object.spec.containers.all(c, c.image.matches('^registry\\.example\\.com/[a-z0-9-]+:[0-9.]+$'))")],
+        scaled_pod(10),
+    ));
+    cases.push((
+        "5 10 validations".into(),
+        pss_expressions().iter().map(|e| compile(e)).collect(),
+        pod(),
+    ));
+
+    let mut eval_group = c.benchmark_group("evaluation only");
+    for (name, programs, object) in &cases {
+        assert!(
+            eval_all(programs, object),
+            "{name} must be true on its input"
+        );
+        eval_group.bench_with_input(BenchmarkId::from_parameter(name), object, |b, o| {
+            b.iter(|| eval_all(programs, black_box(o)))
+        });
+    }
+    eval_group.finish();
+    let mut bytes_group = c.benchmark_group("JSON bytes to result");
+    for (name, programs, object) in &cases {
+        let bytes = review_bytes(object);
+        bytes_group.bench_with_input(BenchmarkId::from_parameter(name), &bytes, |b, bytes| {
+            b.iter(|| from_bytes(programs, black_box(bytes)))
+        });
+    }
+    bytes_group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,1 +1,167 @@
-fn main() {}
+//! The `celgate` command line.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde_json::Value as Json;
+
+use celgate::cel::eval::Meter;
+use celgate::cel::vap::vap_env;
+use celgate::cel::{Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
+
+#[derive(Parser)]
+#[command(
+    name = "celgate",
+    version,
+    about = "Kubernetes ValidatingAdmissionPolicy, enforced by a webhook"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Evaluate one CEL expression in the ValidatingAdmissionPolicy environment and print the
+    /// result as JSON. Exit 0 on a value, 1 on a CEL error, 2 on bad usage.
+    Expr {
+        /// The expression.
+        expr: String,
+        /// A variable from a JSON or YAML file: `object=pod.yaml`. The VAP variables
+        /// (`object`, `oldObject`, `request`, `namespaceObject`, `params`) keep their declared
+        /// types; other names are declared `dyn`. Unset VAP variables are null.
+        #[arg(long = "var", value_name = "NAME=FILE")]
+        vars: Vec<String>,
+        /// The Kubernetes version whose CEL libraries are available (1.N).
+        #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
+        k8s_version: String,
+        /// Print the evaluation's cost on standard error.
+        #[arg(long)]
+        cost: bool,
+    },
+    /// Print the version.
+    Version,
+}
+
+/// An error for exit code 2 (bad usage or unreadable input).
+struct Usage(String);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => {
+            println!("celgate {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Command::Expr {
+            expr,
+            vars,
+            k8s_version,
+            cost,
+        } => {
+            // The evaluator recurses once per nesting level of the expression (at most the
+            // parser's limit): give it a stack that does not depend on the platform's default.
+            let work = move || run_expr(&expr, &vars, &k8s_version, cost);
+            match std::thread::Builder::new().stack_size(64 << 20).spawn(work) {
+                Ok(h) => h.join().unwrap_or(ExitCode::from(1)),
+                Err(e) => {
+                    eprintln!("celgate: cannot start evaluation thread: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+    }
+}
+
+fn run_expr(expr: &str, vars: &[String], k8s_version: &str, show_cost: bool) -> ExitCode {
+    let loaded = match parse_version(k8s_version).and_then(|v| load_vars(vars).map(|l| (v, l))) {
+        Ok(x) => x,
+        Err(Usage(msg)) => {
+            eprintln!("celgate: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let (version, loaded) = loaded;
+    let with_params = loaded.iter().any(|(n, _)| n == "params");
+    let (mut env, slots) = vap_env(version, with_params);
+    let mut values: Vec<Value<'_>> = vec![Value::Null; env.variables().len()];
+    for (name, json) in &loaded {
+        let slot = match env.variable(name) {
+            Some((slot, _)) => slot,
+            None => {
+                values.push(Value::Null);
+                env.declare(name, Type::Dyn)
+            }
+        };
+        values[slot] = Value::from_json(json);
+    }
+    let _ = slots;
+    let program = match env.compile(expr) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+    let result = program.eval(&values, &mut meter);
+    if show_cost {
+        eprintln!("cost: {}", meter.cost);
+    }
+    match result {
+        Ok(v) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v.to_json()).unwrap_or_else(|_| "null".into())
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("evaluation error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn parse_version(v: &str) -> Result<u16, Usage> {
+    let minor = v.strip_prefix("1.").and_then(|m| m.parse::<u16>().ok());
+    match minor {
+        Some(m) if m <= NEWEST_MINOR => Ok(m),
+        _ => Err(Usage(format!(
+            "--k8s-version must be 1.N with N at most {NEWEST_MINOR}, got {v:?}"
+        ))),
+    }
+}
+
+fn load_vars(vars: &[String]) -> Result<Vec<(String, Json)>, Usage> {
+    vars.iter()
+        .map(|spec| {
+            let (name, file) = spec
+                .split_once('=')
+                .ok_or_else(|| Usage(format!("--var takes NAME=FILE, got {spec:?}")))?;
+            Ok((name.to_string(), read_document(Path::new(file))?))
+        })
+        .collect()
+}
+
+/// Reads one JSON or YAML document.
+fn read_document(path: &Path) -> Result<Json, Usage> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Usage(format!("cannot read {}: {e}", path.display())))?;
+    let is_yaml = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("yaml" | "yml")
+    );
+    if !is_yaml {
+        if let Ok(j) = serde_json::from_str(&text) {
+            return Ok(j);
+        }
+    }
+    serde_yaml_ng::from_str(&text).map_err(|e| {
+        Usage(format!(
+            "{}: not valid JSON or YAML: {e}",
+            PathBuf::from(path).display()
+        ))
+    })
+}

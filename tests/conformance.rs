@@ -36,9 +36,18 @@ const SKIPPED_FILES: &[(&str, &str)] = &[
     ("proto3", "protobuf messages"),
     ("wrappers", "protobuf messages"),
     ("namespace", "protobuf messages"),
-    ("bindings_ext", "library Kubernetes does not enable (cel.bind)"),
-    ("block_ext", "library Kubernetes does not enable (cel.block)"),
-    ("encoders_ext", "library Kubernetes does not enable (base64)"),
+    (
+        "bindings_ext",
+        "library Kubernetes does not enable (cel.bind)",
+    ),
+    (
+        "block_ext",
+        "library Kubernetes does not enable (cel.block)",
+    ),
+    (
+        "encoders_ext",
+        "library Kubernetes does not enable (base64)",
+    ),
     ("math_ext", "library Kubernetes does not enable (math)"),
 ];
 
@@ -57,7 +66,11 @@ const PROTO_NAMES: &[&str] = &[
 
 fn uses_proto(v: &Json) -> bool {
     match v {
-        Json::Object(m) => m.contains_key("object_value") || m.contains_key("enum_value") || m.values().any(uses_proto),
+        Json::Object(m) => {
+            m.contains_key("object_value")
+                || m.contains_key("enum_value")
+                || m.values().any(uses_proto)
+        }
         Json::Array(a) => a.iter().any(uses_proto),
         _ => false,
     }
@@ -69,8 +82,14 @@ fn uses_proto(v: &Json) -> bool {
 const CONVERSION_ARTIFACTS: &[(&str, &str)] = &[
     ("conversions", "string_exp_pos_neg"),
     ("conversions", "string_exp_neg_neg"),
-    ("parse", "bytes_literals/triple_single_quoted_unescaped_punctuation"),
-    ("parse", "bytes_literals/triple_double_quoted_unescaped_punctuation"),
+    (
+        "parse",
+        "bytes_literals/triple_single_quoted_unescaped_punctuation",
+    ),
+    (
+        "parse",
+        "bytes_literals/triple_double_quoted_unescaped_punctuation",
+    ),
 ];
 
 /// Tests of cel-spec HEAD behaviour that Kubernetes does not have: it enables ext.Strings
@@ -81,11 +100,17 @@ const CONVERSION_ARTIFACTS: &[(&str, &str)] = &[
 const KUBERNETES_DIFFERENCES: &[(&str, &str)] = &[
     ("string_ext", "reverse/"),
     ("string_ext", "format/scientific notation formatting clause"),
-    ("string_ext", "format/default precision for scientific notation"),
+    (
+        "string_ext",
+        "format/default precision for scientific notation",
+    ),
     ("string_ext", "format/list support for string"),
     ("string_ext", "format/map support for string"),
     ("string_ext", "format/map support (all key types)"),
-    ("string_ext", "format/dyntype support for scientific notation"),
+    (
+        "string_ext",
+        "format/dyntype support for scientific notation",
+    ),
     ("string_ext", "format/dyntype NaN/infinity support"),
     ("string_ext", "format/dyntype support for lists"),
     ("string_ext", "format/dyntype support for maps"),
@@ -102,7 +127,10 @@ fn skip_reason(test: &Json) -> Option<&'static str> {
     if test.get("container").is_some() || PROTO_NAMES.iter().any(|p| expr.contains(p)) {
         return Some("protobuf messages");
     }
-    if uses_proto(&test["bindings"]) || uses_proto(&test["value"]) || uses_proto(&test["typed_result"]) {
+    if uses_proto(&test["bindings"])
+        || uses_proto(&test["value"])
+        || uses_proto(&test["typed_result"])
+    {
         return Some("protobuf messages");
     }
     if test.get("check_only").is_some() {
@@ -167,17 +195,32 @@ fn expected_value(v: &Json) -> Value<'static> {
     }
     if let Some(b) = m.get("bytes_value") {
         use base64::Engine;
-        let bytes = base64::engine::general_purpose::STANDARD.decode(b.as_str().unwrap()).unwrap();
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b.as_str().unwrap())
+            .unwrap();
         return Value::Bytes(bytes.into());
     }
     if let Some(l) = m.get("list_value") {
-        let vals = l.get("values").and_then(Json::as_array).cloned().unwrap_or_default();
+        let vals = l
+            .get("values")
+            .and_then(Json::as_array)
+            .cloned()
+            .unwrap_or_default();
         return Value::list(vals.iter().map(expected_value).collect());
     }
     if let Some(mv) = m.get("map_value") {
-        let entries = mv.get("entries").and_then(Json::as_array).cloned().unwrap_or_default();
-        let pairs = entries.iter().map(|e| (expected_value(&e["key"]), expected_value(&e["value"]))).collect();
-        return Value::Map(Map::Owned(std::sync::Arc::new(OwnedMap::from_entries(pairs).unwrap())));
+        let entries = mv
+            .get("entries")
+            .and_then(Json::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let pairs = entries
+            .iter()
+            .map(|e| (expected_value(&e["key"]), expected_value(&e["value"])))
+            .collect();
+        return Value::Map(Map::Owned(std::sync::Arc::new(
+            OwnedMap::from_entries(pairs).unwrap(),
+        )));
     }
     if let Some(t) = m.get("type_value") {
         let name: &'static str = Box::leak(t.as_str().unwrap().to_string().into_boxed_str());
@@ -191,11 +234,15 @@ fn expected_value(v: &Json) -> Value<'static> {
 fn same(a: &Value<'_>, b: &Value<'_>) -> bool {
     match (a, b) {
         (Value::Double(x), Value::Double(y)) => (x.is_nan() && y.is_nan()) || x == y,
-        (Value::List(x), Value::List(y)) => x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| same(&p, &q)),
+        (Value::List(x), Value::List(y)) => {
+            x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| same(&p, &q))
+        }
         (Value::Map(x), Value::Map(y)) => {
             x.len() == y.len()
                 && x.entries().iter().all(|(k, v)| {
-                    y.entries().iter().any(|(k2, v2)| same(k, k2) && same(v, v2))
+                    y.entries()
+                        .iter()
+                        .any(|(k2, v2)| same(k, k2) && same(v, v2))
                 })
         }
         _ => std::mem::discriminant(a) == std::mem::discriminant(b) && a.equals(b),
@@ -218,7 +265,10 @@ fn run(test: &Json) -> Outcome {
     if let Some(decls) = test["type_env"].as_array() {
         for d in decls {
             if let Some(ident) = d.get("ident") {
-                declared.insert(d["name"].as_str().unwrap().to_string(), decl_type(&ident["type"]));
+                declared.insert(
+                    d["name"].as_str().unwrap().to_string(),
+                    decl_type(&ident["type"]),
+                );
             }
         }
     }
@@ -250,7 +300,13 @@ fn run(test: &Json) -> Outcome {
         (None, Err(_)) => Outcome::Pass,
         (None, Ok(v)) => Outcome::Fail(format!("expected an error, got {}", v.to_json())),
         (Some(e), Ok(v)) if same(&e, &v) => Outcome::Pass,
-        (Some(e), Ok(v)) => Outcome::Fail(format!("expected {} ({}), got {} ({})", e.to_json(), e.type_name(), v.to_json(), v.type_name())),
+        (Some(e), Ok(v)) => Outcome::Fail(format!(
+            "expected {} ({}), got {} ({})",
+            e.to_json(),
+            e.type_name(),
+            v.to_json(),
+            v.type_name()
+        )),
         (Some(e), Err(err)) => Outcome::Fail(format!("expected {}, got error: {err}", e.to_json())),
     }
 }
@@ -259,7 +315,12 @@ fn run(test: &Json) -> Outcome {
 fn cel_spec_conformance() {
     let dir = conformance_dir();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e} (is ../shared beside the project?)", dir.display()))
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot read {}: {e} (is ../shared beside the project?)",
+                dir.display()
+            )
+        })
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
@@ -271,16 +332,32 @@ fn cel_spec_conformance() {
     for path in &files {
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
         let doc: Json = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let file_skip = SKIPPED_FILES.iter().find(|(f, _)| *f == name).map(|(_, r)| *r);
+        let file_skip = SKIPPED_FILES
+            .iter()
+            .find(|(f, _)| *f == name)
+            .map(|(_, r)| *r);
         let (mut fp, mut ff) = (0, 0);
         for section in doc["section"].as_array().cloned().unwrap_or_default() {
             for test in section["test"].as_array().cloned().unwrap_or_default() {
-                let id = format!("{}/{}", section["name"].as_str().unwrap_or(""), test["name"].as_str().unwrap_or(""));
-                let artifact = CONVERSION_ARTIFACTS.iter().any(|(f, t)| *f == name && (id == *t || id.ends_with(&format!("/{t}"))));
-                let artifact = artifact.then_some("JSON expectation differs from the upstream textproto");
-                let k8s = KUBERNETES_DIFFERENCES.iter().any(|(f, t)| *f == name && id.starts_with(t));
+                let id = format!(
+                    "{}/{}",
+                    section["name"].as_str().unwrap_or(""),
+                    test["name"].as_str().unwrap_or("")
+                );
+                let artifact = CONVERSION_ARTIFACTS
+                    .iter()
+                    .any(|(f, t)| *f == name && (id == *t || id.ends_with(&format!("/{t}"))));
+                let artifact =
+                    artifact.then_some("JSON expectation differs from the upstream textproto");
+                let k8s = KUBERNETES_DIFFERENCES
+                    .iter()
+                    .any(|(f, t)| *f == name && id.starts_with(t));
                 let k8s = k8s.then_some("cel-spec behaviour Kubernetes does not have (ext.Strings v3+, IPv4-mapped IPv6)");
-                if let Some(reason) = file_skip.or(artifact).or(k8s).or_else(|| skip_reason(&test)) {
+                if let Some(reason) = file_skip
+                    .or(artifact)
+                    .or(k8s)
+                    .or_else(|| skip_reason(&test))
+                {
                     *skipped.entry(reason).or_default() += 1;
                     continue;
                 }
@@ -289,7 +366,12 @@ fn cel_spec_conformance() {
                     Outcome::Fail(why) => {
                         ff += 1;
                         if verbose {
-                            println!("FAIL {name}/{}/{}: {}\n     {why}", section["name"].as_str().unwrap_or(""), test["name"].as_str().unwrap_or(""), test["expr"].as_str().unwrap_or(""));
+                            println!(
+                                "FAIL {name}/{}/{}: {}\n     {why}",
+                                section["name"].as_str().unwrap_or(""),
+                                test["name"].as_str().unwrap_or(""),
+                                test["expr"].as_str().unwrap_or("")
+                            );
                         }
                     }
                 }
@@ -311,6 +393,13 @@ fn cel_spec_conformance() {
     println!("cel-spec conformance: {passed} passed, {failed} failed, {total_skipped} skipped");
     let rate = 100.0 * passed as f64 / (passed + failed).max(1) as f64;
     println!("pass rate: {rate:.2}% of runnable tests");
-    assert!(passed + failed > 1000, "too few conformance tests ran: {}", passed + failed);
-    assert!(rate >= MIN_PASS_RATE, "conformance pass rate {rate:.2}% fell below {MIN_PASS_RATE}%");
+    assert!(
+        passed + failed > 1000,
+        "too few conformance tests ran: {}",
+        passed + failed
+    );
+    assert!(
+        rate >= MIN_PASS_RATE,
+        "conformance pass rate {rate:.2}% fell below {MIN_PASS_RATE}%"
+    );
 }

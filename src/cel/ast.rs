@@ -33,18 +33,40 @@ pub enum ExprKind {
     Literal(Literal),
     Ident(String),
     /// `operand.field`; `optional` for `operand.?field`.
-    Select { operand: Box<Expr>, field: String, optional: bool },
+    Select {
+        operand: Box<Expr>,
+        field: String,
+        optional: bool,
+    },
     /// `has(operand.field)`.
-    Has { operand: Box<Expr>, field: String },
+    Has {
+        operand: Box<Expr>,
+        field: String,
+    },
     /// `operand[index]`; `optional` for `operand[?index]`.
-    Index { operand: Box<Expr>, index: Box<Expr>, optional: bool },
+    Index {
+        operand: Box<Expr>,
+        index: Box<Expr>,
+        optional: bool,
+    },
     /// A function or operator call. Operators use cel-go's names (`_+_`, `!_`, `_?_:_`,
     /// `_&&_`, `@in`...); `target` is the receiver of a member call.
-    Call { func: String, target: Option<Box<Expr>>, args: Vec<Expr> },
-    List { elements: Vec<Expr>, optional: Vec<bool> },
-    Map { entries: Vec<MapEntry> },
+    Call {
+        func: String,
+        target: Option<Box<Expr>>,
+        args: Vec<Expr>,
+    },
+    List {
+        elements: Vec<Expr>,
+        optional: Vec<bool>,
+    },
+    Map {
+        entries: Vec<MapEntry>,
+    },
     /// `Name{field: value}`: parsed so the checker can reject it with a clear message.
-    Struct { type_name: String },
+    Struct {
+        type_name: String,
+    },
     Comprehension(Box<Comprehension>),
 }
 
@@ -99,7 +121,9 @@ impl Expr {
             ExprKind::Literal(_) | ExprKind::Ident(_) | ExprKind::Struct { .. } => Vec::new(),
             ExprKind::Select { operand, .. } | ExprKind::Has { operand, .. } => vec![operand],
             ExprKind::Index { operand, index, .. } => vec![operand, index],
-            ExprKind::Call { target, args, .. } => target.iter().map(|t| &**t).chain(args).collect(),
+            ExprKind::Call { target, args, .. } => {
+                target.iter().map(|t| &**t).chain(args).collect()
+            }
             ExprKind::List { elements, .. } => elements.iter().collect(),
             ExprKind::Map { entries } => entries.iter().flat_map(|e| [&e.key, &e.value]).collect(),
             ExprKind::Comprehension(c) => {

@@ -70,7 +70,11 @@ fn dotted(e: &Expr) -> Option<Vec<&str>> {
                 parts.reverse();
                 return Some(parts);
             }
-            ExprKind::Select { operand, field, optional: false } => {
+            ExprKind::Select {
+                operand,
+                field,
+                optional: false,
+            } => {
                 parts.push(field.as_str());
                 cur = operand;
             }
@@ -80,11 +84,25 @@ fn dotted(e: &Expr) -> Option<Vec<&str>> {
 }
 
 /// Conversions cel-go folds when their argument is constant.
-const FOLDABLE: &[&str] = &["int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp", "dyn"];
+const FOLDABLE: &[&str] = &[
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bytes",
+    "bool",
+    "duration",
+    "timestamp",
+    "dyn",
+];
 
 impl<'e> Checker<'e> {
     pub fn new(env: &'e Env, src: &'e str) -> Self {
-        Checker { env, src, locals: Vec::new() }
+        Checker {
+            env,
+            src,
+            locals: Vec::new(),
+        }
     }
 
     fn err(&self, e: &Expr, msg: impl Into<String>) -> CompileError {
@@ -97,14 +115,21 @@ impl<'e> Checker<'e> {
 
     fn function(&self, name: &str) -> Option<&'static Function> {
         let f = table().get(name)?;
-        f.overloads.iter().any(|o| o.since <= self.env.version).then_some(f)
+        f.overloads
+            .iter()
+            .any(|o| o.since <= self.env.version)
+            .then_some(f)
     }
 
     pub fn check(&mut self, e: &Expr) -> Checked {
         match &e.kind {
             ExprKind::Literal(l) => Ok(literal(l)),
             ExprKind::Ident(name) => self.ident(e, name),
-            ExprKind::Select { operand, field, optional } => {
+            ExprKind::Select {
+                operand,
+                field,
+                optional,
+            } => {
                 if !optional {
                     if let Some(resolved) = self.qualified(e)? {
                         return Ok(resolved);
@@ -121,17 +146,36 @@ impl<'e> Checker<'e> {
                     }
                     Type::Object(_) | Type::Map(..) | Type::Dyn | Type::Optional(_) => {}
                     other if self.env.check_types => {
-                        return Err(self.err(e, format!("invalid type for field selection: {other}")));
+                        return Err(
+                            self.err(e, format!("invalid type for field selection: {other}"))
+                        );
                     }
                     _ => {}
                 }
-                Ok((Node::Has { operand: Box::new(node), field: field.as_str().into() }, Type::Bool))
+                Ok((
+                    Node::Has {
+                        operand: Box::new(node),
+                        field: field.as_str().into(),
+                    },
+                    Type::Bool,
+                ))
             }
-            ExprKind::Index { operand, index, optional } => {
+            ExprKind::Index {
+                operand,
+                index,
+                optional,
+            } => {
                 let (on, ot) = self.check(operand)?;
                 let (inode, it) = self.check(index)?;
                 let elem = self.index_type(e, &ot, &it, *optional)?;
-                Ok((Node::Index { operand: Box::new(on), index: Box::new(inode), optional: *optional }, elem))
+                Ok((
+                    Node::Index {
+                        operand: Box::new(on),
+                        index: Box::new(inode),
+                        optional: *optional,
+                    },
+                    elem,
+                ))
             }
             ExprKind::Call { func, target, args } => self.call(e, func, target.as_deref(), args),
             ExprKind::List { elements, optional } => self.list(e, elements, optional, false),
@@ -149,10 +193,15 @@ impl<'e> Checker<'e> {
                     nodes.push((kn, vn, entry.optional));
                 }
                 let ty = Type::map(kt.unwrap_or(Type::Dyn), vt.unwrap_or(Type::Dyn));
-                let node = Node::Map { entries: nodes.into_boxed_slice() };
+                let node = Node::Map {
+                    entries: nodes.into_boxed_slice(),
+                };
                 Ok((self.fold(e, node)?, ty))
             }
-            ExprKind::Struct { type_name } => Err(self.err(e, format!("undeclared reference to '{type_name}' (in container '')"))),
+            ExprKind::Struct { type_name } => Err(self.err(
+                e,
+                format!("undeclared reference to '{type_name}' (in container '')"),
+            )),
             ExprKind::Comprehension(c) => self.comprehension(e, c),
         }
     }
@@ -164,7 +213,9 @@ impl<'e> Checker<'e> {
         if let Some((slot, var)) = self.env.variable(name) {
             return match &var.kind {
                 VarKind::Plain => Ok((Node::Var(slot), var.ty.clone())),
-                VarKind::Lazy(_) => Err(self.err(e, format!("'{name}' can only be used to select a variable"))),
+                VarKind::Lazy(_) => {
+                    Err(self.err(e, format!("'{name}' can only be used to select a variable")))
+                }
             };
         }
         if let Some((_, rt)) = TYPE_NAMES.iter().find(|(n, _)| *n == name) {
@@ -184,27 +235,39 @@ impl<'e> Checker<'e> {
     /// evaluation) an error when evaluated.
     fn undeclared(&self, e: &Expr, name: &str) -> Checked {
         if self.env.check_types {
-            return Err(self.err(e, format!("undeclared reference to '{name}' (in container '')")));
+            return Err(self.err(
+                e,
+                format!("undeclared reference to '{name}' (in container '')"),
+            ));
         }
-        Ok((Node::Fail(format!("no such attribute: {name}").into()), Type::Dyn))
+        Ok((
+            Node::Fail(format!("no such attribute: {name}").into()),
+            Type::Dyn,
+        ))
     }
 
     /// Resolves `a.b.c` against qualified variable names (`authorizer.requestResource`),
     /// composited variables (`variables.x`) and type names (`google.protobuf.Timestamp`),
     /// most qualified first, as cel-go does. `None` when the root is an ordinary value.
     fn qualified(&mut self, e: &Expr) -> Result<Option<(Node, Type)>, CompileError> {
-        let Some(parts) = dotted(e) else { return Ok(None) };
+        let Some(parts) = dotted(e) else {
+            return Ok(None);
+        };
         if self.is_local(parts[0]) {
             return Ok(None);
         }
         for k in (1..=parts.len()).rev() {
             let name = parts[..k].join(".");
-            let Some((slot, var)) = self.env.variable(&name) else { continue };
+            let Some((slot, var)) = self.env.variable(&name) else {
+                continue;
+            };
             let (mut node, mut ty, rest) = match &var.kind {
                 VarKind::Plain => (Node::Var(slot), var.ty.clone(), &parts[k..]),
                 VarKind::Lazy(fields) => {
                     let Some(field) = parts.get(k) else {
-                        return Err(self.err(e, format!("'{name}' can only be used to select a variable")));
+                        return Err(
+                            self.err(e, format!("'{name}' can only be used to select a variable"))
+                        );
                     };
                     let Some(index) = fields.iter().position(|(n, _)| n == field) else {
                         return Err(self.err(e, format!("undefined field '{field}'")));
@@ -225,11 +288,17 @@ impl<'e> Checker<'e> {
         let full = parts.join(".");
         if let Some((_, rt)) = TYPE_NAMES.iter().find(|(n, _)| *n == full) {
             let ty = type_for_name(&full).unwrap_or(Type::Dyn);
-            return Ok(Some((Node::Const(Value::Type(rt)), Type::TypeOf(Box::new(ty)))));
+            return Ok(Some((
+                Node::Const(Value::Type(rt)),
+                Type::TypeOf(Box::new(ty)),
+            )));
         }
         if let Type::Opaque(n) = super::types::parse_type(&full) {
             if n != "unknown" {
-                return Ok(Some((Node::Const(Value::Type(n)), Type::TypeOf(Box::new(Type::Opaque(n))))));
+                return Ok(Some((
+                    Node::Const(Value::Type(n)),
+                    Type::TypeOf(Box::new(Type::Opaque(n))),
+                )));
             }
         }
         Ok(None)
@@ -249,15 +318,35 @@ impl<'e> Checker<'e> {
             Type::Map(k, v) if matches!(**k, Type::String | Type::Dyn) => (**v).clone(),
             Type::Dyn => Type::Dyn,
             other if self.env.check_types => {
-                return Err(self.err(e, format!("type '{other}' does not support field selection")));
+                return Err(self.err(
+                    e,
+                    format!("type '{other}' does not support field selection"),
+                ));
             }
             _ => Type::Dyn,
         };
-        let ty = if optional { Type::Optional(Box::new(field_ty)) } else { field_ty };
-        Ok((Node::Select { operand: Box::new(node), field: field.into(), optional }, ty))
+        let ty = if optional {
+            Type::Optional(Box::new(field_ty))
+        } else {
+            field_ty
+        };
+        Ok((
+            Node::Select {
+                operand: Box::new(node),
+                field: field.into(),
+                optional,
+            },
+            ty,
+        ))
     }
 
-    fn index_type(&self, e: &Expr, ot: &Type, it: &Type, optional: bool) -> Result<Type, CompileError> {
+    fn index_type(
+        &self,
+        e: &Expr,
+        ot: &Type,
+        it: &Type,
+        optional: bool,
+    ) -> Result<Type, CompileError> {
         let (base, optional) = match ot {
             Type::Optional(inner) => ((**inner).clone(), true),
             other => (other.clone(), optional),
@@ -268,26 +357,39 @@ impl<'e> Checker<'e> {
             (Type::Dyn, _) => Type::Dyn,
             _ if !self.env.check_types => Type::Dyn,
             _ => {
-                return Err(self.err(e, format!("found no matching overload for '_[_]' applied to '({base}, {it})'")));
+                return Err(self.err(
+                    e,
+                    format!("found no matching overload for '_[_]' applied to '({base}, {it})'"),
+                ));
             }
         };
-        Ok(if optional { Type::Optional(Box::new(elem)) } else { elem })
+        Ok(if optional {
+            Type::Optional(Box::new(elem))
+        } else {
+            elem
+        })
     }
 
     fn unwrap_optional(&self, e: &Expr, t: Type) -> Result<Type, CompileError> {
         match t {
             Type::Optional(inner) => Ok(*inner),
             Type::Dyn => Ok(Type::Dyn),
-            other if self.env.check_types => {
-                Err(self.err(e, format!("found no matching overload for 'optional entry' applied to '{other}'")))
-            }
+            other if self.env.check_types => Err(self.err(
+                e,
+                format!("found no matching overload for 'optional entry' applied to '{other}'"),
+            )),
             _ => Ok(Type::Dyn),
         }
     }
 
     /// Kubernetes' homogeneous aggregate literal rule: every element (or key, or value) of a
     /// literal has one type; `dyn` elements fit anywhere.
-    fn homogeneous(&self, e: &Expr, so_far: Option<Type>, next: Type) -> Result<Type, CompileError> {
+    fn homogeneous(
+        &self,
+        e: &Expr,
+        so_far: Option<Type>,
+        next: Type,
+    ) -> Result<Type, CompileError> {
         let Some(prev) = so_far else { return Ok(next) };
         if !self.env.check_types || !self.env.homogeneous_literals {
             return Ok(join(&prev, &next).unwrap_or(Type::Dyn));
@@ -295,7 +397,9 @@ impl<'e> Checker<'e> {
         match (&prev, &next) {
             (Type::Dyn, t) | (t, Type::Dyn) => Ok(t.clone()),
             _ => match join(&prev, &next) {
-                Some(t) if prev == next || matches!(t, Type::Optional(_) | Type::Object(_)) => Ok(t),
+                Some(t) if prev == next || matches!(t, Type::Optional(_) | Type::Object(_)) => {
+                    Ok(t)
+                }
                 _ => Err(self.err(e, format!("expected type '{prev}' but found '{next}'"))),
             },
         }
@@ -309,11 +413,22 @@ impl<'e> Checker<'e> {
             if *opt {
                 t = self.unwrap_optional(el, t)?;
             }
-            elem = Some(if exempt { join(elem.as_ref().unwrap_or(&t), &t).unwrap_or(Type::Dyn) } else { self.homogeneous(el, elem, t)? });
+            elem = Some(if exempt {
+                join(elem.as_ref().unwrap_or(&t), &t).unwrap_or(Type::Dyn)
+            } else {
+                self.homogeneous(el, elem, t)?
+            });
             nodes.push(n);
         }
-        let optional: Box<[bool]> = if optional.iter().any(|o| *o) { optional.into() } else { Box::new([]) };
-        let node = Node::List { elements: nodes.into_boxed_slice(), optional };
+        let optional: Box<[bool]> = if optional.iter().any(|o| *o) {
+            optional.into()
+        } else {
+            Box::new([])
+        };
+        let node = Node::List {
+            elements: nodes.into_boxed_slice(),
+            optional,
+        };
         Ok((self.fold(e, node)?, Type::list(elem.unwrap_or(Type::Dyn))))
     }
 
@@ -321,7 +436,8 @@ impl<'e> Checker<'e> {
         // `sets.contains(a, b)` parses as a member call on `sets`: a namespaced function.
         if let Some(t) = target {
             if let Some(parts) = dotted(t) {
-                let root_is_value = self.is_local(parts[0]) || self.env.variable(parts[0]).is_some();
+                let root_is_value =
+                    self.is_local(parts[0]) || self.env.variable(parts[0]).is_some();
                 let qualified = format!("{}.{}", parts.join("."), func);
                 if !root_is_value && table().contains_key(qualified.as_str()) {
                     return self.call(e, &qualified, None, args);
@@ -334,10 +450,19 @@ impl<'e> Checker<'e> {
                 let (r, rt) = self.check(&args[1])?;
                 for (t, a) in [(&lt, &args[0]), (&rt, &args[1])] {
                     if self.env.check_types && !matches!(t, Type::Bool | Type::Dyn) {
-                        return Err(self.err(a, format!("found no matching overload for '{func}' applied to '({lt}, {rt})'")));
+                        return Err(self.err(
+                            a,
+                            format!(
+                                "found no matching overload for '{func}' applied to '({lt}, {rt})'"
+                            ),
+                        ));
                     }
                 }
-                let node = if func == "_&&_" { Node::And(Box::new(l), Box::new(r)) } else { Node::Or(Box::new(l), Box::new(r)) };
+                let node = if func == "_&&_" {
+                    Node::And(Box::new(l), Box::new(r))
+                } else {
+                    Node::Or(Box::new(l), Box::new(r))
+                };
                 return Ok((node, Type::Bool));
             }
             "_?_:_" => {
@@ -345,7 +470,9 @@ impl<'e> Checker<'e> {
                 let (y, yt) = self.check(&args[1])?;
                 let (n, nt) = self.check(&args[2])?;
                 let joined = join(&yt, &nt);
-                if self.env.check_types && (!matches!(ct, Type::Bool | Type::Dyn) || joined.is_none()) {
+                if self.env.check_types
+                    && (!matches!(ct, Type::Bool | Type::Dyn) || joined.is_none())
+                {
                     return Err(self.err(e, format!("found no matching overload for '_?_:_' applied to '({ct}, {yt}, {nt})'")));
                 }
                 return Ok((Node::Cond(Box::new([c, y, n])), joined.unwrap_or(Type::Dyn)));
@@ -365,7 +492,9 @@ impl<'e> Checker<'e> {
         for a in args {
             // Literal lists passed to `format()` are exempt from the homogeneity rule.
             let (n, ty) = match (&a.kind, func) {
-                (ExprKind::List { elements, optional }, "format") => self.list(a, elements, optional, true)?,
+                (ExprKind::List { elements, optional }, "format") => {
+                    self.list(a, elements, optional, true)?
+                }
                 _ => self.check(a)?,
             };
             nodes.push(n);
@@ -375,15 +504,27 @@ impl<'e> Checker<'e> {
         let candidates: Vec<_> = f
             .overloads
             .iter()
-            .filter(|o| o.sig.member == member && o.sig.params.len() == types.len() && o.since <= self.env.version)
+            .filter(|o| {
+                o.sig.member == member
+                    && o.sig.params.len() == types.len()
+                    && o.since <= self.env.version
+            })
             .collect();
         if candidates.is_empty() {
-            return Err(self.err(e, format!("undeclared reference to '{func}' (in container '')")));
+            return Err(self.err(
+                e,
+                format!("undeclared reference to '{func}' (in container '')"),
+            ));
         }
         let mut result: Option<Type> = None;
         for o in &candidates {
             let mut b = Bindings::default();
-            if o.sig.params.iter().zip(&types).all(|(p, t)| b.accepts(p, t)) {
+            if o.sig
+                .params
+                .iter()
+                .zip(&types)
+                .all(|(p, t)| b.accepts(p, t))
+            {
                 let r = b.substitute(&o.sig.result);
                 result = Some(match result {
                     None => r,
@@ -402,13 +543,19 @@ impl<'e> Checker<'e> {
                     let all: Vec<String> = types.iter().map(|t| t.to_string()).collect();
                     format!("({})", all.join(", "))
                 };
-                return Err(self.err(e, format!("found no matching overload for '{func}' applied to '{shown}'")));
+                return Err(self.err(
+                    e,
+                    format!("found no matching overload for '{func}' applied to '{shown}'"),
+                ));
             }
         };
         if let Some(node) = self.regex_node(e, func, &mut nodes)? {
             return Ok((node, ty));
         }
-        let node = Node::Call { func: f, args: nodes.into_boxed_slice() };
+        let node = Node::Call {
+            func: f,
+            args: nodes.into_boxed_slice(),
+        };
         if FOLDABLE.contains(&func) && self.env.optimize {
             return Ok((self.fold(e, node)?, ty));
         }
@@ -417,14 +564,21 @@ impl<'e> Checker<'e> {
 
     /// `matches`, `find`, `findAll` with a constant pattern: compiled once here; an invalid
     /// constant pattern is a compile error.
-    fn regex_node(&self, e: &Expr, func: &str, nodes: &mut Vec<Node>) -> Result<Option<Node>, CompileError> {
+    fn regex_node(
+        &self,
+        e: &Expr,
+        func: &str,
+        nodes: &mut Vec<Node>,
+    ) -> Result<Option<Node>, CompileError> {
         let op = match func {
             "matches" => RegexOp::Matches,
             "find" => RegexOp::Find,
             "findAll" => RegexOp::FindAll,
             _ => return Ok(None),
         };
-        let Some(Node::Const(Value::String(p))) = nodes.get(1) else { return Ok(None) };
+        let Some(Node::Const(Value::String(p))) = nodes.get(1) else {
+            return Ok(None);
+        };
         let pattern = p.as_str().to_string();
         let re = match functions::compile_regex(&pattern) {
             Ok(re) => re,
@@ -436,7 +590,12 @@ impl<'e> Checker<'e> {
         let pattern_size = pattern.chars().count() as u64;
         let mut args: Vec<Node> = std::mem::take(nodes);
         args.remove(1);
-        Ok(Some(Node::Regex { op, args: args.into_boxed_slice(), re: Arc::new(re), pattern_size }))
+        Ok(Some(Node::Regex {
+            op,
+            args: args.into_boxed_slice(),
+            re: Arc::new(re),
+            pattern_size,
+        }))
     }
 
     /// Evaluates a node whose inputs are all constants (a literal list or map, a conversion
@@ -444,8 +603,12 @@ impl<'e> Checker<'e> {
     /// compile error.
     fn fold(&self, e: &Expr, node: Node) -> Result<Node, CompileError> {
         let all_const = match &node {
-            Node::List { elements, optional } => optional.is_empty() && elements.iter().all(|n| matches!(n, Node::Const(_))),
-            Node::Map { entries } => entries.iter().all(|(k, v, o)| !o && matches!(k, Node::Const(_)) && matches!(v, Node::Const(_))),
+            Node::List { elements, optional } => {
+                optional.is_empty() && elements.iter().all(|n| matches!(n, Node::Const(_)))
+            }
+            Node::Map { entries } => entries
+                .iter()
+                .all(|(k, v, o)| !o && matches!(k, Node::Const(_)) && matches!(v, Node::Const(_))),
             Node::Call { args, .. } => args.iter().all(|n| matches!(n, Node::Const(_))),
             _ => false,
         };
@@ -464,10 +627,13 @@ impl<'e> Checker<'e> {
     fn comprehension(&mut self, e: &Expr, c: &Comprehension) -> Checked {
         use MacroKind::*;
         let (range, rt) = self.check(&c.range)?;
-        if matches!(c.kind, All | Exists | ExistsOne) && c.var2.is_some() || matches!(c.kind, TransformList | TransformMap | TransformMapEntry) {
-            if self.env.version < super::library::since::TWO_VAR_COMPREHENSIONS {
-                return Err(self.err(e, format!("undeclared reference to '{}' (in container '')", c.name)));
-            }
+        let two_variable = matches!(c.kind, All | Exists | ExistsOne) && c.var2.is_some()
+            || matches!(c.kind, TransformList | TransformMap | TransformMapEntry);
+        if two_variable && self.env.version < super::library::since::TWO_VAR_COMPREHENSIONS {
+            return Err(self.err(
+                e,
+                format!("undeclared reference to '{}' (in container '')", c.name),
+            ));
         }
         if c.kind == SortBy && self.env.version < super::library::since::LISTS_V3 {
             return Err(self.err(e, "undeclared reference to 'sortBy' (in container '')"));
@@ -476,7 +642,13 @@ impl<'e> Checker<'e> {
             (Type::Optional(inner), OptMap | OptFlatMap) => ((**inner).clone(), None),
             (Type::Dyn, OptMap | OptFlatMap) => (Type::Dyn, None),
             (_, OptMap | OptFlatMap) if self.env.check_types => {
-                return Err(self.err(e, format!("found no matching overload for '{}' applied to '{rt}'", c.name)));
+                return Err(self.err(
+                    e,
+                    format!(
+                        "found no matching overload for '{}' applied to '{rt}'",
+                        c.name
+                    ),
+                ));
             }
             (Type::List(el), _) if c.var2.is_some() => (Type::Int, Some((**el).clone())),
             (Type::List(el), _) => ((**el).clone(), None),
@@ -509,11 +681,21 @@ impl<'e> Checker<'e> {
                 Type::list(t1)
             }
             Map | TransformList => Type::list(bt),
-            TransformMap => Type::map(if matches!(rt, Type::List(_)) { Type::Int } else { t1 }, bt),
+            TransformMap => Type::map(
+                if matches!(rt, Type::List(_)) {
+                    Type::Int
+                } else {
+                    t1
+                },
+                bt,
+            ),
             TransformMapEntry => match bt {
                 Type::Map(..) | Type::Dyn => bt,
                 other if self.env.check_types => {
-                    return Err(self.err(&c.body, format!("transformMapEntry expression must be a map, got {other}")));
+                    return Err(self.err(
+                        &c.body,
+                        format!("transformMapEntry expression must be a map, got {other}"),
+                    ));
                 }
                 _ => Type::Dyn,
             },
@@ -522,17 +704,29 @@ impl<'e> Checker<'e> {
             OptFlatMap => match bt {
                 Type::Optional(_) | Type::Dyn => bt,
                 other if self.env.check_types => {
-                    return Err(self.err(&c.body, format!("optFlatMap expression must be optional, got {other}")));
+                    return Err(self.err(
+                        &c.body,
+                        format!("optFlatMap expression must be optional, got {other}"),
+                    ));
                 }
                 _ => Type::Dyn,
             },
         };
-        let node = CNode { kind: c.kind, range, two_vars: c.var2.is_some(), filter, body };
+        let node = CNode {
+            kind: c.kind,
+            range,
+            two_vars: c.var2.is_some(),
+            filter,
+            body,
+        };
         Ok((Node::Comprehension(Box::new(node)), ty))
     }
 
     /// The filter (checked to be a bool) and the body, with the iteration variables in scope.
-    fn filter_and_body(&mut self, c: &Comprehension) -> Result<(Option<Node>, (Node, Type)), CompileError> {
+    fn filter_and_body(
+        &mut self,
+        c: &Comprehension,
+    ) -> Result<(Option<Node>, (Node, Type)), CompileError> {
         let filter = match &c.filter {
             Some(f) => {
                 let (n, t) = self.check(f)?;
@@ -578,7 +772,11 @@ fn detach(v: Value<'_>) -> Value<'static> {
         Value::Bytes(b) => Value::Bytes(b),
         Value::List(l) => Value::list(l.iter().map(detach).collect()),
         Value::Map(m) => {
-            let entries = m.entries().into_iter().map(|(k, v)| (detach(k), detach(v))).collect();
+            let entries = m
+                .entries()
+                .into_iter()
+                .map(|(k, v)| (detach(k), detach(v)))
+                .collect();
             // Keys were already unique in the source map.
             match OwnedMap::from_entries(entries) {
                 Ok(m) => Value::Map(Map::Owned(Arc::new(m))),

@@ -57,23 +57,40 @@ impl Default for Env {
 
 impl Env {
     pub fn new(version: u16) -> Self {
-        Env { version, check_types: true, optimize: true, homogeneous_literals: true, variables: Vec::new() }
+        Env {
+            version,
+            check_types: true,
+            optimize: true,
+            homogeneous_literals: true,
+            variables: Vec::new(),
+        }
     }
 
     /// Declares a variable; returns its slot in the activation.
     pub fn declare(&mut self, name: &str, ty: Type) -> usize {
-        self.variables.push(Variable { name: name.to_string(), ty, kind: VarKind::Plain });
+        self.variables.push(Variable {
+            name: name.to_string(),
+            ty,
+            kind: VarKind::Plain,
+        });
         self.variables.len() - 1
     }
 
     /// Declares a map of lazily computed variables (`variables` in a policy).
     pub fn declare_lazy(&mut self, name: &str, fields: Vec<(String, Type)>) -> usize {
-        self.variables.push(Variable { name: name.to_string(), ty: Type::Dyn, kind: VarKind::Lazy(fields) });
+        self.variables.push(Variable {
+            name: name.to_string(),
+            ty: Type::Dyn,
+            kind: VarKind::Lazy(fields),
+        });
         self.variables.len() - 1
     }
 
     pub fn variable(&self, name: &str) -> Option<(usize, &Variable)> {
-        self.variables.iter().enumerate().find(|(_, v)| v.name == name)
+        self.variables
+            .iter()
+            .enumerate()
+            .find(|(_, v)| v.name == name)
     }
 
     pub fn variables(&self) -> &[Variable] {
@@ -91,13 +108,28 @@ impl Env {
         let work = || {
             let ast = parse(source)?;
             let (root, ty) = Checker::new(self, source).check(&ast)?;
-            Ok(Program { root, ty, source: source.into() })
+            Ok(Program {
+                root,
+                ty,
+                source: source.into(),
+            })
         };
         std::thread::scope(|scope| {
-            let handle = std::thread::Builder::new().name("cel-compile".into()).stack_size(COMPILER_STACK).spawn_scoped(scope, work);
+            let handle = std::thread::Builder::new()
+                .name("cel-compile".into())
+                .stack_size(COMPILER_STACK)
+                .spawn_scoped(scope, work);
             match handle {
-                Ok(h) => h.join().unwrap_or_else(|_| Err(CompileError::general(source, "internal error: compiler thread panicked"))),
-                Err(e) => Err(CompileError::general(source, format!("cannot start compiler thread: {e}"))),
+                Ok(h) => h.join().unwrap_or_else(|_| {
+                    Err(CompileError::general(
+                        source,
+                        "internal error: compiler thread panicked",
+                    ))
+                }),
+                Err(e) => Err(CompileError::general(
+                    source,
+                    format!("cannot start compiler thread: {e}"),
+                )),
             }
         })
     }
@@ -123,7 +155,11 @@ impl Program {
 
     /// Evaluates against `activation`, charging `meter`; stops with
     /// `operation cancelled: actual cost limit exceeded` when the meter's limit is passed.
-    pub fn eval<'a>(&self, activation: &dyn Activation<'a>, meter: &mut Meter) -> Result<Value<'a>, EvalError> {
+    pub fn eval<'a>(
+        &self,
+        activation: &dyn Activation<'a>,
+        meter: &mut Meter,
+    ) -> Result<Value<'a>, EvalError> {
         Evaluator::new(activation, meter).eval(&self.root)
     }
 }

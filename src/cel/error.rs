@@ -33,7 +33,11 @@ impl CompileError {
     pub fn at(source: &str, offset: usize, message: impl Into<String>) -> Self {
         let (line, column) = line_col(source, offset);
         CompileError {
-            issues: vec![Issue { line, column, message: message.into() }],
+            issues: vec![Issue {
+                line,
+                column,
+                message: message.into(),
+            }],
             source_lines: source.lines().map(str::to_string).collect(),
         }
     }
@@ -41,7 +45,11 @@ impl CompileError {
     /// An error that belongs to no position (for example the expression is too long).
     pub fn general(source: &str, message: impl Into<String>) -> Self {
         CompileError {
-            issues: vec![Issue { line: 0, column: 0, message: message.into() }],
+            issues: vec![Issue {
+                line: 0,
+                column: 0,
+                message: message.into(),
+            }],
             source_lines: source.lines().map(str::to_string).collect(),
         }
     }
@@ -62,9 +70,14 @@ impl fmt::Display for CompileError {
                 write!(f, "ERROR: <input>: {}", issue.message)?;
                 continue;
             }
-            write!(f, "ERROR: <input>:{}:{}: {}", issue.line, issue.column, issue.message)?;
+            write!(
+                f,
+                "ERROR: <input>:{}:{}: {}",
+                issue.line, issue.column, issue.message
+            )?;
             if let Some(text) = self.source_lines.get(issue.line - 1) {
-                write!(f, "\n | {text}\n | {}^", ".".repeat(issue.column.saturating_sub(1)))?;
+                let (snippet, caret) = window(text, issue.column.saturating_sub(1));
+                write!(f, "\n | {snippet}\n | {}^", ".".repeat(caret))?;
             }
         }
         Ok(())
@@ -72,6 +85,20 @@ impl fmt::Display for CompileError {
 }
 
 impl std::error::Error for CompileError {}
+
+/// At most [`SNIPPET`] characters of a source line around column `col` (0-based), and the
+/// caret's place in that window: a 100,000-character expression is not echoed whole.
+fn window(line: &str, col: usize) -> (String, usize) {
+    let chars: Vec<char> = line.chars().collect();
+    if chars.len() <= SNIPPET {
+        return (line.to_string(), col);
+    }
+    let start = col.saturating_sub(SNIPPET / 2).min(chars.len() - SNIPPET);
+    let text: String = chars[start..start + SNIPPET].iter().collect();
+    (text, col - start)
+}
+
+const SNIPPET: usize = 120;
 
 /// 1-based line and character column of a byte offset.
 pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
@@ -141,6 +168,9 @@ mod tests {
     fn positions_are_line_and_character() {
         assert_eq!(line_col("ab\ncdé f", 9), (2, 6));
         let e = CompileError::at("a +", 3, "Syntax error: mismatched input '<EOF>'");
-        assert_eq!(e.to_string(), "ERROR: <input>:1:4: Syntax error: mismatched input '<EOF>'\n | a +\n | ...^");
+        assert_eq!(
+            e.to_string(),
+            "ERROR: <input>:1:4: Syntax error: mismatched input '<EOF>'\n | a +\n | ...^"
+        );
     }
 }

@@ -30,17 +30,41 @@ pub enum Node {
     /// A composited variable (`variables.name`), by index; evaluated on demand by the
     /// activation.
     Lazy(usize),
-    Select { operand: Box<Node>, field: Box<str>, optional: bool },
-    Has { operand: Box<Node>, field: Box<str> },
-    Index { operand: Box<Node>, index: Box<Node>, optional: bool },
+    Select {
+        operand: Box<Node>,
+        field: Box<str>,
+        optional: bool,
+    },
+    Has {
+        operand: Box<Node>,
+        field: Box<str>,
+    },
+    Index {
+        operand: Box<Node>,
+        index: Box<Node>,
+        optional: bool,
+    },
     And(Box<Node>, Box<Node>),
     Or(Box<Node>, Box<Node>),
     Cond(Box<[Node; 3]>),
-    Call { func: &'static Function, args: Box<[Node]> },
+    Call {
+        func: &'static Function,
+        args: Box<[Node]>,
+    },
     /// `matches`, `find` or `findAll` with a constant pattern compiled once.
-    Regex { op: RegexOp, args: Box<[Node]>, re: Arc<regex::Regex>, pattern_size: u64 },
-    List { elements: Box<[Node]>, optional: Box<[bool]> },
-    Map { entries: Box<[(Node, Node, bool)]> },
+    Regex {
+        op: RegexOp,
+        args: Box<[Node]>,
+        re: Arc<regex::Regex>,
+        pattern_size: u64,
+    },
+    List {
+        elements: Box<[Node]>,
+        optional: Box<[bool]>,
+    },
+    Map {
+        entries: Box<[(Node, Node, bool)]>,
+    },
     Comprehension(Box<Comprehension>),
     /// Always an error (an unknown name in an unchecked expression).
     Fail(Box<str>),
@@ -74,13 +98,21 @@ pub trait Activation<'a> {
     fn var(&self, slot: usize) -> Value<'a>;
     /// The value of composited variable `index`; its own cost is the activation's business.
     fn lazy(&self, index: usize) -> Result<Value<'a>, EvalError> {
-        Err(EvalError::new(format!("no such composited variable: {index}")))
+        Err(EvalError::new(format!(
+            "no such composited variable: {index}"
+        )))
     }
 }
 
 impl<'a> Activation<'a> for [Value<'a>] {
     fn var(&self, slot: usize) -> Value<'a> {
         self.get(slot).cloned().unwrap_or(Value::Null)
+    }
+}
+
+impl<'a, const N: usize> Activation<'a> for [Value<'a>; N] {
+    fn var(&self, slot: usize) -> Value<'a> {
+        self.as_slice().var(slot)
     }
 }
 
@@ -101,13 +133,21 @@ pub struct Meter {
 
 impl Default for Meter {
     fn default() -> Self {
-        Meter { cost: 0, limit: PER_CALL_LIMIT, deadline: None }
+        Meter {
+            cost: 0,
+            limit: PER_CALL_LIMIT,
+            deadline: None,
+        }
     }
 }
 
 impl Meter {
     pub fn with_limit(limit: u64) -> Self {
-        Meter { cost: 0, limit, deadline: None }
+        Meter {
+            cost: 0,
+            limit,
+            deadline: None,
+        }
     }
 
     #[inline]
@@ -130,7 +170,11 @@ type R<'a> = Result<Value<'a>, EvalError>;
 
 impl<'a, 'x> Evaluator<'a, 'x> {
     pub fn new(act: &'x dyn Activation<'a>, meter: &'x mut Meter) -> Self {
-        Evaluator { act, locals: Vec::new(), meter }
+        Evaluator {
+            act,
+            locals: Vec::new(),
+            meter,
+        }
     }
 
     pub fn eval(&mut self, n: &Node) -> R<'a> {
@@ -149,7 +193,11 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 self.meter.charge(2)?;
                 self.act.lazy(*i)
             }
-            Node::Select { operand, field, optional } => {
+            Node::Select {
+                operand,
+                field,
+                optional,
+            } => {
                 let v = self.eval(operand)?;
                 self.meter.charge(1)?;
                 select(v, field, *optional)
@@ -158,7 +206,11 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 let v = self.eval(operand)?;
                 has(&v, field)
             }
-            Node::Index { operand, index, optional } => {
+            Node::Index {
+                operand,
+                index,
+                optional,
+            } => {
                 let v = self.eval(operand)?;
                 let k = self.eval(index)?;
                 self.meter.charge(1)?;
@@ -172,7 +224,12 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 _ => Err(EvalError::no_such_overload()),
             },
             Node::Call { func, args } => self.call(func, args),
-            Node::Regex { op, args, re, pattern_size } => self.regex(*op, args, re, *pattern_size),
+            Node::Regex {
+                op,
+                args,
+                re,
+                pattern_size,
+            } => self.regex(*op, args, re, *pattern_size),
             Node::List { elements, optional } => {
                 let mut out = Vec::with_capacity(elements.len());
                 for (i, e) in elements.iter().enumerate() {
@@ -206,7 +263,9 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                     }
                 }
                 self.meter.charge(30)?;
-                Ok(Value::Map(Map::Owned(Arc::new(OwnedMap::from_entries(out)?))))
+                Ok(Value::Map(Map::Owned(Arc::new(OwnedMap::from_entries(
+                    out,
+                )?))))
             }
             Node::Comprehension(c) => self.comprehension(c),
             Node::Fail(msg) => Err(EvalError::new(msg.as_ref())),
@@ -237,6 +296,17 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     }
 
     fn call(&mut self, func: &Function, args: &[Node]) -> R<'a> {
+        // Every library function takes at most four arguments (receiver included): keep them
+        // on the stack instead of allocating per call.
+        if args.len() <= 4 {
+            let mut vals: [Value<'a>; 4] = [Value::Null, Value::Null, Value::Null, Value::Null];
+            for (slot, a) in vals.iter_mut().zip(args) {
+                *slot = self.eval(a)?;
+            }
+            let vals = &vals[..args.len()];
+            self.meter.charge(func.cost.charge(vals))?;
+            return (func.imp)(vals);
+        }
         let mut vals: Vec<Value<'a>> = Vec::with_capacity(args.len());
         for a in args {
             vals.push(self.eval(a)?);
@@ -252,7 +322,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             None => None,
         };
         let s = target.as_str().ok_or_else(EvalError::no_such_overload)?;
-        self.meter.charge(super::library::regex_cost(target.cost_size(), pattern_size))?;
+        self.meter
+            .charge(super::library::regex_cost(target.cost_size(), pattern_size))?;
         Ok(match op {
             RegexOp::Matches => Value::Bool(re.is_match(s)),
             RegexOp::Find => ext::find_with(re, s),
@@ -298,12 +369,19 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             SortBy => return self.sort_by(c, range),
             _ => {}
         }
+        // The hot case, `list.all(x, p)` / `list.exists(x, p)`: iterate in place.
+        if let (Value::List(l), All | Exists, false) = (&range, c.kind, c.two_vars) {
+            return self.quantifier(c, l.iter().map(|v| (v, None)), c.kind == Exists);
+        }
         // (first variable, second variable) for each iteration: a list gives (element) or
         // (index, element); a map gives (key) or (key, value).
         let items: Vec<(Value<'a>, Option<Value<'a>>)> = match &range {
             Value::List(l) => {
                 if c.two_vars {
-                    l.iter().enumerate().map(|(i, v)| (Value::Int(i as i64), Some(v))).collect()
+                    l.iter()
+                        .enumerate()
+                        .map(|(i, v)| (Value::Int(i as i64), Some(v)))
+                        .collect()
                 } else {
                     l.iter().map(|v| (v, None)).collect()
                 }
@@ -318,7 +396,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             _ => return Err(EvalError::no_such_overload()),
         };
         match c.kind {
-            All | Exists => self.quantifier(c, items, c.kind == Exists),
+            All | Exists => self.quantifier(c, items.into_iter(), c.kind == Exists),
             ExistsOne => {
                 let mut count: Result<i64, EvalError> = Ok(0);
                 for (i, (v1, v2)) in items.into_iter().enumerate() {
@@ -399,7 +477,10 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                         };
                         for (k, v) in entry.entries() {
                             out.insert_new(k, v).map_err(|_| {
-                                EvalError::new(format!("insert failed: key {} already exists", "<key>"))
+                                EvalError::new(format!(
+                                    "insert failed: key {} already exists",
+                                    "<key>"
+                                ))
                             })?;
                         }
                     }
@@ -413,7 +494,12 @@ impl<'a, 'x> Evaluator<'a, 'x> {
 
     /// `all` and `exists` with cel-go's error absorption: a deciding element wins over errors
     /// from others; otherwise the first error is the result.
-    fn quantifier(&mut self, c: &Comprehension, items: Vec<(Value<'a>, Option<Value<'a>>)>, exists: bool) -> R<'a> {
+    fn quantifier(
+        &mut self,
+        c: &Comprehension,
+        items: impl ExactSizeIterator<Item = (Value<'a>, Option<Value<'a>>)>,
+        exists: bool,
+    ) -> R<'a> {
         // all: cond `@not_strictly_false(@result)` (2), step `@result && p` (1 + p);
         // exists: cond `@not_strictly_false(!@result)` (3), step `@result || p` (1 + p).
         let cond_cost = if exists { 3 } else { 2 };
@@ -526,7 +612,12 @@ fn index_value<'a>(v: Value<'a>, k: &Value<'_>, optional: bool) -> R<'a> {
                 Value::Int(i) => *i,
                 Value::Uint(u) => i64::try_from(*u).unwrap_or(i64::MAX),
                 Value::Double(d) if d.fract() == 0.0 && d.is_finite() => *d as i64,
-                Value::Double(_) => return Err(EvalError::new(format!("unsupported index value {}", k.debug_string()))),
+                Value::Double(_) => {
+                    return Err(EvalError::new(format!(
+                        "unsupported index value {}",
+                        k.debug_string()
+                    )))
+                }
                 _ => return Err(EvalError::no_such_overload()),
             };
             let got = if i < 0 { None } else { l.get(i as usize) };
@@ -538,7 +629,14 @@ fn index_value<'a>(v: Value<'a>, k: &Value<'_>, optional: bool) -> R<'a> {
             }
         }
         Value::Map(m) => {
-            if !matches!(k, Value::String(_) | Value::Int(_) | Value::Uint(_) | Value::Bool(_) | Value::Double(_)) {
+            if !matches!(
+                k,
+                Value::String(_)
+                    | Value::Int(_)
+                    | Value::Uint(_)
+                    | Value::Bool(_)
+                    | Value::Double(_)
+            ) {
                 return Err(EvalError::no_such_overload());
             }
             match (m.get(k), optional) {

@@ -5,7 +5,9 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::error::EvalError;
-use super::functions::{format_double, format_duration, format_timestamp, int_arg, list_arg, str_arg, R};
+use super::functions::{
+    format_double, format_duration, format_timestamp, int_arg, list_arg, str_arg, R,
+};
 use super::value::Value;
 
 fn index_error(i: i64) -> EvalError {
@@ -26,13 +28,21 @@ pub fn char_at<'a>(a: &[Value<'a>]) -> R<'a> {
     if i < 0 || i as usize > cs.len() {
         return Err(index_error(i));
     }
-    Ok(Value::string(cs.get(i as usize).map(|c| c.to_string()).unwrap_or_default()))
+    Ok(Value::string(
+        cs.get(i as usize)
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
+    ))
 }
 
 /// `indexOf` of ext.Strings on a string receiver, of the Kubernetes lists library on a list.
 pub fn index_of<'a>(a: &[Value<'a>]) -> R<'a> {
     if let Value::List(l) = &a[0] {
-        return Ok(Value::Int(l.iter().position(|e| e.equals(&a[1])).map_or(-1, |p| p as i64)));
+        return Ok(Value::Int(
+            l.iter()
+                .position(|e| e.equals(&a[1]))
+                .map_or(-1, |p| p as i64),
+        ));
     }
     let hay = chars(str_arg(&a[0])?);
     let needle = chars(str_arg(&a[1])?);
@@ -50,14 +60,19 @@ pub fn index_of<'a>(a: &[Value<'a>]) -> R<'a> {
     if off >= hay.len() {
         return Ok(Value::Int(-1));
     }
-    let found = (off..=hay.len().saturating_sub(needle.len())).find(|&i| hay[i..].starts_with(&needle));
+    let found =
+        (off..=hay.len().saturating_sub(needle.len())).find(|&i| hay[i..].starts_with(&needle));
     Ok(Value::Int(found.map_or(-1, |i| i as i64)))
 }
 
 pub fn last_index_of<'a>(a: &[Value<'a>]) -> R<'a> {
     if let Value::List(l) = &a[0] {
         let v = l.to_vec();
-        return Ok(Value::Int(v.iter().rposition(|e| e.equals(&a[1])).map_or(-1, |p| p as i64)));
+        return Ok(Value::Int(
+            v.iter()
+                .rposition(|e| e.equals(&a[1]))
+                .map_or(-1, |p| p as i64),
+        ));
     }
     let hay = chars(str_arg(&a[0])?);
     let needle = chars(str_arg(&a[1])?);
@@ -78,7 +93,9 @@ pub fn last_index_of<'a>(a: &[Value<'a>]) -> R<'a> {
         return Ok(Value::Int(-1));
     }
     let last_start = (off as usize).min(hay.len() - needle.len());
-    let found = (0..=last_start).rev().find(|&i| hay[i..].starts_with(&needle));
+    let found = (0..=last_start)
+        .rev()
+        .find(|&i| hay[i..].starts_with(&needle));
     Ok(Value::Int(found.map_or(-1, |i| i as i64)))
 }
 
@@ -172,9 +189,13 @@ pub fn substring<'a>(a: &[Value<'a>]) -> R<'a> {
         return Err(index_error(end));
     }
     if start > end {
-        return Err(EvalError::new(format!("invalid substring range. start: {start}, end: {end}")));
+        return Err(EvalError::new(format!(
+            "invalid substring range. start: {start}, end: {end}"
+        )));
     }
-    Ok(Value::string(cs[start as usize..end as usize].iter().collect::<String>()))
+    Ok(Value::string(
+        cs[start as usize..end as usize].iter().collect::<String>(),
+    ))
 }
 
 pub fn trim<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -248,9 +269,9 @@ pub fn format<'a>(a: &[Value<'a>]) -> R<'a> {
             out.push('%');
             continue;
         }
-        let arg = args.get(next_arg).ok_or_else(|| {
-            EvalError::new(format!("index {next_arg} out of range"))
-        })?;
+        let arg = args
+            .get(next_arg)
+            .ok_or_else(|| EvalError::new(format!("index {next_arg} out of range")))?;
         next_arg += 1;
         out.push_str(&format_clause(verb, precision, &arg)?);
     }
@@ -265,29 +286,49 @@ fn format_clause(verb: char, precision: Option<usize>, v: &Value<'_>) -> Result<
             Value::Int(i) => Ok(i.to_string()),
             Value::Uint(u) => Ok(u.to_string()),
             Value::Double(d) if d.is_nan() => Ok("NaN".into()),
-            Value::Double(d) if d.is_infinite() => Ok(if *d > 0.0 { "Infinity".into() } else { "-Infinity".into() }),
-            other => Err(err(&format!("decimal clause can only be used on integers, was given {}", other.type_name()))),
+            Value::Double(d) if d.is_infinite() => Ok(if *d > 0.0 {
+                "Infinity".into()
+            } else {
+                "-Infinity".into()
+            }),
+            other => Err(err(&format!(
+                "decimal clause can only be used on integers, was given {}",
+                other.type_name()
+            ))),
         },
         'f' | 'e' => {
             let d = match v {
                 Value::Double(d) => *d,
                 Value::Int(i) => *i as f64,
                 Value::Uint(u) => *u as f64,
-                Value::String(s) if matches!(s.as_str(), "NaN" | "Infinity" | "-Infinity") => match s.as_str() {
-                    "NaN" => f64::NAN,
-                    "Infinity" => f64::INFINITY,
-                    _ => f64::NEG_INFINITY,
-                },
+                Value::String(s) if matches!(s.as_str(), "NaN" | "Infinity" | "-Infinity") => {
+                    match s.as_str() {
+                        "NaN" => f64::NAN,
+                        "Infinity" => f64::INFINITY,
+                        _ => f64::NEG_INFINITY,
+                    }
+                }
                 other => {
-                    let clause = if verb == 'f' { "fixed-point" } else { "scientific" };
-                    return Err(err(&format!("{clause} clause can only be used on doubles, was given {}", other.type_name())));
+                    let clause = if verb == 'f' {
+                        "fixed-point"
+                    } else {
+                        "scientific"
+                    };
+                    return Err(err(&format!(
+                        "{clause} clause can only be used on doubles, was given {}",
+                        other.type_name()
+                    )));
                 }
             };
             if d.is_nan() {
                 return Ok("NaN".into());
             }
             if d.is_infinite() {
-                return Ok(if d > 0.0 { "Infinity".into() } else { "-Infinity".into() });
+                return Ok(if d > 0.0 {
+                    "Infinity".into()
+                } else {
+                    "-Infinity".into()
+                });
             }
             let p = precision.unwrap_or(6);
             if verb == 'f' {
@@ -297,10 +338,17 @@ fn format_clause(verb: char, precision: Option<usize>, v: &Value<'_>) -> Result<
             }
         }
         'b' => match v {
-            Value::Int(i) => Ok(if *i < 0 { format!("-{:b}", i.unsigned_abs()) } else { format!("{i:b}") }),
+            Value::Int(i) => Ok(if *i < 0 {
+                format!("-{:b}", i.unsigned_abs())
+            } else {
+                format!("{i:b}")
+            }),
             Value::Uint(u) => Ok(format!("{u:b}")),
             Value::Bool(b) => Ok(if *b { "1".into() } else { "0".into() }),
-            other => Err(err(&format!("only integers and bools can be formatted as binary, was given {}", other.type_name()))),
+            other => Err(err(&format!(
+                "only integers and bools can be formatted as binary, was given {}",
+                other.type_name()
+            ))),
         },
         'x' | 'X' => {
             let s = match v {
@@ -324,9 +372,16 @@ fn format_clause(verb: char, precision: Option<usize>, v: &Value<'_>) -> Result<
             Ok(if verb == 'X' { s.to_uppercase() } else { s })
         }
         'o' => match v {
-            Value::Int(i) => Ok(if *i < 0 { format!("-{:o}", i.unsigned_abs()) } else { format!("{i:o}") }),
+            Value::Int(i) => Ok(if *i < 0 {
+                format!("-{:o}", i.unsigned_abs())
+            } else {
+                format!("{i:o}")
+            }),
             Value::Uint(u) => Ok(format!("{u:o}")),
-            other => Err(err(&format!("octal clause can only be used on integers, was given {}", other.type_name()))),
+            other => Err(err(&format!(
+                "octal clause can only be used on integers, was given {}",
+                other.type_name()
+            ))),
         },
         other => Err(err(&format!("unrecognized formatting clause \"{other}\""))),
     }
@@ -434,7 +489,9 @@ pub fn sum<'a>(a: &[Value<'a>]) -> R<'a> {
 fn extreme<'a>(a: &[Value<'a>], want: Ordering, name: &str) -> R<'a> {
     let v = comparable_sequence(&a[0])?;
     let mut it = v.into_iter();
-    let mut best = it.next().ok_or_else(|| EvalError::new(format!("{name} called on empty list")))?;
+    let mut best = it
+        .next()
+        .ok_or_else(|| EvalError::new(format!("{name} called on empty list")))?;
     for e in it {
         if cmp_strict(&e, &best)? == want {
             best = e;
@@ -465,17 +522,24 @@ pub fn slice<'a>(a: &[Value<'a>]) -> R<'a> {
     let v = list_arg(&a[0])?;
     let (start, end) = (int_arg(&a[1])?, int_arg(&a[2])?);
     if start < 0 || end < 0 {
-        return Err(EvalError::new(format!("cannot slice(%d, %d), negative indexes not supported")
-            .replacen("%d", &start.to_string(), 1)
-            .replacen("%d", &end.to_string(), 1)));
+        return Err(EvalError::new(format!(
+            "cannot slice({start}, {end}), negative indexes not supported"
+        )));
     }
     if start > end {
-        return Err(EvalError::new(format!("cannot slice({start}, {end}), start index must be less than or equal to end index")));
+        return Err(EvalError::new(format!(
+            "cannot slice({start}, {end}), start index must be less than or equal to end index"
+        )));
     }
     if end as usize > v.len() {
-        return Err(EvalError::new(format!("cannot slice({start}, {end}), list is length {}", v.len())));
+        return Err(EvalError::new(format!(
+            "cannot slice({start}, {end}), list is length {}",
+            v.len()
+        )));
     }
-    Ok(Value::list(v.to_vec()[start as usize..end as usize].to_vec()))
+    Ok(Value::list(
+        v.to_vec()[start as usize..end as usize].to_vec(),
+    ))
 }
 
 pub fn flatten<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -513,15 +577,25 @@ pub fn flatten<'a>(a: &[Value<'a>]) -> R<'a> {
 fn sortable_kind(v: &Value<'_>) -> bool {
     matches!(
         v,
-        Value::Int(_) | Value::Uint(_) | Value::Double(_) | Value::Bool(_) | Value::String(_) | Value::Bytes(_)
-            | Value::Timestamp(_) | Value::Duration(_)
+        Value::Int(_)
+            | Value::Uint(_)
+            | Value::Double(_)
+            | Value::Bool(_)
+            | Value::String(_)
+            | Value::Bytes(_)
+            | Value::Timestamp(_)
+            | Value::Duration(_)
     )
 }
 
 /// Sorts `items` by `keys` (stable), refusing mixed or incomparable key kinds.
 pub fn sort_by_keys<'a>(items: Vec<Value<'a>>, keys: Vec<Value<'a>>) -> R<'a> {
     if let Some(first) = keys.first() {
-        if !sortable_kind(first) || keys.iter().any(|k| std::mem::discriminant(k) != std::mem::discriminant(first)) {
+        if !sortable_kind(first)
+            || keys
+                .iter()
+                .any(|k| std::mem::discriminant(k) != std::mem::discriminant(first))
+        {
             return Err(EvalError::new("list elements must have the same type"));
         }
     }
@@ -561,18 +635,24 @@ pub fn range<'a>(a: &[Value<'a>]) -> R<'a> {
 
 pub fn sets_contains<'a>(a: &[Value<'a>]) -> R<'a> {
     let (x, y) = (list_arg(&a[0])?, list_arg(&a[1])?);
-    Ok(Value::Bool(y.iter().all(|e| x.iter().any(|f| f.equals(&e)))))
+    Ok(Value::Bool(
+        y.iter().all(|e| x.iter().any(|f| f.equals(&e))),
+    ))
 }
 
 pub fn sets_equivalent<'a>(a: &[Value<'a>]) -> R<'a> {
     let (x, y) = (list_arg(&a[0])?, list_arg(&a[1])?);
-    let within = |p: &super::value::List<'_>, q: &super::value::List<'_>| p.iter().all(|e| q.iter().any(|f| f.equals(&e)));
+    let within = |p: &super::value::List<'_>, q: &super::value::List<'_>| {
+        p.iter().all(|e| q.iter().any(|f| f.equals(&e)))
+    };
     Ok(Value::Bool(within(x, y) && within(y, x)))
 }
 
 pub fn sets_intersects<'a>(a: &[Value<'a>]) -> R<'a> {
     let (x, y) = (list_arg(&a[0])?, list_arg(&a[1])?);
-    Ok(Value::Bool(x.iter().any(|e| y.iter().any(|f| f.equals(&e)))))
+    Ok(Value::Bool(
+        x.iter().any(|e| y.iter().any(|f| f.equals(&e))),
+    ))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -617,7 +697,10 @@ pub fn has_value<'a>(a: &[Value<'a>]) -> R<'a> {
 }
 
 pub fn value<'a>(a: &[Value<'a>]) -> R<'a> {
-    opt_arg(&a[0])?.as_deref().cloned().ok_or_else(|| EvalError::new("optional.none() dereference"))
+    opt_arg(&a[0])?
+        .as_deref()
+        .cloned()
+        .ok_or_else(|| EvalError::new("optional.none() dereference"))
 }
 
 pub fn or<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -631,7 +714,10 @@ pub fn or<'a>(a: &[Value<'a>]) -> R<'a> {
 }
 
 pub fn or_value<'a>(a: &[Value<'a>]) -> R<'a> {
-    Ok(opt_arg(&a[0])?.as_deref().cloned().unwrap_or_else(|| a[1].clone()))
+    Ok(opt_arg(&a[0])?
+        .as_deref()
+        .cloned()
+        .unwrap_or_else(|| a[1].clone()))
 }
 
 pub fn first<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -640,7 +726,9 @@ pub fn first<'a>(a: &[Value<'a>]) -> R<'a> {
 
 pub fn last<'a>(a: &[Value<'a>]) -> R<'a> {
     let l = list_arg(&a[0])?;
-    Ok(Value::optional(l.len().checked_sub(1).and_then(|i| l.get(i))))
+    Ok(Value::optional(
+        l.len().checked_sub(1).and_then(|i| l.get(i)),
+    ))
 }
 
 pub fn unwrap_opt<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -657,7 +745,10 @@ pub fn unwrap_opt<'a>(a: &[Value<'a>]) -> R<'a> {
 // Kubernetes regex library
 
 pub fn regex_error(e: EvalError) -> EvalError {
-    EvalError::new(format!("Illegal regex: {}", e.message().trim_start_matches("error parsing regexp: ")))
+    EvalError::new(format!(
+        "Illegal regex: {}",
+        e.message().trim_start_matches("error parsing regexp: ")
+    ))
 }
 
 pub fn find_with<'a>(re: &regex::Regex, s: &str) -> Value<'a> {
@@ -669,7 +760,12 @@ pub fn find_all_with<'a>(re: &regex::Regex, s: &str, n: i64) -> Value<'a> {
         return Value::list(Vec::new());
     }
     let limit = if n < 0 { usize::MAX } else { n as usize };
-    Value::list(re.find_iter(s).take(limit).map(|m| Value::string(m.as_str())).collect())
+    Value::list(
+        re.find_iter(s)
+            .take(limit)
+            .map(|m| Value::string(m.as_str()))
+            .collect(),
+    )
 }
 
 pub fn find<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -703,9 +799,15 @@ mod tests {
     #[test]
     fn strings() {
         assert_eq!(text(replace(&[s("abc"), s(""), s("-")])), "-a-b-c-");
-        assert_eq!(index_of(&[s("hello"), s("l")]).unwrap().equals(&Value::Int(2)), true);
-        assert!(index_of(&[s("hello"), s("l"), Value::Int(10)]).unwrap().equals(&Value::Int(-1)));
-        assert!(last_index_of(&[s("hello"), s("l")]).unwrap().equals(&Value::Int(3)));
+        assert!(index_of(&[s("hello"), s("l")])
+            .unwrap()
+            .equals(&Value::Int(2)));
+        assert!(index_of(&[s("hello"), s("l"), Value::Int(10)])
+            .unwrap()
+            .equals(&Value::Int(-1)));
+        assert!(last_index_of(&[s("hello"), s("l")])
+            .unwrap()
+            .equals(&Value::Int(3)));
         assert_eq!(text(quote(&[s("a\"b\n")])), "\"a\\\"b\\n\"");
         assert!(char_at(&[s("abc"), Value::Int(4)]).is_err());
         assert_eq!(text(char_at(&[s("abc"), Value::Int(3)])), "");
@@ -714,16 +816,33 @@ mod tests {
     #[test]
     fn formatting() {
         let args = Value::list(vec![Value::Int(1), s("a"), Value::Double(2.5)]);
-        assert_eq!(text(format(&[s("%s"), Value::list(vec![args])])), "[1, \"a\", 2.500000]");
-        assert_eq!(text(format(&[s("%e"), Value::list(vec![Value::Double(12345.678)])])), "1.234568 × 10⁰⁴");
+        assert_eq!(
+            text(format(&[s("%s"), Value::list(vec![args])])),
+            "[1, \"a\", 2.500000]"
+        );
+        assert_eq!(
+            text(format(&[
+                s("%e"),
+                Value::list(vec![Value::Double(12345.678)])
+            ])),
+            "1.234568 × 10⁰⁴"
+        );
         assert!(format(&[s("%d"), Value::list(vec![Value::Double(1.5)])]).is_err());
-        assert_eq!(text(format(&[s("%.2f%%"), Value::list(vec![Value::Double(1.005)])])), "1.00%");
+        assert_eq!(
+            text(format(&[
+                s("%.2f%%"),
+                Value::list(vec![Value::Double(1.005)])
+            ])),
+            "1.00%"
+        );
     }
 
     #[test]
     fn find_all_keeps_empty_matches() {
         let re = regex::Regex::new("[0-9]*").unwrap();
-        let Value::List(l) = find_all_with(&re, "1, 2", -1) else { panic!() };
+        let Value::List(l) = find_all_with(&re, "1, 2", -1) else {
+            panic!()
+        };
         assert!(l.iter().any(|v| v.as_str() == Some("")));
     }
 }

@@ -28,8 +28,14 @@ fn overflow<'a>(kind: &str) -> R<'a> {
 pub fn add<'a>(a: &[Value<'a>]) -> R<'a> {
     use Value::*;
     match (&a[0], &a[1]) {
-        (Int(x), Int(y)) => x.checked_add(*y).map(Int).map_or_else(|| overflow("int"), Ok),
-        (Uint(x), Uint(y)) => x.checked_add(*y).map(Uint).map_or_else(|| overflow("uint"), Ok),
+        (Int(x), Int(y)) => x
+            .checked_add(*y)
+            .map(Int)
+            .map_or_else(|| overflow("int"), Ok),
+        (Uint(x), Uint(y)) => x
+            .checked_add(*y)
+            .map(Uint)
+            .map_or_else(|| overflow("uint"), Ok),
         (Double(x), Double(y)) => Ok(Double(x + y)),
         (String(x), String(y)) => {
             let mut s = std::string::String::with_capacity(x.as_str().len() + y.as_str().len());
@@ -49,7 +55,10 @@ pub fn add<'a>(a: &[Value<'a>]) -> R<'a> {
             v.extend(y.iter());
             Ok(Value::list(v))
         }
-        (Duration(x), Duration(y)) => x.checked_add(*y).map(Duration).map_or_else(|| overflow("duration"), Ok),
+        (Duration(x), Duration(y)) => x
+            .checked_add(*y)
+            .map(Duration)
+            .map_or_else(|| overflow("duration"), Ok),
         (Timestamp(t), Duration(d)) | (Duration(d), Timestamp(t)) => timestamp_add(*t, *d),
         _ => no_overload(),
     }
@@ -58,17 +67,28 @@ pub fn add<'a>(a: &[Value<'a>]) -> R<'a> {
 pub fn sub<'a>(a: &[Value<'a>]) -> R<'a> {
     use Value::*;
     match (&a[0], &a[1]) {
-        (Int(x), Int(y)) => x.checked_sub(*y).map(Int).map_or_else(|| overflow("int"), Ok),
-        (Uint(x), Uint(y)) => x.checked_sub(*y).map(Uint).map_or_else(|| overflow("uint"), Ok),
+        (Int(x), Int(y)) => x
+            .checked_sub(*y)
+            .map(Int)
+            .map_or_else(|| overflow("int"), Ok),
+        (Uint(x), Uint(y)) => x
+            .checked_sub(*y)
+            .map(Uint)
+            .map_or_else(|| overflow("uint"), Ok),
         (Double(x), Double(y)) => Ok(Double(x - y)),
-        (Duration(x), Duration(y)) => x.checked_sub(*y).map(Duration).map_or_else(|| overflow("duration"), Ok),
+        (Duration(x), Duration(y)) => x
+            .checked_sub(*y)
+            .map(Duration)
+            .map_or_else(|| overflow("duration"), Ok),
         (Timestamp(t), Duration(d)) => match d.checked_neg() {
             Some(n) => timestamp_add(*t, n),
             None => overflow("timestamp"),
         },
         (Timestamp(x), Timestamp(y)) => {
             let nanos = x.as_nanosecond() - y.as_nanosecond();
-            i64::try_from(nanos).map(Duration).map_or_else(|_| overflow("duration"), Ok)
+            i64::try_from(nanos)
+                .map(Duration)
+                .map_or_else(|_| overflow("duration"), Ok)
         }
         _ => no_overload(),
     }
@@ -77,8 +97,14 @@ pub fn sub<'a>(a: &[Value<'a>]) -> R<'a> {
 pub fn mul<'a>(a: &[Value<'a>]) -> R<'a> {
     use Value::*;
     match (&a[0], &a[1]) {
-        (Int(x), Int(y)) => x.checked_mul(*y).map(Int).map_or_else(|| overflow("int"), Ok),
-        (Uint(x), Uint(y)) => x.checked_mul(*y).map(Uint).map_or_else(|| overflow("uint"), Ok),
+        (Int(x), Int(y)) => x
+            .checked_mul(*y)
+            .map(Int)
+            .map_or_else(|| overflow("int"), Ok),
+        (Uint(x), Uint(y)) => x
+            .checked_mul(*y)
+            .map(Uint)
+            .map_or_else(|| overflow("uint"), Ok),
         (Double(x), Double(y)) => Ok(Double(x * y)),
         _ => no_overload(),
     }
@@ -88,7 +114,10 @@ pub fn div<'a>(a: &[Value<'a>]) -> R<'a> {
     use Value::*;
     match (&a[0], &a[1]) {
         (Int(_), Int(0)) | (Uint(_), Uint(0)) => Err(EvalError::new("division by zero")),
-        (Int(x), Int(y)) => x.checked_div(*y).map(Int).map_or_else(|| overflow("int"), Ok),
+        (Int(x), Int(y)) => x
+            .checked_div(*y)
+            .map(Int)
+            .map_or_else(|| overflow("int"), Ok),
         (Uint(x), Uint(y)) => Ok(Uint(x / y)),
         (Double(x), Double(y)) => Ok(Double(x / y)),
         _ => no_overload(),
@@ -99,7 +128,10 @@ pub fn rem<'a>(a: &[Value<'a>]) -> R<'a> {
     use Value::*;
     match (&a[0], &a[1]) {
         (Int(_), Int(0)) | (Uint(_), Uint(0)) => Err(EvalError::new("modulus by zero")),
-        (Int(x), Int(y)) => x.checked_rem(*y).map(Int).map_or_else(|| overflow("int"), Ok),
+        (Int(x), Int(y)) => x
+            .checked_rem(*y)
+            .map(Int)
+            .map_or_else(|| overflow("int"), Ok),
         (Uint(x), Uint(y)) => Ok(Uint(x % y)),
         _ => no_overload(),
     }
@@ -107,7 +139,10 @@ pub fn rem<'a>(a: &[Value<'a>]) -> R<'a> {
 
 pub fn neg<'a>(a: &[Value<'a>]) -> R<'a> {
     match &a[0] {
-        Value::Int(x) => x.checked_neg().map(Value::Int).map_or_else(|| overflow("int"), Ok),
+        Value::Int(x) => x
+            .checked_neg()
+            .map(Value::Int)
+            .map_or_else(|| overflow("int"), Ok),
         Value::Double(x) => Ok(Value::Double(-x)),
         _ => no_overload(),
     }
@@ -160,7 +195,9 @@ pub fn in_<'a>(a: &[Value<'a>]) -> R<'a> {
 }
 
 pub fn size<'a>(a: &[Value<'a>]) -> R<'a> {
-    a[0].size().map(|s| Value::Int(s as i64)).map_or_else(no_overload, Ok)
+    a[0].size()
+        .map(|s| Value::Int(s as i64))
+        .map_or_else(no_overload, Ok)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -186,7 +223,10 @@ pub fn ends_with<'a>(a: &[Value<'a>]) -> R<'a> {
 /// follows cel-go's.
 pub fn compile_regex(pattern: &str) -> Result<regex::Regex, EvalError> {
     regex::Regex::new(pattern).map_err(|e| {
-        EvalError::new(format!("error parsing regexp: {}", e.to_string().lines().last().unwrap_or("invalid")))
+        EvalError::new(format!(
+            "error parsing regexp: {}",
+            e.to_string().lines().last().unwrap_or("invalid")
+        ))
     })
 }
 
@@ -201,10 +241,12 @@ pub fn matches<'a>(a: &[Value<'a>]) -> R<'a> {
 pub fn to_int<'a>(a: &[Value<'a>]) -> R<'a> {
     match &a[0] {
         Value::Int(i) => Ok(Value::Int(*i)),
-        Value::Uint(u) => i64::try_from(*u).map(Value::Int).map_err(|_| EvalError::new("integer overflow")),
+        Value::Uint(u) => i64::try_from(*u)
+            .map(Value::Int)
+            .map_err(|_| EvalError::new("integer overflow")),
         Value::Double(d) => {
-            // Both ends are exclusive: ±2^63 does not fit, as cel-go checks.
-            if d.is_nan() || *d <= -9.223372036854775808e18 || *d >= 9.223372036854775807e18 {
+            // Both ends are exclusive: ±2^63 (`i64::MIN/MAX as f64`) does not fit, as cel-go checks.
+            if d.is_nan() || *d <= i64::MIN as f64 || *d >= i64::MAX as f64 {
                 return Err(EvalError::new("integer overflow"));
             }
             Ok(Value::Int(d.trunc() as i64))
@@ -223,7 +265,9 @@ pub fn to_int<'a>(a: &[Value<'a>]) -> R<'a> {
 pub fn to_uint<'a>(a: &[Value<'a>]) -> R<'a> {
     match &a[0] {
         Value::Uint(u) => Ok(Value::Uint(*u)),
-        Value::Int(i) => u64::try_from(*i).map(Value::Uint).map_err(|_| EvalError::new("unsigned integer overflow")),
+        Value::Int(i) => u64::try_from(*i)
+            .map(Value::Uint)
+            .map_err(|_| EvalError::new("unsigned integer overflow")),
         Value::Double(d) => {
             if d.is_nan() || *d <= -1.0 || *d >= 1.8446744073709552e19 {
                 return Err(EvalError::new("unsigned integer overflow"));
@@ -257,10 +301,18 @@ fn parse_go_float(s: &str) -> Option<f64> {
     let body = s.strip_prefix(['+', '-']).unwrap_or(s);
     let lower = body.to_ascii_lowercase();
     if matches!(lower.as_str(), "inf" | "infinity" | "nan") {
-        let v = if lower == "nan" { f64::NAN } else { f64::INFINITY };
+        let v = if lower == "nan" {
+            f64::NAN
+        } else {
+            f64::INFINITY
+        };
         return Some(if s.starts_with('-') { -v } else { v });
     }
-    if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-')) {
+    if body.is_empty()
+        || !body
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+    {
         return None;
     }
     s.parse::<f64>().ok()
@@ -275,7 +327,11 @@ pub fn to_string<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::Double(d) => Value::string(format_double(*d)),
         Value::Bytes(b) => match std::str::from_utf8(b) {
             Ok(s) => Value::string(s),
-            Err(_) => return Err(EvalError::new("invalid UTF-8 in bytes, cannot convert to string")),
+            Err(_) => {
+                return Err(EvalError::new(
+                    "invalid UTF-8 in bytes, cannot convert to string",
+                ))
+            }
         },
         Value::Timestamp(t) => Value::string(format_timestamp(*t)),
         Value::Duration(d) => Value::string(format_duration(*d)),
@@ -294,10 +350,18 @@ pub fn format_double(d: f64) -> String {
         return "NaN".into();
     }
     if d.is_infinite() {
-        return if d > 0.0 { "+Inf".into() } else { "-Inf".into() };
+        return if d > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
     }
     if d == 0.0 {
-        return if d.is_sign_negative() { "-0".into() } else { "0".into() };
+        return if d.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
     }
     // Rust's `{:e}` gives the shortest round-trip digits: `1.2345e4`.
     let sci = format!("{d:e}");
@@ -325,7 +389,9 @@ pub fn to_bool<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::String(s) => match s.as_str() {
             "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(Value::Bool(true)),
             "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(Value::Bool(false)),
-            other => Err(EvalError::new(format!("type conversion error from 'string' to 'bool': {other}"))),
+            other => Err(EvalError::new(format!(
+                "type conversion error from 'string' to 'bool': {other}"
+            ))),
         },
         _ => no_overload(),
     }
@@ -370,9 +436,14 @@ pub fn to_timestamp<'a>(a: &[Value<'a>]) -> R<'a> {
             Ok(t) => check_ts(t),
             Err(_) => Err(EvalError::new("timestamp out of range")),
         },
-        Value::String(s) => parse_rfc3339(s.as_str()).map(Value::Timestamp).ok_or_else(|| {
-            EvalError::new(format!("type conversion error from 'string' to 'google.protobuf.Timestamp': {}", s.as_str()))
-        }),
+        Value::String(s) => parse_rfc3339(s.as_str())
+            .map(Value::Timestamp)
+            .ok_or_else(|| {
+                EvalError::new(format!(
+                    "type conversion error from 'string' to 'google.protobuf.Timestamp': {}",
+                    s.as_str()
+                ))
+            }),
         _ => no_overload(),
     }
 }
@@ -387,7 +458,13 @@ pub fn parse_rfc3339(s: &str) -> Option<jiff::Timestamp> {
         }
         part.parse().ok()
     };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
@@ -425,7 +502,12 @@ pub fn parse_rfc3339(s: &str) -> Option<jiff::Timestamp> {
     if hour > 23 || minute > 59 || second > 59 {
         return None;
     }
-    let date = jiff::civil::Date::new(i16::try_from(year).ok()?, i8::try_from(month).ok()?, i8::try_from(day).ok()?).ok()?;
+    let date = jiff::civil::Date::new(
+        i16::try_from(year).ok()?,
+        i8::try_from(month).ok()?,
+        i8::try_from(day).ok()?,
+    )
+    .ok()?;
     let dt = date.at(hour as i8, minute as i8, second as i8, nanos as i32);
     let offset = jiff::tz::Offset::from_seconds(offset_secs).ok()?;
     let ts = offset.to_timestamp(dt).ok()?;
@@ -472,10 +554,17 @@ pub fn format_duration(nanos: i64) -> String {
 pub fn to_duration<'a>(a: &[Value<'a>]) -> R<'a> {
     match &a[0] {
         Value::Duration(_) => Ok(a[0].clone()),
-        Value::String(s) => parse_go_duration(s.as_str()).map(Value::Duration).ok_or_else(|| {
-            EvalError::new(format!("type conversion error from 'string' to 'google.protobuf.Duration': {}", s.as_str()))
-        }),
-        Value::Int(_) => Err(EvalError::new("type conversion error from 'int' to 'google.protobuf.Duration'")),
+        Value::String(s) => parse_go_duration(s.as_str())
+            .map(Value::Duration)
+            .ok_or_else(|| {
+                EvalError::new(format!(
+                    "type conversion error from 'string' to 'google.protobuf.Duration': {}",
+                    s.as_str()
+                ))
+            }),
+        Value::Int(_) => Err(EvalError::new(
+            "type conversion error from 'int' to 'google.protobuf.Duration'",
+        )),
         _ => no_overload(),
     }
 }
@@ -495,7 +584,9 @@ pub fn parse_go_duration(s: &str) -> Option<i64> {
     }
     let mut total: u128 = 0;
     while !rest.is_empty() {
-        let int_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let int_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let int_part = &rest[..int_end];
         rest = &rest[int_end..];
         let mut frac_part = "";
@@ -507,7 +598,9 @@ pub fn parse_go_duration(s: &str) -> Option<i64> {
         if int_part.is_empty() && frac_part.is_empty() {
             return None;
         }
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let unit: u128 = match &rest[..unit_end] {
             "ns" => 1,
             "us" | "µs" | "μs" => 1_000,
@@ -518,7 +611,11 @@ pub fn parse_go_duration(s: &str) -> Option<i64> {
             _ => return None,
         };
         rest = &rest[unit_end..];
-        let whole: u128 = if int_part.is_empty() { 0 } else { int_part.parse().ok()? };
+        let whole: u128 = if int_part.is_empty() {
+            0
+        } else {
+            int_part.parse().ok()?
+        };
         let mut v = whole.checked_mul(unit)?;
         if !frac_part.is_empty() {
             let digits = &frac_part[..frac_part.len().min(30)];
@@ -544,7 +641,13 @@ fn time_zone(name: &str) -> Result<jiff::tz::TimeZone, EvalError> {
         _ => (false, name),
     };
     let bytes = unsigned.as_bytes();
-    if bytes.len() == 5 && bytes[2] == b':' && bytes.iter().enumerate().all(|(i, b)| i == 2 || b.is_ascii_digit()) {
+    if bytes.len() == 5
+        && bytes[2] == b':'
+        && bytes
+            .iter()
+            .enumerate()
+            .all(|(i, b)| i == 2 || b.is_ascii_digit())
+    {
         let h: i32 = unsigned[0..2].parse().map_err(|_| bad_zone(name))?;
         let m: i32 = unsigned[3..5].parse().map_err(|_| bad_zone(name))?;
         let secs = (h * 3600 + m * 60) * if negative { -1 } else { 1 };
@@ -590,14 +693,32 @@ macro_rules! accessor {
 
 accessor!(get_full_year, |dt| i64::from(dt.year()), |_d| None);
 accessor!(get_month, |dt| i64::from(dt.month()) - 1, |_d| None);
-accessor!(get_day_of_year, |dt| i64::from(dt.day_of_year()) - 1, |_d| None);
+accessor!(
+    get_day_of_year,
+    |dt| i64::from(dt.day_of_year()) - 1,
+    |_d| None
+);
 accessor!(get_day_of_month, |dt| i64::from(dt.day()) - 1, |_d| None);
 accessor!(get_date, |dt| i64::from(dt.day()), |_d| None);
-accessor!(get_day_of_week, |dt| i64::from(dt.weekday().to_sunday_zero_offset()), |_d| None);
-accessor!(get_hours, |dt| i64::from(dt.hour()), |d| Some(d / 3_600_000_000_000));
-accessor!(get_minutes, |dt| i64::from(dt.minute()), |d| Some(d / 60_000_000_000));
-accessor!(get_seconds, |dt| i64::from(dt.second()), |d| Some(d / 1_000_000_000));
-accessor!(get_milliseconds, |dt| i64::from(dt.subsec_nanosecond() / 1_000_000), |d| Some(d / 1_000_000));
+accessor!(
+    get_day_of_week,
+    |dt| i64::from(dt.weekday().to_sunday_zero_offset()),
+    |_d| None
+);
+accessor!(get_hours, |dt| i64::from(dt.hour()), |d| Some(
+    d / 3_600_000_000_000
+));
+accessor!(get_minutes, |dt| i64::from(dt.minute()), |d| Some(
+    d / 60_000_000_000
+));
+accessor!(get_seconds, |dt| i64::from(dt.second()), |d| Some(
+    d / 1_000_000_000
+));
+accessor!(
+    get_milliseconds,
+    |dt| i64::from(dt.subsec_nanosecond() / 1_000_000),
+    |d| Some(d / 1_000_000)
+);
 
 // ---------------------------------------------------------------------------------------
 // Helpers shared with output and other libraries
@@ -606,7 +727,10 @@ pub fn base64_encode(data: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
         for i in 0..4 {
             if i <= chunk.len() {
                 out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);

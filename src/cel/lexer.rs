@@ -111,8 +111,22 @@ impl Tok {
 
 /// Words CEL reserves: they cannot name a variable or function, but may follow a dot.
 const RESERVED: [&str; 16] = [
-    "as", "break", "const", "continue", "else", "for", "function", "if", "import", "let", "loop",
-    "package", "namespace", "return", "var", "void",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
 ];
 
 pub fn is_reserved(word: &str) -> bool {
@@ -121,17 +135,29 @@ pub fn is_reserved(word: &str) -> bool {
 
 /// Splits `src` into tokens, ending with [`Tok::Eof`].
 pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
-    let mut lx = Lexer { src, bytes: src.as_bytes(), pos: 0 };
+    let mut lx = Lexer {
+        src,
+        bytes: src.as_bytes(),
+        pos: 0,
+    };
     let mut out = Vec::with_capacity(src.len() / 3 + 1);
     loop {
         lx.skip_space_and_comments();
         let start = lx.pos;
         if start >= lx.bytes.len() {
-            out.push(Token { kind: Tok::Eof, start, end: start });
+            out.push(Token {
+                kind: Tok::Eof,
+                start,
+                end: start,
+            });
             return Ok(out);
         }
         let kind = lx.next_token()?;
-        out.push(Token { kind, start, end: lx.pos });
+        out.push(Token {
+            kind,
+            start,
+            end: lx.pos,
+        });
     }
 }
 
@@ -147,7 +173,10 @@ impl Lexer<'_> {
     }
 
     fn err(&self, at: usize, msg: impl Into<String>) -> SyntaxError {
-        SyntaxError { offset: at, message: msg.into() }
+        SyntaxError {
+            offset: at,
+            message: msg.into(),
+        }
     }
 
     fn skip_space_and_comments(&mut self) {
@@ -207,7 +236,10 @@ impl Lexer<'_> {
             c if c == b'_' || c.is_ascii_alphabetic() => Ok(self.ident()),
             _ => {
                 let ch = self.src[self.pos..].chars().next().unwrap_or('?');
-                Err(self.err(self.pos, format!("Syntax error: token recognition error at: '{ch}'")))
+                Err(self.err(
+                    self.pos,
+                    format!("Syntax error: token recognition error at: '{ch}'"),
+                ))
             }
         }
     }
@@ -218,7 +250,8 @@ impl Lexer<'_> {
         let start = self.pos;
         self.pos += 1;
         let body_start = self.pos;
-        while matches!(self.peek(0), b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'/' | b' ') {
+        while matches!(self.peek(0), b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'/' | b' ')
+        {
             self.pos += 1;
         }
         if self.peek(0) != b'`' || self.pos == body_start {
@@ -309,10 +342,12 @@ impl Lexer<'_> {
         }
         let text = &self.src[start..self.pos];
         if is_float {
-            return text
-                .parse::<f64>()
-                .map(Tok::Double)
-                .map_err(|_| self.err(start, format!("Syntax error: invalid double literal '{text}'")));
+            return text.parse::<f64>().map(Tok::Double).map_err(|_| {
+                self.err(
+                    start,
+                    format!("Syntax error: invalid double literal '{text}'"),
+                )
+            });
         }
         Ok(self.int_suffix(text.parse::<u64>().ok()))
     }
@@ -457,34 +492,43 @@ mod tests {
 
     #[test]
     fn numbers() {
-        assert_eq!(kinds("1 0x1F 2u 1.5 1e3 .5"), vec![
-            Tok::Int(1),
-            Tok::Int(31),
-            Tok::Uint(2),
-            Tok::Double(1.5),
-            Tok::Double(1000.0),
-            Tok::Double(0.5),
-            Tok::Eof
-        ]);
+        assert_eq!(
+            kinds("1 0x1F 2u 1.5 1e3 .5"),
+            vec![
+                Tok::Int(1),
+                Tok::Int(31),
+                Tok::Uint(2),
+                Tok::Double(1.5),
+                Tok::Double(1000.0),
+                Tok::Double(0.5),
+                Tok::Eof
+            ]
+        );
         assert_eq!(kinds("18446744073709551616")[0], Tok::IntOverflow);
     }
 
     #[test]
     fn strings_and_escapes() {
-        assert_eq!(kinds(r#"'a\n' "\x41\u00e9" r'\n' b'\xff' '''x'y'''"#), vec![
-            Tok::Str("a\n".into()),
-            Tok::Str("Aé".into()),
-            Tok::Str("\\n".into()),
-            Tok::Bytes(vec![0xff]),
-            Tok::Str("x'y".into()),
-            Tok::Eof
-        ]);
+        assert_eq!(
+            kinds(r#"'a\n' "\x41\u00e9" r'\n' b'\xff' '''x'y'''"#),
+            vec![
+                Tok::Str("a\n".into()),
+                Tok::Str("Aé".into()),
+                Tok::Str("\\n".into()),
+                Tok::Bytes(vec![0xff]),
+                Tok::Str("x'y".into()),
+                Tok::Eof
+            ]
+        );
         assert!(tokenize("'abc").is_err());
         assert!(tokenize(r"'\q'").is_err());
     }
 
     #[test]
     fn reserved_and_comments() {
-        assert_eq!(kinds("in // comment\n if"), vec![Tok::In, Tok::Reserved("if"), Tok::Eof]);
+        assert_eq!(
+            kinds("in // comment\n if"),
+            vec![Tok::In, Tok::Reserved("if"), Tok::Eof]
+        );
     }
 }

@@ -13,6 +13,8 @@ use super::value::Value;
 
 pub type Imp = for<'a> fn(&[Value<'a>]) -> Result<Value<'a>, EvalError>;
 pub type CostFn = for<'a> fn(&[Value<'a>]) -> u64;
+/// How a library adds a function: `add(name, [(signature, since)], imp, cost)`.
+pub type Register<'r> = &'r mut dyn FnMut(&'static str, &[(&str, u16)], Imp, Cost);
 
 /// How a call is charged once its arguments are known.
 #[derive(Clone, Copy)]
@@ -28,7 +30,9 @@ impl Cost {
     pub fn charge(&self, args: &[Value<'_>]) -> u64 {
         match self {
             Cost::One => 1,
-            Cost::Traverse(i, factor) => args.get(*i).map_or(1, |v| (v.cost_size() as f64 * factor).ceil() as u64),
+            Cost::Traverse(i, factor) => args
+                .get(*i)
+                .map_or(1, |v| (v.cost_size() as f64 * factor).ceil() as u64),
             Cost::Custom(f) => f(args),
         }
     }
@@ -71,8 +75,19 @@ struct Builder {
 
 impl Builder {
     fn add(&mut self, name: &'static str, sigs: &[(&str, u16)], imp: Imp, cost: Cost) {
-        let overloads = sigs.iter().map(|(s, v)| Overload { sig: parse_signature(s), since: *v }).collect();
-        self.fns.push(Function { name, overloads, imp, cost });
+        let overloads = sigs
+            .iter()
+            .map(|(s, v)| Overload {
+                sig: parse_signature(s),
+                since: *v,
+            })
+            .collect();
+        self.fns.push(Function {
+            name,
+            overloads,
+            imp,
+            cost,
+        });
     }
 
     fn always(&mut self, name: &'static str, sigs: &[&str], imp: Imp, cost: Cost) {
@@ -219,9 +234,32 @@ fn standard(b: &mut Builder) {
         f::sub,
         Cost::One,
     );
-    b.always("_*_", &["(int, int) int", "(uint, uint) uint", "(double, double) double"], f::mul, Cost::One);
-    b.always("_/_", &["(int, int) int", "(uint, uint) uint", "(double, double) double"], f::div, Cost::One);
-    b.always("_%_", &["(int, int) int", "(uint, uint) uint"], f::rem, Cost::One);
+    b.always(
+        "_*_",
+        &[
+            "(int, int) int",
+            "(uint, uint) uint",
+            "(double, double) double",
+        ],
+        f::mul,
+        Cost::One,
+    );
+    b.always(
+        "_/_",
+        &[
+            "(int, int) int",
+            "(uint, uint) uint",
+            "(double, double) double",
+        ],
+        f::div,
+        Cost::One,
+    );
+    b.always(
+        "_%_",
+        &["(int, int) int", "(uint, uint) uint"],
+        f::rem,
+        Cost::One,
+    );
     b.always("-_", &["(int) int", "(double) double"], f::neg, Cost::One);
     b.always("!_", &["(bool) bool"], f::not, Cost::One);
     b.always("_==_", &["(A, A) bool"], f::eq, Cost::Custom(cost_compare));
@@ -230,7 +268,12 @@ fn standard(b: &mut Builder) {
     ordering(b, "_<=_", f::le);
     ordering(b, "_>_", f::gt);
     ordering(b, "_>=_", f::ge);
-    b.always("@in", &["(A, list(A)) bool", "(A, map(A, B)) bool"], f::in_, Cost::Custom(cost_in));
+    b.always(
+        "@in",
+        &["(A, list(A)) bool", "(A, map(A, B)) bool"],
+        f::in_,
+        Cost::Custom(cost_in),
+    );
     b.always(
         "size",
         &[
@@ -246,20 +289,62 @@ fn standard(b: &mut Builder) {
         f::size,
         Cost::One,
     );
-    b.always("contains", &["string.(string) bool"], f::contains, Cost::Custom(cost_contains));
-    b.always("startsWith", &["string.(string) bool"], f::starts_with, Cost::Traverse(0, 0.1));
-    b.always("endsWith", &["string.(string) bool"], f::ends_with, Cost::Traverse(0, 0.1));
-    b.always("matches", &["(string, string) bool", "string.(string) bool"], f::matches, Cost::Custom(cost_regex));
+    b.always(
+        "contains",
+        &["string.(string) bool"],
+        f::contains,
+        Cost::Custom(cost_contains),
+    );
+    b.always(
+        "startsWith",
+        &["string.(string) bool"],
+        f::starts_with,
+        Cost::Traverse(0, 0.1),
+    );
+    b.always(
+        "endsWith",
+        &["string.(string) bool"],
+        f::ends_with,
+        Cost::Traverse(0, 0.1),
+    );
+    b.always(
+        "matches",
+        &["(string, string) bool", "string.(string) bool"],
+        f::matches,
+        Cost::Custom(cost_regex),
+    );
     b.always(
         "int",
-        &["(int) int", "(uint) int", "(double) int", "(string) int", "(timestamp) int", "(duration) int"],
+        &[
+            "(int) int",
+            "(uint) int",
+            "(double) int",
+            "(string) int",
+            "(timestamp) int",
+            "(duration) int",
+        ],
         f::to_int,
         Cost::One,
     );
-    b.always("uint", &["(uint) uint", "(int) uint", "(double) uint", "(string) uint"], f::to_uint, Cost::One);
+    b.always(
+        "uint",
+        &[
+            "(uint) uint",
+            "(int) uint",
+            "(double) uint",
+            "(string) uint",
+        ],
+        f::to_uint,
+        Cost::One,
+    );
     b.always(
         "double",
-        &["(double) double", "(int) double", "(uint) double", "(string) double"],
+        &[
+            "(double) double",
+            "(int) double",
+            "(uint) double",
+            "(string) double",
+        ],
         f::to_double,
         Cost::One,
     );
@@ -276,14 +361,46 @@ fn standard(b: &mut Builder) {
     .iter()
     .map(|s| (*s, since::ALWAYS))
     .collect();
-    string_sigs.extend([("(net.IP) string", since::IP_CIDR), ("(net.CIDR) string", since::IP_CIDR)]);
-    b.add("string", &string_sigs, f::to_string, Cost::Custom(cost_string_conversion));
-    b.always("bytes", &["(bytes) bytes", "(string) bytes"], f::to_bytes, Cost::Custom(cost_string_conversion));
-    b.always("bool", &["(bool) bool", "(string) bool"], f::to_bool, Cost::One);
+    string_sigs.extend([
+        ("(net.IP) string", since::IP_CIDR),
+        ("(net.CIDR) string", since::IP_CIDR),
+    ]);
+    b.add(
+        "string",
+        &string_sigs,
+        f::to_string,
+        Cost::Custom(cost_string_conversion),
+    );
+    b.always(
+        "bytes",
+        &["(bytes) bytes", "(string) bytes"],
+        f::to_bytes,
+        Cost::Custom(cost_string_conversion),
+    );
+    b.always(
+        "bool",
+        &["(bool) bool", "(string) bool"],
+        f::to_bool,
+        Cost::One,
+    );
     b.always("dyn", &["(A) dyn"], f::dyn_, Cost::One);
     b.always("type", &["(A) type(A)"], f::type_of, Cost::One);
-    b.always("duration", &["(duration) duration", "(string) duration", "(int) duration"], f::to_duration, Cost::One);
-    b.always("timestamp", &["(timestamp) timestamp", "(string) timestamp", "(int) timestamp"], f::to_timestamp, Cost::One);
+    b.always(
+        "duration",
+        &["(duration) duration", "(string) duration", "(int) duration"],
+        f::to_duration,
+        Cost::One,
+    );
+    b.always(
+        "timestamp",
+        &[
+            "(timestamp) timestamp",
+            "(string) timestamp",
+            "(int) timestamp",
+        ],
+        f::to_timestamp,
+        Cost::One,
+    );
     let ts_only: [(&'static str, Imp); 6] = [
         ("getFullYear", f::get_full_year),
         ("getMonth", f::get_month),
@@ -293,7 +410,12 @@ fn standard(b: &mut Builder) {
         ("getDayOfWeek", f::get_day_of_week),
     ];
     for (name, imp) in ts_only {
-        b.always(name, &["timestamp.() int", "timestamp.(string) int"], imp, Cost::One);
+        b.always(
+            name,
+            &["timestamp.() int", "timestamp.(string) int"],
+            imp,
+            Cost::One,
+        );
     }
     let both: [(&'static str, Imp); 4] = [
         ("getHours", f::get_hours),
@@ -302,7 +424,16 @@ fn standard(b: &mut Builder) {
         ("getMilliseconds", f::get_milliseconds),
     ];
     for (name, imp) in both {
-        b.always(name, &["timestamp.() int", "timestamp.(string) int", "duration.() int"], imp, Cost::One);
+        b.always(
+            name,
+            &[
+                "timestamp.() int",
+                "timestamp.(string) int",
+                "duration.() int",
+            ],
+            imp,
+            Cost::One,
+        );
     }
 }
 
@@ -328,24 +459,80 @@ fn strings(b: &mut Builder) {
         ext::last_index_of,
         Cost::Custom(cost_traversal),
     );
-    b.always("lowerAscii", &["string.() string"], ext::lower_ascii, Cost::Traverse(0, 0.1));
-    b.always("upperAscii", &["string.() string"], ext::upper_ascii, Cost::Traverse(0, 0.1));
+    b.always(
+        "lowerAscii",
+        &["string.() string"],
+        ext::lower_ascii,
+        Cost::Traverse(0, 0.1),
+    );
+    b.always(
+        "upperAscii",
+        &["string.() string"],
+        ext::upper_ascii,
+        Cost::Traverse(0, 0.1),
+    );
     b.always(
         "replace",
-        &["string.(string, string) string", "string.(string, string, int) string"],
+        &[
+            "string.(string, string) string",
+            "string.(string, string, int) string",
+        ],
         ext::replace,
         Cost::Traverse(0, 0.2),
     );
-    b.always("split", &["string.(string) list(string)", "string.(string, int) list(string)"], ext::split, Cost::Traverse(0, 0.2));
-    b.always("substring", &["string.(int) string", "string.(int, int) string"], ext::substring, Cost::Traverse(0, 0.1));
-    b.always("trim", &["string.() string"], ext::trim, Cost::Traverse(0, 0.1));
-    b.always("join", &["list(string).() string", "list(string).(string) string"], ext::join, Cost::Custom(cost_join));
-    b.at(since::STRINGS_V2, "format", &["string.(list(dyn)) string"], ext::format, Cost::Traverse(0, 0.1));
-    b.at(since::STRINGS_V2, "strings.quote", &["(string) string"], ext::quote, Cost::Traverse(0, 0.1));
-    b.always("find", &["string.(string) string"], ext::find, Cost::Custom(cost_regex));
+    b.always(
+        "split",
+        &[
+            "string.(string) list(string)",
+            "string.(string, int) list(string)",
+        ],
+        ext::split,
+        Cost::Traverse(0, 0.2),
+    );
+    b.always(
+        "substring",
+        &["string.(int) string", "string.(int, int) string"],
+        ext::substring,
+        Cost::Traverse(0, 0.1),
+    );
+    b.always(
+        "trim",
+        &["string.() string"],
+        ext::trim,
+        Cost::Traverse(0, 0.1),
+    );
+    b.always(
+        "join",
+        &["list(string).() string", "list(string).(string) string"],
+        ext::join,
+        Cost::Custom(cost_join),
+    );
+    b.at(
+        since::STRINGS_V2,
+        "format",
+        &["string.(list(dyn)) string"],
+        ext::format,
+        Cost::Traverse(0, 0.1),
+    );
+    b.at(
+        since::STRINGS_V2,
+        "strings.quote",
+        &["(string) string"],
+        ext::quote,
+        Cost::Traverse(0, 0.1),
+    );
+    b.always(
+        "find",
+        &["string.(string) string"],
+        ext::find,
+        Cost::Custom(cost_regex),
+    );
     b.always(
         "findAll",
-        &["string.(string) list(string)", "string.(string, int) list(string)"],
+        &[
+            "string.(string) list(string)",
+            "string.(string, int) list(string)",
+        ],
         ext::find_all,
         Cost::Custom(cost_regex),
     );
@@ -354,7 +541,8 @@ fn strings(b: &mut Builder) {
 fn cost_join(a: &[Value<'_>]) -> u64 {
     let Value::List(l) = &a[0] else { return 1 };
     let sep = a.get(1).map_or(0, |s| s.cost_size());
-    let total: u64 = l.iter().map(|e| e.cost_size()).sum::<u64>() + sep * (l.len().saturating_sub(1) as u64);
+    let total: u64 =
+        l.iter().map(|e| e.cost_size()).sum::<u64>() + sep * (l.len().saturating_sub(1) as u64);
     (total as f64 * 0.2).ceil() as u64
 }
 
@@ -376,12 +564,44 @@ fn cost_sets_equivalent(a: &[Value<'_>]) -> u64 {
 }
 
 fn lists_and_sets(b: &mut Builder) {
-    b.always("isSorted", &["list(A).() bool"], ext::is_sorted, Cost::Custom(cost_traversal));
-    b.always("sum", &["list(A).() A"], ext::sum, Cost::Custom(cost_traversal));
-    b.always("min", &["list(A).() A"], ext::min, Cost::Custom(cost_traversal));
-    b.always("max", &["list(A).() A"], ext::max, Cost::Custom(cost_traversal));
-    b.at(since::K8S_LISTS_V1, "includes", &["dyn.(dyn) bool"], ext::includes, Cost::Custom(cost_traversal));
-    b.at(since::LISTS_V3, "slice", &["list(A).(int, int) list(A)"], ext::slice, Cost::Custom(cost_list_result));
+    b.always(
+        "isSorted",
+        &["list(A).() bool"],
+        ext::is_sorted,
+        Cost::Custom(cost_traversal),
+    );
+    b.always(
+        "sum",
+        &["list(A).() A"],
+        ext::sum,
+        Cost::Custom(cost_traversal),
+    );
+    b.always(
+        "min",
+        &["list(A).() A"],
+        ext::min,
+        Cost::Custom(cost_traversal),
+    );
+    b.always(
+        "max",
+        &["list(A).() A"],
+        ext::max,
+        Cost::Custom(cost_traversal),
+    );
+    b.at(
+        since::K8S_LISTS_V1,
+        "includes",
+        &["dyn.(dyn) bool"],
+        ext::includes,
+        Cost::Custom(cost_traversal),
+    );
+    b.at(
+        since::LISTS_V3,
+        "slice",
+        &["list(A).(int, int) list(A)"],
+        ext::slice,
+        Cost::Custom(cost_list_result),
+    );
     b.at(
         since::LISTS_V3,
         "flatten",
@@ -389,11 +609,41 @@ fn lists_and_sets(b: &mut Builder) {
         ext::flatten,
         Cost::Custom(cost_list_result),
     );
-    b.at(since::LISTS_V3, "sort", &["list(A).() list(A)"], ext::sort, Cost::Custom(cost_sort));
-    b.at(since::LISTS_V3, "distinct", &["list(A).() list(A)"], ext::distinct, Cost::Custom(cost_sort));
-    b.at(since::LISTS_V3, "reverse", &["list(A).() list(A)"], ext::reverse, Cost::Custom(cost_list_result));
-    b.at(since::LISTS_V3, "lists.range", &["(int) list(int)"], ext::range, Cost::Custom(cost_range));
-    b.at(since::SETS, "sets.contains", &["(list(A), list(A)) bool"], ext::sets_contains, Cost::Custom(cost_sets));
+    b.at(
+        since::LISTS_V3,
+        "sort",
+        &["list(A).() list(A)"],
+        ext::sort,
+        Cost::Custom(cost_sort),
+    );
+    b.at(
+        since::LISTS_V3,
+        "distinct",
+        &["list(A).() list(A)"],
+        ext::distinct,
+        Cost::Custom(cost_sort),
+    );
+    b.at(
+        since::LISTS_V3,
+        "reverse",
+        &["list(A).() list(A)"],
+        ext::reverse,
+        Cost::Custom(cost_list_result),
+    );
+    b.at(
+        since::LISTS_V3,
+        "lists.range",
+        &["(int) list(int)"],
+        ext::range,
+        Cost::Custom(cost_range),
+    );
+    b.at(
+        since::SETS,
+        "sets.contains",
+        &["(list(A), list(A)) bool"],
+        ext::sets_contains,
+        Cost::Custom(cost_sets),
+    );
     b.at(
         since::SETS,
         "sets.equivalent",
@@ -401,7 +651,13 @@ fn lists_and_sets(b: &mut Builder) {
         ext::sets_equivalent,
         Cost::Custom(cost_sets_equivalent),
     );
-    b.at(since::SETS, "sets.intersects", &["(list(A), list(A)) bool"], ext::sets_intersects, Cost::Custom(cost_sets));
+    b.at(
+        since::SETS,
+        "sets.intersects",
+        &["(list(A), list(A)) bool"],
+        ext::sets_intersects,
+        Cost::Custom(cost_sets),
+    );
 }
 
 fn cost_range(a: &[Value<'_>]) -> u64 {
@@ -413,17 +669,71 @@ fn cost_range(a: &[Value<'_>]) -> u64 {
 
 fn optional(b: &mut Builder) {
     let v = since::OPTIONAL;
-    b.at(v, "optional.of", &["(A) optional(A)"], ext::optional_of, Cost::One);
-    b.at(v, "optional.ofNonZeroValue", &["(A) optional(A)"], ext::optional_of_non_zero, Cost::One);
-    b.at(v, "optional.none", &["() optional(dyn)"], ext::optional_none, Cost::One);
-    b.at(v, "hasValue", &["optional(A).() bool"], ext::has_value, Cost::One);
+    b.at(
+        v,
+        "optional.of",
+        &["(A) optional(A)"],
+        ext::optional_of,
+        Cost::One,
+    );
+    b.at(
+        v,
+        "optional.ofNonZeroValue",
+        &["(A) optional(A)"],
+        ext::optional_of_non_zero,
+        Cost::One,
+    );
+    b.at(
+        v,
+        "optional.none",
+        &["() optional(dyn)"],
+        ext::optional_none,
+        Cost::One,
+    );
+    b.at(
+        v,
+        "hasValue",
+        &["optional(A).() bool"],
+        ext::has_value,
+        Cost::One,
+    );
     b.at(v, "value", &["optional(A).() A"], ext::value, Cost::One);
-    b.at(v, "or", &["optional(A).(optional(A)) optional(A)"], ext::or, Cost::One);
-    b.at(v, "orValue", &["optional(A).(A) A"], ext::or_value, Cost::One);
-    b.at(v, "first", &["list(A).() optional(A)"], ext::first, Cost::One);
+    b.at(
+        v,
+        "or",
+        &["optional(A).(optional(A)) optional(A)"],
+        ext::or,
+        Cost::One,
+    );
+    b.at(
+        v,
+        "orValue",
+        &["optional(A).(A) A"],
+        ext::or_value,
+        Cost::One,
+    );
+    b.at(
+        v,
+        "first",
+        &["list(A).() optional(A)"],
+        ext::first,
+        Cost::One,
+    );
     b.at(v, "last", &["list(A).() optional(A)"], ext::last, Cost::One);
-    b.at(v, "optional.unwrap", &["(list(optional(A))) list(A)"], ext::unwrap_opt, Cost::One);
-    b.at(v, "unwrapOpt", &["list(optional(A)).() list(A)"], ext::unwrap_opt, Cost::One);
+    b.at(
+        v,
+        "optional.unwrap",
+        &["(list(optional(A))) list(A)"],
+        ext::unwrap_opt,
+        Cost::One,
+    );
+    b.at(
+        v,
+        "unwrapOpt",
+        &["list(optional(A)).() list(A)"],
+        ext::unwrap_opt,
+        Cost::One,
+    );
 }
 
 #[cfg(test)]
@@ -436,7 +746,12 @@ mod tests {
         assert!(t.contains_key("_+_") && t.contains_key("sets.contains"));
         for f in t.values() {
             for o in &f.overloads {
-                assert!(!o.sig.to_string_lossy().contains("unknown"), "{}: {:?}", f.name, o.sig);
+                assert!(
+                    !o.sig.to_string_lossy().contains("unknown"),
+                    "{}: {:?}",
+                    f.name,
+                    o.sig
+                );
             }
         }
     }

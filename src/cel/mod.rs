@@ -19,6 +19,7 @@ pub mod library;
 pub mod parser;
 pub mod types;
 pub mod value;
+pub mod vap;
 
 pub use env::{Env, Program, NEWEST_MINOR};
 pub use error::{CompileError, EvalError};

@@ -23,7 +23,9 @@ pub fn parse(source: &str) -> Result<Expr, CompileError> {
     if size > MAX_CODE_POINTS {
         return Err(CompileError::general(
             source,
-            format!("expression code point size exceeds limit: size: {size}, limit {MAX_CODE_POINTS}"),
+            format!(
+                "expression code point size exceeds limit: size: {size}, limit {MAX_CODE_POINTS}"
+            ),
         ));
     }
     let tokens = tokenize(source).map_err(|e| CompileError::at(source, e.offset, e.message))?;
@@ -46,7 +48,10 @@ struct Parser {
 
 fn span(start: usize, end: usize) -> Span {
     // Sources are at most MAX_CODE_POINTS characters, so offsets fit u32.
-    Span { start: start as u32, end: end as u32 }
+    Span {
+        start: start as u32,
+        end: end as u32,
+    }
 }
 
 impl Parser {
@@ -112,11 +117,17 @@ impl Parser {
             Tok::Eof => "Syntax error: mismatched input '<EOF>'".to_string(),
             other => format!("Syntax error: extraneous input {}", other.describe()),
         };
-        SyntaxError { offset: self.start(), message }
+        SyntaxError {
+            offset: self.start(),
+            message,
+        }
     }
 
     fn too_deep(&self, at: usize) -> SyntaxError {
-        SyntaxError { offset: at, message: format!("expression recursion limit exceeded: {MAX_DEPTH}") }
+        SyntaxError {
+            offset: at,
+            message: format!("expression recursion limit exceeded: {MAX_DEPTH}"),
+        }
     }
 
     /// Builds a node whose children have the given depths, refusing trees deeper than the limit.
@@ -131,7 +142,15 @@ impl Parser {
     fn call(&self, func: &str, args: Vec<(Expr, u32)>, sp: Span) -> PResult {
         let depth = args.iter().map(|a| a.1).max().unwrap_or(0);
         let args = args.into_iter().map(|a| a.0).collect();
-        self.node(ExprKind::Call { func: func.to_string(), target: None, args }, sp, depth)
+        self.node(
+            ExprKind::Call {
+                func: func.to_string(),
+                target: None,
+                args,
+            },
+            sp,
+            depth,
+        )
     }
 
     /// `expr: conditionalOr ('?' conditionalOr ':' expr)?`; `nesting` counts open brackets,
@@ -155,14 +174,26 @@ impl Parser {
     /// `||` (when `or`) or `&&` chains, built as balanced trees as cel-go does, so a long
     /// chain stays shallow.
     fn logical(&mut self, nesting: u32, or: bool) -> PResult {
-        let (op_tok, func) = if or { (Tok::OrOr, "_||_") } else { (Tok::AndAnd, "_&&_") };
-        let first = if or { self.logical(nesting, false)? } else { self.relation(nesting)? };
+        let (op_tok, func) = if or {
+            (Tok::OrOr, "_||_")
+        } else {
+            (Tok::AndAnd, "_&&_")
+        };
+        let first = if or {
+            self.logical(nesting, false)?
+        } else {
+            self.relation(nesting)?
+        };
         if self.peek() != &op_tok {
             return Ok(first);
         }
         let mut terms = vec![first];
         while self.eat(&op_tok) {
-            let t = if or { self.logical(nesting, false)? } else { self.relation(nesting)? };
+            let t = if or {
+                self.logical(nesting, false)?
+            } else {
+                self.relation(nesting)?
+            };
             terms.push(t);
         }
         self.balance(func, terms)
@@ -250,7 +281,10 @@ impl Parser {
             self.bump();
             count += 1;
         }
-        if op == Tok::Minus && count == 1 && matches!(self.peek(), Tok::Int(_) | Tok::IntOverflow | Tok::Double(_)) {
+        if op == Tok::Minus
+            && count == 1
+            && matches!(self.peek(), Tok::Int(_) | Tok::IntOverflow | Tok::Double(_))
+        {
             return self.signed_number(start, nesting);
         }
         let operand = self.member(nesting)?;
@@ -265,13 +299,24 @@ impl Parser {
     fn signed_number(&mut self, start: usize, nesting: u32) -> PResult {
         let tok = self.bump();
         let lit = match tok.kind {
-            Tok::Int(v) if v <= (i64::MAX as u64) + 1 => Literal::Int((v as i128).wrapping_neg() as i64),
+            Tok::Int(v) if v <= (i64::MAX as u64) + 1 => {
+                Literal::Int((v as i128).wrapping_neg() as i64)
+            }
             Tok::Double(d) => Literal::Double(-d),
             _ => {
-                return Err(SyntaxError { offset: start, message: "Syntax error: invalid int literal".into() });
+                return Err(SyntaxError {
+                    offset: start,
+                    message: "Syntax error: invalid int literal".into(),
+                });
             }
         };
-        let lit_node = (Expr { span: span(start, tok.end), kind: ExprKind::Literal(lit) }, 1);
+        let lit_node = (
+            Expr {
+                span: span(start, tok.end),
+                kind: ExprKind::Literal(lit),
+            },
+            1,
+        );
         self.member_suffixes(lit_node, nesting)
     }
 
@@ -315,7 +360,11 @@ impl Parser {
                     } else {
                         let sp = span(start, self.prev_end());
                         let depth = operand.1;
-                        let kind = ExprKind::Select { operand: Box::new(operand.0), field: name, optional };
+                        let kind = ExprKind::Select {
+                            operand: Box::new(operand.0),
+                            field: name,
+                            optional,
+                        };
                         operand = self.node(kind, sp, depth)?;
                     }
                 }
@@ -326,7 +375,11 @@ impl Parser {
                     self.expect(Tok::RBracket)?;
                     let sp = span(start, self.prev_end());
                     let depth = operand.1.max(index.1);
-                    let kind = ExprKind::Index { operand: Box::new(operand.0), index: Box::new(index.0), optional };
+                    let kind = ExprKind::Index {
+                        operand: Box::new(operand.0),
+                        index: Box::new(index.0),
+                        optional,
+                    };
                     operand = self.node(kind, sp, depth)?;
                 }
                 _ => return Ok(operand),
@@ -353,13 +406,27 @@ impl Parser {
     fn primary(&mut self, nesting: u32) -> PResult {
         let start = self.start();
         let tok = self.bump();
-        let lit = |l: Literal| Ok((Expr { span: span(tok.start, tok.end), kind: ExprKind::Literal(l) }, 1));
+        let lit = |l: Literal| {
+            Ok((
+                Expr {
+                    span: span(tok.start, tok.end),
+                    kind: ExprKind::Literal(l),
+                },
+                1,
+            ))
+        };
         match tok.kind.clone() {
             Tok::Int(v) => match i64::try_from(v) {
                 Ok(v) => lit(Literal::Int(v)),
-                Err(_) => Err(SyntaxError { offset: start, message: "Syntax error: invalid int literal".into() }),
+                Err(_) => Err(SyntaxError {
+                    offset: start,
+                    message: "Syntax error: invalid int literal".into(),
+                }),
             },
-            Tok::IntOverflow => Err(SyntaxError { offset: start, message: "Syntax error: invalid int literal".into() }),
+            Tok::IntOverflow => Err(SyntaxError {
+                offset: start,
+                message: "Syntax error: invalid int literal".into(),
+            }),
             Tok::Uint(v) => lit(Literal::Uint(v)),
             Tok::Double(d) => lit(Literal::Double(d)),
             Tok::Str(s) => lit(Literal::String(s)),
@@ -397,7 +464,9 @@ impl Parser {
         }
         // `a.b.C{...}`: a message construction. Kubernetes declares no message types, so it is
         // parsed only to be rejected by the checker with a clear message.
-        if self.peek() == &Tok::LBrace && name.chars().next().is_some_and(|c| c.is_ascii_uppercase()) {
+        if self.peek() == &Tok::LBrace
+            && name.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        {
             self.skip_braces()?;
             let sp = span(start, self.prev_end());
             return self.node(ExprKind::Struct { type_name: name }, sp, 0);
@@ -451,7 +520,11 @@ impl Parser {
             self.expect(Tok::Colon)?;
             let (value, vd) = self.expr(nesting + 1)?;
             depth = depth.max(kd).max(vd);
-            entries.push(MapEntry { key, value, optional: opt });
+            entries.push(MapEntry {
+                key,
+                value,
+                optional: opt,
+            });
             if !self.eat(&Tok::Comma) {
                 break;
             }
@@ -488,8 +561,15 @@ impl Parser {
         let Some(target) = target else {
             if func == "has" && args.len() == 1 {
                 return match &args[0].0.kind {
-                    ExprKind::Select { operand, field, optional: false } => {
-                        let kind = ExprKind::Has { operand: operand.clone(), field: field.clone() };
+                    ExprKind::Select {
+                        operand,
+                        field,
+                        optional: false,
+                    } => {
+                        let kind = ExprKind::Has {
+                            operand: operand.clone(),
+                            field: field.clone(),
+                        };
                         Ok(Some(self.node(kind, sp, args[0].1)?))
                     }
                     _ => Err(SyntaxError {
@@ -534,7 +614,11 @@ impl Parser {
             }),
         };
         let var = var_name(&args[0])?;
-        let var2 = if nvars == 2 { Some(var_name(&args[1])?) } else { None };
+        let var2 = if nvars == 2 {
+            Some(var_name(&args[1])?)
+        } else {
+            None
+        };
         if let Some(v2) = &var2 {
             if *v2 == var {
                 return Err(SyntaxError {
@@ -544,8 +628,15 @@ impl Parser {
             }
         }
         let rest = &args[nvars..];
-        let (filter, body) = if has_filter { (Some(rest[0].clone()), rest[1].clone()) } else { (None, rest[0].clone()) };
-        let depth = [target.1, body.1, filter.as_ref().map_or(0, |f| f.1)].into_iter().max().unwrap_or(0);
+        let (filter, body) = if has_filter {
+            (Some(rest[0].clone()), rest[1].clone())
+        } else {
+            (None, rest[0].clone())
+        };
+        let depth = [target.1, body.1, filter.as_ref().map_or(0, |f| f.1)]
+            .into_iter()
+            .max()
+            .unwrap_or(0);
         let c = Comprehension {
             kind,
             name,
@@ -555,7 +646,11 @@ impl Parser {
             filter: filter.map(|f| f.0),
             body: body.0,
         };
-        Ok(Some(self.node(ExprKind::Comprehension(Box::new(c)), sp, depth)?))
+        Ok(Some(self.node(
+            ExprKind::Comprehension(Box::new(c)),
+            sp,
+            depth,
+        )?))
     }
 }
 
@@ -567,8 +662,17 @@ mod tests {
         match &e.kind {
             ExprKind::Literal(l) => format!("{l:?}"),
             ExprKind::Ident(n) => n.clone(),
-            ExprKind::Select { operand, field, optional } => {
-                format!("{}.{}{}", show(operand), if *optional { "?" } else { "" }, field)
+            ExprKind::Select {
+                operand,
+                field,
+                optional,
+            } => {
+                format!(
+                    "{}.{}{}",
+                    show(operand),
+                    if *optional { "?" } else { "" },
+                    field
+                )
             }
             ExprKind::Has { operand, field } => format!("has({}.{})", show(operand), field),
             ExprKind::Index { operand, index, .. } => format!("{}[{}]", show(operand), show(index)),
@@ -580,14 +684,27 @@ mod tests {
                 }
             }
             ExprKind::List { elements, .. } => {
-                format!("[{}]", elements.iter().map(show).collect::<Vec<_>>().join(", "))
+                format!(
+                    "[{}]",
+                    elements.iter().map(show).collect::<Vec<_>>().join(", ")
+                )
             }
             ExprKind::Map { entries } => format!(
                 "{{{}}}",
-                entries.iter().map(|e| format!("{}: {}", show(&e.key), show(&e.value))).collect::<Vec<_>>().join(", ")
+                entries
+                    .iter()
+                    .map(|e| format!("{}: {}", show(&e.key), show(&e.value)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             ExprKind::Struct { type_name } => format!("{type_name}{{}}"),
-            ExprKind::Comprehension(c) => format!("{}.{:?}({}, {})", show(&c.range), c.kind, c.var, show(&c.body)),
+            ExprKind::Comprehension(c) => format!(
+                "{}.{:?}({}, {})",
+                show(&c.range),
+                c.kind,
+                c.var,
+                show(&c.body)
+            ),
         }
     }
 
@@ -627,19 +744,33 @@ mod tests {
     /// Runs on a big stack like `Env::compile` does; the parser itself recurses per level.
     #[test]
     fn hostile_input_is_an_error_not_a_crash() {
-        std::thread::Builder::new().stack_size(crate::cel::env::COMPILER_STACK).spawn(hostile).unwrap().join().unwrap();
+        std::thread::Builder::new()
+            .stack_size(crate::cel::env::COMPILER_STACK)
+            .spawn(hostile)
+            .unwrap()
+            .join()
+            .unwrap();
     }
 
     fn hostile() {
         let chain = vec!["1"; 10_000].join("+");
-        assert!(parse(&chain).unwrap_err().to_string().contains("recursion limit"));
+        assert!(parse(&chain)
+            .unwrap_err()
+            .to_string()
+            .contains("recursion limit"));
         let nested = format!("{}1{}", "(".repeat(1000), ")".repeat(1000));
-        assert!(parse(&nested).unwrap_err().to_string().contains("recursion limit"));
+        assert!(parse(&nested)
+            .unwrap_err()
+            .to_string()
+            .contains("recursion limit"));
         let lists = format!("{}1{}", "[".repeat(1000), "]".repeat(1000));
         assert!(parse(&lists).is_err());
         let members = format!("a{}", ".b".repeat(10_000));
         assert!(parse(&members).is_err());
-        assert!(parse(&"1".repeat(100_001)).unwrap_err().to_string().contains("code point size"));
+        assert!(parse(&"1".repeat(100_001))
+            .unwrap_err()
+            .to_string()
+            .contains("code point size"));
     }
 
     #[test]

@@ -114,7 +114,10 @@ pub fn parse_type(s: &str) -> Type {
         let (k, v) = split_top(inner);
         return Type::map(parse_type(k), parse_type(v));
     }
-    if let Some(inner) = s.strip_prefix("optional(").and_then(|r| r.strip_suffix(')')) {
+    if let Some(inner) = s
+        .strip_prefix("optional(")
+        .and_then(|r| r.strip_suffix(')'))
+    {
         return Type::Optional(Box::new(parse_type(inner)));
     }
     if let Some(inner) = s.strip_prefix("type(").and_then(|r| r.strip_suffix(')')) {
@@ -151,7 +154,11 @@ fn opaque_name(s: &str) -> &'static str {
         "kubernetes.authorization.ResourceCheck",
         "kubernetes.authorization.Decision",
     ];
-    NAMES.iter().find(|n| **n == s).copied().unwrap_or("unknown")
+    NAMES
+        .iter()
+        .find(|n| **n == s)
+        .copied()
+        .unwrap_or("unknown")
 }
 
 /// Splits `a, b` at the top-level comma.
@@ -193,7 +200,11 @@ pub fn parse_signature(sig: &str) -> Signature {
         remaining = tail;
     }
     let result = parse_type(&rest[close + 1..]);
-    Signature { member, params, result }
+    Signature {
+        member,
+        params,
+        result,
+    }
 }
 
 fn matching_paren(s: &str) -> usize {
@@ -244,7 +255,9 @@ impl Bindings {
             (Type::Map(fk, fv), Type::Map(ak, av)) => self.accepts(fk, ak) && self.accepts(fv, av),
             (Type::Optional(f), Type::Optional(a)) => self.accepts(f, a),
             (Type::TypeOf(f), Type::TypeOf(a)) => {
-                let mut probe = Bindings { bound: self.bound.clone() };
+                let mut probe = Bindings {
+                    bound: self.bound.clone(),
+                };
                 if probe.accepts(f, a) {
                     self.bound = probe.bound;
                 }
@@ -258,7 +271,11 @@ impl Bindings {
     /// `t` with bound parameters substituted; unbound ones become `dyn`.
     pub fn substitute(&self, t: &Type) -> Type {
         match t {
-            Type::Param(p) => self.bound.iter().find(|(q, _)| q == p).map_or(Type::Dyn, |(_, b)| self.substitute(b)),
+            Type::Param(p) => self
+                .bound
+                .iter()
+                .find(|(q, _)| q == p)
+                .map_or(Type::Dyn, |(_, b)| self.substitute(b)),
             Type::List(e) => Type::list(self.substitute(e)),
             Type::Map(k, v) => Type::map(self.substitute(k), self.substitute(v)),
             Type::Optional(e) => Type::Optional(Box::new(self.substitute(e))),
@@ -277,7 +294,9 @@ pub fn join(a: &Type, b: &Type) -> Option<Type> {
         (Type::Map(xk, xv), Type::Map(yk, yv)) => Some(Type::map(join(xk, yk)?, join(xv, yv)?)),
         (Type::Optional(x), Type::Optional(y)) => join(x, y).map(|t| Type::Optional(Box::new(t))),
         // Type values all have kind `type`: `type(1) == type(1u)` is well typed (and false).
-        (Type::TypeOf(x), Type::TypeOf(y)) => Some(Type::TypeOf(Box::new(join(x, y).unwrap_or(Type::Dyn)))),
+        (Type::TypeOf(x), Type::TypeOf(y)) => {
+            Some(Type::TypeOf(Box::new(join(x, y).unwrap_or(Type::Dyn))))
+        }
         // null is assignable to optional, object and opaque types, as to messages in cel-go.
         (Type::Null, Type::Optional(_) | Type::Object(_)) => Some(b.clone()),
         (Type::Optional(_) | Type::Object(_), Type::Null) => Some(a.clone()),
@@ -308,6 +327,9 @@ mod tests {
         assert!(b.accepts(&Type::Param(b'A'), &Type::Int));
         assert!(!b.accepts(&Type::Param(b'A'), &Type::String));
         assert!(b.accepts(&Type::Param(b'A'), &Type::Dyn));
-        assert_eq!(b.substitute(&Type::list(Type::Param(b'A'))), Type::list(Type::Dyn));
+        assert_eq!(
+            b.substitute(&Type::list(Type::Param(b'A'))),
+            Type::list(Type::Dyn)
+        );
     }
 }

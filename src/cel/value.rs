@@ -80,7 +80,14 @@ impl<'a> Iterator for ListIter<'a, '_> {
         self.i += 1;
         Some(v)
     }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.list.len() - self.i;
+        (left, Some(left))
+    }
 }
+
+impl ExactSizeIterator for ListIter<'_, '_> {}
 
 /// A map: a JSON object in place, or owned entries.
 #[derive(Clone, Debug)]
@@ -109,7 +116,10 @@ const INDEX_THRESHOLD: usize = 8;
 impl<'a> OwnedMap<'a> {
     /// Builds a map, refusing duplicate keys (`Failed with repeated key`), as cel-go does.
     pub fn from_entries(entries: Vec<(Value<'a>, Value<'a>)>) -> Result<Self, EvalError> {
-        let mut m = OwnedMap { entries: Vec::with_capacity(entries.len()), index: None };
+        let mut m = OwnedMap {
+            entries: Vec::with_capacity(entries.len()),
+            index: None,
+        };
         for (k, v) in entries {
             m.insert_new(k, v)?;
         }
@@ -118,10 +128,16 @@ impl<'a> OwnedMap<'a> {
 
     pub fn insert_new(&mut self, k: Value<'a>, v: Value<'a>) -> Result<(), EvalError> {
         if KeyRepr::of(&k).is_none() {
-            return Err(EvalError::new(format!("unsupported key type: {}", k.type_name())));
+            return Err(EvalError::new(format!(
+                "unsupported key type: {}",
+                k.type_name()
+            )));
         }
         if self.find(&k).is_some() {
-            return Err(EvalError::new(format!("Failed with repeated key: {}", k.debug_string())));
+            return Err(EvalError::new(format!(
+                "Failed with repeated key: {}",
+                k.debug_string()
+            )));
         }
         self.entries.push((k, v));
         let n = self.entries.len();
@@ -146,7 +162,10 @@ impl<'a> OwnedMap<'a> {
         let repr = KeyRepr::of(key)?;
         match &self.index {
             Some(h) => h.get(&repr).copied(),
-            None => self.entries.iter().position(|(k, _)| KeyRepr::of(k).as_ref() == Some(&repr)),
+            None => self
+                .entries
+                .iter()
+                .position(|(k, _)| KeyRepr::of(k).as_ref() == Some(&repr)),
         }
     }
 
@@ -202,7 +221,9 @@ impl<'a> Map<'a> {
     pub fn get_str(&self, key: &str) -> Option<Value<'a>> {
         match self {
             Map::Json(m) => m.get(key).map(Value::from_json),
-            Map::Owned(m) => m.find(&Value::String(Str::Borrowed(key))).map(|i| m.entries[i].1.clone()),
+            Map::Owned(m) => m
+                .find(&Value::String(Str::Borrowed(key)))
+                .map(|i| m.entries[i].1.clone()),
         }
     }
 
@@ -216,16 +237,25 @@ impl<'a> Map<'a> {
     /// The keys, in the map's order.
     pub fn keys(&self) -> Vec<Value<'a>> {
         match self {
-            Map::Json(m) => m.keys().map(|k| Value::String(Str::Borrowed(k.as_str()))).collect(),
+            Map::Json(m) => m
+                .keys()
+                .map(|k| Value::String(Str::Borrowed(k.as_str())))
+                .collect(),
             Map::Owned(m) => m.entries.iter().map(|(k, _)| k.clone()).collect(),
         }
     }
 
     pub fn entries(&self) -> Vec<(Value<'a>, Value<'a>)> {
         match self {
-            Map::Json(m) => {
-                m.iter().map(|(k, v)| (Value::String(Str::Borrowed(k.as_str())), Value::from_json(v))).collect()
-            }
+            Map::Json(m) => m
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        Value::String(Str::Borrowed(k.as_str())),
+                        Value::from_json(v),
+                    )
+                })
+                .collect(),
             Map::Owned(m) => m.entries.clone(),
         }
     }
@@ -359,10 +389,14 @@ impl<'a> Value<'a> {
             (Int(_) | Uint(_) | Double(_), Int(_) | Uint(_) | Double(_)) => {
                 num_cmp(self, other) == Some(Ordering::Equal)
             }
-            (List(a), List(b)) => a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.equals(&y)),
+            (List(a), List(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.equals(&y))
+            }
             (Map(a), Map(b)) => {
                 a.len() == b.len()
-                    && a.entries().iter().all(|(k, v)| b.get(k).is_some_and(|bv| v.equals(&bv)))
+                    && a.entries()
+                        .iter()
+                        .all(|(k, v)| b.get(k).is_some_and(|bv| v.equals(&bv)))
             }
             (Timestamp(a), Timestamp(b)) => a == b,
             (Duration(a), Duration(b)) => a == b,
@@ -412,7 +446,8 @@ impl<'a> Value<'a> {
             Value::Bool(b) => Json::Bool(*b),
             Value::Int(i) => Json::from(*i),
             Value::Uint(u) => Json::from(*u),
-            Value::Double(d) => serde_json::Number::from_f64(*d).map_or_else(|| Json::String(d.to_string()), Json::Number),
+            Value::Double(d) => serde_json::Number::from_f64(*d)
+                .map_or_else(|| Json::String(d.to_string()), Json::Number),
             Value::String(s) => Json::String(s.as_str().to_string()),
             Value::Bytes(b) => Json::String(super::functions::base64_encode(b)),
             Value::List(l) => Json::Array(l.iter().map(|v| v.to_json()).collect()),
@@ -483,7 +518,9 @@ mod tests {
     #[test]
     fn json_numbers_follow_kubernetes() {
         let j = json!([3, 1.5, 1e3, 18446744073709551615u64]);
-        let Value::List(l) = Value::from_json(&j) else { panic!() };
+        let Value::List(l) = Value::from_json(&j) else {
+            panic!()
+        };
         let kinds: Vec<_> = l.iter().map(|v| v.type_name()).collect();
         assert_eq!(kinds, ["int", "double", "double", "double"]);
     }
@@ -496,8 +533,11 @@ mod tests {
         assert!(!Value::Int(1).equals(&Value::string("1")));
         let j = json!({"a": [1, 2]});
         let owned = Value::Map(Map::Owned(Arc::new(
-            OwnedMap::from_entries(vec![(Value::string("a"), Value::list(vec![Value::Double(1.0), Value::Uint(2)]))])
-                .unwrap(),
+            OwnedMap::from_entries(vec![(
+                Value::string("a"),
+                Value::list(vec![Value::Double(1.0), Value::Uint(2)]),
+            )])
+            .unwrap(),
         )));
         assert!(Value::from_json(&j).equals(&owned));
     }
@@ -508,18 +548,36 @@ mod tests {
         let m = Map::Owned(Arc::new(m));
         assert!(m.get(&Value::Double(1.0)).is_some());
         assert!(m.get(&Value::Uint(1)).is_some());
-        assert!(OwnedMap::from_entries(vec![(Value::Int(1), Value::Null), (Value::Uint(1), Value::Null)]).is_err());
-        let many: Vec<_> = (0..20).map(|i| (Value::Int(i), Value::Int(i * 2))).collect();
+        assert!(OwnedMap::from_entries(vec![
+            (Value::Int(1), Value::Null),
+            (Value::Uint(1), Value::Null)
+        ])
+        .is_err());
+        let many: Vec<_> = (0..20)
+            .map(|i| (Value::Int(i), Value::Int(i * 2)))
+            .collect();
         let big = Map::Owned(Arc::new(OwnedMap::from_entries(many).unwrap()));
         assert!(big.get(&Value::Uint(19)).unwrap().equals(&Value::Int(38)));
     }
 
     #[test]
     fn mixed_numeric_ordering() {
-        assert_eq!(num_cmp(&Value::Int(1), &Value::Double(1.5)), Some(Ordering::Less));
-        assert_eq!(num_cmp(&Value::Uint(u64::MAX), &Value::Int(-1)), Some(Ordering::Greater));
-        assert_eq!(num_cmp(&Value::Int(i64::MAX), &Value::Double(9.3e18)), Some(Ordering::Less));
+        assert_eq!(
+            num_cmp(&Value::Int(1), &Value::Double(1.5)),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            num_cmp(&Value::Uint(u64::MAX), &Value::Int(-1)),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            num_cmp(&Value::Int(i64::MAX), &Value::Double(9.3e18)),
+            Some(Ordering::Less)
+        );
         // cel-go converts the integer to double: lossy at the boundary.
-        assert_eq!(num_cmp(&Value::Int(i64::MAX), &Value::Double(9223372036854775808.0)), Some(Ordering::Equal));
+        assert_eq!(
+            num_cmp(&Value::Int(i64::MAX), &Value::Double(9223372036854775808.0)),
+            Some(Ordering::Equal)
+        );
     }
 }

@@ -3,9 +3,9 @@
 
 pub mod net;
 
-use super::library::{Cost, Imp};
+use super::library::Register;
 
 /// Adds each Kubernetes library's functions: `add(name, [(signature, since)], imp, cost)`.
-pub fn register(add: &mut dyn FnMut(&'static str, &[(&str, u16)], Imp, Cost)) {
+pub fn register(add: Register<'_>) {
     net::register(add);
 }

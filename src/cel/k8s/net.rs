@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::cel::error::EvalError;
 use crate::cel::functions::{str_arg, R};
-use crate::cel::library::{since, Cost, Imp};
+use crate::cel::library::{since, Cost, Register};
 use crate::cel::value::{Opaque, Value};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -55,14 +55,24 @@ impl Opaque for Cidr {
 
 /// Parses an address as Kubernetes' `ip()` does, with its error wording.
 pub fn parse_ip(s: &str) -> Result<IpAddr, EvalError> {
-    let err = |why: &str| EvalError::new(format!("IP Address {s:?} parse error during conversion from string: {why}"));
+    let err = |why: &str| {
+        EvalError::new(format!(
+            "IP Address {s:?} parse error during conversion from string: {why}"
+        ))
+    };
     if s.contains('%') {
-        return Err(err(&format!("IP address {s:?} with zone value is not allowed")));
+        return Err(err(&format!(
+            "IP address {s:?} with zone value is not allowed"
+        )));
     }
-    let addr: IpAddr = s.parse().map_err(|_| err(&format!("ParseAddr({s:?}): unable to parse IP")))?;
+    let addr: IpAddr = s
+        .parse()
+        .map_err(|_| err(&format!("ParseAddr({s:?}): unable to parse IP")))?;
     if let IpAddr::V6(v6) = addr {
         if is_ipv4_mapped(&v6) {
-            return Err(err(&format!("IPv4-mapped IPv6 address {s:?} is not allowed")));
+            return Err(err(&format!(
+                "IPv4-mapped IPv6 address {s:?} is not allowed"
+            )));
         }
     }
     Ok(addr)
@@ -74,15 +84,29 @@ fn is_ipv4_mapped(v6: &Ipv6Addr) -> bool {
 }
 
 pub fn parse_cidr(s: &str) -> Result<Cidr, EvalError> {
-    let err = |why: &str| EvalError::new(format!("network address parse error during conversion from string: {why}"));
-    let (addr_text, bits_text) = s.split_once('/').ok_or_else(|| err(&format!("netip.ParsePrefix({s:?}): no '/'")))?;
+    let err = |why: &str| {
+        EvalError::new(format!(
+            "network address parse error during conversion from string: {why}"
+        ))
+    };
+    let (addr_text, bits_text) = s
+        .split_once('/')
+        .ok_or_else(|| err(&format!("netip.ParsePrefix({s:?}): no '/'")))?;
     if addr_text.contains('%') {
-        return Err(err(&format!("netip.ParsePrefix({s:?}): IPv6 zones cannot be present in a prefix")));
+        return Err(err(&format!(
+            "netip.ParsePrefix({s:?}): IPv6 zones cannot be present in a prefix"
+        )));
     }
-    let addr: IpAddr = addr_text.parse().map_err(|_| err(&format!("netip.ParsePrefix({s:?}): ParseAddr({addr_text:?}): unable to parse IP")))?;
+    let addr: IpAddr = addr_text.parse().map_err(|_| {
+        err(&format!(
+            "netip.ParsePrefix({s:?}): ParseAddr({addr_text:?}): unable to parse IP"
+        ))
+    })?;
     if let IpAddr::V6(v6) = addr {
         if is_ipv4_mapped(&v6) {
-            return Err(err(&format!("IPv4-mapped IPv6 address {s:?} is not allowed")));
+            return Err(err(&format!(
+                "IPv4-mapped IPv6 address {s:?} is not allowed"
+            )));
         }
     }
     let max = if addr.is_ipv4() { 32 } else { 128 };
@@ -93,7 +117,11 @@ pub fn parse_cidr(s: &str) -> Result<Cidr, EvalError> {
         .parse()
         .ok()
         .filter(|p| valid_digits && *p <= max)
-        .ok_or_else(|| err(&format!("netip.ParsePrefix({s:?}): bad bits after slash: {bits_text:?}")))?;
+        .ok_or_else(|| {
+            err(&format!(
+                "netip.ParsePrefix({s:?}): bad bits after slash: {bits_text:?}"
+            ))
+        })?;
     Ok(Cidr { addr, prefix })
 }
 
@@ -122,7 +150,10 @@ impl Cidr {
         } else {
             IpAddr::V6(Ipv6Addr::from(m))
         };
-        Cidr { addr, prefix: self.prefix }
+        Cidr {
+            addr,
+            prefix: self.prefix,
+        }
     }
 
     pub fn contains_ip(&self, ip: &IpAddr) -> bool {
@@ -141,14 +172,20 @@ impl Cidr {
 fn ip_of(v: &Value<'_>) -> Result<IpAddr, EvalError> {
     match v {
         Value::String(s) => parse_ip(s.as_str()),
-        other => other.as_opaque::<Ip>().map(|ip| ip.0).ok_or_else(EvalError::no_such_overload),
+        other => other
+            .as_opaque::<Ip>()
+            .map(|ip| ip.0)
+            .ok_or_else(EvalError::no_such_overload),
     }
 }
 
 fn cidr_of(v: &Value<'_>) -> Result<Cidr, EvalError> {
     match v {
         Value::String(s) => parse_cidr(s.as_str()),
-        other => other.as_opaque::<Cidr>().cloned().ok_or_else(EvalError::no_such_overload),
+        other => other
+            .as_opaque::<Cidr>()
+            .cloned()
+            .ok_or_else(EvalError::no_such_overload),
     }
 }
 
@@ -252,23 +289,75 @@ fn cost_contains(a: &[Value<'_>]) -> u64 {
         Value::String(_) => (a[1].cost_size() as f64 * 0.1).ceil() as u64,
         _ => 0,
     };
-    let prefix_bytes = a[0].as_opaque::<Cidr>().map_or(16, |c| u64::from(c.prefix).div_ceil(8));
+    let prefix_bytes = a[0]
+        .as_opaque::<Cidr>()
+        .map_or(16, |c| u64::from(c.prefix).div_ceil(8));
     ((2 * prefix_bytes) as f64 * 0.1).ceil() as u64 + parse
 }
 
-pub fn register(add: &mut dyn FnMut(&'static str, &[(&str, u16)], Imp, Cost)) {
+pub fn register(add: Register<'_>) {
     let v = since::IP_CIDR;
-    add("ip", &[("(string) net.IP", v), ("net.CIDR.() net.IP", v)], ip, Cost::Traverse(0, 0.1));
-    add("isIP", &[("(string) bool", v)], is_ip, Cost::Traverse(0, 0.1));
-    add("ip.isCanonical", &[("(string) bool", v)], is_canonical, Cost::Traverse(0, 0.2));
+    add(
+        "ip",
+        &[("(string) net.IP", v), ("net.CIDR.() net.IP", v)],
+        ip,
+        Cost::Traverse(0, 0.1),
+    );
+    add(
+        "isIP",
+        &[("(string) bool", v)],
+        is_ip,
+        Cost::Traverse(0, 0.1),
+    );
+    add(
+        "ip.isCanonical",
+        &[("(string) bool", v)],
+        is_canonical,
+        Cost::Traverse(0, 0.2),
+    );
     add("family", &[("net.IP.() int", v)], family, Cost::One);
-    add("isUnspecified", &[("net.IP.() bool", v)], is_unspecified, Cost::One);
-    add("isLoopback", &[("net.IP.() bool", v)], is_loopback, Cost::One);
-    add("isLinkLocalMulticast", &[("net.IP.() bool", v)], is_link_local_multicast, Cost::One);
-    add("isLinkLocalUnicast", &[("net.IP.() bool", v)], is_link_local_unicast, Cost::One);
-    add("isGlobalUnicast", &[("net.IP.() bool", v)], is_global_unicast, Cost::One);
-    add("cidr", &[("(string) net.CIDR", v)], cidr, Cost::Traverse(0, 0.1));
-    add("isCIDR", &[("(string) bool", v)], is_cidr, Cost::Traverse(0, 0.1));
+    add(
+        "isUnspecified",
+        &[("net.IP.() bool", v)],
+        is_unspecified,
+        Cost::One,
+    );
+    add(
+        "isLoopback",
+        &[("net.IP.() bool", v)],
+        is_loopback,
+        Cost::One,
+    );
+    add(
+        "isLinkLocalMulticast",
+        &[("net.IP.() bool", v)],
+        is_link_local_multicast,
+        Cost::One,
+    );
+    add(
+        "isLinkLocalUnicast",
+        &[("net.IP.() bool", v)],
+        is_link_local_unicast,
+        Cost::One,
+    );
+    add(
+        "isGlobalUnicast",
+        &[("net.IP.() bool", v)],
+        is_global_unicast,
+        Cost::One,
+    );
+    add(
+        "cidr",
+        &[("(string) net.CIDR", v)],
+        cidr,
+        Cost::Traverse(0, 0.1),
+    );
+    add(
+        "isCIDR",
+        &[("(string) bool", v)],
+        is_cidr,
+        Cost::Traverse(0, 0.1),
+    );
     add(
         "containsIP",
         &[("net.CIDR.(net.IP) bool", v), ("net.CIDR.(string) bool", v)],
@@ -277,12 +366,20 @@ pub fn register(add: &mut dyn FnMut(&'static str, &[(&str, u16)], Imp, Cost)) {
     );
     add(
         "containsCIDR",
-        &[("net.CIDR.(net.CIDR) bool", v), ("net.CIDR.(string) bool", v)],
+        &[
+            ("net.CIDR.(net.CIDR) bool", v),
+            ("net.CIDR.(string) bool", v),
+        ],
         contains_cidr,
         Cost::Custom(cost_contains),
     );
     add("masked", &[("net.CIDR.() net.CIDR", v)], masked, Cost::One);
-    add("prefixLength", &[("net.CIDR.() int", v)], prefix_length, Cost::One);
+    add(
+        "prefixLength",
+        &[("net.CIDR.() int", v)],
+        prefix_length,
+        Cost::One,
+    );
 }
 
 #[cfg(test)]
@@ -293,8 +390,14 @@ mod tests {
     fn parsing_follows_kubernetes() {
         assert!(parse_ip("192.168.0.1").is_ok());
         assert!(parse_ip("192.168.00.1").is_err(), "leading zeros");
-        assert!(parse_ip("fe80::1%eth0").unwrap_err().message().contains("zone"));
-        assert!(parse_ip("::ffff:1.2.3.4").unwrap_err().message().contains("IPv4-mapped"));
+        assert!(parse_ip("fe80::1%eth0")
+            .unwrap_err()
+            .message()
+            .contains("zone"));
+        assert!(parse_ip("::ffff:1.2.3.4")
+            .unwrap_err()
+            .message()
+            .contains("IPv4-mapped"));
         let c = parse_cidr("192.168.0.1/24").unwrap();
         assert_eq!(c.prefix, 24, "host bits are accepted");
         assert_eq!(c.masked().to_cel_string().unwrap(), "192.168.0.0/24");
@@ -305,7 +408,10 @@ mod tests {
     #[test]
     fn go_predicates() {
         let p = |s: &str| parse_ip(s).unwrap();
-        assert!(global_unicast(&p("192.168.0.1")), "private ranges are global unicast");
+        assert!(
+            global_unicast(&p("192.168.0.1")),
+            "private ranges are global unicast"
+        );
         assert!(!global_unicast(&p("255.255.255.255")));
         assert!(link_local_multicast(&p("ff02::1")));
         assert!(link_local_multicast(&p("ff12::1")));
@@ -319,7 +425,10 @@ mod tests {
         assert!(net.contains_cidr(&parse_cidr("10.1.0.0/16").unwrap()));
         assert!(!parse_cidr("10.1.0.0/16").unwrap().contains_cidr(&net));
         assert!(!net.contains_ip(&p6("::a00:1")));
-        assert_ne!(parse_cidr("192.168.0.1/24").unwrap(), parse_cidr("192.168.0.0/24").unwrap());
+        assert_ne!(
+            parse_cidr("192.168.0.1/24").unwrap(),
+            parse_cidr("192.168.0.0/24").unwrap()
+        );
     }
 
     fn p6(s: &str) -> IpAddr {

@@ -1,0 +1,207 @@
+//! The variables a ValidatingAdmissionPolicy expression sees, with Kubernetes' declared types
+//! (`plugin/cel/compile.go`): `object`, `oldObject` and `params` are `dyn`; `request` is a
+//! `kubernetes.AdmissionRequest` and `namespaceObject` a `kubernetes.Namespace`, whose
+//! undeclared fields are compile errors.
+
+use std::sync::{Arc, OnceLock};
+
+use super::env::Env;
+use super::types::{ObjectType, Type};
+
+/// The slots of the VAP variables in an environment built by [`vap_env`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slots {
+    pub object: usize,
+    pub old_object: usize,
+    pub request: usize,
+    pub namespace_object: usize,
+    pub params: Option<usize>,
+}
+
+fn object(name: &str, fields: &[(&str, Type)]) -> Type {
+    Type::Object(Arc::new(ObjectType {
+        name: name.to_string(),
+        fields: fields
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.clone()))
+            .collect(),
+    }))
+}
+
+/// `kubernetes.AdmissionRequest` (§6.3).
+pub fn request_type() -> Type {
+    static T: OnceLock<Type> = OnceLock::new();
+    T.get_or_init(|| {
+        let gvk = object(
+            "kubernetes.GroupVersionKind",
+            &[
+                ("group", Type::String),
+                ("version", Type::String),
+                ("kind", Type::String),
+            ],
+        );
+        let gvr = object(
+            "kubernetes.GroupVersionResource",
+            &[
+                ("group", Type::String),
+                ("version", Type::String),
+                ("resource", Type::String),
+            ],
+        );
+        let user = object(
+            "kubernetes.UserInfo",
+            &[
+                ("username", Type::String),
+                ("uid", Type::String),
+                ("groups", Type::list(Type::String)),
+                ("extra", Type::map(Type::String, Type::list(Type::String))),
+            ],
+        );
+        object(
+            "kubernetes.AdmissionRequest",
+            &[
+                ("kind", gvk.clone()),
+                ("resource", gvr.clone()),
+                ("subResource", Type::String),
+                ("requestKind", gvk),
+                ("requestResource", gvr),
+                ("requestSubResource", Type::String),
+                ("name", Type::String),
+                ("namespace", Type::String),
+                ("operation", Type::String),
+                ("userInfo", user),
+                ("dryRun", Type::Bool),
+                ("options", Type::Dyn),
+            ],
+        )
+    })
+    .clone()
+}
+
+/// `kubernetes.Namespace` (§6.4): only these fields compile.
+pub fn namespace_type() -> Type {
+    static T: OnceLock<Type> = OnceLock::new();
+    T.get_or_init(|| {
+        let strings = Type::map(Type::String, Type::String);
+        let metadata = object(
+            "kubernetes.NamespaceMetadata",
+            &[
+                ("name", Type::String),
+                ("generateName", Type::String),
+                ("namespace", Type::String),
+                ("labels", strings.clone()),
+                ("annotations", strings),
+                ("UID", Type::String),
+                ("creationTimestamp", Type::Timestamp),
+                ("deletionGracePeriodSeconds", Type::Int),
+                ("deletionTimestamp", Type::Timestamp),
+                ("generation", Type::Int),
+                ("resourceVersion", Type::String),
+                ("finalizers", Type::list(Type::String)),
+            ],
+        );
+        let spec = object(
+            "kubernetes.NamespaceSpec",
+            &[("finalizers", Type::list(Type::String))],
+        );
+        let condition = object(
+            "kubernetes.NamespaceCondition",
+            &[
+                ("status", Type::String),
+                ("type", Type::String),
+                ("lastTransitionTime", Type::Timestamp),
+                ("message", Type::String),
+                ("reason", Type::String),
+            ],
+        );
+        let status = object(
+            "kubernetes.NamespaceStatus",
+            &[
+                ("conditions", Type::list(condition)),
+                ("phase", Type::String),
+            ],
+        );
+        object(
+            "kubernetes.Namespace",
+            &[("metadata", metadata), ("spec", spec), ("status", status)],
+        )
+    })
+    .clone()
+}
+
+/// An environment with the VAP variables declared; `params` only when the policy has a
+/// paramKind, as in Kubernetes.
+pub fn vap_env(version: u16, with_params: bool) -> (Env, Slots) {
+    let mut env = Env::new(version);
+    let object = env.declare("object", Type::Dyn);
+    let old_object = env.declare("oldObject", Type::Dyn);
+    let request = env.declare("request", request_type());
+    let namespace_object = env.declare("namespaceObject", namespace_type());
+    let params = with_params.then(|| env.declare("params", Type::Dyn));
+    (
+        env,
+        Slots {
+            object,
+            old_object,
+            request,
+            namespace_object,
+            params,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_and_namespace_fields_are_checked() {
+        let (env, _) = vap_env(super::super::NEWEST_MINOR, false);
+        assert!(env
+            .compile("request.operation == 'CREATE' && request.userInfo.groups.size() > 0")
+            .is_ok());
+        assert!(env.compile("has(request.namespace)").is_ok());
+        let e = env.compile("request.foo1 == 'x'").unwrap_err();
+        assert!(e.message().contains("undefined field 'foo1'"), "{e}");
+        assert!(env
+            .compile("request.userInfo.foo5")
+            .unwrap_err()
+            .message()
+            .contains("undefined field 'foo5'"));
+        assert!(env.compile("namespaceObject.metadata.UID == 'x'").is_ok());
+        assert!(env
+            .compile("namespaceObject.metadata.uid")
+            .unwrap_err()
+            .message()
+            .contains("undefined field 'uid'"));
+        assert!(env
+            .compile("namespaceObject.metadata.managedFields")
+            .is_err());
+        assert!(env
+            .compile(
+                "type(namespaceObject.metadata.creationTimestamp) == google.protobuf.Timestamp"
+            )
+            .is_ok());
+        let e = env.compile("params.x").unwrap_err();
+        assert!(
+            e.message().contains("undeclared reference to 'params'"),
+            "{e}"
+        );
+        assert!(env.compile("request.uid").is_err());
+    }
+
+    #[test]
+    fn a_bare_object_field_is_dyn() {
+        let (env, _) = vap_env(super::super::NEWEST_MINOR, true);
+        assert_eq!(
+            env.compile("object.spec.paused").unwrap().result_type(),
+            &Type::Dyn
+        );
+        assert_eq!(
+            env.compile("object.spec.paused == true")
+                .unwrap()
+                .result_type(),
+            &Type::Bool
+        );
+    }
+}
