@@ -620,7 +620,16 @@ impl<'e> Checker<'e> {
         let mut ev = Evaluator::new(&empty, &mut meter);
         match ev.eval(&node) {
             Ok(v) => Ok(Node::Const(detach(v))),
-            Err(err) => Err(self.err(e, err.message().to_string())),
+            // cel-go's literal validators (Kubernetes 1.29+) word these two their own way.
+            Err(err) => Err(self.err(
+                e,
+                match &node {
+                    Node::Call { func, .. } if matches!(func.name, "duration" | "timestamp") => {
+                        format!("invalid {} argument: {}", func.name, err.message())
+                    }
+                    _ => err.message().to_string(),
+                },
+            )),
         }
     }
 

@@ -1,0 +1,302 @@
+//! Behaviour of the Kubernetes CEL engine that the specs call out: cost limits and
+//! cancellation, error absorption, version gating, compile-time checks, and results where
+//! Kubernetes differs from documentation or from plain CEL.
+
+use celgate::cel::eval::Meter;
+use celgate::cel::vap::vap_env;
+use celgate::cel::{Env, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
+use serde_json::json;
+
+/// Evaluates `expr` with `object` bound, in the newest VAP environment.
+fn eval_with(expr: &str, object: serde_json::Value) -> Result<serde_json::Value, String> {
+    let (env, slots) = vap_env(NEWEST_MINOR, false);
+    let program = env
+        .compile(expr)
+        .map_err(|e| format!("compile: {}", e.message()))?;
+    let mut vars = vec![Value::Null; env.variables().len()];
+    vars[slots.object] = Value::from_json(&object);
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+    program
+        .eval(&vars, &mut meter)
+        .map(|v| v.to_json())
+        .map_err(|e| e.to_string())
+}
+
+fn eval(expr: &str) -> Result<serde_json::Value, String> {
+    eval_with(expr, json!({}))
+}
+
+fn cost(expr: &str, object: serde_json::Value) -> u64 {
+    let (env, slots) = vap_env(NEWEST_MINOR, false);
+    let program = env.compile(expr).unwrap();
+    let mut vars = vec![Value::Null; env.variables().len()];
+    vars[slots.object] = Value::from_json(&object);
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+    program.eval(&vars, &mut meter).unwrap();
+    meter.cost
+}
+
+#[test]
+fn cost_limit_cancels_and_is_never_absorbed() {
+    let heavy = "lists.range(2000).all(i, lists.range(2000).all(j, true))";
+    assert_eq!(
+        eval(heavy).unwrap_err(),
+        "operation cancelled: actual cost limit exceeded"
+    );
+    // `true || <error>` is true, but a cancellation is not an ordinary error.
+    assert_eq!(
+        eval(&format!("true || {heavy}")).unwrap(),
+        json!(true),
+        "short-circuit skips the right side"
+    );
+    assert_eq!(
+        eval(&format!("{heavy} || true")).unwrap_err(),
+        "operation cancelled: actual cost limit exceeded"
+    );
+    assert_eq!(
+        eval(&format!("[1].exists(x, {heavy})")).unwrap_err(),
+        "operation cancelled: actual cost limit exceeded"
+    );
+}
+
+#[test]
+fn cost_follows_cel_go_units() {
+    let obj = json!({"a": "x", "l": [1, 2, 3]});
+    assert_eq!(
+        cost("'x' == 'x'", obj.clone()),
+        1,
+        "constants cost nothing; == costs 1"
+    );
+    assert_eq!(
+        cost("object.a == 'x'", obj.clone()),
+        3,
+        "ident 1 + select 1 + == 1"
+    );
+    assert_eq!(
+        cost("has(object.a)", obj.clone()),
+        1,
+        "has() costs 0, its operand 1"
+    );
+    assert_eq!(
+        cost("2 in [1, 2, 3]", obj.clone()),
+        3,
+        "a constant list is folded; `in` costs its size"
+    );
+    // all(): range 2, then per element cond 2 + step 1 + predicate (ident 1 + > 1), result 1.
+    assert_eq!(cost("object.l.all(x, x > 0)", obj), 2 + 3 * 5 + 1);
+}
+
+#[test]
+fn logical_operators_absorb_errors_commutatively() {
+    assert_eq!(eval("object.missing == 1 || true").unwrap(), json!(true));
+    assert_eq!(eval("true || object.missing == 1").unwrap(), json!(true));
+    assert_eq!(eval("object.missing == 1 && false").unwrap(), json!(false));
+    assert!(eval("object.missing == 1 && true")
+        .unwrap_err()
+        .contains("no such key: missing"));
+    assert_eq!(
+        eval_with("object.l.all(x, 1 / x > 0)", json!({"l": [0, -1]})).unwrap(),
+        json!(false)
+    );
+    assert!(
+        eval_with("object.l.all(x, 1 / x > 0)", json!({"l": [0, 1]}))
+            .unwrap_err()
+            .contains("division by zero")
+    );
+    assert_eq!(
+        eval_with("object.l.exists(x, 1 / x > 0)", json!({"l": [0, 1]})).unwrap(),
+        json!(true)
+    );
+    assert!(eval_with("object.l.exists_one(x, 1 / x > 0)", json!({"l": [0, 1]})).is_err());
+}
+
+#[test]
+fn runtime_data_follows_unstructured_json() {
+    let obj = json!({"spec": {"replicas": 3, "ratio": 1.5}});
+    assert_eq!(
+        eval_with("object.spec.replicas + 1", obj.clone()).unwrap(),
+        json!(4)
+    );
+    assert_eq!(
+        eval_with("type(object.spec.replicas) == int", obj.clone()).unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        eval_with("type(object.spec.ratio) == double", obj.clone()).unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        eval_with("object.spec.replicas == 3.0", obj.clone()).unwrap(),
+        json!(true),
+        "dyn equality is heterogeneous"
+    );
+    assert_eq!(
+        eval_with("object.spec.nope", obj).unwrap_err(),
+        "no such key: nope"
+    );
+    assert_eq!(
+        eval_with("object.metadata", json!(null)).unwrap_err(),
+        "no such key: metadata"
+    );
+    assert_eq!(
+        eval_with("object.?spec.?x.orValue(7)", json!({"spec": {}})).unwrap(),
+        json!(7)
+    );
+}
+
+#[test]
+fn compile_time_checks() {
+    let (env, _) = vap_env(NEWEST_MINOR, false);
+    let err = |e: &str| env.compile(e).unwrap_err().message().to_string();
+    assert!(err("1 == 'a'")
+        .contains("found no matching overload for '_==_' applied to '(int, string)'"));
+    assert!(
+        err("1 == 1.0").contains("no matching overload"),
+        "1.32 rejects 1 == 1.0 at compile time"
+    );
+    assert!(env.compile("dyn(1) == 1.0").is_ok());
+    assert!(err("[1, 'a']").contains("expected type 'int' but found 'string'"));
+    assert!(
+        env.compile("'%s %d'.format(['a', 1])").is_ok(),
+        "format() arguments are exempt"
+    );
+    assert!(err("nosuchfn(1)").contains("undeclared reference to 'nosuchfn'"));
+    assert!(err("'a'.matches('[')").contains("invalid matches argument"));
+    assert!(
+        err("duration('1d')").starts_with("invalid duration argument"),
+        "constant durations are validated"
+    );
+    assert!(err("timestamp('2024-01-01')").starts_with("invalid timestamp argument"));
+    assert!(err("true ? 'x' : null").contains("_?_:_"));
+    assert!(
+        err("'abc'.reverse()").contains("reverse"),
+        "ext.Strings v3 is not enabled"
+    );
+    assert!(err("math.greatest(1, 2)").contains("undeclared reference"));
+    assert!(err("base64.encode(b'a')").contains("undeclared reference"));
+    assert_eq!(
+        env.compile("object.spec.paused").unwrap().result_type(),
+        &Type::Dyn
+    );
+}
+
+#[test]
+fn libraries_follow_the_compatibility_version() {
+    let mut old = Env::new(28);
+    old.declare("object", Type::Dyn);
+    assert!(
+        old.compile("sets.contains([1], [1])").is_err(),
+        "sets arrive with 1.29"
+    );
+    assert!(
+        old.compile("isIP('1.2.3.4')").is_err(),
+        "ip arrives with 1.30"
+    );
+    assert!(
+        old.compile("[1].all(i, v, v > 0)").is_err(),
+        "two-variable comprehensions arrive with 1.32"
+    );
+    assert!(
+        old.compile("[1].sort()").is_err(),
+        "lists v3 arrives with 1.34"
+    );
+    assert!(old.compile("optional.of(1).hasValue()").is_ok());
+    let new = Env::default();
+    assert!(new
+        .compile("sets.contains([1], [1]) && isIP('1.2.3.4') && [1].all(i, v, v > 0)")
+        .is_ok());
+}
+
+#[test]
+fn kubernetes_library_corner_cases() {
+    // k8s-cel-library.md §18
+    assert!(
+        eval("ip.isCanonical('not-an-ip')").is_err(),
+        "an invalid IP is an error, not false"
+    );
+    assert_eq!(eval("ip.isCanonical('2001:db8::68')").unwrap(), json!(true));
+    assert_eq!(
+        eval("ip.isCanonical('2001:DB8::68')").unwrap(),
+        json!(false)
+    );
+    assert_eq!(
+        eval("cidr('192.168.0.1/24').prefixLength()").unwrap(),
+        json!(24),
+        "host bits accepted"
+    );
+    assert_eq!(
+        eval("cidr('192.168.0.1/24') == cidr('192.168.0.0/24')").unwrap(),
+        json!(false)
+    );
+    assert_eq!(
+        eval("string(cidr('192.168.0.1/24').masked())").unwrap(),
+        json!("192.168.0.0/24")
+    );
+    assert_eq!(
+        eval("ip('192.168.0.1').isGlobalUnicast()").unwrap(),
+        json!(true),
+        "RFC 1918 is global unicast"
+    );
+    assert!(eval("ip('::ffff:1.2.3.4')")
+        .unwrap_err()
+        .contains("IPv4-mapped"));
+    // Go's FindAllString keeps empty matches, except one abutting the previous match.
+    assert_eq!(
+        eval("'1, 2'.findAll('[0-9]*')").unwrap(),
+        json!(["1", "", "2"]),
+        "empty matches are kept"
+    );
+    assert_eq!(
+        eval("'abc 123 def 456'.find('[0-9]+')").unwrap(),
+        json!("123")
+    );
+    assert!(eval("'x'.find(object.p)").is_err());
+    assert_eq!(eval("[3, 1, 2].max()").unwrap(), json!(3));
+    assert!(eval("[].min()")
+        .unwrap_err()
+        .contains("min called on empty list"));
+    assert_eq!(eval("[1, 2, 2].isSorted()").unwrap(), json!(true));
+    assert_eq!(eval("[1, 2, 3].indexOf(2)").unwrap(), json!(1));
+    assert_eq!(
+        eval("'hello'.indexOf('l', 10)").unwrap(),
+        json!(-1),
+        "cel-go v0.26: -1 past the end"
+    );
+}
+
+#[test]
+fn strings_and_time() {
+    assert_eq!(
+        eval("'%e'.format([12345.678])").unwrap(),
+        json!("1.234568 × 10⁰⁴")
+    );
+    assert_eq!(eval("'%s'.format([[1, 2]])").unwrap(), json!("[1, 2]"));
+    assert!(eval("'%d'.format([1.5])").is_err());
+    assert_eq!(eval("string(1.0 / 0.0)").unwrap(), json!("+Inf"));
+    assert_eq!(
+        eval("timestamp('2024-03-01T10:00:00Z').getMonth()").unwrap(),
+        json!(2),
+        "0-based"
+    );
+    assert_eq!(
+        eval("timestamp('2024-03-01T10:00:00Z').getDayOfMonth()").unwrap(),
+        json!(0),
+        "0-based"
+    );
+    assert_eq!(
+        eval("timestamp('2024-03-01T10:00:00Z').getHours('America/Los_Angeles')").unwrap(),
+        json!(2)
+    );
+    assert_eq!(
+        eval("timestamp('2024-03-01T10:00:00Z').getHours('+05:30')").unwrap(),
+        json!(15)
+    );
+    assert_eq!(eval("string(duration('1h30m'))").unwrap(), json!("5400s"));
+    assert_eq!(eval("duration('1h').getMinutes()").unwrap(), json!(60));
+    assert_eq!(eval("'héllo'.size()").unwrap(), json!(5), "code points");
+    assert_eq!(
+        eval("[1, 2, 3].transformMap(i, v, v * 2)").unwrap(),
+        json!({"0": 2, "1": 4, "2": 6})
+    );
+    assert_eq!(eval("[3, 1, 2].sortBy(x, -x)").unwrap(), json!([3, 2, 1]));
+}
