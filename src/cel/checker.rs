@@ -8,9 +8,9 @@ use std::sync::Arc;
 use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
 use super::env::{Env, VarKind};
 use super::error::CompileError;
-use super::eval::{Comprehension as CNode, Evaluator, Meter, Node, RegexOp};
+use super::eval::{Callee, Comprehension as CNode, Evaluator, Meter, Node, RegexOp};
 use super::functions;
-use super::library::{functions as table, Function};
+use super::library::{functions as table, Function, Overload};
 use super::types::{join, Bindings, Type};
 use super::value::{Map, OwnedMap, Value};
 
@@ -510,13 +510,8 @@ impl<'e> Checker<'e> {
                     && o.since <= self.env.version
             })
             .collect();
-        if candidates.is_empty() {
-            return Err(self.err(
-                e,
-                format!("undeclared reference to '{func}' (in container '')"),
-            ));
-        }
         let mut result: Option<Type> = None;
+        let mut matching: Vec<&'static Overload> = Vec::new();
         for o in &candidates {
             let mut b = Bindings::default();
             if o.sig
@@ -525,12 +520,16 @@ impl<'e> Checker<'e> {
                 .zip(&types)
                 .all(|(p, t)| b.accepts(p, t))
             {
+                matching.push(o);
                 let r = b.substitute(&o.sig.result);
                 result = Some(match result {
                     None => r,
                     Some(prev) => join(&prev, &r).unwrap_or(Type::Dyn),
                 });
             }
+        }
+        if candidates.is_empty() && !self.env.check_types {
+            return self.undeclared(e, func);
         }
         let ty = match result {
             Some(t) => t,
@@ -552,8 +551,22 @@ impl<'e> Checker<'e> {
         if let Some(node) = self.regex_node(e, func, &mut nodes)? {
             return Ok((node, ty));
         }
+        if matching.is_empty() {
+            // Unchecked: any candidate may apply at runtime.
+            matching = candidates.clone();
+        }
+        let first = matching[0];
+        let imp = if matching
+            .iter()
+            .all(|o| std::ptr::fn_addr_eq(o.imp, first.imp))
+        {
+            Callee::Static(first)
+        } else {
+            Callee::Dispatch(matching.into_boxed_slice())
+        };
         let node = Node::Call {
             func: f,
+            imp,
             args: nodes.into_boxed_slice(),
         };
         if FOLDABLE.contains(&func) && self.env.optimize {

@@ -13,7 +13,8 @@ use std::time::Instant;
 use super::ast::MacroKind;
 use super::error::EvalError;
 use super::ext;
-use super::library::Function;
+use super::library::{Function, Overload};
+use super::types::Type;
 use super::value::{List, Map, OwnedMap, Str, Value};
 
 /// cel-go's `CostLimit` for one expression in Kubernetes (`PerCallLimit`).
@@ -49,6 +50,7 @@ pub enum Node {
     Cond(Box<[Node; 3]>),
     Call {
         func: &'static Function,
+        imp: Callee,
         args: Box<[Node]>,
     },
     /// `matches`, `find` or `findAll` with a constant pattern compiled once.
@@ -70,6 +72,16 @@ pub enum Node {
     Fail(Box<str>),
 }
 
+/// Which implementation a call runs.
+#[derive(Debug)]
+pub enum Callee {
+    /// Resolved when the expression was checked.
+    Static(&'static Overload),
+    /// Chosen by the arguments' runtime kinds among these overloads (for `dyn` arguments
+    /// whose candidates have different implementations).
+    Dispatch(Box<[&'static Overload]>),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RegexOp {
     Matches,
@@ -89,6 +101,34 @@ pub struct Comprehension {
 impl std::fmt::Debug for Function {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name)
+    }
+}
+
+impl std::fmt::Debug for Overload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.sig)
+    }
+}
+
+/// Whether a runtime value is of a kind a parameter type accepts.
+fn kind_accepts(t: &Type, v: &Value<'_>) -> bool {
+    match (t, v) {
+        (Type::Dyn | Type::Param(_), _) => true,
+        (Type::Null, Value::Null)
+        | (Type::Bool, Value::Bool(_))
+        | (Type::Int, Value::Int(_))
+        | (Type::Uint, Value::Uint(_))
+        | (Type::Double, Value::Double(_))
+        | (Type::String, Value::String(_))
+        | (Type::Bytes, Value::Bytes(_))
+        | (Type::Timestamp, Value::Timestamp(_))
+        | (Type::Duration, Value::Duration(_))
+        | (Type::List(_), Value::List(_))
+        | (Type::Map(..) | Type::Object(_), Value::Map(_))
+        | (Type::Optional(_), Value::Optional(_))
+        | (Type::TypeOf(_), Value::Type(_)) => true,
+        (Type::Opaque(name), Value::Opaque(o)) => o.type_name() == *name,
+        _ => false,
     }
 }
 
@@ -223,7 +263,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 Value::Bool(false) => self.eval(&parts[2]),
                 _ => Err(EvalError::no_such_overload()),
             },
-            Node::Call { func, args } => self.call(func, args),
+            Node::Call { imp, args, .. } => self.call(imp, args),
             Node::Regex {
                 op,
                 args,
@@ -295,7 +335,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         }
     }
 
-    fn call(&mut self, func: &Function, args: &[Node]) -> R<'a> {
+    fn call(&mut self, callee: &Callee, args: &[Node]) -> R<'a> {
         // Every library function takes at most four arguments (receiver included): keep them
         // on the stack instead of allocating per call.
         if args.len() <= 4 {
@@ -303,16 +343,32 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             for (slot, a) in vals.iter_mut().zip(args) {
                 *slot = self.eval(a)?;
             }
-            let vals = &vals[..args.len()];
-            self.meter.charge(func.cost.charge(vals))?;
-            return (func.imp)(vals);
+            return self.invoke(callee, &vals[..args.len()]);
         }
         let mut vals: Vec<Value<'a>> = Vec::with_capacity(args.len());
         for a in args {
             vals.push(self.eval(a)?);
         }
-        self.meter.charge(func.cost.charge(&vals))?;
-        (func.imp)(&vals)
+        self.invoke(callee, &vals)
+    }
+
+    fn invoke(&mut self, callee: &Callee, vals: &[Value<'a>]) -> R<'a> {
+        let overload = match callee {
+            Callee::Static(o) => *o,
+            Callee::Dispatch(candidates) => candidates
+                .iter()
+                .find(|o| {
+                    o.sig
+                        .params
+                        .iter()
+                        .zip(vals)
+                        .all(|(t, v)| kind_accepts(t, v))
+                })
+                .copied()
+                .ok_or_else(EvalError::no_such_overload)?,
+        };
+        self.meter.charge(overload.cost.charge(vals))?;
+        (overload.imp)(vals)
     }
 
     fn regex(&mut self, op: RegexOp, args: &[Node], re: &regex::Regex, pattern_size: u64) -> R<'a> {

@@ -42,13 +42,15 @@ pub struct Overload {
     pub sig: Signature,
     /// The Kubernetes minor version (1.N) whose environment introduced it; 0 for always.
     pub since: u16,
+    pub imp: Imp,
+    pub cost: Cost,
 }
 
+/// A function name and all its overloads, from every library that declares it (`compareTo`
+/// exists for quantities and semvers).
 pub struct Function {
     pub name: &'static str,
     pub overloads: Vec<Overload>,
-    pub imp: Imp,
-    pub cost: Cost,
 }
 
 /// Introduction versions of the options in `k8s.io/apiserver/pkg/cel/environment/base.go`.
@@ -70,24 +72,21 @@ pub mod since {
 }
 
 struct Builder {
-    fns: Vec<Function>,
+    fns: HashMap<&'static str, Function>,
 }
 
 impl Builder {
     fn add(&mut self, name: &'static str, sigs: &[(&str, u16)], imp: Imp, cost: Cost) {
-        let overloads = sigs
-            .iter()
-            .map(|(s, v)| Overload {
-                sig: parse_signature(s),
-                since: *v,
-            })
-            .collect();
-        self.fns.push(Function {
+        let f = self.fns.entry(name).or_insert_with(|| Function {
             name,
-            overloads,
+            overloads: Vec::new(),
+        });
+        f.overloads.extend(sigs.iter().map(|(s, v)| Overload {
+            sig: parse_signature(s),
+            since: *v,
             imp,
             cost,
-        });
+        }));
     }
 
     fn always(&mut self, name: &'static str, sigs: &[&str], imp: Imp, cost: Cost) {
@@ -105,13 +104,15 @@ impl Builder {
 pub fn functions() -> &'static HashMap<&'static str, Function> {
     static TABLE: OnceLock<HashMap<&'static str, Function>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut b = Builder { fns: Vec::new() };
+        let mut b = Builder {
+            fns: HashMap::new(),
+        };
         standard(&mut b);
         strings(&mut b);
         lists_and_sets(&mut b);
         optional(&mut b);
         super::k8s::register(&mut |name, sigs, imp, cost| b.add(name, sigs, imp, cost));
-        b.fns.into_iter().map(|f| (f.name, f)).collect()
+        b.fns
     })
 }
 

@@ -2,10 +2,12 @@
 //! functions into the table of [`super::library`].
 
 pub mod net;
+pub mod quantity;
 
 use super::library::Register;
 
 /// Adds each Kubernetes library's functions: `add(name, [(signature, since)], imp, cost)`.
 pub fn register(add: Register<'_>) {
     net::register(add);
+    quantity::register(add);
 }

@@ -1,0 +1,394 @@
+//! Kubernetes' quantity library (`library/quantity.go`, type `kubernetes.Quantity`;
+//! compatibility 1.28).
+//!
+//! Parsing follows apimachinery's `resource.ParseQuantity`: an optionally signed decimal, then
+//! one suffix (binary `Ki`..`Ei`, decimal `n u m k M G T P E`, or an exponent `e<int>`). The
+//! value is exact: like apimachinery it is rounded up (away from zero) to nano precision, and a
+//! binary-suffixed value is capped at 2^63-1. celgate holds it as an `i128` count of
+//! nano-units, exact up to about 1.7e29; a larger quantity is refused with a clear error where
+//! apimachinery would use an unbounded decimal.
+
+use std::any::Any;
+
+use crate::cel::error::EvalError;
+use crate::cel::functions::{str_arg, R};
+use crate::cel::library::{since, Cost, Register};
+use crate::cel::value::{Opaque, Value};
+
+const NANOS: i128 = 1_000_000_000;
+
+/// apimachinery's `ErrFormatWrong`.
+const FORMAT_WRONG: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+const NUMERIC: &str = "unable to parse numeric part of quantity";
+const SUFFIX: &str = "unable to parse quantity's suffix";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quantity {
+    /// The value in nano-units.
+    pub nanos: i128,
+    /// The text it was parsed from (for output).
+    pub text: String,
+}
+
+impl Opaque for Quantity {
+    fn type_name(&self) -> &'static str {
+        "kubernetes.Quantity"
+    }
+    fn equals(&self, other: &dyn Opaque) -> bool {
+        other
+            .as_any()
+            .downcast_ref::<Quantity>()
+            .is_some_and(|o| o.nanos == self.nanos)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn to_cel_string(&self) -> Option<String> {
+        Some(self.text.clone())
+    }
+}
+
+enum Suffix {
+    /// 10^exp
+    Decimal(i32),
+    /// 2^exp
+    Binary(u32),
+}
+
+fn suffix(s: &str) -> Option<Suffix> {
+    Some(match s {
+        "" => Suffix::Decimal(0),
+        "n" => Suffix::Decimal(-9),
+        "u" => Suffix::Decimal(-6),
+        "m" => Suffix::Decimal(-3),
+        "k" => Suffix::Decimal(3),
+        "M" => Suffix::Decimal(6),
+        "G" => Suffix::Decimal(9),
+        "T" => Suffix::Decimal(12),
+        "P" => Suffix::Decimal(15),
+        "E" => Suffix::Decimal(18),
+        "Ki" => Suffix::Binary(10),
+        "Mi" => Suffix::Binary(20),
+        "Gi" => Suffix::Binary(30),
+        "Ti" => Suffix::Binary(40),
+        "Pi" => Suffix::Binary(50),
+        "Ei" => Suffix::Binary(60),
+        e if e.len() > 1 && (e.starts_with('e') || e.starts_with('E')) => {
+            let digits = &e[1..];
+            let unsigned = digits.strip_prefix(['+', '-']).unwrap_or(digits);
+            if unsigned.is_empty() || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            Suffix::Decimal(digits.parse().ok()?)
+        }
+        _ => return None,
+    })
+}
+
+/// Splits `[sign][digits][.digits][suffix]` as apimachinery's `parseQuantityString`.
+fn split(s: &str) -> Result<(bool, &str, &str, &str), &'static str> {
+    let b = s.as_bytes();
+    let mut pos = 0;
+    let positive = match b.first() {
+        Some(b'-') => {
+            pos = 1;
+            false
+        }
+        Some(b'+') => {
+            pos = 1;
+            true
+        }
+        _ => true,
+    };
+    let digits = |from: usize| from + b[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+    let num_end = digits(pos);
+    let num = &s[pos..num_end];
+    pos = num_end;
+    let mut denom = "";
+    if b.get(pos) == Some(&b'.') {
+        let end = digits(pos + 1);
+        denom = &s[pos + 1..end];
+        pos = end;
+    }
+    if num.is_empty() && denom.is_empty() {
+        return Err(FORMAT_WRONG);
+    }
+    let suffix_start = pos;
+    while pos < b.len() && b"eEinumkKMGTP".contains(&b[pos]) {
+        pos += 1;
+    }
+    if pos < b.len() && (b[pos] == b'-' || b[pos] == b'+') {
+        pos += 1;
+    }
+    while pos < b.len() && b[pos].is_ascii_digit() {
+        pos += 1;
+    }
+    if pos != b.len() {
+        return Err(FORMAT_WRONG);
+    }
+    Ok((positive, num, denom, &s[suffix_start..]))
+}
+
+/// Parses like apimachinery's `ParseQuantity`, with its error messages.
+pub fn parse(s: &str) -> Result<Quantity, EvalError> {
+    let err = |m: &str| EvalError::new(m.to_string());
+    if s.is_empty() {
+        return Err(err(FORMAT_WRONG));
+    }
+    let (positive, num, denom, suf) = split(s).map_err(err)?;
+    let suffix = suffix(suf).ok_or_else(|| err(SUFFIX))?;
+    // The digits as an integer, and the power of ten that scales them.
+    let digits: String = format!("{num}{denom}");
+    let digits = digits.trim_start_matches('0');
+    let mut exp10: i64 = -(denom.len() as i64);
+    let mut binary: u32 = 0;
+    match suffix {
+        Suffix::Decimal(e) => exp10 += i64::from(e),
+        Suffix::Binary(e) => binary = e,
+    }
+    // Into nano-units, rounding up away from zero as apimachinery does (`inf.RoundUp`).
+    let shift = exp10 + 9;
+    let too_large = || err("quantity is too large for celgate's exact range (about 1.7e29)");
+    let mut nanos: i128 = if digits.is_empty() {
+        0
+    } else if shift >= 0 {
+        if digits.len() as i64 + shift > 38 {
+            return Err(too_large());
+        }
+        let base: i128 = digits.parse().map_err(|_| err(NUMERIC))?;
+        base.checked_mul(10i128.pow(shift as u32))
+            .ok_or_else(too_large)?
+    } else {
+        let cut = (-shift) as usize;
+        if cut >= digits.len() {
+            1
+        } else {
+            let (keep, dropped) = digits.split_at(digits.len() - cut);
+            if keep.len() > 38 {
+                return Err(too_large());
+            }
+            let kept: i128 = keep.parse().map_err(|_| err(NUMERIC))?;
+            kept + i128::from(dropped.bytes().any(|c| c != b'0'))
+        }
+    };
+    if binary > 0 {
+        // Binary quantities are capped at the largest int64 (apimachinery's maxAllowed).
+        let cap = i128::from(i64::MAX) * NANOS;
+        nanos = nanos
+            .checked_mul(1i128 << binary)
+            .map_or(cap, |v| v.min(cap));
+    }
+    Ok(Quantity {
+        nanos: if positive { nanos } else { -nanos },
+        text: s.to_string(),
+    })
+}
+
+fn quantity_of(v: &Value<'_>) -> Result<Quantity, EvalError> {
+    v.as_opaque::<Quantity>()
+        .cloned()
+        .ok_or_else(EvalError::no_such_overload)
+}
+
+fn from_nanos<'a>(nanos: i128) -> R<'a> {
+    Ok(Value::opaque(Quantity {
+        nanos,
+        text: format_nanos(nanos),
+    }))
+}
+
+/// A decimal rendering of a computed quantity (`add`/`sub` results).
+fn format_nanos(nanos: i128) -> String {
+    let sign = if nanos < 0 { "-" } else { "" };
+    let abs = nanos.unsigned_abs();
+    let (whole, frac) = (abs / NANOS as u128, abs % NANOS as u128);
+    if frac == 0 {
+        return format!("{sign}{whole}");
+    }
+    let f = format!("{frac:09}");
+    format!("{sign}{whole}.{}", f.trim_end_matches('0'))
+}
+
+fn quantity<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::opaque(parse(str_arg(&a[0])?)?))
+}
+
+fn is_quantity<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(parse(str_arg(&a[0])?).is_ok()))
+}
+
+fn sign<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Int(quantity_of(&a[0])?.nanos.signum() as i64))
+}
+
+fn as_int64(q: &Quantity) -> Option<i64> {
+    if q.nanos % NANOS != 0 {
+        return None;
+    }
+    i64::try_from(q.nanos / NANOS).ok()
+}
+
+fn is_integer<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(as_int64(&quantity_of(&a[0])?).is_some()))
+}
+
+fn as_integer<'a>(a: &[Value<'a>]) -> R<'a> {
+    as_int64(&quantity_of(&a[0])?)
+        .map(Value::Int)
+        .ok_or_else(|| EvalError::new("cannot convert value to integer"))
+}
+
+fn as_approximate_float<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Double(
+        quantity_of(&a[0])?.nanos as f64 / NANOS as f64,
+    ))
+}
+
+/// The argument of `add`/`sub`: a quantity, or an int of whole units.
+fn operand(v: &Value<'_>) -> Result<i128, EvalError> {
+    match v {
+        Value::Int(i) => Ok(i128::from(*i) * NANOS),
+        other => Ok(quantity_of(other)?.nanos),
+    }
+}
+
+fn add_quantity<'a>(a: &[Value<'a>]) -> R<'a> {
+    let sum = quantity_of(&a[0])?.nanos.checked_add(operand(&a[1])?);
+    sum.map_or_else(|| Err(EvalError::new("quantity overflow")), from_nanos)
+}
+
+fn sub_quantity<'a>(a: &[Value<'a>]) -> R<'a> {
+    let diff = quantity_of(&a[0])?.nanos.checked_sub(operand(&a[1])?);
+    diff.map_or_else(|| Err(EvalError::new("quantity overflow")), from_nanos)
+}
+
+fn compare_to<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Int(
+        quantity_of(&a[0])?.nanos.cmp(&quantity_of(&a[1])?.nanos) as i64,
+    ))
+}
+
+fn is_greater_than<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(
+        quantity_of(&a[0])?.nanos > quantity_of(&a[1])?.nanos,
+    ))
+}
+
+fn is_less_than<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(
+        quantity_of(&a[0])?.nanos < quantity_of(&a[1])?.nanos,
+    ))
+}
+
+pub fn register(add: Register<'_>) {
+    let v = since::QUANTITY;
+    add(
+        "quantity",
+        &[("(string) kubernetes.Quantity", v)],
+        quantity,
+        Cost::Traverse(0, 0.1),
+    );
+    add(
+        "isQuantity",
+        &[("(string) bool", v)],
+        is_quantity,
+        Cost::Traverse(0, 0.1),
+    );
+    // Declared as a global overload in Kubernetes: `sign(q)`, not `q.sign()`.
+    add("sign", &[("(kubernetes.Quantity) int", v)], sign, Cost::One);
+    add(
+        "isInteger",
+        &[("kubernetes.Quantity.() bool", v)],
+        is_integer,
+        Cost::One,
+    );
+    add(
+        "asInteger",
+        &[("kubernetes.Quantity.() int", v)],
+        as_integer,
+        Cost::One,
+    );
+    add(
+        "asApproximateFloat",
+        &[("kubernetes.Quantity.() double", v)],
+        as_approximate_float,
+        Cost::One,
+    );
+    let arith = [
+        (
+            "kubernetes.Quantity.(kubernetes.Quantity) kubernetes.Quantity",
+            v,
+        ),
+        ("kubernetes.Quantity.(int) kubernetes.Quantity", v),
+    ];
+    add("add", &arith, add_quantity, Cost::One);
+    add("sub", &arith, sub_quantity, Cost::One);
+    add(
+        "compareTo",
+        &[("kubernetes.Quantity.(kubernetes.Quantity) int", v)],
+        compare_to,
+        Cost::One,
+    );
+    add(
+        "isGreaterThan",
+        &[("kubernetes.Quantity.(kubernetes.Quantity) bool", v)],
+        is_greater_than,
+        Cost::One,
+    );
+    add(
+        "isLessThan",
+        &[("kubernetes.Quantity.(kubernetes.Quantity) bool", v)],
+        is_less_than,
+        Cost::One,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> i128 {
+        parse(s).unwrap_or_else(|e| panic!("{s}: {e}")).nanos
+    }
+
+    #[test]
+    fn apimachinery_parsing() {
+        assert_eq!(n("1Gi"), (1i128 << 30) * NANOS);
+        assert_eq!(n("1.5k"), 1500 * NANOS);
+        assert_eq!(n("500m"), NANOS / 2);
+        assert_eq!(n("1e3"), 1000 * NANOS);
+        assert_eq!(n("1E-3"), NANOS / 1000);
+        assert_eq!(n("-2"), -2 * NANOS);
+        assert_eq!(n("0.1n"), 1, "rounded up to the nano");
+        assert_eq!(n("-0.1n"), -1, "rounded away from zero");
+        assert_eq!(n("0"), 0);
+        assert_eq!(n("1."), NANOS, "apimachinery accepts a trailing dot");
+        assert_eq!(
+            n("16Ei"),
+            i128::from(i64::MAX) * NANOS,
+            "binary quantities are capped"
+        );
+        assert!(
+            parse("200K").unwrap_err().message().contains("suffix"),
+            "upper-case K is invalid"
+        );
+        assert!(parse("Mi").is_err(), "a bare suffix is invalid");
+        assert!(parse("")
+            .unwrap_err()
+            .message()
+            .starts_with("quantities must match"));
+        assert!(parse("1.2.3").is_err());
+        assert!(parse("1Mi5").is_err());
+    }
+
+    #[test]
+    fn comparison_and_integers() {
+        assert!(n("50M") < n("50Mi"));
+        assert_eq!(n("200M"), n("0.2G"));
+        assert_eq!(as_int64(&parse("1k").unwrap()), Some(1000));
+        assert_eq!(as_int64(&parse("1.5").unwrap()), None);
+        assert_eq!(as_int64(&parse("1E19").unwrap()), None, "overflows int64");
+        assert_eq!(format_nanos(50_020 * NANOS), "50020");
+    }
+}
