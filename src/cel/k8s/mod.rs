@@ -3,6 +3,7 @@
 
 pub mod net;
 pub mod quantity;
+pub mod semver;
 
 use super::library::Register;
 
@@ -10,4 +11,5 @@ use super::library::Register;
 pub fn register(add: Register<'_>) {
     net::register(add);
     quantity::register(add);
+    semver::register(add);
 }
