@@ -4,6 +4,7 @@
 pub mod net;
 pub mod quantity;
 pub mod semver;
+pub mod url;
 
 use super::library::Register;
 
@@ -12,4 +13,5 @@ pub fn register(add: Register<'_>) {
     net::register(add);
     quantity::register(add);
     semver::register(add);
+    url::register(add);
 }
