@@ -1,6 +1,7 @@
 //! The Kubernetes CEL libraries (`k8s.io/apiserver/pkg/cel/library`): each registers its
 //! functions into the table of [`super::library`].
 
+pub mod format;
 pub mod net;
 pub mod quantity;
 pub mod semver;
@@ -10,6 +11,7 @@ use super::library::Register;
 
 /// Adds each Kubernetes library's functions: `add(name, [(signature, since)], imp, cost)`.
 pub fn register(add: Register<'_>) {
+    format::register(add);
     net::register(add);
     quantity::register(add);
     semver::register(add);
