@@ -9,7 +9,7 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use serde_json::Value as Json;
 
 use celgate::cel::eval::Meter;
-use celgate::cel::vap::vap_env;
+use celgate::cel::vap::{vap_env, Decls};
 use celgate::cel::{Program, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 
 fn shared(path: &str) -> PathBuf {
@@ -68,7 +68,13 @@ fn review_bytes(object: &Json) -> Vec<u8> {
 }
 
 fn compile(expr: &str) -> Program {
-    let (env, _) = vap_env(NEWEST_MINOR, false);
+    let (env, _) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
     env.compile(expr).unwrap_or_else(|e| panic!("{expr}: {e}"))
 }
 

@@ -7,7 +7,10 @@ use clap::{Parser, Subcommand};
 use serde_json::Value as Json;
 
 use celgate::cel::eval::Meter;
-use celgate::cel::vap::vap_env;
+use std::sync::Arc;
+
+use celgate::cel::k8s::authz::{Attributes, AuthorizerValue, Decision, Verdict};
+use celgate::cel::vap::{request_resource_attributes, vap_env, Decls};
 use celgate::cel::{Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 
 #[derive(Parser)]
@@ -42,6 +45,21 @@ enum Command {
     },
     /// Print the version.
     Version,
+}
+
+/// `celgate expr` has no RBAC objects to consult: every check has no opinion, so
+/// `allowed()` is false, with a reason that says why.
+#[derive(Debug)]
+struct NoAuthorizationData;
+
+impl celgate::cel::k8s::authz::Authorizer for NoAuthorizationData {
+    fn authorize(&self, _: &Attributes) -> Decision {
+        Decision {
+            verdict: Verdict::NoOpinion,
+            reason: "celgate expr has no authorization data".into(),
+            error: None,
+        }
+    }
 }
 
 /// An error for exit code 2 (bad usage or unreadable input).
@@ -84,8 +102,24 @@ fn run_expr(expr: &str, vars: &[String], k8s_version: &str, show_cost: bool) -> 
     };
     let (version, loaded) = loaded;
     let with_params = loaded.iter().any(|(n, _)| n == "params");
-    let (mut env, slots) = vap_env(version, with_params);
+    let (mut env, slots) = vap_env(
+        version,
+        Decls {
+            params: with_params,
+            authorizer: true,
+        },
+    );
     let mut values: Vec<Value<'_>> = vec![Value::Null; env.variables().len()];
+    let authz = AuthorizerValue::new(Arc::new(NoAuthorizationData));
+    let request = loaded
+        .iter()
+        .find(|(n, _)| n == "request")
+        .map(|(_, j)| j.clone())
+        .unwrap_or_default();
+    if let (Some(a), Some(r)) = (slots.authorizer, slots.request_resource) {
+        values[r] = Value::opaque(authz.request_resource(request_resource_attributes(&request)));
+        values[a] = Value::opaque(authz);
+    }
     for (name, json) in &loaded {
         let slot = match env.variable(name) {
             Some((slot, _)) => slot,
@@ -96,7 +130,6 @@ fn run_expr(expr: &str, vars: &[String], k8s_version: &str, show_cost: bool) -> 
         };
         values[slot] = Value::from_json(json);
     }
-    let _ = slots;
     let program = match env.compile(expr) {
         Ok(p) => p,
         Err(e) => {

@@ -3,13 +3,25 @@
 //! Kubernetes differs from documentation or from plain CEL.
 
 use celgate::cel::eval::Meter;
-use celgate::cel::vap::vap_env;
+use std::sync::Arc;
+
+use celgate::cel::k8s::authz::{
+    Attributes, Authorizer, AuthorizerValue, Decision, Principal, ResourceAttributes, Target,
+    Verdict,
+};
+use celgate::cel::vap::{vap_env, Decls};
 use celgate::cel::{Env, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 use serde_json::json;
 
 /// Evaluates `expr` with `object` bound, in the newest VAP environment.
 fn eval_with(expr: &str, object: serde_json::Value) -> Result<serde_json::Value, String> {
-    let (env, slots) = vap_env(NEWEST_MINOR, false);
+    let (env, slots) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
     let program = env
         .compile(expr)
         .map_err(|e| format!("compile: {}", e.message()))?;
@@ -27,7 +39,13 @@ fn eval(expr: &str) -> Result<serde_json::Value, String> {
 }
 
 fn cost(expr: &str, object: serde_json::Value) -> u64 {
-    let (env, slots) = vap_env(NEWEST_MINOR, false);
+    let (env, slots) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
     let program = env.compile(expr).unwrap();
     let mut vars = vec![Value::Null; env.variables().len()];
     vars[slots.object] = Value::from_json(&object);
@@ -146,7 +164,13 @@ fn runtime_data_follows_unstructured_json() {
 
 #[test]
 fn compile_time_checks() {
-    let (env, _) = vap_env(NEWEST_MINOR, false);
+    let (env, _) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
     let err = |e: &str| env.compile(e).unwrap_err().message().to_string();
     assert!(err("1 == 'a'")
         .contains("found no matching overload for '_==_' applied to '(int, string)'"));
@@ -299,4 +323,121 @@ fn strings_and_time() {
         json!({"0": 2, "1": 4, "2": 6})
     );
     assert_eq!(eval("[3, 1, 2].sortBy(x, -x)").unwrap(), json!([3, 2, 1]));
+}
+
+/// Allows `get` on pods for the request user, and `get /healthz`; no opinion otherwise.
+#[derive(Debug)]
+struct PodReader;
+
+impl Authorizer for PodReader {
+    fn authorize(&self, a: &Attributes) -> Decision {
+        let allow = match (&a.principal, &a.target) {
+            (Principal::RequestUser, Target::Resource(r)) => {
+                a.verb == "get" && r.resource == "pods" && r.group.is_empty()
+            }
+            (_, Target::Path(p)) => p == "/healthz" && a.verb == "get",
+            _ => false,
+        };
+        let verdict = if allow {
+            Verdict::Allow
+        } else {
+            Verdict::NoOpinion
+        };
+        Decision {
+            verdict,
+            reason: format!("{:?}", a.target),
+            error: None,
+        }
+    }
+}
+
+fn eval_authz(expr: &str) -> Result<serde_json::Value, String> {
+    let (env, slots) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: true,
+        },
+    );
+    let program = env
+        .compile(expr)
+        .map_err(|e| format!("compile: {}", e.message()))?;
+    let mut vars = vec![Value::Null; env.variables().len()];
+    let authz = AuthorizerValue::new(Arc::new(PodReader));
+    let preset = ResourceAttributes {
+        resource: "pods".into(),
+        namespace: "default".into(),
+        name: "web".into(),
+        ..Default::default()
+    };
+    vars[slots.request_resource.unwrap()] = Value::opaque(authz.request_resource(preset));
+    vars[slots.authorizer.unwrap()] = Value::opaque(authz);
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+    program
+        .eval(&vars, &mut meter)
+        .map(|v| v.to_json())
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn authorizer_checks() {
+    assert_eq!(
+        eval_authz(
+            "authorizer.group('').resource('pods').namespace('default').check('get').allowed()"
+        )
+        .unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        eval_authz("authorizer.group('').resource('pods').check('delete').allowed()").unwrap(),
+        json!(false)
+    );
+    assert_eq!(
+        eval_authz("authorizer.requestResource.check('get').allowed()").unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        eval_authz("authorizer.path('/healthz').check('get').allowed()").unwrap(),
+        json!(true)
+    );
+    assert_eq!(eval_authz("authorizer.serviceAccount('default', 'builder').group('').resource('pods').check('get').allowed()").unwrap(), json!(false));
+    assert_eq!(
+        eval_authz("authorizer.path(' ')").unwrap_err(),
+        "path must not be empty"
+    );
+    assert_eq!(
+        eval_authz("authorizer.group('').resource('')").unwrap_err(),
+        "resource must not be empty"
+    );
+    assert_eq!(
+        eval_authz("authorizer.serviceAccount('default', 'Bad_Name')").unwrap_err(),
+        "Invalid service account name"
+    );
+    assert_eq!(
+        eval_authz("authorizer.serviceAccount('Bad.NS', 'ok')").unwrap_err(),
+        "Invalid service account namespace"
+    );
+    assert_eq!(
+        eval_authz("authorizer.path('/x').check('get').errored()").unwrap(),
+        json!(false)
+    );
+    // 350,000 per check: three checks exceed the per-expression limit.
+    let three = "authorizer.path('/a').check('get').allowed() || authorizer.path('/b').check('get').allowed() || authorizer.path('/c').check('get').allowed()";
+    assert_eq!(
+        eval_authz(three).unwrap_err(),
+        "operation cancelled: actual cost limit exceeded"
+    );
+    // Not declared for messageExpression.
+    let (msg_env, _) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
+    assert!(msg_env
+        .compile("authorizer.path('/x').check('get').allowed()")
+        .unwrap_err()
+        .message()
+        .contains("undeclared reference to 'authorizer'"));
 }

@@ -16,6 +16,18 @@ pub struct Slots {
     pub request: usize,
     pub namespace_object: usize,
     pub params: Option<usize>,
+    pub authorizer: Option<usize>,
+    pub request_resource: Option<usize>,
+}
+
+/// Which optional variables an expression kind declares (`plugin/cel/compile.go`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decls {
+    /// `params`: only when the policy has a paramKind.
+    pub params: bool,
+    /// `authorizer` and `authorizer.requestResource`: for validations, matchConditions,
+    /// variables and audit annotations, not for messageExpression.
+    pub authorizer: bool,
 }
 
 fn object(name: &str, fields: &[(&str, Type)]) -> Type {
@@ -129,25 +141,57 @@ pub fn namespace_type() -> Type {
     .clone()
 }
 
-/// An environment with the VAP variables declared; `params` only when the policy has a
-/// paramKind, as in Kubernetes.
-pub fn vap_env(version: u16, with_params: bool) -> (Env, Slots) {
+/// An environment with the VAP variables declared.
+pub fn vap_env(version: u16, decls: Decls) -> (Env, Slots) {
     let mut env = Env::new(version);
     let object = env.declare("object", Type::Dyn);
     let old_object = env.declare("oldObject", Type::Dyn);
     let request = env.declare("request", request_type());
     let namespace_object = env.declare("namespaceObject", namespace_type());
-    let params = with_params.then(|| env.declare("params", Type::Dyn));
-    (
-        env,
-        Slots {
-            object,
-            old_object,
-            request,
-            namespace_object,
-            params,
-        },
-    )
+    let params = decls.params.then(|| env.declare("params", Type::Dyn));
+    let (authorizer, request_resource) = if decls.authorizer {
+        let a = env.declare("authorizer", Type::Opaque(super::k8s::authz::AUTHORIZER));
+        let r = env.declare(
+            "authorizer.requestResource",
+            Type::Opaque(super::k8s::authz::RESOURCE_CHECK),
+        );
+        (Some(a), Some(r))
+    } else {
+        (None, None)
+    };
+    let slots = Slots {
+        object,
+        old_object,
+        request,
+        namespace_object,
+        params,
+        authorizer,
+        request_resource,
+    };
+    (env, slots)
+}
+
+/// The attributes `authorizer.requestResource` presets from an AdmissionRequest: the
+/// request's original resource group and resource, its subresource, namespace and name.
+pub fn request_resource_attributes(
+    request: &serde_json::Value,
+) -> super::k8s::authz::ResourceAttributes {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+    let resource = &request["requestResource"];
+    let resource = if resource.is_object() {
+        resource
+    } else {
+        &request["resource"]
+    };
+    super::k8s::authz::ResourceAttributes {
+        group: text(&resource["group"]),
+        resource: text(&resource["resource"]),
+        subresource: text(&request["subResource"]),
+        namespace: text(&request["namespace"]),
+        name: text(&request["name"]),
+        field_selector: None,
+        label_selector: None,
+    }
 }
 
 #[cfg(test)]
@@ -156,7 +200,13 @@ mod tests {
 
     #[test]
     fn request_and_namespace_fields_are_checked() {
-        let (env, _) = vap_env(super::super::NEWEST_MINOR, false);
+        let (env, _) = vap_env(
+            super::super::NEWEST_MINOR,
+            Decls {
+                params: false,
+                authorizer: false,
+            },
+        );
         assert!(env
             .compile("request.operation == 'CREATE' && request.userInfo.groups.size() > 0")
             .is_ok());
@@ -192,7 +242,13 @@ mod tests {
 
     #[test]
     fn a_bare_object_field_is_dyn() {
-        let (env, _) = vap_env(super::super::NEWEST_MINOR, true);
+        let (env, _) = vap_env(
+            super::super::NEWEST_MINOR,
+            Decls {
+                params: true,
+                authorizer: true,
+            },
+        );
         assert_eq!(
             env.compile("object.spec.paused").unwrap().result_type(),
             &Type::Dyn

@@ -115,7 +115,7 @@ fn mask_trailing_dash(s: &str) -> String {
     s.to_string()
 }
 
-fn dns1123_label(s: &str) -> Vec<String> {
+pub(crate) fn dns1123_label(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 63 {
         errs.push(max_len_error(63));
@@ -134,7 +134,7 @@ fn dns1123_label(s: &str) -> Vec<String> {
     errs
 }
 
-fn dns1123_subdomain(s: &str) -> Vec<String> {
+pub(crate) fn dns1123_subdomain(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 253 {
         errs.push(max_len_error(253));

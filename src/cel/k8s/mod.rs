@@ -1,6 +1,7 @@
 //! The Kubernetes CEL libraries (`k8s.io/apiserver/pkg/cel/library`): each registers its
 //! functions into the table of [`super::library`].
 
+pub mod authz;
 pub mod format;
 pub mod net;
 pub mod quantity;
@@ -11,6 +12,7 @@ use super::library::Register;
 
 /// Adds each Kubernetes library's functions: `add(name, [(signature, since)], imp, cost)`.
 pub fn register(add: Register<'_>) {
+    authz::register(add);
     format::register(add);
     net::register(add);
     quantity::register(add);
