@@ -13,6 +13,7 @@ pub mod error;
 pub mod eval;
 pub mod ext;
 pub mod functions;
+pub mod json;
 pub mod k8s;
 pub mod lexer;
 pub mod library;

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::error::EvalError;
+use super::json::{Item, Ref};
 
 /// A string: borrowed from the request JSON or the program, or shared.
 #[derive(Clone, Debug)]
@@ -33,10 +34,12 @@ impl Str<'_> {
     }
 }
 
-/// A list: a JSON array in place, or owned elements.
+/// A list: a JSON array in place (a `serde_json` array or a [`super::json::Doc`] node), or
+/// owned elements.
 #[derive(Clone, Debug)]
 pub enum List<'a> {
     Json(&'a [Json]),
+    Doc(Ref<'a, 'a>),
     Owned(Arc<Vec<Value<'a>>>),
 }
 
@@ -44,6 +47,10 @@ impl<'a> List<'a> {
     pub fn len(&self) -> usize {
         match self {
             List::Json(a) => a.len(),
+            List::Doc(r) => match r.item() {
+                Item::Array(n) => n as usize,
+                _ => 0,
+            },
             List::Owned(v) => v.len(),
         }
     }
@@ -55,12 +62,18 @@ impl<'a> List<'a> {
     pub fn get(&self, i: usize) -> Option<Value<'a>> {
         match self {
             List::Json(a) => a.get(i).map(Value::from_json),
+            List::Doc(r) => r.element(i).map(Value::from_doc),
             List::Owned(v) => v.get(i).cloned(),
         }
     }
 
+    /// The elements in order; sequential over a document, so iterating costs one pass.
     pub fn iter(&self) -> ListIter<'a, '_> {
-        ListIter { list: self, i: 0 }
+        match self {
+            List::Json(a) => ListIter::Json(a.iter()),
+            List::Doc(r) => ListIter::Doc(r.children()),
+            List::Owned(v) => ListIter::Owned(v.iter()),
+        }
     }
 
     pub fn to_vec(&self) -> Vec<Value<'a>> {
@@ -68,31 +81,39 @@ impl<'a> List<'a> {
     }
 }
 
-pub struct ListIter<'a, 'l> {
-    list: &'l List<'a>,
-    i: usize,
+pub enum ListIter<'a, 'l> {
+    Json(std::slice::Iter<'a, Json>),
+    Doc(super::json::Children<'a, 'a>),
+    Owned(std::slice::Iter<'l, Value<'a>>),
 }
 
 impl<'a> Iterator for ListIter<'a, '_> {
     type Item = Value<'a>;
     fn next(&mut self) -> Option<Value<'a>> {
-        let v = self.list.get(self.i)?;
-        self.i += 1;
-        Some(v)
+        match self {
+            ListIter::Json(it) => it.next().map(Value::from_json),
+            ListIter::Doc(it) => it.next().map(Value::from_doc),
+            ListIter::Owned(it) => it.next().cloned(),
+        }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = self.list.len() - self.i;
-        (left, Some(left))
+        match self {
+            ListIter::Json(it) => it.size_hint(),
+            ListIter::Doc(it) => it.size_hint(),
+            ListIter::Owned(it) => it.size_hint(),
+        }
     }
 }
 
 impl ExactSizeIterator for ListIter<'_, '_> {}
 
-/// A map: a JSON object in place, or owned entries.
+/// A map: a JSON object in place (a `serde_json` object or a document node), or owned
+/// entries.
 #[derive(Clone, Debug)]
 pub enum Map<'a> {
     Json(&'a serde_json::Map<String, Json>),
+    Doc(Ref<'a, 'a>),
     Owned(Arc<OwnedMap<'a>>),
 }
 
@@ -199,6 +220,10 @@ impl<'a> Map<'a> {
     pub fn len(&self) -> usize {
         match self {
             Map::Json(m) => m.len(),
+            Map::Doc(r) => match r.item() {
+                Item::Object(n) => n as usize,
+                _ => 0,
+            },
             Map::Owned(m) => m.len(),
         }
     }
@@ -214,6 +239,10 @@ impl<'a> Map<'a> {
                 Value::String(s) => m.get(s.as_str()).map(Value::from_json),
                 _ => None,
             },
+            Map::Doc(r) => match key {
+                Value::String(s) => r.get(s.as_str()).map(Value::from_doc),
+                _ => None,
+            },
             Map::Owned(m) => m.find(key).map(|i| m.entries[i].1.clone()),
         }
     }
@@ -221,6 +250,7 @@ impl<'a> Map<'a> {
     pub fn get_str(&self, key: &str) -> Option<Value<'a>> {
         match self {
             Map::Json(m) => m.get(key).map(Value::from_json),
+            Map::Doc(r) => r.get(key).map(Value::from_doc),
             Map::Owned(m) => m
                 .find(&Value::String(Str::Borrowed(key)))
                 .map(|i| m.entries[i].1.clone()),
@@ -230,6 +260,7 @@ impl<'a> Map<'a> {
     pub fn contains_key(&self, key: &Value<'_>) -> bool {
         match self {
             Map::Json(m) => matches!(key, Value::String(s) if m.contains_key(s.as_str())),
+            Map::Doc(r) => matches!(key, Value::String(s) if r.get(s.as_str()).is_some()),
             Map::Owned(m) => m.find(key).is_some(),
         }
     }
@@ -241,6 +272,11 @@ impl<'a> Map<'a> {
                 .keys()
                 .map(|k| Value::String(Str::Borrowed(k.as_str())))
                 .collect(),
+            Map::Doc(r) => {
+                let mut c = r.children();
+                std::iter::from_fn(|| c.next_entry().map(|(k, _)| Value::String(Str::Borrowed(k))))
+                    .collect()
+            }
             Map::Owned(m) => m.entries.iter().map(|(k, _)| k.clone()).collect(),
         }
     }
@@ -256,6 +292,14 @@ impl<'a> Map<'a> {
                     )
                 })
                 .collect(),
+            Map::Doc(r) => {
+                let mut c = r.children();
+                std::iter::from_fn(|| {
+                    c.next_entry()
+                        .map(|(k, v)| (Value::String(Str::Borrowed(k)), Value::from_doc(v)))
+                })
+                .collect()
+            }
             Map::Owned(m) => m.entries.clone(),
         }
     }
@@ -307,6 +351,19 @@ impl<'a> Value<'a> {
             Json::String(s) => Value::String(Str::Borrowed(s)),
             Json::Array(a) => Value::List(List::Json(a)),
             Json::Object(m) => Value::Map(Map::Json(m)),
+        }
+    }
+
+    /// Views a document node as CEL without copying.
+    pub fn from_doc(r: Ref<'a, 'a>) -> Value<'a> {
+        match r.item() {
+            Item::Null => Value::Null,
+            Item::Bool(b) => Value::Bool(b),
+            Item::Int(i) => Value::Int(i),
+            Item::Double(d) => Value::Double(d),
+            Item::Str(s) => Value::String(Str::Borrowed(s)),
+            Item::Array(_) => Value::List(List::Doc(r)),
+            Item::Object(_) => Value::Map(Map::Doc(r)),
         }
     }
 

@@ -1,0 +1,459 @@
+//! A compact, read-only JSON document for the request path.
+//!
+//! `serde_json::Value` allocates every string and a B-tree per object; for an AdmissionReview
+//! most of that is never read. [`Doc`] keeps the document as one flat vector of nodes in
+//! pre-order: a string without escapes borrows the input bytes, an array or object records its
+//! length and where its subtree ends, so iteration is a walk along the vector and a field
+//! lookup a scan of the object's keys (objects in Kubernetes JSON are small). Parsing reuses
+//! serde_json's parser (validation, number rules, its recursion limit) through a
+//! `DeserializeSeed`, so malformed input is refused exactly as before.
+//!
+//! Numbers follow Kubernetes' unstructured conversion: an integer that fits int64 is `int`,
+//! anything else `double`.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// One node. Containers are followed by their children; an object's keys are in
+/// [`Doc::entries`].
+#[derive(Debug, Clone)]
+enum Node<'s> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    Str(Cow<'s, str>),
+    /// `len` elements; the subtree ends before node `end`.
+    Array {
+        len: u32,
+        end: u32,
+    },
+    /// `len` entries at `entries[first..first + len]`, values in the same order after this
+    /// node; the subtree ends before node `end`.
+    Object {
+        first: u32,
+        len: u32,
+        end: u32,
+    },
+}
+
+/// One object key, kept apart from the values so that a lookup scans a short contiguous run.
+/// The length and first bytes are inline, so most non-matching keys are rejected without
+/// reading the key text.
+#[derive(Debug, Clone)]
+struct Entry<'s> {
+    prefix: u64,
+    key: Cow<'s, str>,
+    value: u32,
+}
+
+fn prefix(key: &str) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key.as_bytes()[..n]);
+    u64::from_le_bytes(b)
+}
+
+/// A parsed JSON document.
+#[derive(Debug, Clone)]
+pub struct Doc<'s> {
+    nodes: Vec<Node<'s>>,
+    entries: Vec<Entry<'s>>,
+}
+
+/// A reference to one value of a document.
+#[derive(Clone, Copy)]
+pub struct Ref<'d, 's> {
+    doc: &'d Doc<'s>,
+    at: u32,
+}
+
+impl fmt::Debug for Ref<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Ref({})", self.at)
+    }
+}
+
+/// A borrowed view of one value.
+pub enum Item<'d> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    Str(&'d str),
+    Array(u32),
+    Object(u32),
+}
+
+impl<'s> Doc<'s> {
+    /// Parses JSON text, borrowing its strings where it can.
+    pub fn parse(bytes: &'s [u8]) -> Result<Doc<'s>, serde_json::Error> {
+        let mut b = Build {
+            nodes: Vec::with_capacity(bytes.len() / 8 + 4),
+            entries: Vec::new(),
+            pending: Vec::new(),
+        };
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        Builder { b: &mut b }.deserialize(&mut de)?;
+        de.end()?;
+        Ok(Doc {
+            nodes: b.nodes,
+            entries: b.entries,
+        })
+    }
+
+    /// The document's root value.
+    pub fn root(&self) -> Ref<'_, 's> {
+        Ref { doc: self, at: 0 }
+    }
+
+    /// The node after the subtree that starts at `at`.
+    fn end_of(&self, at: u32) -> u32 {
+        match self.nodes[at as usize] {
+            Node::Array { end, .. } | Node::Object { end, .. } => end,
+            _ => at + 1,
+        }
+    }
+
+    /// Converts to `serde_json::Value` (for output and tests).
+    pub fn to_value(&self, at: u32) -> serde_json::Value {
+        Ref { doc: self, at }.to_value()
+    }
+}
+
+impl<'d, 's> Ref<'d, 's> {
+    pub fn doc(&self) -> &'d Doc<'s> {
+        self.doc
+    }
+
+    pub fn index(&self) -> u32 {
+        self.at
+    }
+
+    pub fn at(doc: &'d Doc<'s>, at: u32) -> Self {
+        Ref { doc, at }
+    }
+
+    pub fn item(&self) -> Item<'d> {
+        match &self.doc.nodes[self.at as usize] {
+            Node::Null => Item::Null,
+            Node::Bool(b) => Item::Bool(*b),
+            Node::Int(i) => Item::Int(*i),
+            Node::Double(d) => Item::Double(*d),
+            Node::Str(s) => Item::Str(s.as_ref()),
+            Node::Array { len, .. } => Item::Array(*len),
+            Node::Object { len, .. } => Item::Object(*len),
+        }
+    }
+
+    /// The value of `key` in this object.
+    pub fn get(&self, key: &str) -> Option<Ref<'d, 's>> {
+        let Node::Object { first, len, .. } = self.doc.nodes[self.at as usize] else {
+            return None;
+        };
+        let p = prefix(key);
+        self.doc.entries[first as usize..(first + len) as usize]
+            .iter()
+            .find(|e| e.prefix == p && e.key.len() == key.len() && e.key.as_ref() == key)
+            .map(|e| Ref {
+                doc: self.doc,
+                at: e.value,
+            })
+    }
+
+    /// The `i`-th element of this array.
+    pub fn element(&self, i: usize) -> Option<Ref<'d, 's>> {
+        let Node::Array { len, .. } = self.doc.nodes[self.at as usize] else {
+            return None;
+        };
+        if i >= len as usize {
+            return None;
+        }
+        let mut pos = self.at + 1;
+        for _ in 0..i {
+            pos = self.doc.end_of(pos);
+        }
+        Some(Ref {
+            doc: self.doc,
+            at: pos,
+        })
+    }
+
+    /// The elements of an array, or the values of an object, in order.
+    pub fn children(&self) -> Children<'d, 's> {
+        let (len, end, first) = match self.doc.nodes[self.at as usize] {
+            Node::Array { len, end } => (len, end, None),
+            Node::Object { first, len, end } => (len, end, Some(first)),
+            _ => (0, self.at + 1, None),
+        };
+        Children {
+            doc: self.doc,
+            pos: self.at + 1,
+            end,
+            left: len as usize,
+            entry: first,
+        }
+    }
+
+    pub fn to_value(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match self.item() {
+            Item::Null => J::Null,
+            Item::Bool(b) => J::Bool(b),
+            Item::Int(i) => J::from(i),
+            Item::Double(d) => serde_json::Number::from_f64(d).map_or(J::Null, J::Number),
+            Item::Str(s) => J::String(s.to_string()),
+            Item::Array(_) => J::Array(self.children().map(|c| c.to_value()).collect()),
+            Item::Object(_) => {
+                let mut c = self.children();
+                J::Object(
+                    std::iter::from_fn(|| c.next_entry())
+                        .map(|(k, v)| (k.to_string(), v.to_value()))
+                        .collect(),
+                )
+            }
+        }
+    }
+}
+
+/// Iterates an array's elements or an object's values (use [`Children::next_entry`] for keys).
+pub struct Children<'d, 's> {
+    doc: &'d Doc<'s>,
+    pos: u32,
+    end: u32,
+    left: usize,
+    /// For an object: the entry of the next value.
+    entry: Option<u32>,
+}
+
+impl<'d, 's> Children<'d, 's> {
+    /// The next object entry: key and value.
+    pub fn next_entry(&mut self) -> Option<(&'d str, Ref<'d, 's>)> {
+        let e = self.entry?;
+        let v = self.next()?;
+        Some((self.doc.entries[e as usize].key.as_ref(), v))
+    }
+}
+
+impl<'d, 's> Iterator for Children<'d, 's> {
+    type Item = Ref<'d, 's>;
+
+    fn next(&mut self) -> Option<Ref<'d, 's>> {
+        if self.pos >= self.end {
+            return None;
+        }
+        let at = self.pos;
+        self.pos = self.doc.end_of(at);
+        self.left = self.left.saturating_sub(1);
+        if let Some(e) = &mut self.entry {
+            *e += 1;
+        }
+        Some(Ref { doc: self.doc, at })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for Children<'_, '_> {}
+
+/// The document under construction. Keys wait in `pending` until their object is complete,
+/// then move to `entries` as one contiguous run (nested objects complete first).
+struct Build<'s> {
+    nodes: Vec<Node<'s>>,
+    entries: Vec<Entry<'s>>,
+    pending: Vec<Entry<'s>>,
+}
+
+/// Builds nodes from serde_json's events.
+struct Builder<'v, 's> {
+    b: &'v mut Build<'s>,
+}
+
+/// A container longer than `u32::MAX` nodes cannot come from a request body; the limit keeps
+/// nodes small.
+fn index(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl<'de> DeserializeSeed<'de> for Builder<'_, 'de> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Builder<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.b.nodes.push(Node::Null);
+        Ok(())
+    }
+
+    fn visit_none<E>(self) -> Result<(), E> {
+        self.b.nodes.push(Node::Null);
+        Ok(())
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<(), E> {
+        self.b.nodes.push(Node::Bool(v));
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
+        self.b.nodes.push(Node::Int(v));
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+        self.b
+            .nodes
+            .push(i64::try_from(v).map_or(Node::Double(v as f64), Node::Int));
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<(), E> {
+        self.b.nodes.push(Node::Double(v));
+        Ok(())
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<(), E> {
+        self.b.nodes.push(Node::Str(Cow::Borrowed(v)));
+        Ok(())
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        self.b.nodes.push(Node::Str(Cow::Owned(v.to_string())));
+        Ok(())
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<(), E> {
+        self.b.nodes.push(Node::Str(Cow::Owned(v)));
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let at = self.b.nodes.len();
+        self.b.nodes.push(Node::Array { len: 0, end: 0 });
+        let mut len = 0usize;
+        while seq.next_element_seed(Builder { b: self.b })?.is_some() {
+            len += 1;
+        }
+        self.b.nodes[at] = Node::Array {
+            len: index(len),
+            end: index(self.b.nodes.len()),
+        };
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let at = self.b.nodes.len();
+        self.b.nodes.push(Node::Object {
+            first: 0,
+            len: 0,
+            end: 0,
+        });
+        let mark = self.b.pending.len();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let value = index(self.b.nodes.len());
+            self.b.pending.push(Entry {
+                prefix: prefix(&key),
+                key,
+                value,
+            });
+            map.next_value_seed(Builder { b: self.b })?;
+        }
+        let first = index(self.b.entries.len());
+        let len = index(self.b.pending.len() - mark);
+        self.b.entries.extend(self.b.pending.drain(mark..));
+        self.b.nodes[at] = Node::Object {
+            first,
+            len,
+            end: index(self.b.nodes.len()),
+        };
+        Ok(())
+    }
+}
+
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Cow<'de, str>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn round_trips_and_navigates() {
+        let text = br#"{"a": {"b": [1, 2.5, "x\"y", null, true, {"c": []}]}, "n": 18446744073709551615, "e": "\u00e9"}"#;
+        let doc = Doc::parse(text).unwrap();
+        let expected: serde_json::Value = serde_json::from_slice(text).unwrap();
+        assert_eq!(
+            doc.root().to_value(),
+            json!({"a": {"b": [1, 2.5, "x\"y", null, true, {"c": []}]}, "n": 18446744073709551615.0, "e": "é"})
+        );
+        assert_eq!(doc.root().get("a").unwrap().to_value(), expected["a"]);
+        let b = doc.root().get("a").unwrap().get("b").unwrap();
+        assert!(matches!(b.item(), Item::Array(6)));
+        assert!(matches!(b.element(2).unwrap().item(), Item::Str("x\"y")));
+        assert!(matches!(
+            b.element(5).unwrap().get("c").unwrap().item(),
+            Item::Array(0)
+        ));
+        assert!(b.element(6).is_none());
+        assert!(doc.root().get("missing").is_none());
+        let keys: Vec<&str> = {
+            let mut c = doc.root().children();
+            std::iter::from_fn(|| c.next_entry().map(|(k, _)| k)).collect()
+        };
+        assert_eq!(keys, ["a", "n", "e"]);
+    }
+
+    #[test]
+    fn malformed_input_is_an_error() {
+        assert!(Doc::parse(b"{\"a\": }").is_err());
+        assert!(Doc::parse(b"[1, 2").is_err());
+        assert!(Doc::parse(b"{} extra").is_err());
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        assert!(
+            Doc::parse(deep.as_bytes()).is_err(),
+            "serde_json's recursion limit applies"
+        );
+    }
+}
