@@ -134,6 +134,13 @@ fn bench(c: &mut Criterion) {
         scaled_pod(10),
     ));
     cases.push((
+        "4 quantity compare".into(),
+        vec![compile(
+            "quantity(object.spec.containers[0].resources.limits.memory).compareTo(quantity('1Gi')) <= 0",
+        )],
+        pod(),
+    ));
+    cases.push((
         "5 10 validations".into(),
         pss_expressions().iter().map(|e| compile(e)).collect(),
         pod(),
