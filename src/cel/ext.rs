@@ -5,9 +5,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::error::EvalError;
-use super::functions::{
-    format_double, format_duration, format_timestamp, int_arg, list_arg, str_arg, R,
-};
+use super::functions::{format_double, format_duration, int_arg, list_arg, str_arg, R};
 use super::value::Value;
 
 fn index_error(i: i64) -> EvalError {
@@ -422,8 +420,8 @@ fn format_string_clause(v: &Value<'_>, top: bool) -> Result<String, EvalError> {
         Value::Double(d) if top => format_double(*d),
         Value::Double(d) => format!("{d:.6}"),
         Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
-        Value::Timestamp(t) if top => format_timestamp(*t),
-        Value::Timestamp(t) => format!("timestamp(\"{}\")", format_timestamp(*t)),
+        Value::Timestamp(t) if top => t.to_rfc3339(),
+        Value::Timestamp(t) => format!("timestamp(\"{}\")", t.to_rfc3339()),
         Value::Duration(d) if top => format_duration(*d),
         Value::Duration(d) => format!("duration(\"{}\")", format_duration(*d)),
         Value::List(l) => {
@@ -679,7 +677,7 @@ pub fn optional_of_non_zero<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::List(l) => l.is_empty(),
         Value::Map(m) => m.is_empty(),
         Value::Duration(d) => *d == 0,
-        Value::Timestamp(t) => t.as_nanosecond() == 0,
+        Value::Timestamp(t) => t.as_nanos() == 0,
         _ => false,
     };
     Ok(Value::optional(if zero { None } else { Some(v.clone()) }))

@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::error::EvalError;
+use super::time::{Civil, Timestamp};
 use super::value::{List, Str, Value};
 
 pub type R<'a> = Result<Value<'a>, EvalError>;
@@ -85,7 +86,7 @@ pub fn sub<'a>(a: &[Value<'a>]) -> R<'a> {
             None => overflow("timestamp"),
         },
         (Timestamp(x), Timestamp(y)) => {
-            let nanos = x.as_nanosecond() - y.as_nanosecond();
+            let nanos = x.as_nanos() - y.as_nanos();
             i64::try_from(nanos)
                 .map(Duration)
                 .map_or_else(|_| overflow("duration"), Ok)
@@ -256,7 +257,7 @@ pub fn to_int<'a>(a: &[Value<'a>]) -> R<'a> {
             .parse::<i64>()
             .map(Value::Int)
             .map_err(|_| EvalError::new(format!("cannot convert '{}' to int", s.as_str()))),
-        Value::Timestamp(t) => Ok(Value::Int(t.as_second())),
+        Value::Timestamp(t) => Ok(Value::Int(t.secs())),
         Value::Duration(d) => Ok(Value::Int(*d)),
         _ => no_overload(),
     }
@@ -333,7 +334,7 @@ pub fn to_string<'a>(a: &[Value<'a>]) -> R<'a> {
                 ))
             }
         },
-        Value::Timestamp(t) => Value::string(format_timestamp(*t)),
+        Value::Timestamp(t) => Value::string(t.to_rfc3339()),
         Value::Duration(d) => Value::string(format_duration(*d)),
         Value::Opaque(o) => match o.to_cel_string() {
             Some(s) => Value::string(s),
@@ -408,35 +409,22 @@ pub fn type_of<'a>(a: &[Value<'a>]) -> R<'a> {
 // ---------------------------------------------------------------------------------------
 // Timestamps and durations
 
-/// cel-go's valid timestamp range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z.
-const MIN_TS_SECONDS: i64 = -62_135_596_800;
-const MAX_TS_SECONDS: i64 = 253_402_300_799;
-
-fn check_ts<'a>(t: jiff::Timestamp) -> R<'a> {
-    let min = i128::from(MIN_TS_SECONDS) * 1_000_000_000;
-    let max = (i128::from(MAX_TS_SECONDS) + 1) * 1_000_000_000;
-    if t.as_nanosecond() < min || t.as_nanosecond() >= max {
-        return Err(EvalError::new("timestamp out of range"));
-    }
-    Ok(Value::Timestamp(t))
+fn out_of_range<'a>() -> R<'a> {
+    Err(EvalError::new("timestamp out of range"))
 }
 
-fn timestamp_add<'a>(t: jiff::Timestamp, d: i64) -> R<'a> {
-    let nanos = t.as_nanosecond() + i128::from(d);
-    match jiff::Timestamp::from_nanosecond(nanos) {
-        Ok(t) => check_ts(t),
-        Err(_) => Err(EvalError::new("timestamp out of range")),
-    }
+fn timestamp_add<'a>(t: Timestamp, d: i64) -> R<'a> {
+    Timestamp::from_nanos(t.as_nanos() + i128::from(d))
+        .map_or_else(out_of_range, |t| Ok(Value::Timestamp(t)))
 }
 
 pub fn to_timestamp<'a>(a: &[Value<'a>]) -> R<'a> {
     match &a[0] {
         Value::Timestamp(_) => Ok(a[0].clone()),
-        Value::Int(secs) => match jiff::Timestamp::from_second(*secs) {
-            Ok(t) => check_ts(t),
-            Err(_) => Err(EvalError::new("timestamp out of range")),
-        },
-        Value::String(s) => parse_rfc3339(s.as_str())
+        Value::Int(secs) => {
+            Timestamp::new(*secs, 0).map_or_else(out_of_range, |t| Ok(Value::Timestamp(t)))
+        }
+        Value::String(s) => Timestamp::parse_rfc3339(s.as_str())
             .map(Value::Timestamp)
             .ok_or_else(|| {
                 EvalError::new(format!(
@@ -446,97 +434,6 @@ pub fn to_timestamp<'a>(a: &[Value<'a>]) -> R<'a> {
             }),
         _ => no_overload(),
     }
-}
-
-/// Go's `time.Parse(time.RFC3339, s)`: `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.
-pub fn parse_rfc3339(s: &str) -> Option<jiff::Timestamp> {
-    let b = s.as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Option<i32> {
-        let part = s.get(r)?;
-        if !part.bytes().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        part.parse().ok()
-    };
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut i = 19;
-    let mut nanos: i64 = 0;
-    if b.get(i) == Some(&b'.') {
-        let start = i + 1;
-        i = start;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        let digits = &s[start..i];
-        if digits.is_empty() || digits.len() > 9 {
-            return None;
-        }
-        nanos = digits.parse::<i64>().ok()? * 10i64.pow(9 - digits.len() as u32);
-    }
-    let offset_secs = match b.get(i)? {
-        b'Z' if i + 1 == b.len() => 0,
-        c @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
-            let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
-            if h > 23 || m > 59 {
-                return None;
-            }
-            let v = h * 3600 + m * 60;
-            if *c == b'-' {
-                -v
-            } else {
-                v
-            }
-        }
-        _ => return None,
-    };
-    if hour > 23 || minute > 59 || second > 59 {
-        return None;
-    }
-    let date = jiff::civil::Date::new(
-        i16::try_from(year).ok()?,
-        i8::try_from(month).ok()?,
-        i8::try_from(day).ok()?,
-    )
-    .ok()?;
-    let dt = date.at(hour as i8, minute as i8, second as i8, nanos as i32);
-    let offset = jiff::tz::Offset::from_seconds(offset_secs).ok()?;
-    let ts = offset.to_timestamp(dt).ok()?;
-    if ts.as_second() < MIN_TS_SECONDS || ts.as_second() > MAX_TS_SECONDS {
-        return None;
-    }
-    Some(ts)
-}
-
-/// RFC 3339 in UTC with the fraction trimmed, as Go's `RFC3339Nano`.
-pub fn format_timestamp(t: jiff::Timestamp) -> String {
-    let dt = jiff::tz::Offset::UTC.to_datetime(t);
-    let mut s = format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        dt.year(),
-        dt.month(),
-        dt.day(),
-        dt.hour(),
-        dt.minute(),
-        dt.second()
-    );
-    let ns = dt.subsec_nanosecond();
-    if ns != 0 {
-        let frac = format!("{ns:09}");
-        s.push('.');
-        s.push_str(frac.trim_end_matches('0'));
-    }
-    s.push('Z');
-    s
 }
 
 /// A duration as cel-go prints it: seconds with an `s` suffix, the fraction trimmed.
@@ -664,19 +561,19 @@ fn bad_zone(name: &str) -> EvalError {
     EvalError::new(format!("unknown time zone {name}"))
 }
 
-fn civil<'a>(a: &[Value<'a>]) -> Result<jiff::civil::DateTime, EvalError> {
+fn civil<'a>(a: &[Value<'a>]) -> Result<Civil, EvalError> {
     let Value::Timestamp(t) = &a[0] else {
         return Err(EvalError::no_such_overload());
     };
-    let tz = match a.get(1) {
-        Some(z) => time_zone(str_arg(z)?)?,
-        None => jiff::tz::TimeZone::UTC,
+    let offset = match a.get(1) {
+        Some(z) => t.offset_in(&time_zone(str_arg(z)?)?),
+        None => 0,
     };
-    Ok(tz.to_datetime(*t))
+    Ok(t.civil(offset))
 }
 
 macro_rules! accessor {
-    ($name:ident, |$dt:ident| $ts:expr, |$d:ident| $dur:expr) => {
+    ($name:ident, |$c:ident| $ts:expr, |$d:ident| $dur:expr) => {
         pub fn $name<'a>(a: &[Value<'a>]) -> R<'a> {
             if let Value::Duration($d) = &a[0] {
                 let $d = *$d;
@@ -685,40 +582,31 @@ macro_rules! accessor {
                     None => no_overload(),
                 };
             }
-            let $dt = civil(a)?;
+            let $c = civil(a)?;
             Ok(Value::Int($ts))
         }
     };
 }
 
-accessor!(get_full_year, |dt| i64::from(dt.year()), |_d| None);
-accessor!(get_month, |dt| i64::from(dt.month()) - 1, |_d| None);
-accessor!(
-    get_day_of_year,
-    |dt| i64::from(dt.day_of_year()) - 1,
-    |_d| None
-);
-accessor!(get_day_of_month, |dt| i64::from(dt.day()) - 1, |_d| None);
-accessor!(get_date, |dt| i64::from(dt.day()), |_d| None);
-accessor!(
-    get_day_of_week,
-    |dt| i64::from(dt.weekday().to_sunday_zero_offset()),
-    |_d| None
-);
-accessor!(get_hours, |dt| i64::from(dt.hour()), |d| Some(
+// Months, days of the month and days of the year are 0-based in CEL; `getDate` is 1-based.
+accessor!(get_full_year, |c| c.year, |_d| None);
+accessor!(get_month, |c| i64::from(c.month) - 1, |_d| None);
+accessor!(get_day_of_year, |c| i64::from(c.day_of_year), |_d| None);
+accessor!(get_day_of_month, |c| i64::from(c.day) - 1, |_d| None);
+accessor!(get_date, |c| i64::from(c.day), |_d| None);
+accessor!(get_day_of_week, |c| i64::from(c.weekday), |_d| None);
+accessor!(get_hours, |c| i64::from(c.hour), |d| Some(
     d / 3_600_000_000_000
 ));
-accessor!(get_minutes, |dt| i64::from(dt.minute()), |d| Some(
+accessor!(get_minutes, |c| i64::from(c.minute), |d| Some(
     d / 60_000_000_000
 ));
-accessor!(get_seconds, |dt| i64::from(dt.second()), |d| Some(
+accessor!(get_seconds, |c| i64::from(c.second), |d| Some(
     d / 1_000_000_000
 ));
-accessor!(
-    get_milliseconds,
-    |dt| i64::from(dt.subsec_nanosecond() / 1_000_000),
-    |d| Some(d / 1_000_000)
-);
+accessor!(get_milliseconds, |c| i64::from(c.nanos / 1_000_000), |d| {
+    Some(d / 1_000_000)
+});
 
 // ---------------------------------------------------------------------------------------
 // Helpers shared with output and other libraries
@@ -780,16 +668,6 @@ mod tests {
         assert_eq!(parse_go_duration("3000000h"), None);
         assert_eq!(format_duration(5_400_000_000_000), "5400s");
         assert_eq!(format_duration(1_000_000), "0.001s");
-    }
-
-    #[test]
-    fn rfc3339() {
-        let t = parse_rfc3339("2024-01-01T00:00:00Z").unwrap();
-        assert_eq!(format_timestamp(t), "2024-01-01T00:00:00Z");
-        let t = parse_rfc3339("2009-02-13T23:31:30.5-08:00").unwrap();
-        assert_eq!(format_timestamp(t), "2009-02-14T07:31:30.5Z");
-        assert!(parse_rfc3339("2024-01-01 00:00:00Z").is_none());
-        assert!(parse_rfc3339("10000-01-01T00:00:00Z").is_none());
     }
 
     #[test]

@@ -329,7 +329,7 @@ pub enum Value<'a> {
     Bytes(Arc<[u8]>),
     List(List<'a>),
     Map(Map<'a>),
-    Timestamp(jiff::Timestamp),
+    Timestamp(super::time::Timestamp),
     /// Nanoseconds, as Go's `time.Duration` that cel-go uses.
     Duration(i64),
     /// A type value (`type(x)`, `int`...), by its CEL name.
@@ -519,7 +519,7 @@ impl<'a> Value<'a> {
                 }
                 Json::Object(out)
             }
-            Value::Timestamp(t) => Json::String(super::functions::format_timestamp(*t)),
+            Value::Timestamp(t) => Json::String(t.to_rfc3339()),
             Value::Duration(d) => Json::String(super::functions::format_duration(*d)),
             Value::Type(t) => Json::String((*t).to_string()),
             Value::Optional(o) => o.as_ref().map_or(Json::Null, |v| v.to_json()),

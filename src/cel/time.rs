@@ -1,0 +1,238 @@
+//! CEL timestamps: a point in time in CEL's range, 0001-01-01T00:00:00Z to
+//! 9999-12-31T23:59:59.999999999Z, with proleptic Gregorian calendar arithmetic.
+//!
+//! celgate keeps its own (seconds, nanoseconds) pair rather than `jiff::Timestamp`, whose
+//! range ends a few hours before CEL's; jiff is used only to look up time zones.
+
+const MIN_SECS: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
+const MAX_SECS: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+const NANOS: i128 = 1_000_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Timestamp {
+    secs: i64,
+    /// Always below 1e9.
+    nanos: u32,
+}
+
+/// Calendar fields of a timestamp at some UTC offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Civil {
+    pub year: i64,
+    /// 1-based.
+    pub month: u32,
+    /// 1-based.
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+    pub nanos: u32,
+    /// 0-based.
+    pub day_of_year: u32,
+    /// 0 = Sunday.
+    pub weekday: u32,
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (i64::from(m) + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count since 1970-01-01.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+/// Whether a year, month and day form a real date.
+pub fn valid_date(y: i64, m: u32, d: u32) -> bool {
+    const DAYS: [u32; 12] = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    if !(1..=12).contains(&m) || d == 0 {
+        return false;
+    }
+    let max = if m == 2 && is_leap(y) {
+        29
+    } else {
+        DAYS[(m - 1) as usize]
+    };
+    d <= max
+}
+
+impl Timestamp {
+    /// A timestamp in CEL's range.
+    pub fn new(secs: i64, nanos: u32) -> Option<Timestamp> {
+        (nanos < 1_000_000_000 && (MIN_SECS..=MAX_SECS).contains(&secs))
+            .then_some(Timestamp { secs, nanos })
+    }
+
+    pub fn from_nanos(n: i128) -> Option<Timestamp> {
+        let secs = i64::try_from(n.div_euclid(NANOS)).ok()?;
+        Timestamp::new(secs, n.rem_euclid(NANOS) as u32)
+    }
+
+    pub fn as_nanos(&self) -> i128 {
+        i128::from(self.secs) * NANOS + i128::from(self.nanos)
+    }
+
+    /// Whole seconds since the epoch, rounded down.
+    pub fn secs(&self) -> i64 {
+        self.secs
+    }
+
+    /// The calendar fields at a UTC offset (seconds east).
+    pub fn civil(&self, offset: i64) -> Civil {
+        let local = self.secs + offset;
+        let days = local.div_euclid(86_400);
+        let rem = local.rem_euclid(86_400) as u32;
+        let (year, month, day) = civil_from_days(days);
+        let day_of_year = (days - days_from_civil(year, 1, 1)) as u32;
+        // 1970-01-01 was a Thursday.
+        let weekday = (days + 4).rem_euclid(7) as u32;
+        Civil {
+            year,
+            month,
+            day,
+            hour: rem / 3600,
+            minute: rem / 60 % 60,
+            second: rem % 60,
+            nanos: self.nanos,
+            day_of_year,
+            weekday,
+        }
+    }
+
+    /// Go's `time.Parse(time.RFC3339, s)`: `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.
+    pub fn parse_rfc3339(s: &str) -> Option<Timestamp> {
+        let b = s.as_bytes();
+        let num = |r: std::ops::Range<usize>| -> Option<u32> {
+            let part = s.get(r)?;
+            part.bytes()
+                .all(|c| c.is_ascii_digit())
+                .then(|| part.parse().ok())?
+        };
+        if b.len() < 20
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || b[10] != b'T'
+            || b[13] != b':'
+            || b[16] != b':'
+        {
+            return None;
+        }
+        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+        let mut i = 19;
+        let mut nanos = 0u32;
+        if b.get(i) == Some(&b'.') {
+            let start = i + 1;
+            i = start;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            let digits = &s[start..i];
+            if digits.is_empty() || digits.len() > 9 {
+                return None;
+            }
+            nanos = digits.parse::<u32>().ok()? * 10u32.pow(9 - digits.len() as u32);
+        }
+        let offset: i64 = match b.get(i)? {
+            b'Z' if i + 1 == b.len() => 0,
+            c @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+                let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+                if h > 23 || m > 59 {
+                    return None;
+                }
+                let v = i64::from(h * 3600 + m * 60);
+                if *c == b'-' {
+                    -v
+                } else {
+                    v
+                }
+            }
+            _ => return None,
+        };
+        if hour > 23 || minute > 59 || second > 59 || !valid_date(i64::from(year), month, day) {
+            return None;
+        }
+        let days = days_from_civil(i64::from(year), month, day);
+        let secs = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second) - offset;
+        Timestamp::new(secs, nanos)
+    }
+
+    /// RFC 3339 in UTC with the fraction trimmed, as Go's `RFC3339Nano`.
+    pub fn to_rfc3339(&self) -> String {
+        let c = self.civil(0);
+        let mut s = format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            c.year, c.month, c.day, c.hour, c.minute, c.second
+        );
+        if c.nanos != 0 {
+            let frac = format!("{:09}", c.nanos);
+            s.push('.');
+            s.push_str(frac.trim_end_matches('0'));
+        }
+        s.push('Z');
+        s
+    }
+
+    /// The UTC offset (seconds east) of `zone` at this instant.
+    pub fn offset_in(&self, zone: &jiff::tz::TimeZone) -> i64 {
+        // jiff's range ends a little before CEL's; the offset at its end holds after it.
+        let at = jiff::Timestamp::from_second(self.secs).unwrap_or(if self.secs > 0 {
+            jiff::Timestamp::MAX
+        } else {
+            jiff::Timestamp::MIN
+        });
+        i64::from(zone.to_offset(at).seconds())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calendar_round_trips() {
+        for days in [-719_162, -1, 0, 1, 11_016, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(-719_162), (1, 1, 1));
+    }
+
+    #[test]
+    fn rfc3339_covers_cel_range() {
+        let max = Timestamp::parse_rfc3339("9999-12-31T23:59:59.999999999Z").unwrap();
+        assert_eq!(max.to_rfc3339(), "9999-12-31T23:59:59.999999999Z");
+        let min = Timestamp::parse_rfc3339("0001-01-01T00:00:00Z").unwrap();
+        assert_eq!(min.to_rfc3339(), "0001-01-01T00:00:00Z");
+        assert!(Timestamp::from_nanos(min.as_nanos() - 1).is_none());
+        let t = Timestamp::parse_rfc3339("2009-02-13T23:31:30.5-08:00").unwrap();
+        assert_eq!(t.to_rfc3339(), "2009-02-14T07:31:30.5Z");
+        assert!(Timestamp::parse_rfc3339("2024-02-30T00:00:00Z").is_none());
+        assert!(Timestamp::parse_rfc3339("2024-01-01 00:00:00Z").is_none());
+        let c = Timestamp::parse_rfc3339("2024-03-01T10:00:00Z")
+            .unwrap()
+            .civil(0);
+        assert_eq!((c.day_of_year, c.weekday), (60, 5), "leap year; a Friday");
+    }
+}
