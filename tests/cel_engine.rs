@@ -441,3 +441,126 @@ fn authorizer_checks() {
         .message()
         .contains("undeclared reference to 'authorizer'"));
 }
+
+#[test]
+fn quantity_semver_url_format_libraries() {
+    // k8s-cel-library.md §18: documentation mismatches, each checked against the declarations.
+    let (env, _) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
+    assert_eq!(
+        eval("sign(quantity('-1'))").unwrap(),
+        json!(-1),
+        "sign is a global overload"
+    );
+    assert!(env
+        .compile("quantity('1').sign()")
+        .unwrap_err()
+        .message()
+        .contains("no matching overload"));
+    assert!(env
+        .compile("quantity('50k').add('20k')")
+        .unwrap_err()
+        .message()
+        .contains("no matching overload"));
+    assert!(
+        env.compile("ip('1.2.3.4').isCanonical()").is_err(),
+        "ip.isCanonical is a global function of a string"
+    );
+    assert_eq!(
+        eval("format.dns1123Label().validate('Not Valid').hasValue()").unwrap(),
+        json!(true),
+        "hasValue means invalid"
+    );
+    assert_eq!(
+        eval("format.dns1123Label().validate('valid').hasValue()").unwrap(),
+        json!(false)
+    );
+
+    assert_eq!(
+        eval("quantity('50k').add(20) == quantity('50020')").unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        eval("quantity('50M').isLessThan(quantity('50Mi'))").unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        eval("quantity('200M') == quantity('0.2G')").unwrap(),
+        json!(true)
+    );
+    assert_eq!(eval("quantity('1.5').isInteger()").unwrap(), json!(false));
+    assert_eq!(
+        eval("quantity('1.5').asApproximateFloat()").unwrap(),
+        json!(1.5)
+    );
+    assert!(eval("quantity('1.5').asInteger()")
+        .unwrap_err()
+        .contains("cannot convert value to integer"));
+    assert!(eval("quantity('200K')").is_err());
+    assert_eq!(eval("isQuantity('200K')").unwrap(), json!(false));
+
+    assert_eq!(
+        eval("semver('1.2.3').isLessThan(semver('1.10.0'))").unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        eval("semver('1.0.0+a') == semver('1.0.0+b')").unwrap(),
+        json!(true),
+        "build metadata is ignored"
+    );
+    assert_eq!(eval("semver('v1.2', true).minor()").unwrap(), json!(2));
+    assert_eq!(eval("isSemver('v1.2.3')").unwrap(), json!(false));
+    assert_eq!(
+        eval("semver('1.0.0-alpha').compareTo(semver('1.0.0'))").unwrap(),
+        json!(-1)
+    );
+
+    assert_eq!(
+        eval("url('https://example.com:8443/a b?x=1&x=2').getEscapedPath()").unwrap(),
+        json!("/a%20b")
+    );
+    assert_eq!(
+        eval("url('https://example.com:8443/').getPort()").unwrap(),
+        json!("8443")
+    );
+    assert_eq!(
+        eval("url('https://[::1]:80/').getHostname()").unwrap(),
+        json!("::1")
+    );
+    assert_eq!(
+        eval("url('https://example.com/?x=1&x=2').getQuery()").unwrap(),
+        json!({"x": ["1", "2"]})
+    );
+    assert_eq!(
+        eval("url('HTTPS://Example.com/').getScheme()").unwrap(),
+        json!("https")
+    );
+    assert_eq!(
+        eval("url('https://Example.com/').getHost()").unwrap(),
+        json!("Example.com"),
+        "no host lower-casing"
+    );
+    assert_eq!(eval("isURL('relative/path')").unwrap(), json!(false));
+    assert!(eval("url('https://a:b:c/')")
+        .unwrap_err()
+        .starts_with("URL parse error during conversion from string"));
+
+    assert_eq!(
+        eval("format.named('dns1123Label').hasValue() && !format.named('nope').hasValue()")
+            .unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        eval("format.uuid().validate('not-a-uuid').value()").unwrap(),
+        json!(["does not match the UUID format"])
+    );
+    assert_eq!(
+        eval("string(timestamp('9999-12-31T23:59:59.999999999Z'))").unwrap(),
+        json!("9999-12-31T23:59:59.999999999Z")
+    );
+}

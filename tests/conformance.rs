@@ -18,7 +18,7 @@ use serde_json::Value as Json;
 
 /// The pass rate the engine has reached, in percent of the runnable tests; raise it when the
 /// engine improves, never lower it.
-const MIN_PASS_RATE: f64 = 99.9;
+const MIN_PASS_RATE: f64 = 100.0;
 
 fn conformance_dir() -> PathBuf {
     let base = std::env::var_os("CELGATE_SHARED")
