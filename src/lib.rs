@@ -6,3 +6,5 @@
 //! source -> policy (compile) -> snapshot -> matching -> admission -> server codec.
 
 pub mod cel;
+pub mod matching;
+pub mod policy;

@@ -167,7 +167,7 @@ fn dns1035_label(s: &str) -> Vec<String> {
 const QUALIFIED_NAME_MSG: &str =
     "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
-fn qualified_name(s: &str) -> Vec<String> {
+pub(crate) fn qualified_name(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = s.split('/').collect();
     let name = match parts.as_slice() {
@@ -210,7 +210,7 @@ fn qualified_name(s: &str) -> Vec<String> {
     errs
 }
 
-fn label_value(s: &str) -> Vec<String> {
+pub(crate) fn label_value(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 63 {
         errs.push(max_len_error(63));

@@ -1,0 +1,343 @@
+//! Which policies and bindings apply to a request: `MatchResources` (rules, exclusions,
+//! namespace and object selectors, matchPolicy), following `policy/matching/matching.go`
+//! (§2 of vap-semantics.md), and the resources no policy ever sees.
+
+pub mod rules;
+pub mod selector;
+
+use std::collections::BTreeMap;
+
+use crate::policy::model::{MatchResources, NamedRule};
+use rules::{rule_matches, Gvr};
+use selector::Selector;
+
+/// What matching needs to know of a request, computed once per request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestAttributes {
+    pub operation: String,
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub subresource: String,
+    pub namespace: String,
+    /// The name rules' `resourceNames` compare with: empty for a CREATE with `generateName`.
+    pub name: String,
+    /// Labels of the new object (`None` when there is no object or it has no metadata).
+    pub object_labels: Option<BTreeMap<String, String>>,
+    pub old_object_labels: Option<BTreeMap<String, String>>,
+}
+
+impl RequestAttributes {
+    fn gvr(&self) -> Gvr<'_> {
+        Gvr {
+            group: &self.group,
+            version: &self.version,
+            resource: &self.resource,
+        }
+    }
+
+    fn is_namespaces(&self) -> bool {
+        self.group.is_empty() && self.version == "v1" && self.resource == "namespaces"
+    }
+}
+
+/// The namespaces the matcher may look up (for namespaceSelector).
+pub trait Namespaces {
+    /// The labels of the namespace `name`, or `None` if it does not exist.
+    fn labels(&self, name: &str) -> Option<&BTreeMap<String, String>>;
+}
+
+/// The outcome of matching one `MatchResources`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Match {
+    No,
+    Yes,
+    /// A configuration error (a namespace lookup or selector failure), only reported when the
+    /// rules match.
+    Error(String),
+}
+
+/// A compiled `MatchResources`.
+#[derive(Debug, Clone)]
+pub struct Matcher {
+    namespace_selector: Result<Selector, String>,
+    object_selector: Result<Selector, String>,
+    rules: Vec<NamedRule>,
+    exclude: Vec<NamedRule>,
+    equivalent: bool,
+}
+
+/// Requests VAP never evaluates: the non-persisted review resources, and the admission
+/// policy resources themselves (§1).
+pub fn is_exempt(group: &str, resource: &str) -> bool {
+    matches!(
+        (group, resource),
+        (
+            "authentication.k8s.io",
+            "selfsubjectreviews" | "tokenreviews"
+        ) | (
+            "authorization.k8s.io",
+            "localsubjectaccessreviews"
+                | "selfsubjectaccessreviews"
+                | "selfsubjectrulesreviews"
+                | "subjectaccessreviews"
+        ) | (
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies"
+                | "validatingadmissionpolicybindings"
+                | "mutatingadmissionpolicies"
+                | "mutatingadmissionpolicybindings"
+        )
+    )
+}
+
+impl Matcher {
+    /// Compiles with the API server's defaults: selectors `{}`, matchPolicy `Equivalent`.
+    pub fn compile(m: &MatchResources) -> Matcher {
+        let compile = |s: &Option<crate::policy::model::LabelSelector>| match s {
+            Some(s) => Selector::compile(s),
+            None => Ok(Selector::default()),
+        };
+        Matcher {
+            namespace_selector: compile(&m.namespace_selector),
+            object_selector: compile(&m.object_selector),
+            rules: m.resource_rules.clone(),
+            exclude: m.exclude_resource_rules.clone(),
+            equivalent: m.match_policy.as_deref() != Some("Exact"),
+        }
+    }
+
+    /// §2.2: selectors, then exclusions, then rules; selector errors only count when the
+    /// rules match.
+    pub fn matches(&self, req: &RequestAttributes, namespaces: &dyn Namespaces) -> Match {
+        let ns = self.namespace_selector_matches(req, namespaces);
+        if ns == Ok(false) {
+            return Match::No;
+        }
+        let obj = self.object_selector_matches(req);
+        if obj == Ok(false) {
+            return Match::No;
+        }
+        if self.exclude.iter().any(|r| self.rule_applies(r, req)) {
+            return Match::No;
+        }
+        if !self.rules.is_empty() && !self.rules.iter().any(|r| self.rule_applies(r, req)) {
+            return Match::No;
+        }
+        match (ns, obj) {
+            (Err(e), _) | (_, Err(e)) => Match::Error(e),
+            _ => Match::Yes,
+        }
+    }
+
+    /// A rule matches exactly, or (matchPolicy Equivalent) for another version of the same
+    /// group and resource. celgate treats every served version of a group/resource as
+    /// equivalent, which covers CRD versions and API version migrations; cross-group
+    /// equivalences need the API server's registry and are not modelled.
+    fn rule_applies(&self, rule: &NamedRule, req: &RequestAttributes) -> bool {
+        if rule_matches(rule, req, req.gvr()) {
+            return true;
+        }
+        self.equivalent
+            && rule
+                .api_versions
+                .iter()
+                .any(|v| v != &req.version && v != "*")
+            && rule.api_versions.iter().any(|v| {
+                let gvr = Gvr {
+                    group: &req.group,
+                    version: v,
+                    resource: &req.resource,
+                };
+                rule_matches(rule, req, gvr)
+            })
+    }
+
+    fn namespace_selector_matches(
+        &self,
+        req: &RequestAttributes,
+        namespaces: &dyn Namespaces,
+    ) -> Result<bool, String> {
+        if req.namespace.is_empty() && !req.is_namespaces() {
+            return Ok(true);
+        }
+        let selector = self.namespace_selector.as_ref().map_err(Clone::clone)?;
+        if selector.is_empty() {
+            return Ok(true);
+        }
+        let own = req.is_namespaces()
+            && req.subresource.is_empty()
+            && matches!(req.operation.as_str(), "CREATE" | "UPDATE");
+        if own {
+            return Ok(req
+                .object_labels
+                .as_ref()
+                .is_some_and(|l| selector.matches(l)));
+        }
+        match namespaces.labels(&req.namespace) {
+            Some(labels) => Ok(selector.matches(labels)),
+            None => Err(format!("namespaces {:?} not found", req.namespace)),
+        }
+    }
+
+    fn object_selector_matches(&self, req: &RequestAttributes) -> Result<bool, String> {
+        let selector = self.object_selector.as_ref().map_err(Clone::clone)?;
+        if selector.is_empty() {
+            return Ok(true);
+        }
+        let hit =
+            |l: &Option<BTreeMap<String, String>>| l.as_ref().is_some_and(|l| selector.matches(l));
+        Ok(hit(&req.object_labels) || hit(&req.old_object_labels))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::model::{LabelSelector, SelectorRequirement};
+
+    struct Ns(BTreeMap<String, BTreeMap<String, String>>);
+
+    impl Namespaces for Ns {
+        fn labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+            self.0.get(name)
+        }
+    }
+
+    fn namespaces() -> Ns {
+        let mut m = BTreeMap::new();
+        m.insert(
+            "prod".to_string(),
+            [("env".to_string(), "prod".to_string())]
+                .into_iter()
+                .collect(),
+        );
+        m.insert(
+            "dev".to_string(),
+            [("env".to_string(), "dev".to_string())]
+                .into_iter()
+                .collect(),
+        );
+        Ns(m)
+    }
+
+    fn pods_rule() -> NamedRule {
+        NamedRule {
+            operations: vec!["CREATE".into()],
+            api_groups: vec!["".into()],
+            api_versions: vec!["v1".into()],
+            resources: vec!["pods".into()],
+            ..Default::default()
+        }
+    }
+
+    fn pod_create(ns: &str) -> RequestAttributes {
+        RequestAttributes {
+            operation: "CREATE".into(),
+            version: "v1".into(),
+            resource: "pods".into(),
+            namespace: ns.into(),
+            name: "p".into(),
+            object_labels: Some(BTreeMap::new()),
+            ..Default::default()
+        }
+    }
+
+    fn env_selector(v: &str) -> Option<LabelSelector> {
+        Some(LabelSelector {
+            match_expressions: vec![SelectorRequirement {
+                key: "env".into(),
+                operator: "In".into(),
+                values: vec![v.into()],
+            }],
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn namespace_selector_and_missing_namespace() {
+        let m = Matcher::compile(&MatchResources {
+            namespace_selector: env_selector("prod"),
+            resource_rules: vec![pods_rule()],
+            ..Default::default()
+        });
+        assert_eq!(m.matches(&pod_create("prod"), &namespaces()), Match::Yes);
+        assert_eq!(m.matches(&pod_create("dev"), &namespaces()), Match::No);
+        assert_eq!(
+            m.matches(&pod_create("gone"), &namespaces()),
+            Match::Error("namespaces \"gone\" not found".into())
+        );
+        let mut cm = pod_create("gone");
+        cm.resource = "configmaps".into();
+        assert_eq!(
+            m.matches(&cm, &namespaces()),
+            Match::No,
+            "a selector error without a rule match is no match"
+        );
+    }
+
+    #[test]
+    fn exclusions_win_and_empty_rules_match_everything() {
+        let m = Matcher::compile(&MatchResources {
+            resource_rules: vec![pods_rule()],
+            exclude_resource_rules: vec![pods_rule()],
+            ..Default::default()
+        });
+        assert_eq!(m.matches(&pod_create("prod"), &namespaces()), Match::No);
+        let all = Matcher::compile(&MatchResources::default());
+        assert_eq!(all.matches(&pod_create("prod"), &namespaces()), Match::Yes);
+    }
+
+    #[test]
+    fn equivalent_versions() {
+        let mut rule = pods_rule();
+        rule.api_versions = vec!["v1beta1".into()];
+        let exact = Matcher::compile(&MatchResources {
+            resource_rules: vec![rule.clone()],
+            match_policy: Some("Exact".into()),
+            ..Default::default()
+        });
+        let equivalent = Matcher::compile(&MatchResources {
+            resource_rules: vec![rule],
+            ..Default::default()
+        });
+        assert_eq!(exact.matches(&pod_create("prod"), &namespaces()), Match::No);
+        assert_eq!(
+            equivalent.matches(&pod_create("prod"), &namespaces()),
+            Match::Yes
+        );
+    }
+
+    #[test]
+    fn object_selector_reads_old_or_new() {
+        let m = Matcher::compile(&MatchResources {
+            object_selector: env_selector("prod"),
+            ..Default::default()
+        });
+        let mut r = pod_create("prod");
+        r.operation = "DELETE".into();
+        r.object_labels = None;
+        r.old_object_labels = Some(
+            [("env".to_string(), "prod".to_string())]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(m.matches(&r, &namespaces()), Match::Yes);
+        r.old_object_labels = None;
+        assert_eq!(
+            m.matches(&r, &namespaces()),
+            Match::No,
+            "no object never matches"
+        );
+    }
+
+    #[test]
+    fn exempt_resources() {
+        assert!(is_exempt(
+            "admissionregistration.k8s.io",
+            "validatingadmissionpolicies"
+        ));
+        assert!(is_exempt("authorization.k8s.io", "subjectaccessreviews"));
+        assert!(!is_exempt("", "pods"));
+    }
+}

@@ -1,0 +1,4 @@
+//! ValidatingAdmissionPolicy objects: their model, their validation (§7), and their compiled
+//! form, built once per object version.
+
+pub mod model;
