@@ -34,7 +34,7 @@ pub fn rule_matches(rule: &NamedRule, req: &RequestAttributes, gvr: Gvr<'_>) -> 
         && has(&rule.api_groups, gvr.group)
         && has(&rule.api_versions, gvr.version)
         && resource_matches(&rule.resources, gvr.resource, &req.subresource)
-        && (rule.resource_names.is_empty() || rule.resource_names.iter().any(|n| *n == req.name))
+        && (rule.resource_names.is_empty() || rule.resource_names.contains(&req.name))
 }
 
 /// `pods` matches only the main resource; `pods/*` every subresource and the main resource

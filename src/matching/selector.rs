@@ -156,10 +156,18 @@ mod tests {
         .unwrap()
     }
 
+    /// (operator, values, labels present, expected match)
+    type Case = (
+        &'static str,
+        &'static [&'static str],
+        &'static [(&'static str, &'static str)],
+        bool,
+    );
+
     /// Every operator against every label state, as a table.
     #[test]
     fn operator_table() {
-        let cases: &[(&str, &[&str], &[(&str, &str)], bool)] = &[
+        let cases: &[Case] = &[
             ("In", &["a", "b"], &[("k", "a")], true),
             ("In", &["a", "b"], &[("k", "c")], false),
             ("In", &["a"], &[], false),
