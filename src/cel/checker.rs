@@ -275,7 +275,7 @@ impl<'e> Checker<'e> {
                     (Node::Lazy(index), fields[index].1.clone(), &parts[k + 1..])
                 }
             };
-            if k == 1 && rest.is_empty() {
+            if k == 1 && rest.is_empty() && matches!(var.kind, VarKind::Plain) {
                 return Ok(None);
             }
             for field in rest {

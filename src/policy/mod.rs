@@ -1,4 +1,5 @@
 //! ValidatingAdmissionPolicy objects: their model, their validation (§7), and their compiled
 //! form, built once per object version.
 
+pub mod compile;
 pub mod model;

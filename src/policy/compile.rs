@@ -1,0 +1,291 @@
+//! Compiles a policy once per object version: every expression in the environment its kind
+//! declares (`plugin/cel/compile.go`), with its exact result type checked, variables typed in
+//! declaration order, and the API server's defaults applied.
+//!
+//! A compile error is not a load failure: as in Kubernetes, the expression keeps the error and
+//! evaluating it yields `compilation error: ...`, which goes through the failurePolicy.
+
+use std::sync::Arc;
+
+use super::model::{ParamKind, Policy};
+use crate::cel::vap::{vap_env, Decls, Slots};
+use crate::cel::{Env, Program, Type};
+use crate::matching::Matcher;
+
+/// An expression compiled in its environment, or the error text evaluating it yields.
+pub type Compiled = Result<Arc<Program>, String>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailurePolicy {
+    Fail,
+    Ignore,
+    /// An unknown value: every configuration error becomes a denial that says so.
+    Unrecognized(String),
+}
+
+#[derive(Debug)]
+pub struct CompiledValidation {
+    /// The expression as written (quoted in messages).
+    pub expression: String,
+    pub program: Compiled,
+    pub message: Option<String>,
+    pub message_program: Option<Compiled>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug)]
+pub struct CompiledPolicy {
+    pub name: String,
+    pub failure_policy: FailurePolicy,
+    pub param_kind: Option<ParamKind>,
+    /// The matchConstraints, or the guard error of §2.6.
+    pub matcher: Result<Matcher, String>,
+    pub match_conditions: Vec<(String, Compiled)>,
+    pub variables: Vec<(String, Compiled)>,
+    pub validations: Vec<CompiledValidation>,
+    pub audit_annotations: Vec<(String, Compiled)>,
+    /// Where each expression kind's environment puts the VAP variables.
+    pub slots: ExprSlots,
+}
+
+/// Variable slots for each expression kind (they differ in what is declared).
+#[derive(Debug, Clone, Copy)]
+pub struct ExprSlots {
+    pub condition: Slots,
+    pub validation: Slots,
+    pub validation_variables: usize,
+    pub message: Slots,
+    pub message_variables: usize,
+}
+
+fn type_check(program: Program, want: &[Type], want_text: &str) -> Compiled {
+    let got = program.result_type();
+    if want.iter().any(|t| t == got) {
+        return Ok(Arc::new(program));
+    }
+    Err(format!("must evaluate to {want_text} but got {got}"))
+}
+
+fn compile_in(env: &Env, source: &str, want: &[Type], want_text: &str) -> Compiled {
+    match env.compile(source) {
+        Ok(p) if want.is_empty() => Ok(Arc::new(p)),
+        Ok(p) => type_check(p, want, want_text),
+        Err(e) => Err(format!("compilation failed: {e}")),
+    }
+}
+
+/// Compiles `policy` against the CEL environment of Kubernetes 1.`version`.
+pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
+    let spec = &policy.spec;
+    let params = spec.param_kind.is_some();
+    let (cond_env, condition) = vap_env(
+        version,
+        Decls {
+            params,
+            authorizer: true,
+        },
+    );
+
+    // Variables: each compiled with the earlier ones declared, typed by their result.
+    let mut variables = Vec::with_capacity(spec.variables.len());
+    let mut fields: Vec<(String, Type)> = Vec::new();
+    for v in &spec.variables {
+        let (mut env, _) = vap_env(
+            version,
+            Decls {
+                params,
+                authorizer: true,
+            },
+        );
+        env.declare_lazy("variables", fields.clone());
+        let compiled = compile_in(&env, &v.expression, &[], "");
+        let ty = compiled
+            .as_ref()
+            .map_or(Type::Dyn, |p| p.result_type().clone());
+        fields.push((v.name.clone(), ty));
+        variables.push((v.name.clone(), compiled));
+    }
+    let (mut val_env, validation) = vap_env(
+        version,
+        Decls {
+            params,
+            authorizer: true,
+        },
+    );
+    let validation_variables = val_env.declare_lazy("variables", fields.clone());
+    let (mut msg_env, message) = vap_env(
+        version,
+        Decls {
+            params,
+            authorizer: false,
+        },
+    );
+    let message_variables = msg_env.declare_lazy("variables", fields);
+
+    let match_conditions = spec
+        .match_conditions
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                compile_in(&cond_env, &c.expression, &[Type::Bool], "bool"),
+            )
+        })
+        .collect();
+    let validations = spec
+        .validations
+        .iter()
+        .map(|v| CompiledValidation {
+            expression: v.expression.clone(),
+            program: compile_in(&val_env, &v.expression, &[Type::Bool], "bool"),
+            message: v.message.clone(),
+            message_program: v
+                .message_expression
+                .as_ref()
+                .filter(|m| !m.trim().is_empty())
+                .map(|m| compile_in(&msg_env, m, &[Type::String], "string")),
+            reason: v.reason.clone(),
+        })
+        .collect();
+    let audit_annotations = spec
+        .audit_annotations
+        .iter()
+        .map(|a| {
+            let compiled = compile_in(
+                &val_env,
+                &a.value_expression,
+                &[Type::String, Type::Null],
+                "one of [string null_type]",
+            );
+            (a.key.clone(), compiled)
+        })
+        .collect();
+    let failure_policy = match spec.failure_policy.as_deref() {
+        None | Some("Fail") => FailurePolicy::Fail,
+        Some("Ignore") => FailurePolicy::Ignore,
+        Some(other) => FailurePolicy::Unrecognized(other.to_string()),
+    };
+    let matcher = match &spec.match_constraints {
+        Some(m) => Ok(Matcher::compile(m)),
+        None => Err("policy contained no match constraints, a required field".to_string()),
+    };
+    CompiledPolicy {
+        name: policy.metadata.name.clone(),
+        failure_policy,
+        param_kind: spec.param_kind.clone(),
+        matcher,
+        match_conditions,
+        variables,
+        validations,
+        audit_annotations,
+        slots: ExprSlots {
+            condition,
+            validation,
+            validation_variables,
+            message,
+            message_variables,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cel::NEWEST_MINOR;
+
+    fn policy(yaml: &str) -> Policy {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn result_types_are_exact() {
+        let p = compile(
+            &policy(
+                r#"
+metadata: {name: p}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations:
+  - expression: object.spec.paused
+  - expression: object.spec.paused == true
+    messageExpression: "'x' + string(object.spec.replicas)"
+  - expression: "true"
+    messageExpression: object.name
+  auditAnnotations:
+  - {key: k, valueExpression: "1"}
+  - {key: k2, valueExpression: "null"}
+"#,
+            ),
+            NEWEST_MINOR,
+        );
+        assert_eq!(
+            p.validations[0].program.as_ref().unwrap_err(),
+            "must evaluate to bool but got dyn"
+        );
+        assert!(p.validations[1].program.is_ok());
+        assert!(p.validations[1].message_program.as_ref().unwrap().is_ok());
+        assert_eq!(
+            p.validations[2]
+                .message_program
+                .as_ref()
+                .unwrap()
+                .as_ref()
+                .unwrap_err(),
+            "must evaluate to string but got dyn"
+        );
+        assert_eq!(
+            p.audit_annotations[0].1.as_ref().unwrap_err(),
+            "must evaluate to one of [string null_type] but got int"
+        );
+        assert!(p.audit_annotations[1].1.is_ok());
+        assert_eq!(p.failure_policy, FailurePolicy::Fail);
+    }
+
+    #[test]
+    fn declarations_follow_the_expression_kind() {
+        let p = compile(
+            &policy(
+                r#"
+metadata: {name: p}
+spec:
+  variables:
+  - {name: a, expression: "1"}
+  - {name: b, expression: "variables.a + 1"}
+  - {name: c, expression: "variables.d"}
+  validations:
+  - expression: "variables.b == 2 && params == null"
+    messageExpression: "authorizer.path('/x').check('get').reason()"
+"#,
+            ),
+            NEWEST_MINOR,
+        );
+        assert!(p.variables[1].1.is_ok(), "a variable sees earlier ones");
+        assert!(
+            p.variables[2]
+                .1
+                .as_ref()
+                .unwrap_err()
+                .contains("undefined field 'd'"),
+            "not later ones"
+        );
+        assert!(p.validations[0]
+            .program
+            .as_ref()
+            .unwrap_err()
+            .contains("undeclared reference to 'params'"));
+        let msg = p.validations[0]
+            .message_program
+            .as_ref()
+            .unwrap()
+            .as_ref()
+            .unwrap_err();
+        assert!(
+            msg.contains("undeclared reference to 'authorizer'"),
+            "{msg}"
+        );
+        assert_eq!(
+            p.matcher.unwrap_err(),
+            "policy contained no match constraints, a required field"
+        );
+    }
+}
