@@ -5,6 +5,8 @@
 //! testable on its own and usable from the command line. Data flows one way:
 //! source -> policy (compile) -> snapshot -> matching -> admission -> server codec.
 
+pub mod admission;
 pub mod cel;
 pub mod matching;
 pub mod policy;
+pub mod source;

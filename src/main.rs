@@ -43,6 +43,23 @@ enum Command {
         #[arg(long)]
         cost: bool,
     },
+    /// Evaluate an AdmissionReview against a folder of policies, bindings, params, namespaces
+    /// and RBAC objects, offline, and print the AdmissionReview answer. Exit 0 whatever the
+    /// decision; 2 for unreadable input or an invalid object.
+    Eval {
+        /// Folder (read recursively) of YAML or JSON manifests, multi-document allowed.
+        #[arg(long, value_name = "DIR")]
+        policies: PathBuf,
+        /// The AdmissionReview (v1 or v1beta1; JSON or YAML); `-` for standard input.
+        #[arg(long, value_name = "FILE")]
+        request: String,
+        /// The Kubernetes version whose CEL libraries are available (1.N).
+        #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
+        k8s_version: String,
+        /// Do not add what every cluster has (namespace name labels, kube-root-ca.crt).
+        #[arg(long)]
+        no_cluster_defaults: bool,
+    },
     /// Print the version.
     Version,
 }
@@ -62,6 +79,57 @@ impl celgate::cel::k8s::authz::Authorizer for NoAuthorizationData {
     }
 }
 
+/// Runs `work` on a thread with a stack that does not depend on the platform's default: the
+/// evaluator recurses once per nesting level of an expression.
+fn on_big_stack(work: impl FnOnce() -> ExitCode + Send + 'static) -> ExitCode {
+    match std::thread::Builder::new().stack_size(64 << 20).spawn(work) {
+        Ok(h) => h.join().unwrap_or(ExitCode::from(1)),
+        Err(e) => {
+            eprintln!("celgate: cannot start evaluation thread: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_eval(
+    policies: &Path,
+    request: &str,
+    k8s_version: &str,
+    cluster_defaults: bool,
+) -> Result<(), Usage> {
+    let version = parse_version(k8s_version)?;
+    let mut objects = celgate::source::folder::load(policies).map_err(|e| Usage(e.to_string()))?;
+    if cluster_defaults {
+        celgate::source::add_cluster_defaults(&mut objects);
+    }
+    let snapshot = celgate::source::snapshot(objects, version).map_err(|e| Usage(e.to_string()))?;
+    let (name, text) = if request == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| Usage(format!("cannot read standard input: {e}")))?;
+        ("<stdin>".to_string(), s)
+    } else {
+        let t = std::fs::read_to_string(request)
+            .map_err(|e| Usage(format!("cannot read {request}: {e}")))?;
+        (request.to_string(), t)
+    };
+    // JSON as it is; anything else is read as YAML and re-encoded.
+    let body = if serde_json::from_str::<Json>(&text).is_ok() {
+        text.into_bytes()
+    } else {
+        let v: Json = serde_yaml_ng::from_str(&text)
+            .map_err(|e| Usage(format!("{name}: not valid JSON or YAML: {e}")))?;
+        serde_json::to_vec(&v).map_err(|e| Usage(format!("{name}: {e}")))?
+    };
+    let answer = celgate::admission::review_answer(&snapshot, &body)
+        .map_err(|e| Usage(format!("{name}: {}", e.0)))?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&answer).unwrap_or_default()
+    );
+    Ok(())
+}
+
 /// An error for exit code 2 (bad usage or unreadable input).
 struct Usage(String);
 
@@ -72,23 +140,26 @@ fn main() -> ExitCode {
             println!("celgate {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Eval {
+            policies,
+            request,
+            k8s_version,
+            no_cluster_defaults,
+        } => on_big_stack(move || {
+            match run_eval(&policies, &request, &k8s_version, !no_cluster_defaults) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(Usage(msg)) => {
+                    eprintln!("celgate: {msg}");
+                    ExitCode::from(2)
+                }
+            }
+        }),
         Command::Expr {
             expr,
             vars,
             k8s_version,
             cost,
-        } => {
-            // The evaluator recurses once per nesting level of the expression (at most the
-            // parser's limit): give it a stack that does not depend on the platform's default.
-            let work = move || run_expr(&expr, &vars, &k8s_version, cost);
-            match std::thread::Builder::new().stack_size(64 << 20).spawn(work) {
-                Ok(h) => h.join().unwrap_or(ExitCode::from(1)),
-                Err(e) => {
-                    eprintln!("celgate: cannot start evaluation thread: {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
+        } => on_big_stack(move || run_expr(&expr, &vars, &k8s_version, cost)),
     }
 }
 

@@ -743,10 +743,7 @@ pub fn unwrap_opt<'a>(a: &[Value<'a>]) -> R<'a> {
 // Kubernetes regex library
 
 pub fn regex_error(e: EvalError) -> EvalError {
-    EvalError::new(format!(
-        "Illegal regex: {}",
-        e.message().trim_start_matches("error parsing regexp: ")
-    ))
+    EvalError::new(format!("Illegal regex: {}", e.message()))
 }
 
 pub fn find_with<'a>(re: &regex::Regex, s: &str) -> Value<'a> {

@@ -3,3 +3,4 @@
 
 pub mod compile;
 pub mod model;
+pub mod snapshot;

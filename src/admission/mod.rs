@@ -1,0 +1,461 @@
+//! Admission: evaluates a request against a snapshot and decides, as the in-tree
+//! ValidatingAdmissionPolicy plugin does (§1): every matching policy × binding × param is
+//! evaluated; decisions are routed by the binding's validationActions; configuration errors
+//! follow the failurePolicy; the first denial is reported.
+//!
+//! Policies are visited by name and bindings by name (in-tree order is arbitrary).
+
+pub mod rbac;
+pub mod request;
+pub mod response;
+pub mod validator;
+
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+
+use crate::cel::k8s::authz::AuthorizerValue;
+use crate::cel::vap::{request_resource_attributes, Slots};
+use crate::cel::Value;
+use crate::matching::{is_exempt, Match};
+use crate::policy::compile::{CompiledPolicy, FailurePolicy};
+use crate::policy::snapshot::{group_of, Action, CompiledBinding, ParamObject, Scope, Snapshot};
+use rbac::RbacAuthorizer;
+use request::Request;
+use validator::{validate, AuditResult, Bindings, Outcome};
+
+/// One failure routed to Audit (the `validation_failure` record).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditedFailure {
+    pub message: String,
+    pub policy: String,
+    pub binding: String,
+    pub expression_index: usize,
+    pub validation_actions: Vec<String>,
+}
+
+/// A denial, with the decision's reason (`None` for errors and configuration errors).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Denial {
+    /// `ValidatingAdmissionPolicy '<p>' [with binding '<b>'] denied request: <message>`.
+    pub message: String,
+    pub reason: Option<String>,
+}
+
+/// What admission decided for a request.
+#[derive(Debug, Default, PartialEq)]
+pub struct Verdict {
+    pub denials: Vec<Denial>,
+    pub warnings: Vec<String>,
+    /// Per policy, its audit annotations: key to distinct values in order.
+    pub annotations: Vec<(String, String, Vec<String>)>,
+    pub audited: Vec<AuditedFailure>,
+}
+
+impl Verdict {
+    pub fn allowed(&self) -> bool {
+        self.denials.is_empty()
+    }
+
+    fn deny(&mut self, policy: &str, binding: Option<&str>, message: &str, reason: Option<String>) {
+        let message = match binding {
+            Some(b) => format!(
+                "ValidatingAdmissionPolicy '{policy}' with binding '{b}' denied request: {message}"
+            ),
+            None => format!("ValidatingAdmissionPolicy '{policy}' denied request: {message}"),
+        };
+        self.denials.push(Denial { message, reason });
+    }
+
+    fn warn(&mut self, text: String) {
+        if !self.warnings.contains(&text) {
+            self.warnings.push(text);
+        }
+    }
+}
+
+/// Parses an AdmissionReview body (JSON) and answers it: the whole request path, shared by
+/// `celgate eval` and the server.
+pub fn review_answer(snapshot: &Snapshot, body: &[u8]) -> Result<Json, request::ReviewError> {
+    let doc = crate::cel::json::Doc::parse(body)
+        .map_err(|e| request::ReviewError(format!("malformed JSON: {e}")))?;
+    let req = Request::from_review(&doc)?;
+    let verdict = admit(snapshot, &req);
+    Ok(response::review(&req, &verdict))
+}
+
+/// The operations VAP handles.
+fn handled(operation: &str) -> bool {
+    matches!(operation, "CREATE" | "UPDATE" | "DELETE" | "CONNECT")
+}
+
+/// Evaluates `req` against every policy of `snapshot`.
+pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
+    let mut verdict = Verdict::default();
+    let attrs = &req.attributes;
+    if !handled(&attrs.operation) || is_exempt(&attrs.group, &attrs.resource) {
+        return verdict;
+    }
+    let namespace_object = namespace_object(snapshot, req);
+    let rbac_objects = Arc::new(snapshot.rbac.clone());
+    let authz = AuthorizerValue::new(Arc::new(RbacAuthorizer::new(
+        rbac_objects,
+        req.user.clone(),
+    )));
+    let request_json = req.request.to_value();
+    let preset = authz.request_resource(request_resource_attributes(&request_json));
+    for entry in &snapshot.policies {
+        let policy = &entry.policy;
+        let config_error = match &policy.matcher {
+            Err(guard) => Some(guard.clone()),
+            Ok(m) => match m.matches(attrs, snapshot) {
+                Match::No => continue,
+                Match::Yes => param_kind_error(snapshot, policy),
+                Match::Error(e) => Some(e),
+            },
+        };
+        if let Some(e) = config_error {
+            configuration_error(
+                &mut verdict,
+                policy,
+                None,
+                &format!("failed to configure policy: {e}"),
+            );
+            continue;
+        }
+        let mut collector: Vec<(String, Vec<String>)> = Vec::new();
+        for binding in &entry.bindings {
+            if let Some(m) = &binding.matcher {
+                match m.matches(attrs, snapshot) {
+                    Match::No => continue,
+                    Match::Yes => {}
+                    Match::Error(e) => {
+                        configuration_error(
+                            &mut verdict,
+                            policy,
+                            Some(&binding.name),
+                            &format!("failed to configure binding: {e}"),
+                        );
+                        continue;
+                    }
+                }
+            }
+            let params = match collect_params(snapshot, policy, binding, req) {
+                Ok(p) => p,
+                Err(e) => {
+                    configuration_error(
+                        &mut verdict,
+                        policy,
+                        Some(&binding.name),
+                        &format!("failed to configure binding: {e}"),
+                    );
+                    continue;
+                }
+            };
+            for param in params {
+                let bindings = bind(
+                    policy,
+                    req,
+                    &namespace_object,
+                    param.as_deref(),
+                    &authz,
+                    &preset,
+                );
+                let Some(result) = validate(policy, &bindings) else {
+                    continue;
+                };
+                route(&mut verdict, policy, binding, &result.decisions);
+                for a in result.audit {
+                    match a {
+                        AuditResult::Publish(key, value) => collect(&mut collector, key, value),
+                        AuditResult::Error(e) => {
+                            verdict.deny(&policy.name, Some(&binding.name), &e, None)
+                        }
+                    }
+                }
+            }
+        }
+        for (key, values) in collector {
+            verdict.annotations.push((policy.name.clone(), key, values));
+        }
+    }
+    verdict
+}
+
+/// Audit annotation values: truncated to 10,240 bytes, duplicates dropped, in order.
+fn collect(collector: &mut Vec<(String, Vec<String>)>, key: String, mut value: String) {
+    const MAX: usize = 10_240;
+    if value.len() > MAX {
+        let mut cut = MAX;
+        while !value.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        value.truncate(cut);
+    }
+    match collector.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, values)) => {
+            if !values.contains(&value) {
+                values.push(value);
+            }
+        }
+        None => collector.push((key, vec![value])),
+    }
+}
+
+fn configuration_error(
+    verdict: &mut Verdict,
+    policy: &CompiledPolicy,
+    binding: Option<&str>,
+    message: &str,
+) {
+    match &policy.failure_policy {
+        FailurePolicy::Ignore => {}
+        FailurePolicy::Fail => verdict.deny(&policy.name, binding, message, None),
+        FailurePolicy::Unrecognized(v) => verdict.deny(
+            &policy.name,
+            binding,
+            &format!("unrecognized failure policy: '{v}'"),
+            None,
+        ),
+    }
+}
+
+/// Routes a param's decisions through the binding's validationActions (§4.8).
+fn route(
+    verdict: &mut Verdict,
+    policy: &CompiledPolicy,
+    binding: &CompiledBinding,
+    decisions: &[validator::Decision],
+) {
+    for (index, d) in decisions.iter().enumerate() {
+        if d.action != validator::Action::Deny {
+            continue;
+        }
+        for action in &binding.actions {
+            match action {
+                Action::Deny => {
+                    let reason = if d.evaluation == Outcome::Deny {
+                        d.reason.clone()
+                    } else {
+                        None
+                    };
+                    verdict.deny(&policy.name, Some(&binding.name), &d.message, reason);
+                }
+                Action::Warn => verdict.warn(format!(
+                    "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
+                    policy.name, binding.name, d.message
+                )),
+                Action::Audit => verdict.audited.push(AuditedFailure {
+                    message: d.message.clone(),
+                    policy: policy.name.clone(),
+                    binding: binding.name.clone(),
+                    expression_index: index,
+                    validation_actions: binding.action_names.clone(),
+                }),
+            }
+        }
+    }
+}
+
+/// `failed to find resource referenced by paramKind` when nothing is known of the kind.
+fn param_kind_error(snapshot: &Snapshot, policy: &CompiledPolicy) -> Option<String> {
+    let pk = policy.param_kind.as_ref()?;
+    let group = group_of(&pk.api_version);
+    if snapshot
+        .kinds
+        .contains_key(&(group.to_string(), pk.kind.clone()))
+    {
+        return None;
+    }
+    let version = pk.api_version.rsplit('/').next().unwrap_or("");
+    Some(format!(
+        "failed to find resource referenced by paramKind: '{group}/{version}, Kind={}'",
+        pk.kind
+    ))
+}
+
+/// The params to evaluate with (§3.2, §3.3): `[None]` for a null param.
+fn collect_params(
+    snapshot: &Snapshot,
+    policy: &CompiledPolicy,
+    binding: &CompiledBinding,
+    req: &Request<'_>,
+) -> Result<Vec<Option<Arc<Json>>>, String> {
+    let (Some(pk), Some(pr)) = (&policy.param_kind, &binding.param_ref) else {
+        return Ok(vec![None]);
+    };
+    let key = (group_of(&pk.api_version).to_string(), pk.kind.clone());
+    let scope = snapshot
+        .kinds
+        .get(&key)
+        .copied()
+        .unwrap_or(Scope::Namespaced);
+    let namespace = match scope {
+        Scope::Namespaced => {
+            let ns = pr
+                .namespace
+                .clone()
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| req.attributes.namespace.clone());
+            if ns.is_empty() {
+                return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into());
+            }
+            Some(ns)
+        }
+        Scope::Cluster => {
+            if pr.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
+                return Err(
+                    "paramRef.namespace must not be provided for a cluster-scoped `paramKind`"
+                        .into(),
+                );
+            }
+            None
+        }
+    };
+    let candidates: Vec<&ParamObject> = snapshot
+        .params
+        .get(&key)
+        .map(|v| {
+            v.iter()
+                .filter(|o| namespace.as_ref().is_none_or(|ns| o.namespace == *ns))
+                .collect()
+        })
+        .unwrap_or_default();
+    let found: Vec<Option<Arc<Json>>> = match (&pr.name, &pr.selector) {
+        (Some(_), Some(_)) => {
+            return Err("paramRef.name and paramRef.selector are mutually exclusive".into())
+        }
+        (Some(name), None) => candidates
+            .iter()
+            .filter(|o| o.name == *name)
+            .map(|o| Some(o.object.clone()))
+            .collect(),
+        (None, Some(sel)) => {
+            let sel = crate::matching::selector::Selector::compile(sel)?;
+            candidates
+                .iter()
+                .filter(|o| sel.matches(&o.labels))
+                .map(|o| Some(o.object.clone()))
+                .collect()
+        }
+        (None, None) => return Err("one of name or selector must be provided".into()),
+    };
+    if found.is_empty() && pr.parameter_not_found_action.as_deref() == Some("Deny") {
+        return Err(
+            "no params found for policy binding with `Deny` parameterNotFoundAction".into(),
+        );
+    }
+    Ok(found)
+}
+
+/// `namespaceObject`: the request's namespace with the fields Kubernetes copies, or null for
+/// cluster-scoped requests and for Namespace requests themselves. A namespace missing from the
+/// snapshot (an offline folder without its Namespace object) is taken as a bare namespace
+/// with its `kubernetes.io/metadata.name` label, rather than failing every request in it.
+fn namespace_object(snapshot: &Snapshot, req: &Request<'_>) -> Option<Json> {
+    let is_namespace_kind = req.kind == "Namespace" && req.attributes.group.is_empty();
+    let ns = &req.attributes.namespace;
+    if ns.is_empty() || is_namespace_kind {
+        return None;
+    }
+    let source = snapshot.namespaces.get(ns).map(|n| (*n.object).clone()).unwrap_or_else(|| {
+        serde_json::json!({"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}})
+    });
+    let meta = &source["metadata"];
+    let mut m = serde_json::Map::new();
+    for field in [
+        "name",
+        "generateName",
+        "namespace",
+        "labels",
+        "annotations",
+        "creationTimestamp",
+        "deletionGracePeriodSeconds",
+        "deletionTimestamp",
+        "generation",
+        "resourceVersion",
+        "finalizers",
+    ] {
+        if let Some(v) = meta.get(field) {
+            m.insert(field.to_string(), v.clone());
+        }
+    }
+    let mut out = serde_json::Map::new();
+    out.insert("metadata".into(), Json::Object(m));
+    for field in ["spec", "status"] {
+        if let Some(v) = source.get(field) {
+            out.insert(field.into(), v.clone());
+        }
+    }
+    Some(Json::Object(out))
+}
+
+fn fill<'a>(
+    slots: Slots,
+    len: usize,
+    req: &Request<'a>,
+    ns: Value<'a>,
+    params: Value<'a>,
+    authz: Option<(Value<'a>, Value<'a>)>,
+) -> Vec<Value<'a>> {
+    let mut v = vec![Value::Null; len];
+    v[slots.object] = req.object.map_or(Value::Null, Value::from_doc);
+    v[slots.old_object] = req.old_object.map_or(Value::Null, Value::from_doc);
+    v[slots.request] = Value::from_doc(req.request);
+    v[slots.namespace_object] = ns;
+    if let Some(p) = slots.params {
+        v[p] = params;
+    }
+    if let (Some(a), Some(r), Some((av, rv))) = (slots.authorizer, slots.request_resource, authz) {
+        v[a] = av;
+        v[r] = rv;
+    }
+    v
+}
+
+/// The values of each expression group for one param.
+fn bind<'a>(
+    policy: &CompiledPolicy,
+    req: &Request<'a>,
+    namespace_object: &'a Option<Json>,
+    param: Option<&'a Json>,
+    authz: &AuthorizerValue,
+    preset: &crate::cel::k8s::authz::ResourceCheck,
+) -> Bindings<'a> {
+    let s = &policy.slots;
+    let ns = namespace_object
+        .as_ref()
+        .map_or(Value::Null, Value::from_json);
+    let params = param.map_or(Value::Null, Value::from_json);
+    let authorizer = || Some((Value::opaque(authz.clone()), Value::opaque(preset.clone())));
+    let condition_len = s.condition.request_resource.map_or(0, |r| r + 1);
+    let validation_len = s.validation_variables + 1;
+    Bindings {
+        condition: fill(
+            s.condition,
+            condition_len,
+            req,
+            Value::Null,
+            params.clone(),
+            authorizer(),
+        ),
+        validation: fill(
+            s.validation,
+            validation_len,
+            req,
+            ns.clone(),
+            params.clone(),
+            authorizer(),
+        ),
+        message: fill(
+            s.message,
+            s.message_variables + 1,
+            req,
+            ns.clone(),
+            params.clone(),
+            None,
+        ),
+        audit: fill(s.validation, validation_len, req, ns, params, None),
+    }
+}

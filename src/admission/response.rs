@@ -1,0 +1,123 @@
+//! The AdmissionReview response for a verdict (§5, §10): the denial's status with the
+//! in-tree wording and reason-to-code mapping, warnings, and audit annotations under keys a
+//! webhook can return.
+
+use serde_json::{json, Map, Value as Json};
+use sha2::{Digest, Sha256};
+
+use super::request::Request;
+use super::Verdict;
+
+/// Kubernetes' reason to HTTP code (§5.1).
+pub fn code_for(reason: &str) -> u16 {
+    match reason {
+        "Forbidden" => 403,
+        "Unauthorized" => 401,
+        "RequestEntityTooLarge" => 413,
+        _ => 422,
+    }
+}
+
+/// At most this many `validation_failure` entries are kept.
+const MAX_AUDITED: usize = 50;
+/// The name part of an audit annotation key.
+const MAX_KEY: usize = 63;
+
+/// `<policy>_<key>`. The API server prefixes webhook annotation keys with the webhook's name
+/// and allows one `/`, so the in-tree `<policy>/<key>` cannot be returned. When the result
+/// exceeds 63 characters, the policy name is cut and followed by `-` and the first 8 hex
+/// digits of its SHA-256, so distinct policies keep distinct keys.
+pub fn annotation_key(policy: &str, key: &str) -> String {
+    let plain = format!("{policy}_{key}");
+    if plain.len() <= MAX_KEY {
+        return plain;
+    }
+    let digest = Sha256::digest(policy.as_bytes());
+    let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let room = MAX_KEY.saturating_sub(key.len() + 1 + 1 + hash.len());
+    let mut cut = room.min(policy.len());
+    while !policy.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}-{hash}_{key}", &policy[..cut])
+}
+
+/// Go's `encoding/json` escapes `<`, `>` and `&`.
+fn go_json(v: &Json) -> String {
+    serde_json::to_string(v)
+        .unwrap_or_default()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+/// The `response` object of the answer.
+pub fn response(req: &Request<'_>, verdict: &Verdict) -> Json {
+    let mut r = Map::new();
+    r.insert("uid".into(), Json::String(req.uid.clone()));
+    r.insert("allowed".into(), Json::Bool(verdict.allowed()));
+    if let Some(first) = verdict.denials.first() {
+        let reason = first.reason.clone().unwrap_or_else(|| "Invalid".into());
+        r.insert(
+            "status".into(),
+            json!({
+                "metadata": {},
+                "status": "Failure",
+                "message": first.message,
+                "reason": reason,
+                "details": {
+                    "name": req.display_name(),
+                    "group": req.attributes.group,
+                    "kind": req.attributes.resource,
+                    "causes": [{"message": first.message}],
+                },
+                "code": code_for(&reason),
+            }),
+        );
+    }
+    r.insert("warnings".into(), json!(verdict.warnings));
+    let mut annotations = Map::new();
+    for (policy, key, values) in &verdict.annotations {
+        annotations.insert(annotation_key(policy, key), Json::String(values.join(", ")));
+    }
+    if !verdict.audited.is_empty() {
+        let kept: Vec<_> = verdict.audited.iter().take(MAX_AUDITED).collect();
+        annotations.insert(
+            "validation_failure".into(),
+            Json::String(go_json(&json!(kept))),
+        );
+    }
+    r.insert("auditAnnotations".into(), Json::Object(annotations));
+    Json::Object(r)
+}
+
+/// The whole AdmissionReview answer, in the request's API version.
+pub fn review(req: &Request<'_>, verdict: &Verdict) -> Json {
+    json!({"apiVersion": req.api_version, "kind": "AdmissionReview", "response": response(req, verdict)})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_fit_63_characters() {
+        assert_eq!(annotation_key("p", "k"), "p_k");
+        let long = "a".repeat(70);
+        let k = annotation_key(&long, "key");
+        assert!(k.len() <= 63, "{k}");
+        assert!(k.ends_with("_key"));
+        assert_ne!(
+            annotation_key(&format!("{long}x"), "key"),
+            k,
+            "distinct policies keep distinct keys"
+        );
+    }
+
+    #[test]
+    fn codes_and_go_escaping() {
+        assert_eq!(code_for("Forbidden"), 403);
+        assert_eq!(code_for("Whatever"), 422);
+        assert_eq!(go_json(&json!(["a<b>&"])), r#"["a\u003cb\u003e\u0026"]"#);
+    }
+}

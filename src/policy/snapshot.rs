@@ -1,0 +1,280 @@
+//! An immutable snapshot of everything admission reads: compiled policies with their
+//! bindings, namespaces, param objects and the scope of their kinds, and RBAC objects for the
+//! offline authorizer. Built once per change; requests share it without locks.
+//!
+//! Order is deterministic where in-tree it is arbitrary (§5.6): policies by name, bindings by
+//! name, params by namespace then name.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+
+use super::compile::{compile, CompiledPolicy};
+use super::model::{Binding, ParamRef, Policy};
+use crate::matching::{Matcher, Namespaces};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Deny,
+    Warn,
+    Audit,
+}
+
+#[derive(Debug)]
+pub struct CompiledBinding {
+    pub name: String,
+    pub param_ref: Option<ParamRef>,
+    /// `None`: the binding applies to every request its policy matches.
+    pub matcher: Option<Matcher>,
+    pub actions: Vec<Action>,
+    /// The actions as written (the `validation_failure` record repeats them).
+    pub action_names: Vec<String>,
+}
+
+impl CompiledBinding {
+    pub fn compile(b: &Binding) -> CompiledBinding {
+        let actions = b
+            .spec
+            .validation_actions
+            .iter()
+            .filter_map(|a| match a.as_str() {
+                "Deny" => Some(Action::Deny),
+                "Warn" => Some(Action::Warn),
+                "Audit" => Some(Action::Audit),
+                _ => None,
+            })
+            .collect();
+        CompiledBinding {
+            name: b.metadata.name.clone(),
+            param_ref: b.spec.param_ref.clone(),
+            matcher: b.spec.match_resources.as_ref().map(Matcher::compile),
+            actions,
+            action_names: b.spec.validation_actions.clone(),
+        }
+    }
+}
+
+/// A policy and its bindings.
+#[derive(Debug)]
+pub struct PolicyEntry {
+    pub policy: Arc<CompiledPolicy>,
+    pub bindings: Vec<Arc<CompiledBinding>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Namespaced,
+    Cluster,
+}
+
+/// One object that may serve as a param.
+#[derive(Debug, Clone)]
+pub struct ParamObject {
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub object: Arc<Json>,
+}
+
+#[derive(Debug, Clone)]
+pub struct NamespaceEntry {
+    pub labels: BTreeMap<String, String>,
+    pub object: Arc<Json>,
+}
+
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub policies: Vec<PolicyEntry>,
+    pub namespaces: BTreeMap<String, NamespaceEntry>,
+    /// Param candidates by (API group, kind).
+    pub params: BTreeMap<(String, String), Vec<ParamObject>>,
+    /// Known kinds and their scope, by (API group, kind).
+    pub kinds: BTreeMap<(String, String), Scope>,
+    /// RBAC objects: (Cluster)Roles and (Cluster)RoleBindings, as JSON.
+    pub rbac: Vec<Arc<Json>>,
+}
+
+impl Namespaces for Snapshot {
+    fn labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.namespaces.get(name).map(|n| &n.labels)
+    }
+}
+
+/// The API group of an `apiVersion` (`""` for the core group).
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
+/// Built-in kinds a policy may name as paramKind, with their scope.
+const BUILTIN_KINDS: &[(&str, &str, Scope)] = &[
+    ("", "ConfigMap", Scope::Namespaced),
+    ("", "Secret", Scope::Namespaced),
+    ("", "ServiceAccount", Scope::Namespaced),
+    ("", "Service", Scope::Namespaced),
+    ("", "Pod", Scope::Namespaced),
+    ("", "Endpoints", Scope::Namespaced),
+    ("", "LimitRange", Scope::Namespaced),
+    ("", "ResourceQuota", Scope::Namespaced),
+    ("", "PersistentVolumeClaim", Scope::Namespaced),
+    ("", "Namespace", Scope::Cluster),
+    ("", "Node", Scope::Cluster),
+    ("", "PersistentVolume", Scope::Cluster),
+    ("apps", "Deployment", Scope::Namespaced),
+    ("apps", "StatefulSet", Scope::Namespaced),
+    ("apps", "DaemonSet", Scope::Namespaced),
+    ("apps", "ReplicaSet", Scope::Namespaced),
+    ("batch", "Job", Scope::Namespaced),
+    ("batch", "CronJob", Scope::Namespaced),
+    ("rbac.authorization.k8s.io", "Role", Scope::Namespaced),
+    (
+        "rbac.authorization.k8s.io",
+        "RoleBinding",
+        Scope::Namespaced,
+    ),
+    ("rbac.authorization.k8s.io", "ClusterRole", Scope::Cluster),
+    (
+        "rbac.authorization.k8s.io",
+        "ClusterRoleBinding",
+        Scope::Cluster,
+    ),
+    ("scheduling.k8s.io", "PriorityClass", Scope::Cluster),
+    ("storage.k8s.io", "StorageClass", Scope::Cluster),
+    ("networking.k8s.io", "NetworkPolicy", Scope::Namespaced),
+    ("networking.k8s.io", "Ingress", Scope::Namespaced),
+    ("networking.k8s.io", "IngressClass", Scope::Cluster),
+    ("policy", "PodDisruptionBudget", Scope::Namespaced),
+    (
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        Scope::Cluster,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicy",
+        Scope::Cluster,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+        Scope::Cluster,
+    ),
+];
+
+/// Builds a snapshot from loose objects.
+#[derive(Default)]
+pub struct SnapshotBuilder {
+    policies: Vec<Policy>,
+    bindings: Vec<Binding>,
+    snapshot: Snapshot,
+}
+
+impl SnapshotBuilder {
+    pub fn new() -> Self {
+        let mut b = SnapshotBuilder::default();
+        for (g, k, s) in BUILTIN_KINDS {
+            b.snapshot.kinds.insert((g.to_string(), k.to_string()), *s);
+        }
+        b
+    }
+
+    pub fn add_policy(&mut self, p: Policy) {
+        self.policies.push(p);
+    }
+
+    pub fn add_binding(&mut self, b: Binding) {
+        self.bindings.push(b);
+    }
+
+    /// Adds any other object: a namespace, an RBAC object, a CRD (which declares a kind's
+    /// scope), and in every case a potential param.
+    pub fn add_object(&mut self, object: Json) {
+        let api_version = object["apiVersion"].as_str().unwrap_or("").to_string();
+        let kind = object["kind"].as_str().unwrap_or("").to_string();
+        let group = group_of(&api_version).to_string();
+        let meta = &object["metadata"];
+        let name = meta["name"].as_str().unwrap_or("").to_string();
+        let namespace = meta["namespace"].as_str().unwrap_or("").to_string();
+        let labels = crate::matching::selector::labels_of(&object).unwrap_or_default();
+        if group == "apiextensions.k8s.io" && kind == "CustomResourceDefinition" {
+            let spec = &object["spec"];
+            let crd_group = spec["group"].as_str().unwrap_or("").to_string();
+            let crd_kind = spec["names"]["kind"].as_str().unwrap_or("").to_string();
+            let scope = if spec["scope"].as_str() == Some("Cluster") {
+                Scope::Cluster
+            } else {
+                Scope::Namespaced
+            };
+            self.snapshot.kinds.insert((crd_group, crd_kind), scope);
+        }
+        if group.is_empty() && kind == "Namespace" {
+            self.snapshot.namespaces.insert(
+                name.clone(),
+                NamespaceEntry {
+                    labels: labels.clone(),
+                    object: Arc::new(object.clone()),
+                },
+            );
+        }
+        if group == "rbac.authorization.k8s.io" {
+            self.snapshot.rbac.push(Arc::new(object.clone()));
+        }
+        let object = Arc::new(object);
+        self.snapshot
+            .params
+            .entry((group, kind))
+            .or_default()
+            .push(ParamObject {
+                namespace,
+                name,
+                labels,
+                object,
+            });
+    }
+
+    /// The scope of a kind: known, declared by a CRD, or else inferred from whether its
+    /// objects carry a namespace. `None` when nothing is known of the kind.
+    fn infer_scopes(&mut self) {
+        for (key, objects) in &self.snapshot.params {
+            if !self.snapshot.kinds.contains_key(key) {
+                let namespaced = objects.iter().any(|o| !o.namespace.is_empty());
+                let scope = if namespaced {
+                    Scope::Namespaced
+                } else {
+                    Scope::Cluster
+                };
+                self.snapshot.kinds.insert(key.clone(), scope);
+            }
+        }
+    }
+
+    /// Compiles every policy that has a binding, against Kubernetes 1.`version`.
+    pub fn build(mut self, version: u16) -> Snapshot {
+        self.infer_scopes();
+        for objects in self.snapshot.params.values_mut() {
+            objects.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        }
+        let mut by_policy: BTreeMap<String, Vec<Arc<CompiledBinding>>> = BTreeMap::new();
+        for b in &self.bindings {
+            by_policy
+                .entry(b.spec.policy_name.clone())
+                .or_default()
+                .push(Arc::new(CompiledBinding::compile(b)));
+        }
+        self.policies
+            .sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        for p in &self.policies {
+            // A policy without bindings is never evaluated; a binding without its policy is
+            // ignored (§3.1).
+            let Some(mut bindings) = by_policy.remove(&p.metadata.name) else {
+                continue;
+            };
+            bindings.sort_by(|a, b| a.name.cmp(&b.name));
+            self.snapshot.policies.push(PolicyEntry {
+                policy: Arc::new(compile(p, version)),
+                bindings,
+            });
+        }
+        self.snapshot
+    }
+}
