@@ -102,7 +102,8 @@ fn run_eval(
     if cluster_defaults {
         celgate::source::add_cluster_defaults(&mut objects);
     }
-    let snapshot = celgate::source::snapshot(objects, version).map_err(|e| Usage(e.to_string()))?;
+    let snapshot =
+        celgate::source::snapshot(objects, version, true).map_err(|e| Usage(e.to_string()))?;
     let (name, text) = if request == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)

@@ -26,7 +26,7 @@ pub fn run_case(dir: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(&objects_path).map_err(|e| e.to_string())?;
     let mut objects = folder::parse_documents(&objects_path, &text).map_err(|e| e.to_string())?;
     add_cluster_defaults(&mut objects);
-    let snap = snapshot(objects, NEWEST_MINOR).map_err(|e| e.to_string())?;
+    let snap = snapshot(objects, NEWEST_MINOR, true).map_err(|e| e.to_string())?;
     let body = std::fs::read(dir.join("review.json")).map_err(|e| e.to_string())?;
     let answer = celgate::admission::review_answer(&snap, &body).map_err(|e| e.0)?;
     let expected: Json = serde_json::from_slice(

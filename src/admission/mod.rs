@@ -111,7 +111,10 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
             Err(guard) => Some(guard.clone()),
             Ok(m) => match m.matches(attrs, snapshot) {
                 Match::No => continue,
-                Match::Yes => param_kind_error(snapshot, policy),
+                Match::Yes => policy
+                    .invalid
+                    .clone()
+                    .or_else(|| param_kind_error(snapshot, policy)),
                 Match::Error(e) => Some(e),
             },
         };
@@ -140,6 +143,15 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
                         continue;
                     }
                 }
+            }
+            if let Some(e) = &binding.invalid {
+                configuration_error(
+                    &mut verdict,
+                    policy,
+                    Some(&binding.name),
+                    &format!("failed to configure binding: {e}"),
+                );
+                continue;
             }
             let params = match collect_params(snapshot, policy, binding, req) {
                 Ok(p) => p,

@@ -46,6 +46,9 @@ pub struct CompiledPolicy {
     pub audit_annotations: Vec<(String, Compiled)>,
     /// Where each expression kind's environment puts the VAP variables.
     pub slots: ExprSlots,
+    /// Why the object fails the API server's validation (§7), if it does: a configuration
+    /// error for the requests it matches.
+    pub invalid: Option<String>,
 }
 
 /// Variable slots for each expression kind (they differ in what is declared).
@@ -72,6 +75,11 @@ fn compile_in(env: &Env, source: &str, want: &[Type], want_text: &str) -> Compil
         Ok(p) => type_check(p, want, want_text),
         Err(e) => Err(format!("compilation failed: {e}")),
     }
+}
+
+/// Validation errors as one configuration-error text.
+pub fn invalid(errors: Vec<String>) -> Option<String> {
+    (!errors.is_empty()).then(|| errors.join("; "))
 }
 
 /// Compiles `policy` against the CEL environment of Kubernetes 1.`version`.
@@ -185,6 +193,7 @@ pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
             message,
             message_variables,
         },
+        invalid: invalid(super::validate::validate_policy(policy)),
     }
 }
 

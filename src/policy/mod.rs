@@ -4,3 +4,4 @@
 pub mod compile;
 pub mod model;
 pub mod snapshot;
+pub mod validate;

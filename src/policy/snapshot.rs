@@ -30,6 +30,8 @@ pub struct CompiledBinding {
     pub actions: Vec<Action>,
     /// The actions as written (the `validation_failure` record repeats them).
     pub action_names: Vec<String>,
+    /// Why the object fails the API server's validation (§7), if it does.
+    pub invalid: Option<String>,
 }
 
 impl CompiledBinding {
@@ -51,6 +53,7 @@ impl CompiledBinding {
             matcher: b.spec.match_resources.as_ref().map(Matcher::compile),
             actions,
             action_names: b.spec.validation_actions.clone(),
+            invalid: super::compile::invalid(super::validate::validate_binding(b)),
         }
     }
 }

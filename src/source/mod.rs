@@ -6,7 +6,9 @@ pub mod folder;
 
 use serde_json::{json, Value as Json};
 
+use crate::policy::model::{Binding, Policy};
 use crate::policy::snapshot::{Snapshot, SnapshotBuilder};
+use crate::policy::validate::{validate_binding, validate_policy};
 use folder::{LoadError, Loaded};
 
 /// What every real cluster has and a folder need not spell out: each Namespace carries the
@@ -50,8 +52,10 @@ pub fn add_cluster_defaults(objects: &mut Vec<Loaded>) {
 }
 
 /// Builds a snapshot from loaded objects; an object that claims to be a policy or binding
-/// but does not read as one is an error naming its file and document.
-pub fn snapshot(objects: Vec<Loaded>, version: u16) -> Result<Snapshot, LoadError> {
+/// but does not read as one is an error naming its file and document. With `strict`, so is
+/// one that fails the API server's validation; otherwise that becomes a configuration error
+/// at admission, under the policy's failurePolicy.
+pub fn snapshot(objects: Vec<Loaded>, version: u16, strict: bool) -> Result<Snapshot, LoadError> {
     let mut b = SnapshotBuilder::new();
     for o in objects {
         let api_version = o.object["apiVersion"].as_str().unwrap_or("");
@@ -61,12 +65,31 @@ pub fn snapshot(objects: Vec<Loaded>, version: u16) -> Result<Snapshot, LoadErro
             document: o.document,
             message: e.to_string(),
         };
+        let invalid = |errors: Vec<String>| LoadError {
+            file: o.file.clone(),
+            document: o.document,
+            message: format!(
+                "invalid {}: {}",
+                o.object["kind"].as_str().unwrap_or("object"),
+                errors.join("; ")
+            ),
+        };
         match (is_vap, o.object["kind"].as_str()) {
             (true, Some("ValidatingAdmissionPolicy")) => {
-                b.add_policy(serde_json::from_value(o.object.clone()).map_err(err)?)
+                let p: Policy = serde_json::from_value(o.object.clone()).map_err(err)?;
+                let errors = validate_policy(&p);
+                if strict && !errors.is_empty() {
+                    return Err(invalid(errors));
+                }
+                b.add_policy(p);
             }
             (true, Some("ValidatingAdmissionPolicyBinding")) => {
-                b.add_binding(serde_json::from_value(o.object.clone()).map_err(err)?)
+                let binding: Binding = serde_json::from_value(o.object.clone()).map_err(err)?;
+                let errors = validate_binding(&binding);
+                if strict && !errors.is_empty() {
+                    return Err(invalid(errors));
+                }
+                b.add_binding(binding);
             }
             _ => b.add_object(o.object),
         }

@@ -149,7 +149,7 @@ pub(crate) fn dns1123_subdomain(s: &str) -> Vec<String> {
     errs
 }
 
-fn dns1035_label(s: &str) -> Vec<String> {
+pub(crate) fn dns1035_label(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 63 {
         errs.push(max_len_error(63));
