@@ -1,0 +1,157 @@
+//! Golden cases: `tests/cases/<name>/` holds `objects.yaml` (policies, bindings, params,
+//! namespaces, RBAC), `review.json` (an AdmissionReview) and `expected.json` (the answer the
+//! spec prescribes, written from `vap-semantics.md`, with the section it checks). Each runs
+//! through the `celgate eval` code path.
+//!
+//! `expected.json`: `allowed`; when denied `code`, `reason`, `message`; `warnings` (a set);
+//! `annotations` (celgate's keys to values; `validation_failure` compared as parsed JSON);
+//! optionally `details` (compared field by field) and `api_version` of the answer.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use celgate::cel::NEWEST_MINOR;
+use celgate::source::{add_cluster_defaults, folder, snapshot};
+use serde_json::Value as Json;
+
+fn run(dir: &Path) -> Result<(), String> {
+    let objects_path = dir.join("objects.yaml");
+    let text = std::fs::read_to_string(&objects_path).map_err(|e| e.to_string())?;
+    let mut objects = folder::parse_documents(&objects_path, &text).map_err(|e| e.to_string())?;
+    add_cluster_defaults(&mut objects);
+    let snap = snapshot(objects, NEWEST_MINOR, true).map_err(|e| e.to_string())?;
+    let body = std::fs::read(dir.join("review.json")).map_err(|e| e.to_string())?;
+    let answer = celgate::admission::review_answer(&snap, &body).map_err(|e| e.0)?;
+    let want: Json = serde_json::from_slice(
+        &std::fs::read(dir.join("expected.json")).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| format!("expected.json: {e}"))?;
+    let got = &answer["response"];
+    let mut diffs = Vec::new();
+    if got["allowed"] != want["allowed"] {
+        diffs.push(format!(
+            "allowed: got {}, want {}",
+            got["allowed"], want["allowed"]
+        ));
+    }
+    if want["allowed"] == false {
+        for (field, key) in [
+            ("code", "code"),
+            ("reason", "reason"),
+            ("message", "message"),
+        ] {
+            if got["status"][key] != want[field] {
+                diffs.push(format!(
+                    "{field}:\n   got  {}\n   want {}",
+                    got["status"][key], want[field]
+                ));
+            }
+        }
+    }
+    if let Some(details) = want["details"].as_object() {
+        for (k, v) in details {
+            if &got["status"]["details"][k] != v {
+                diffs.push(format!(
+                    "details.{k}: got {}, want {v}",
+                    got["status"]["details"][k]
+                ));
+            }
+        }
+    }
+    if let Some(v) = want.get("api_version") {
+        if &answer["apiVersion"] != v {
+            diffs.push(format!(
+                "apiVersion: got {}, want {v}",
+                answer["apiVersion"]
+            ));
+        }
+    }
+    let set = |v: &Json| {
+        v.as_array()
+            .map(|a| a.iter().map(|x| x.to_string()).collect::<BTreeSet<_>>())
+            .unwrap_or_default()
+    };
+    if set(&got["warnings"]) != set(&want["warnings"]) {
+        diffs.push(format!(
+            "warnings: got {}, want {}",
+            got["warnings"], want["warnings"]
+        ));
+    }
+    let got_ann = got["auditAnnotations"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let want_ann = want["annotations"].as_object().cloned().unwrap_or_default();
+    let keys: BTreeSet<&String> = got_ann.keys().chain(want_ann.keys()).collect();
+    for k in keys {
+        let (g, w) = (got_ann.get(k), want_ann.get(k));
+        let same = if k == "validation_failure" {
+            let parse = |v: Option<&Json>| {
+                v.and_then(|s| s.as_str())
+                    .and_then(|s| serde_json::from_str::<Json>(s).ok())
+            };
+            parse(g)
+                == w.cloned().and_then(|w| {
+                    if w.is_string() {
+                        parse(Some(&w))
+                    } else {
+                        Some(w)
+                    }
+                })
+        } else {
+            g == w
+        };
+        if !same {
+            diffs.push(format!("annotation {k}: got {g:?}, want {w:?}"));
+        }
+    }
+    if diffs.is_empty() {
+        Ok(())
+    } else {
+        Err(diffs.join("\n  "))
+    }
+}
+
+#[test]
+fn golden_cases() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/cases")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    cases.sort();
+    let mut failures = Vec::new();
+    for case in &cases {
+        let c = case.clone();
+        let result = std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(move || run(&c))
+            .unwrap()
+            .join();
+        if let Err(e) = result.unwrap_or_else(|_| Err("panicked".into())) {
+            failures.push(format!(
+                "{}:\n  {e}",
+                case.file_name().unwrap().to_string_lossy()
+            ));
+        }
+    }
+    for f in &failures {
+        println!("{f}");
+    }
+    println!(
+        "golden cases: {} passed, {} failed",
+        cases.len() - failures.len(),
+        failures.len()
+    );
+    assert!(
+        cases.len() >= 100,
+        "expected at least 100 golden cases, found {}",
+        cases.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} golden case(s) failed",
+        failures.len()
+    );
+}
