@@ -15,11 +15,13 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use crate::cel::k8s::authz::AuthorizerValue;
-use crate::cel::vap::{request_resource_attributes, Slots};
+use crate::cel::vap::Slots;
 use crate::cel::Value;
 use crate::matching::{is_exempt, Match};
 use crate::policy::compile::{CompiledPolicy, FailurePolicy};
-use crate::policy::snapshot::{group_of, Action, CompiledBinding, ParamObject, Scope, Snapshot};
+use crate::policy::snapshot::{
+    group_of, namespace_view, Action, CompiledBinding, ParamObject, Scope, Snapshot,
+};
 use rbac::RbacAuthorizer;
 use request::Request;
 use validator::{validate, AuditResult, Bindings, Outcome};
@@ -98,14 +100,13 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
         return verdict;
     }
     let namespace_object = namespace_object(snapshot, req);
-    let rbac_objects = Arc::new(snapshot.rbac.clone());
     let authz = AuthorizerValue::new(Arc::new(RbacAuthorizer::new(
-        rbac_objects,
+        snapshot.rbac.clone(),
         req.user.clone(),
     )));
-    let request_json = req.request.to_value();
-    let preset = authz.request_resource(request_resource_attributes(&request_json));
-    for entry in &snapshot.policies {
+    let preset = authz.request_resource(req.resource_attributes());
+    for index in snapshot.index.candidates(&attrs.group, &attrs.resource) {
+        let entry = &snapshot.policies[index];
         let policy = &entry.policy;
         let config_error = match &policy.matcher {
             Err(guard) => Some(guard.clone()),
@@ -365,42 +366,15 @@ fn collect_params(
 /// cluster-scoped requests and for Namespace requests themselves. A namespace missing from the
 /// snapshot (an offline folder without its Namespace object) is taken as a bare namespace
 /// with its `kubernetes.io/metadata.name` label, rather than failing every request in it.
-fn namespace_object(snapshot: &Snapshot, req: &Request<'_>) -> Option<Json> {
+fn namespace_object(snapshot: &Snapshot, req: &Request<'_>) -> Option<Arc<Json>> {
     let is_namespace_kind = req.kind == "Namespace" && req.attributes.group.is_empty();
     let ns = &req.attributes.namespace;
     if ns.is_empty() || is_namespace_kind {
         return None;
     }
-    let source = snapshot.namespaces.get(ns).map(|n| (*n.object).clone()).unwrap_or_else(|| {
-        serde_json::json!({"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}})
-    });
-    let meta = &source["metadata"];
-    let mut m = serde_json::Map::new();
-    for field in [
-        "name",
-        "generateName",
-        "namespace",
-        "labels",
-        "annotations",
-        "creationTimestamp",
-        "deletionGracePeriodSeconds",
-        "deletionTimestamp",
-        "generation",
-        "resourceVersion",
-        "finalizers",
-    ] {
-        if let Some(v) = meta.get(field) {
-            m.insert(field.to_string(), v.clone());
-        }
-    }
-    let mut out = serde_json::Map::new();
-    out.insert("metadata".into(), Json::Object(m));
-    for field in ["spec", "status"] {
-        if let Some(v) = source.get(field) {
-            out.insert(field.into(), v.clone());
-        }
-    }
-    Some(Json::Object(out))
+    Some(snapshot.namespaces.get(ns).map(|n| n.view.clone()).unwrap_or_else(|| {
+        Arc::new(namespace_view(&serde_json::json!({"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}})))
+    }))
 }
 
 fn fill<'a>(
@@ -430,14 +404,14 @@ fn fill<'a>(
 fn bind<'a>(
     policy: &CompiledPolicy,
     req: &Request<'a>,
-    namespace_object: &'a Option<Json>,
+    namespace_object: &'a Option<Arc<Json>>,
     param: Option<&'a Json>,
     authz: &AuthorizerValue,
     preset: &crate::cel::k8s::authz::ResourceCheck,
 ) -> Bindings<'a> {
     let s = &policy.slots;
     let ns = namespace_object
-        .as_ref()
+        .as_deref()
         .map_or(Value::Null, Value::from_json);
     let params = param.map_or(Value::Null, Value::from_json);
     let authorizer = || Some((Value::opaque(authz.clone()), Value::opaque(preset.clone())));

@@ -144,6 +144,24 @@ impl<'d> Request<'d> {
         })
     }
 
+    /// What `authorizer.requestResource` presets: the original request's resource group and
+    /// resource, its subresource, namespace and name.
+    pub fn resource_attributes(&self) -> crate::cel::k8s::authz::ResourceAttributes {
+        let resource = self
+            .request
+            .get("requestResource")
+            .or_else(|| self.request.get("resource"));
+        crate::cel::k8s::authz::ResourceAttributes {
+            group: text(resource.and_then(|r| r.get("group"))),
+            resource: text(resource.and_then(|r| r.get("resource"))),
+            subresource: self.attributes.subresource.clone(),
+            namespace: self.attributes.namespace.clone(),
+            name: text(self.request.get("name")),
+            field_selector: None,
+            label_selector: None,
+        }
+    }
+
     /// The request's name as it should appear in a denial (§5.1).
     pub fn display_name(&self) -> String {
         let own = text(self.request.get("name"));

@@ -107,6 +107,11 @@ impl Matcher {
         }
     }
 
+    /// The include rules (for indexing).
+    pub fn rules(&self) -> &[NamedRule] {
+        &self.rules
+    }
+
     /// §2.2: selectors, then exclusions, then rules; selector errors only count when the
     /// rules match.
     pub fn matches(&self, req: &RequestAttributes, namespaces: &dyn Namespaces) -> Match {

@@ -84,6 +84,103 @@ pub struct ParamObject {
 pub struct NamespaceEntry {
     pub labels: BTreeMap<String, String>,
     pub object: Arc<Json>,
+    /// `namespaceObject` as expressions see it: the fields Kubernetes copies (§6.4).
+    pub view: Arc<Json>,
+}
+
+/// The fields of a Namespace that `namespaceObject` carries (§6.4).
+pub fn namespace_view(source: &Json) -> Json {
+    let meta = &source["metadata"];
+    let mut m = serde_json::Map::new();
+    for field in [
+        "name",
+        "generateName",
+        "namespace",
+        "labels",
+        "annotations",
+        "creationTimestamp",
+        "deletionGracePeriodSeconds",
+        "deletionTimestamp",
+        "generation",
+        "resourceVersion",
+        "finalizers",
+    ] {
+        if let Some(v) = meta.get(field) {
+            m.insert(field.to_string(), v.clone());
+        }
+    }
+    let mut out = serde_json::Map::new();
+    out.insert("metadata".into(), Json::Object(m));
+    for field in ["spec", "status"] {
+        if let Some(v) = source.get(field) {
+            out.insert(field.into(), v.clone());
+        }
+    }
+    Json::Object(out)
+}
+
+/// Which policies can match a (group, resource): an index built with the snapshot, so a
+/// request pays for the policies that name its resource (or use wildcards), not for all.
+#[derive(Debug, Default)]
+pub struct PolicyIndex {
+    exact: BTreeMap<(String, String), Vec<usize>>,
+    /// Rules with resource `*` (or `*/...`) for a group.
+    by_group: BTreeMap<String, Vec<usize>>,
+    /// Rules with group `*` for a resource.
+    by_resource: BTreeMap<String, Vec<usize>>,
+    /// Policies that may match anything: group and resource wildcards, no rules, or a
+    /// matchConstraints error that every request must report.
+    any: Vec<usize>,
+}
+
+impl PolicyIndex {
+    fn add(&mut self, i: usize, policy: &CompiledPolicy) {
+        let Some(rules) = policy
+            .matcher
+            .as_ref()
+            .ok()
+            .map(|m| m.rules())
+            .filter(|r| !r.is_empty())
+        else {
+            self.any.push(i);
+            return;
+        };
+        for rule in rules {
+            for group in &rule.api_groups {
+                for res in &rule.resources {
+                    let main = res.split_once('/').map_or(res.as_str(), |(m, _)| m);
+                    match (group.as_str(), main) {
+                        ("*", "*") => self.any.push(i),
+                        ("*", r) => self.by_resource.entry(r.to_string()).or_default().push(i),
+                        (g, "*") => self.by_group.entry(g.to_string()).or_default().push(i),
+                        (g, r) => self
+                            .exact
+                            .entry((g.to_string(), r.to_string()))
+                            .or_default()
+                            .push(i),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The policies that may match, in snapshot order, each once.
+    pub fn candidates(&self, group: &str, resource: &str) -> Vec<usize> {
+        let key = (group.to_string(), resource.to_string());
+        let mut out: Vec<usize> = self
+            .exact
+            .get(&key)
+            .into_iter()
+            .chain(self.by_group.get(group))
+            .chain(self.by_resource.get(resource))
+            .chain(std::iter::once(&self.any))
+            .flatten()
+            .copied()
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
 }
 
 #[derive(Debug, Default)]
@@ -95,7 +192,8 @@ pub struct Snapshot {
     /// Known kinds and their scope, by (API group, kind).
     pub kinds: BTreeMap<(String, String), Scope>,
     /// RBAC objects: (Cluster)Roles and (Cluster)RoleBindings, as JSON.
-    pub rbac: Vec<Arc<Json>>,
+    pub rbac: Arc<Vec<Arc<Json>>>,
+    pub index: PolicyIndex,
 }
 
 impl Namespaces for Snapshot {
@@ -169,6 +267,7 @@ const BUILTIN_KINDS: &[(&str, &str, Scope)] = &[
 pub struct SnapshotBuilder {
     policies: Vec<Policy>,
     bindings: Vec<Binding>,
+    rbac: Vec<Arc<Json>>,
     snapshot: Snapshot,
 }
 
@@ -216,11 +315,12 @@ impl SnapshotBuilder {
                 NamespaceEntry {
                     labels: labels.clone(),
                     object: Arc::new(object.clone()),
+                    view: Arc::new(namespace_view(&object)),
                 },
             );
         }
         if group == "rbac.authorization.k8s.io" {
-            self.snapshot.rbac.push(Arc::new(object.clone()));
+            self.rbac.push(Arc::new(object.clone()));
         }
         let object = Arc::new(object);
         self.snapshot
@@ -273,11 +373,65 @@ impl SnapshotBuilder {
                 continue;
             };
             bindings.sort_by(|a, b| a.name.cmp(&b.name));
+            let compiled = compile(p, version);
+            self.snapshot
+                .index
+                .add(self.snapshot.policies.len(), &compiled);
             self.snapshot.policies.push(PolicyEntry {
-                policy: Arc::new(compile(p, version)),
+                policy: Arc::new(compiled),
                 bindings,
             });
         }
+        self.snapshot.rbac = Arc::new(self.rbac);
         self.snapshot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(name: &str, groups: &str, resources: &str) -> Policy {
+        let yaml = format!(
+            "metadata: {{name: {name}}}\nspec: {{matchConstraints: {{resourceRules: [{{apiGroups: {groups}, apiVersions: ['*'], operations: ['*'], resources: {resources}}}]}}, validations: [{{expression: 'true'}}]}}"
+        );
+        serde_yaml_ng::from_str(&yaml).unwrap()
+    }
+
+    fn binding(policy: &str) -> Binding {
+        serde_yaml_ng::from_str(&format!("metadata: {{name: b-{policy}}}\nspec: {{policyName: {policy}, validationActions: [Deny]}}")).unwrap()
+    }
+
+    #[test]
+    fn index_finds_exact_and_wildcard_policies() {
+        let mut b = SnapshotBuilder::new();
+        for (name, groups, resources) in [
+            ("a-pods", "['']", "[pods]"),
+            ("b-pods-status", "['']", "['pods/status']"),
+            ("c-any-core", "['']", "['*']"),
+            ("d-any-group-deployments", "['*']", "[deployments]"),
+            ("e-everything", "['*']", "['*/*']"),
+            ("f-apps", "[apps]", "[deployments]"),
+        ] {
+            b.add_policy(policy(name, groups, resources));
+            b.add_binding(binding(name));
+        }
+        let s = b.build(crate::cel::NEWEST_MINOR);
+        let names = |g: &str, r: &str| {
+            s.index
+                .candidates(g, r)
+                .into_iter()
+                .map(|i| s.policies[i].policy.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names("", "pods"),
+            ["a-pods", "b-pods-status", "c-any-core", "e-everything"]
+        );
+        assert_eq!(
+            names("apps", "deployments"),
+            ["d-any-group-deployments", "e-everything", "f-apps"]
+        );
+        assert_eq!(names("batch", "jobs"), ["e-everything"]);
     }
 }
