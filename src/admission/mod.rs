@@ -45,6 +45,22 @@ pub struct Denial {
     pub reason: Option<String>,
 }
 
+/// One metric record of the in-tree `..._check_total` kind (§8.1): a decision routed to an
+/// enforcement action, or an ignored error (`allow`). Configuration errors are not counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub policy: String,
+    pub binding: String,
+    /// `no_error`, `compile_error`, `out_of_budget` or `invalid_error`.
+    pub error_type: &'static str,
+    /// `deny`, `warn`, `audit` or `allow`.
+    pub action: &'static str,
+    /// How long the (policy, binding, param) evaluation took.
+    pub elapsed: std::time::Duration,
+    /// Match conditions that errored in that evaluation.
+    pub match_condition_errors: u64,
+}
+
 /// What admission decided for a request.
 #[derive(Debug, Default, PartialEq)]
 pub struct Verdict {
@@ -53,6 +69,8 @@ pub struct Verdict {
     /// Per policy, its audit annotations: key to distinct values in order.
     pub annotations: Vec<(String, String, Vec<String>)>,
     pub audited: Vec<AuditedFailure>,
+    /// Metric records.
+    pub checks: Vec<Check>,
 }
 
 impl Verdict {
@@ -167,6 +185,7 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
                 }
             };
             for param in params {
+                let started = std::time::Instant::now();
                 let bindings = bind(
                     policy,
                     req,
@@ -175,15 +194,42 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
                     &authz,
                     &preset,
                 );
-                let Some(result) = validate(policy, &bindings) else {
+                let (result, condition_errors) = validate(policy, &bindings);
+                let elapsed = started.elapsed();
+                let Some(result) = result else {
+                    if condition_errors > 0 {
+                        verdict.checks.push(check(
+                            policy,
+                            binding,
+                            "invalid_error",
+                            "allow",
+                            elapsed,
+                            condition_errors,
+                        ));
+                    }
                     continue;
                 };
-                route(&mut verdict, policy, binding, &result.decisions);
+                route(
+                    &mut verdict,
+                    policy,
+                    binding,
+                    &result.decisions,
+                    elapsed,
+                    condition_errors,
+                );
                 for a in result.audit {
                     match a {
                         AuditResult::Publish(key, value) => collect(&mut collector, key, value),
                         AuditResult::Error(e) => {
-                            verdict.deny(&policy.name, Some(&binding.name), &e, None)
+                            verdict.checks.push(check(
+                                policy,
+                                binding,
+                                error_type(&e),
+                                "deny",
+                                elapsed,
+                                0,
+                            ));
+                            verdict.deny(&policy.name, Some(&binding.name), &e, None);
                         }
                     }
                 }
@@ -234,18 +280,80 @@ fn configuration_error(
     }
 }
 
-/// Routes a param's decisions through the binding's validationActions (§4.8).
+fn check(
+    policy: &CompiledPolicy,
+    binding: &CompiledBinding,
+    error_type: &'static str,
+    action: &'static str,
+    elapsed: std::time::Duration,
+    match_condition_errors: u64,
+) -> Check {
+    Check {
+        policy: policy.name.clone(),
+        binding: binding.name.clone(),
+        error_type,
+        action,
+        elapsed,
+        match_condition_errors,
+    }
+}
+
+/// The in-tree `error_type` label of a decision message (§8.1).
+fn error_type(message: &str) -> &'static str {
+    if message.starts_with("compilation") {
+        "compile_error"
+    } else if message.starts_with(validator::OUT_OF_BUDGET) {
+        "out_of_budget"
+    } else {
+        "invalid_error"
+    }
+}
+
+/// Routes a param's decisions through the binding's validationActions (§4.8), recording the
+/// in-tree check metrics on the way.
 fn route(
     verdict: &mut Verdict,
     policy: &CompiledPolicy,
     binding: &CompiledBinding,
     decisions: &[validator::Decision],
+    elapsed: std::time::Duration,
+    condition_errors: u64,
 ) {
+    let mut condition_errors = condition_errors;
     for (index, d) in decisions.iter().enumerate() {
         if d.action != validator::Action::Deny {
+            if d.evaluation == Outcome::Error {
+                let c = check(
+                    policy,
+                    binding,
+                    error_type(&d.message),
+                    "allow",
+                    elapsed,
+                    std::mem::take(&mut condition_errors),
+                );
+                verdict.checks.push(c);
+            }
             continue;
         }
+        let kind = if d.evaluation == Outcome::Deny {
+            "invalid_error"
+        } else {
+            error_type(&d.message)
+        };
         for action in &binding.actions {
+            let name = match action {
+                Action::Deny => "deny",
+                Action::Warn => "warn",
+                Action::Audit => "audit",
+            };
+            verdict.checks.push(check(
+                policy,
+                binding,
+                kind,
+                name,
+                elapsed,
+                std::mem::take(&mut condition_errors),
+            ));
             match action {
                 Action::Deny => {
                     let reason = if d.evaluation == Outcome::Deny {

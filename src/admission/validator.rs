@@ -183,12 +183,20 @@ fn error_decision(policy: &CompiledPolicy, message: String) -> Decision {
 }
 
 /// Evaluates the policy for one param; `None` when its matchConditions exclude the request.
-pub fn validate(policy: &CompiledPolicy, b: &Bindings<'_>) -> Option<ParamResult> {
+/// Also returns how many match conditions errored (for the metrics).
+pub fn validate(policy: &CompiledPolicy, b: &Bindings<'_>) -> (Option<ParamResult>, u64) {
+    let mut condition_errors = 0;
     if !policy.match_conditions.is_empty() {
-        if let Some(early) = match_conditions(policy, &b.condition) {
-            return early;
+        let (early, errors) = match_conditions(policy, &b.condition);
+        condition_errors = errors;
+        if let Some(early) = early {
+            return (early, condition_errors);
         }
     }
+    (evaluate(policy, b), condition_errors)
+}
+
+fn evaluate(policy: &CompiledPolicy, b: &Bindings<'_>) -> Option<ParamResult> {
     let mut decisions = validations(policy, b);
     match audit_annotations(policy, &b.audit) {
         Ok(audit) => Some(ParamResult { decisions, audit }),
@@ -204,8 +212,12 @@ pub fn validate(policy: &CompiledPolicy, b: &Bindings<'_>) -> Option<ParamResult
     }
 }
 
-/// `Some(result)` when the conditions decide (no match, or an error decision); `None` to go on.
-fn match_conditions(policy: &CompiledPolicy, values: &[Value<'_>]) -> Option<Option<ParamResult>> {
+/// `Some(result)` when the conditions decide (no match, or an error decision); `None` to go
+/// on. With the number of conditions that errored.
+fn match_conditions(
+    policy: &CompiledPolicy,
+    values: &[Value<'_>],
+) -> (Option<Option<ParamResult>>, u64) {
     let act = Act { values, lazy: None };
     let mut budget = Budget(MATCH_CONDITIONS_BUDGET);
     let mut errors: Vec<String> = Vec::new();
@@ -214,7 +226,12 @@ fn match_conditions(policy: &CompiledPolicy, values: &[Value<'_>]) -> Option<Opt
         match compiled {
             Err(e) => errors.push(compile_error(e)),
             Ok(program) => match budget.eval(program, &act) {
-                Err(OutOfBudget) => return Some(fail_or_skip(policy, OUT_OF_BUDGET.to_string())),
+                Err(OutOfBudget) => {
+                    return (
+                        Some(fail_or_skip(policy, OUT_OF_BUDGET.to_string())),
+                        errors.len() as u64,
+                    )
+                }
                 Ok(Ok(Value::Bool(true))) => {}
                 Ok(Ok(Value::Bool(false))) => any_false = true,
                 Ok(Ok(_)) => errors.push(runtime_error(
@@ -225,11 +242,12 @@ fn match_conditions(policy: &CompiledPolicy, values: &[Value<'_>]) -> Option<Opt
             },
         }
     }
+    let count = errors.len() as u64;
     if any_false {
-        return Some(None);
+        return (Some(None), count);
     }
     if errors.is_empty() {
-        return None;
+        return (None, 0);
     }
     let mut unique: Vec<String> = Vec::new();
     for e in errors {
@@ -242,7 +260,7 @@ fn match_conditions(policy: &CompiledPolicy, values: &[Value<'_>]) -> Option<Opt
     } else {
         format!("[{}]", unique.join(", "))
     };
-    Some(fail_or_skip(policy, message))
+    (Some(fail_or_skip(policy, message)), count)
 }
 
 /// Under Fail, a single error decision; under Ignore, no match.

@@ -1,0 +1,114 @@
+//! Prometheus metrics: the in-tree ValidatingAdmissionPolicy metrics (§8.1) with the same
+//! labels and meaning under a `celgate_` prefix, plus requests by operation and decision,
+//! what is loaded, snapshot age and certificate expiry.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus::{Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+
+use crate::admission::Check;
+
+/// 50 µs to 10 s, so that p99 alerts on webhook latency work.
+const REQUEST_BUCKETS: &[f64] = &[0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// The in-tree buckets of `apiserver_validating_admission_policy_check_duration_seconds`.
+const CHECK_BUCKETS: &[f64] = &[0.0000005, 0.001, 0.01, 0.1, 1.0];
+
+pub struct Metrics {
+    registry: Registry,
+    pub check_total: IntCounterVec,
+    pub check_duration: HistogramVec,
+    pub match_condition_errors: IntCounterVec,
+    pub match_condition_exclusions: IntCounterVec,
+    pub match_condition_seconds: HistogramVec,
+    pub requests: IntCounterVec,
+    pub request_seconds: HistogramVec,
+    pub bad_requests: IntCounterVec,
+    pub policies: IntGauge,
+    pub bindings: IntGauge,
+    pub compile_errors: IntGauge,
+    pub source_errors: IntCounter,
+    pub snapshot_timestamp: Gauge,
+    pub certificate_expiry: Gauge,
+}
+
+fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("metric definitions are constants");
+    r.register(Box::new(c.clone())).expect("each metric is registered once");
+    c
+}
+
+fn histogram(r: &Registry, name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
+    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets.to_vec()), labels).expect("metric definitions are constants");
+    r.register(Box::new(h.clone())).expect("each metric is registered once");
+    h
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let r = Registry::new();
+        let check_labels = ["policy", "policy_binding", "error_type", "enforcement_action"];
+        let mc_labels = ["name", "kind", "type", "operation"];
+        let gauge = |name: &str, help: &str| {
+            let g = IntGauge::new(name, help).expect("metric definitions are constants");
+            r.register(Box::new(g.clone())).expect("each metric is registered once");
+            g
+        };
+        let fgauge = |name: &str, help: &str| {
+            let g = Gauge::new(name, help).expect("metric definitions are constants");
+            r.register(Box::new(g.clone())).expect("each metric is registered once");
+            g
+        };
+        let source_errors = IntCounter::new("celgate_source_load_errors_total", "Policy source loads that failed; the last good snapshot stays.")
+            .expect("metric definitions are constants");
+        r.register(Box::new(source_errors.clone())).expect("each metric is registered once");
+        Metrics {
+            check_total: counter(&r, "celgate_validating_admission_policy_check_total", "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.", &check_labels),
+            check_duration: histogram(&r, "celgate_validating_admission_policy_check_duration_seconds", "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.", &check_labels, CHECK_BUCKETS),
+            match_condition_errors: counter(&r, "celgate_admission_match_condition_evaluation_errors_total", "Admission match condition evaluation errors count, identified by name of resource containing the match condition and broken out for each kind containing matchConditions (webhook or policy), operation and admission type (validate or admit).", &mc_labels),
+            match_condition_exclusions: counter(&r, "celgate_admission_match_condition_exclusions_total", "Admission match condition evaluation exclusions count, identified by name of resource containing the match condition and broken out for each kind containing matchConditions (webhook or policy), operation and admission type (validate or admit).", &mc_labels),
+            match_condition_seconds: histogram(&r, "celgate_admission_match_condition_evaluation_seconds", "Admission match condition evaluation time in seconds, identified by name and broken out for each kind containing matchConditions (webhook or policy), operation and type (validate or admit).", &mc_labels, &[0.001, 0.005, 0.01, 0.025, 0.1, 0.2, 0.25]),
+            requests: counter(&r, "celgate_requests_total", "AdmissionReview requests answered, by operation and decision (allowed, denied).", &["operation", "decision"]),
+            request_seconds: histogram(&r, "celgate_request_duration_seconds", "Time to answer an AdmissionReview, from the request to the answer.", &["operation", "decision"], REQUEST_BUCKETS),
+            bad_requests: counter(&r, "celgate_bad_requests_total", "Requests refused before evaluation, by reason.", &["reason"]),
+            policies: gauge("celgate_policies_loaded", "ValidatingAdmissionPolicies with at least one binding in the current snapshot."),
+            bindings: gauge("celgate_bindings_loaded", "ValidatingAdmissionPolicyBindings of loaded policies in the current snapshot."),
+            compile_errors: gauge("celgate_policy_compile_errors", "Expressions of loaded policies that do not compile, and policies or bindings that fail validation."),
+            source_errors,
+            snapshot_timestamp: fgauge("celgate_snapshot_timestamp_seconds", "When the current snapshot was built (Unix time); its age is time() minus this."),
+            certificate_expiry: fgauge("celgate_certificate_expiry_timestamp_seconds", "When the serving certificate expires (Unix time)."),
+            registry: r,
+        }
+    }
+
+    /// Records the in-tree check metrics of one request.
+    pub fn record(&self, checks: &[Check], operation: &str) {
+        for c in checks {
+            let labels = [c.policy.as_str(), c.binding.as_str(), c.error_type, c.action];
+            self.check_total.with_label_values(&labels).inc();
+            self.check_duration.with_label_values(&labels).observe(c.elapsed.as_secs_f64());
+            if c.match_condition_errors > 0 {
+                self.match_condition_errors
+                    .with_label_values(&[c.policy.as_str(), "policy", "validate", operation])
+                    .inc_by(c.match_condition_errors);
+            }
+        }
+    }
+
+    pub fn snapshot_built(&self, at: SystemTime) {
+        self.snapshot_timestamp.set(at.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs_f64());
+    }
+
+    /// The text exposition of every metric.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail for well-formed metric families.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
