@@ -9,4 +9,5 @@ pub mod admission;
 pub mod cel;
 pub mod matching;
 pub mod policy;
+pub mod server;
 pub mod source;

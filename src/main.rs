@@ -1,6 +1,10 @@
 //! The `celgate` command line.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use celgate::server::run::{start, CertSource, ServeConfig};
+use celgate::server::Limits;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -24,8 +28,60 @@ struct Cli {
     command: Command,
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 #[derive(Subcommand)]
 enum Command {
+    /// Run the webhook: HTTPS on --listen (POST /validate, /healthz, /readyz) and plain HTTP
+    /// metrics on --metrics-listen, enforcing the policies of a folder that is watched for
+    /// changes.
+    Serve {
+        /// Folder of policies, bindings, params, namespaces and RBAC objects.
+        #[arg(long, value_name = "DIR", default_value = "examples/policies")]
+        policies: PathBuf,
+        #[arg(long, default_value = "0.0.0.0:8443")]
+        listen: std::net::SocketAddr,
+        /// Plain-HTTP address for /metrics; `off` disables it.
+        #[arg(long, default_value = "0.0.0.0:9090")]
+        metrics_listen: String,
+        /// PEM certificate chain (reloaded when it changes).
+        #[arg(long, requires = "tls_key", conflicts_with = "self_signed")]
+        tls_cert: Option<PathBuf>,
+        /// PEM private key (reloaded when it changes).
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// Generate a CA and a serving certificate (development); the CA is printed, or
+        /// written to --ca-out.
+        #[arg(long)]
+        self_signed: bool,
+        /// Names for the self-signed certificate (DNS names or IP addresses).
+        #[arg(long = "dns-name", default_values_t = ["localhost".to_string(), "127.0.0.1".to_string()])]
+        dns_names: Vec<String>,
+        /// Where to write the self-signed CA bundle.
+        #[arg(long)]
+        ca_out: Option<PathBuf>,
+        /// Require client certificates signed by this CA (PEM).
+        #[arg(long)]
+        client_ca: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "text")]
+        log_format: LogFormat,
+        /// Log level or filter (RUST_LOG syntax); RUST_LOG wins when set.
+        #[arg(long, default_value = "info")]
+        log_level: String,
+        /// Largest AdmissionReview body accepted.
+        #[arg(long, default_value_t = 16 << 20)]
+        max_body_bytes: usize,
+        /// Reviews evaluated at once; more are refused with 429.
+        #[arg(long, default_value_t = 512)]
+        max_inflight: usize,
+        /// The Kubernetes version whose CEL libraries are available (1.N).
+        #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
+        k8s_version: String,
+    },
     /// Evaluate one CEL expression in the ValidatingAdmissionPolicy environment and print the
     /// result as JSON. Exit 0 on a value, 1 on a CEL error, 2 on bad usage.
     Expr {
@@ -76,6 +132,142 @@ impl celgate::cel::k8s::authz::Authorizer for NoAuthorizationData {
             reason: "celgate expr has no authorization data".into(),
             error: None,
         }
+    }
+}
+
+fn init_logging(format: LogFormat, level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn serve(command: Command) -> ExitCode {
+    let Command::Serve {
+        policies,
+        listen,
+        metrics_listen,
+        tls_cert,
+        tls_key,
+        self_signed,
+        dns_names,
+        ca_out,
+        client_ca,
+        log_format,
+        log_level,
+        max_body_bytes,
+        max_inflight,
+        k8s_version,
+    } = command
+    else {
+        return ExitCode::from(2);
+    };
+    init_logging(log_format, &log_level);
+    let version = match parse_version(&k8s_version) {
+        Ok(v) => v,
+        Err(Usage(m)) => {
+            eprintln!("celgate: {m}");
+            return ExitCode::from(2);
+        }
+    };
+    let metrics_listen = match metrics_listen.as_str() {
+        "off" | "" => None,
+        other => match other.parse() {
+            Ok(a) => Some(a),
+            Err(e) => {
+                eprintln!("celgate: --metrics-listen {other:?}: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let cert = match (tls_cert, tls_key, self_signed) {
+        (Some(cert), Some(key), false) => CertSource::Files { cert, key },
+        (None, None, true) => CertSource::SelfSigned { names: dns_names },
+        _ => {
+            eprintln!("celgate: give --tls-cert and --tls-key, or --self-signed");
+            return ExitCode::from(2);
+        }
+    };
+    let limits = Limits {
+        max_body: max_body_bytes,
+        max_inflight,
+        ..Limits::default()
+    };
+    let cfg = ServeConfig {
+        policies,
+        listen,
+        metrics_listen,
+        cert,
+        client_ca,
+        limits,
+        poll: Duration::from_secs(1),
+        version,
+    };
+    // The blocking pool runs the evaluator, which recurses once per nesting level of an
+    // expression: give its threads (and the workers) a stack sized for the deepest one.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(32 << 20)
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("celgate: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async move {
+        let running = match start(cfg).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start");
+                return ExitCode::from(1);
+            }
+        };
+        if let Some(ca) = &running.ca_pem {
+            match &ca_out {
+                Some(path) => {
+                    if let Err(e) = std::fs::write(path, ca) {
+                        tracing::error!(error = %e, path = %path.display(), "cannot write the CA bundle");
+                        return ExitCode::from(1);
+                    }
+                    tracing::info!(path = %path.display(), "self-signed CA written");
+                }
+                None => println!("{ca}"),
+            }
+        }
+        tracing::info!(webhook = %running.bound.webhook, metrics = ?running.bound.metrics, "serving");
+        wait_for_signal().await;
+        tracing::info!("shutting down: no new connections, finishing in-flight requests");
+        running.shutdown().await;
+        ExitCode::SUCCESS
+    })
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
     }
 }
 
@@ -137,6 +329,7 @@ struct Usage(String);
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Serve { .. } => serve(cli.command),
         Command::Version => {
             println!("celgate {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS

@@ -95,14 +95,35 @@ impl Verdict {
     }
 }
 
+/// An answered review: the AdmissionReview to send back, and what was decided (for logs and
+/// metrics).
+#[derive(Debug)]
+pub struct Answer {
+    pub review: Json,
+    pub verdict: Verdict,
+    pub uid: String,
+    pub operation: String,
+}
+
 /// Parses an AdmissionReview body (JSON) and answers it: the whole request path, shared by
 /// `celgate eval` and the server.
-pub fn review_answer(snapshot: &Snapshot, body: &[u8]) -> Result<Json, request::ReviewError> {
+pub fn answer(snapshot: &Snapshot, body: &[u8]) -> Result<Answer, request::ReviewError> {
     let doc = crate::cel::json::Doc::parse(body)
         .map_err(|e| request::ReviewError(format!("malformed JSON: {e}")))?;
     let req = Request::from_review(&doc)?;
     let verdict = admit(snapshot, &req);
-    Ok(response::review(&req, &verdict))
+    let review = response::review(&req, &verdict);
+    Ok(Answer {
+        review,
+        verdict,
+        uid: req.uid.clone(),
+        operation: req.attributes.operation.clone(),
+    })
+}
+
+/// [`answer`], keeping only the AdmissionReview.
+pub fn review_answer(snapshot: &Snapshot, body: &[u8]) -> Result<Json, request::ReviewError> {
+    answer(snapshot, body).map(|a| a.review)
 }
 
 /// The operations VAP handles.

@@ -42,8 +42,8 @@ pub fn annotation_key(policy: &str, key: &str) -> String {
     format!("{}-{hash}_{key}", &policy[..cut])
 }
 
-/// Go's `encoding/json` escapes `<`, `>` and `&`.
-fn go_json(v: &Json) -> String {
+/// JSON as Go's `encoding/json` writes it: fields in declaration order, `<`, `>` and `&` escaped.
+fn go_json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v)
         .unwrap_or_default()
         .replace('<', "\\u003c")
@@ -82,10 +82,7 @@ pub fn response(req: &Request<'_>, verdict: &Verdict) -> Json {
     }
     if !verdict.audited.is_empty() {
         let kept: Vec<_> = verdict.audited.iter().take(MAX_AUDITED).collect();
-        annotations.insert(
-            "validation_failure".into(),
-            Json::String(go_json(&json!(kept))),
-        );
+        annotations.insert("validation_failure".into(), Json::String(go_json(&kept)));
     }
     r.insert("auditAnnotations".into(), Json::Object(annotations));
     Json::Object(r)
@@ -119,5 +116,26 @@ mod tests {
         assert_eq!(code_for("Forbidden"), 403);
         assert_eq!(code_for("Whatever"), 422);
         assert_eq!(go_json(&json!(["a<b>&"])), r#"["a\u003cb\u003e\u0026"]"#);
+        let f = super::super::AuditedFailure {
+            message: "m".into(),
+            policy: "p".into(),
+            binding: "b".into(),
+            expression_index: 1,
+            validation_actions: vec!["Audit".into()],
+        };
+        assert_eq!(
+            go_json(&[f]),
+            r#"[{"message":"m","policy":"p","binding":"b","expressionIndex":1,"validationActions":["Audit"]}]"#,
+            "in-tree field order"
+        );
+        let f = super::super::AuditedFailure {
+            message: "m".into(),
+            policy: "p".into(),
+            binding: "b".into(),
+            expression_index: 1,
+            validation_actions: vec!["Audit".into()],
+        };
+        let want = r#"[{"message":"m","policy":"p","binding":"b","expressionIndex":1,"validationActions":["Audit"]}]"#;
+        assert_eq!(go_json(&[f]), want, "in-tree field order");
     }
 }

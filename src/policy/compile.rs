@@ -77,6 +77,32 @@ fn compile_in(env: &Env, source: &str, want: &[Type], want_text: &str) -> Compil
     }
 }
 
+impl CompiledPolicy {
+    /// Expressions that do not compile, plus one if the policy fails validation.
+    pub fn compile_errors(&self) -> usize {
+        let conditions = self
+            .match_conditions
+            .iter()
+            .filter(|(_, c)| c.is_err())
+            .count();
+        let variables = self.variables.iter().filter(|(_, c)| c.is_err()).count();
+        let validations = self
+            .validations
+            .iter()
+            .map(|v| {
+                usize::from(v.program.is_err())
+                    + usize::from(matches!(v.message_program, Some(Err(_))))
+            })
+            .sum::<usize>();
+        let audit = self
+            .audit_annotations
+            .iter()
+            .filter(|(_, c)| c.is_err())
+            .count();
+        conditions + variables + validations + audit + usize::from(self.invalid.is_some())
+    }
+}
+
 /// Validation errors as one configuration-error text.
 pub fn invalid(errors: Vec<String>) -> Option<String> {
     (!errors.is_empty()).then(|| errors.join("; "))

@@ -4,12 +4,18 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prometheus::{Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
 
 use crate::admission::Check;
 
 /// 50 µs to 10 s, so that p99 alerts on webhook latency work.
-const REQUEST_BUCKETS: &[f64] = &[0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+const REQUEST_BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0,
+];
 /// The in-tree buckets of `apiserver_validating_admission_policy_check_duration_seconds`.
 const CHECK_BUCKETS: &[f64] = &[0.0000005, 0.001, 0.01, 0.1, 1.0];
 
@@ -32,35 +38,59 @@ pub struct Metrics {
 }
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("metric definitions are constants");
-    r.register(Box::new(c.clone())).expect("each metric is registered once");
+    let c = IntCounterVec::new(Opts::new(name, help), labels)
+        .expect("metric definitions are constants");
+    r.register(Box::new(c.clone()))
+        .expect("each metric is registered once");
     c
 }
 
-fn histogram(r: &Registry, name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
-    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets.to_vec()), labels).expect("metric definitions are constants");
-    r.register(Box::new(h.clone())).expect("each metric is registered once");
+fn histogram(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: &[f64],
+) -> HistogramVec {
+    let h = HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        labels,
+    )
+    .expect("metric definitions are constants");
+    r.register(Box::new(h.clone()))
+        .expect("each metric is registered once");
     h
 }
 
 impl Metrics {
     pub fn new() -> Metrics {
         let r = Registry::new();
-        let check_labels = ["policy", "policy_binding", "error_type", "enforcement_action"];
+        let check_labels = [
+            "policy",
+            "policy_binding",
+            "error_type",
+            "enforcement_action",
+        ];
         let mc_labels = ["name", "kind", "type", "operation"];
         let gauge = |name: &str, help: &str| {
             let g = IntGauge::new(name, help).expect("metric definitions are constants");
-            r.register(Box::new(g.clone())).expect("each metric is registered once");
+            r.register(Box::new(g.clone()))
+                .expect("each metric is registered once");
             g
         };
         let fgauge = |name: &str, help: &str| {
             let g = Gauge::new(name, help).expect("metric definitions are constants");
-            r.register(Box::new(g.clone())).expect("each metric is registered once");
+            r.register(Box::new(g.clone()))
+                .expect("each metric is registered once");
             g
         };
-        let source_errors = IntCounter::new("celgate_source_load_errors_total", "Policy source loads that failed; the last good snapshot stays.")
-            .expect("metric definitions are constants");
-        r.register(Box::new(source_errors.clone())).expect("each metric is registered once");
+        let source_errors = IntCounter::new(
+            "celgate_source_load_errors_total",
+            "Policy source loads that failed; the last good snapshot stays.",
+        )
+        .expect("metric definitions are constants");
+        r.register(Box::new(source_errors.clone()))
+            .expect("each metric is registered once");
         Metrics {
             check_total: counter(&r, "celgate_validating_admission_policy_check_total", "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.", &check_labels),
             check_duration: histogram(&r, "celgate_validating_admission_policy_check_duration_seconds", "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.", &check_labels, CHECK_BUCKETS),
@@ -83,9 +113,16 @@ impl Metrics {
     /// Records the in-tree check metrics of one request.
     pub fn record(&self, checks: &[Check], operation: &str) {
         for c in checks {
-            let labels = [c.policy.as_str(), c.binding.as_str(), c.error_type, c.action];
+            let labels = [
+                c.policy.as_str(),
+                c.binding.as_str(),
+                c.error_type,
+                c.action,
+            ];
             self.check_total.with_label_values(&labels).inc();
-            self.check_duration.with_label_values(&labels).observe(c.elapsed.as_secs_f64());
+            self.check_duration
+                .with_label_values(&labels)
+                .observe(c.elapsed.as_secs_f64());
             if c.match_condition_errors > 0 {
                 self.match_condition_errors
                     .with_label_values(&[c.policy.as_str(), "policy", "validate", operation])
@@ -95,7 +132,11 @@ impl Metrics {
     }
 
     pub fn snapshot_built(&self, at: SystemTime) {
-        self.snapshot_timestamp.set(at.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs_f64());
+        self.snapshot_timestamp.set(
+            at.duration_since(UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO)
+                .as_secs_f64(),
+        );
     }
 
     /// The text exposition of every metric.

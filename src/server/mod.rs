@@ -1,0 +1,359 @@
+//! The webhook service: `POST /validate` over TLS (HTTP/1.1 and HTTP/2), `/healthz`,
+//! `/readyz`, and `/metrics` on a separate plain-HTTP port.
+//!
+//! Requests read the current snapshot through an `ArcSwap` (no locks); evaluation runs on
+//! tokio's blocking pool, whose threads have a stack sized for the engine, so the async
+//! workers never block and never run the evaluator. Bad input gets a clear HTTP answer: 415
+//! for a wrong content type, 413 over the body limit, 400 for malformed JSON or a review
+//! without a request, 429 when too many reviews are in flight, 504 past the API server's
+//! `?timeout=`.
+
+pub mod metrics;
+pub mod run;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use arc_swap::ArcSwap;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
+
+use crate::policy::snapshot::Snapshot;
+use metrics::Metrics;
+
+/// Limits and timeouts of the service.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest request body; the default fits a 3 MiB object with its old object.
+    pub max_body: usize,
+    /// Reviews evaluated at once; more get 429 at once rather than queueing.
+    pub max_inflight: usize,
+    /// Deadline when the API server sends no `?timeout=`.
+    pub default_timeout: Duration,
+    /// Time a client has to finish the TLS handshake, and to send its headers and body.
+    pub client_timeout: Duration,
+    /// Time in-flight requests get to finish on shutdown.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body: 16 << 20,
+            max_inflight: 512,
+            default_timeout: Duration::from_secs(10),
+            client_timeout: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(25),
+        }
+    }
+}
+
+/// What the handlers share.
+pub struct AppState {
+    pub snapshot: ArcSwap<Snapshot>,
+    /// Set once the policy source has loaded.
+    pub ready: AtomicBool,
+    pub metrics: Metrics,
+    pub limits: Limits,
+    inflight: Semaphore,
+}
+
+impl AppState {
+    pub fn new(limits: Limits) -> Arc<AppState> {
+        Arc::new(AppState {
+            snapshot: ArcSwap::from_pointee(Snapshot::default()),
+            ready: AtomicBool::new(false),
+            metrics: Metrics::new(),
+            inflight: Semaphore::new(limits.max_inflight),
+            limits,
+        })
+    }
+
+    /// Installs a new snapshot, atomically, and marks the service ready.
+    pub fn install(&self, snapshot: Snapshot) {
+        self.metrics.policies.set(snapshot.policies.len() as i64);
+        self.metrics.bindings.set(
+            snapshot
+                .policies
+                .iter()
+                .map(|p| p.bindings.len() as i64)
+                .sum(),
+        );
+        let errors = snapshot
+            .policies
+            .iter()
+            .map(|p| p.policy.compile_errors() as i64)
+            .sum::<i64>()
+            + snapshot
+                .policies
+                .iter()
+                .flat_map(|p| &p.bindings)
+                .filter(|b| b.invalid.is_some())
+                .count() as i64;
+        self.metrics.compile_errors.set(errors);
+        self.metrics.snapshot_built(SystemTime::now());
+        self.snapshot.store(Arc::new(snapshot));
+        self.ready.store(true, Ordering::Release);
+    }
+}
+
+/// The webhook's routes.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/validate", post(validate))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+/// The metrics listener's routes.
+pub fn metrics_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+async fn readyz(State(s): State<Arc<AppState>>) -> Response {
+    if s.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ok").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the policy source has not loaded yet",
+        )
+            .into_response()
+    }
+}
+
+async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics.encode(),
+    )
+        .into_response()
+}
+
+fn refuse(s: &AppState, status: StatusCode, reason: &'static str, message: String) -> Response {
+    s.metrics.bad_requests.with_label_values(&[reason]).inc();
+    tracing::warn!(reason, %message, "refused request");
+    (status, message).into_response()
+}
+
+/// The API server's `?timeout=10s` (Go duration), or the default.
+fn deadline(query: &std::collections::HashMap<String, String>, default: Duration) -> Duration {
+    query
+        .get("timeout")
+        .and_then(|t| crate::cel::functions::parse_go_duration(t))
+        .filter(|n| *n > 0)
+        .map_or(default, |n| Duration::from_nanos(n as u64))
+}
+
+async fn validate(
+    State(s): State<Arc<AppState>>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !json {
+        return refuse(
+            &s,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "content_type",
+            "an AdmissionReview must be sent as application/json".into(),
+        );
+    }
+    let limit = s.limits.max_body;
+    let limited = http_body_util::Limited::new(body, limit);
+    let bytes: Bytes = match tokio::time::timeout(s.limits.client_timeout, limited.collect()).await
+    {
+        Err(_) => {
+            return refuse(
+                &s,
+                StatusCode::REQUEST_TIMEOUT,
+                "slow_client",
+                "the request body was not received in time".into(),
+            )
+        }
+        Ok(Err(e))
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            return refuse(
+                &s,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!("the request body exceeds {limit} bytes"),
+            );
+        }
+        Ok(Err(e)) => {
+            return refuse(
+                &s,
+                StatusCode::BAD_REQUEST,
+                "body",
+                format!("cannot read the request body: {e}"),
+            )
+        }
+        Ok(Ok(c)) => c.to_bytes(),
+    };
+    let Ok(permit) = s.inflight.try_acquire() else {
+        return refuse(
+            &s,
+            StatusCode::TOO_MANY_REQUESTS,
+            "overloaded",
+            "too many reviews in flight".into(),
+        );
+    };
+    let timeout = deadline(&query, s.limits.default_timeout);
+    let snapshot = s.snapshot.load_full();
+    let work = tokio::task::spawn_blocking(move || crate::admission::answer(&snapshot, &bytes));
+    let result = tokio::time::timeout(timeout, work).await;
+    drop(permit);
+    let answer = match result {
+        Err(_) => {
+            return refuse(
+                &s,
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                format!("no decision within {timeout:?}"),
+            )
+        }
+        Ok(Err(e)) => {
+            return refuse(
+                &s,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("evaluation failed: {e}"),
+            )
+        }
+        Ok(Ok(Err(e))) => return refuse(&s, StatusCode::BAD_REQUEST, "malformed", e.0),
+        Ok(Ok(Ok(a))) => a,
+    };
+    let decision = if answer.verdict.allowed() {
+        "allowed"
+    } else {
+        "denied"
+    };
+    s.metrics.record(&answer.verdict.checks, &answer.operation);
+    s.metrics
+        .requests
+        .with_label_values(&[&answer.operation, decision])
+        .inc();
+    s.metrics
+        .request_seconds
+        .with_label_values(&[&answer.operation, decision])
+        .observe(started.elapsed().as_secs_f64());
+    if let Some(first) = answer.verdict.denials.first() {
+        tracing::info!(uid = %answer.uid, operation = %answer.operation, message = %first.message, "denied");
+    }
+    let body = serde_json::to_vec(&answer.review).unwrap_or_default();
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Serves `app` over TLS on `listener` until `shutdown` turns true, then stops accepting and
+/// lets in-flight requests finish (up to the drain timeout).
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    app: Router,
+    limits: Limits,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let acceptor = TlsAcceptor::from(tls);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+        };
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(app.clone());
+        let client_timeout = limits.client_timeout;
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let stream = match tokio::time::timeout(client_timeout, acceptor.accept(tcp)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let mut builder = auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(client_timeout);
+            builder
+                .http2()
+                .timer(TokioTimer::new())
+                .keep_alive_interval(Some(Duration::from_secs(30)));
+            let conn = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .into_owned();
+            if let Err(e) = watcher.watch(conn).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(limits.drain_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("shutdown: in-flight requests did not finish in time");
+    }
+}
+
+/// Serves plain HTTP (the metrics port) until `shutdown` turns true.
+pub async fn serve_plain(listener: TcpListener, app: Router, mut shutdown: watch::Receiver<bool>) {
+    let stop = async move {
+        let _ = shutdown.changed().await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::warn!(error = %e, "metrics listener failed");
+    }
+}
+
+/// Where the listeners are bound (port 0 picks a free port, for tests).
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    pub webhook: SocketAddr,
+    pub metrics: Option<SocketAddr>,
+}

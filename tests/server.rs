@@ -1,0 +1,524 @@
+//! Integration tests of `celgate serve`: the real server on ephemeral ports, a real TLS client
+//! (rustls) speaking HTTP/1.1 and HTTP/2.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use celgate::server::run::{start, CertSource, Running, ServeConfig};
+use celgate::server::tls::self_signed;
+use celgate::server::Limits;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{json, Value as Json};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "celgate-{name}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-debug}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations:
+  - expression: "!has(object.data) || !('debug' in object.data)"
+    message: no debug configmaps
+  auditAnnotations:
+  - {key: name, valueExpression: "string(object.metadata.name)"}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: no-debug}
+spec: {policyName: no-debug, validationActions: [ACTIONS]}
+"#;
+
+fn write_policy(dir: &Path, actions: &str) {
+    std::fs::write(dir.join("policy.yaml"), POLICY.replace("ACTIONS", actions)).unwrap();
+}
+
+fn review(api: &str, data: Json) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "apiVersion": api, "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "name": "cm", "namespace": "default", "operation": "CREATE",
+            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}, "data": data},
+            "oldObject": null, "dryRun": false
+        }
+    }))
+    .unwrap()
+}
+
+async fn serve(policies: &Path, cert: CertSource, limits: Limits) -> Running {
+    let cfg = ServeConfig {
+        policies: policies.to_path_buf(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        cert,
+        client_ca: None,
+        limits,
+        poll: Duration::from_millis(100),
+        version: celgate::cel::NEWEST_MINOR,
+    };
+    start(cfg).await.expect("server starts")
+}
+
+/// A TLS client trusting `ca_pem`; `http2` picks the protocol by ALPN.
+async fn call(
+    addr: SocketAddr,
+    ca_pem: &str,
+    http2: bool,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> Result<(u16, Vec<u8>), String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    cfg.alpn_protocols = vec![if http2 {
+        b"h2".to_vec()
+    } else {
+        b"http/1.1".to_vec()
+    }];
+    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let tls = TlsConnector::from(Arc::new(cfg))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    let negotiated_h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    assert_eq!(negotiated_h2, http2, "ALPN picked the asked protocol");
+    let req = hyper::Request::builder()
+        .method(if body.is_empty() { "GET" } else { "POST" })
+        .uri(format!("https://localhost:{}{path}", addr.port()))
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let io = TokioIo::new(tls);
+    let resp = if http2 {
+        let (mut sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        sender.send_request(req).await.map_err(|e| e.to_string())?
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        sender.send_request(req).await.map_err(|e| e.to_string())?
+    };
+    let status = resp.status().as_u16();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .to_bytes()
+        .to_vec();
+    Ok((status, bytes))
+}
+
+async fn plain_get(addr: SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+fn answer(bytes: &[u8]) -> Json {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(bytes)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_over_http1_and_http2() {
+    let dir = temp_dir("decisions");
+    write_policy(&dir, "Deny");
+    let server = serve(
+        &dir,
+        CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        Limits::default(),
+    )
+    .await;
+    let ca = server.ca_pem.clone().unwrap();
+    let addr = server.bound.webhook;
+    for http2 in [false, true] {
+        let (status, body) = call(
+            addr,
+            &ca,
+            http2,
+            "/validate?timeout=10s",
+            "application/json",
+            review("admission.k8s.io/v1", json!({"debug": "1"})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status, 200);
+        let a = answer(&body);
+        assert_eq!(a["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(a["response"]["uid"], "u-1");
+        assert_eq!(a["response"]["allowed"], false);
+        assert_eq!(a["response"]["status"]["code"], 422);
+        assert_eq!(a["response"]["status"]["message"], "ValidatingAdmissionPolicy 'no-debug' with binding 'no-debug' denied request: no debug configmaps");
+        assert_eq!(a["response"]["auditAnnotations"]["no-debug_name"], "cm");
+
+        let (_, body) = call(
+            addr,
+            &ca,
+            http2,
+            "/validate",
+            "application/json",
+            review("admission.k8s.io/v1", json!({"ok": "1"})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(answer(&body)["response"]["allowed"], true);
+
+        let (_, body) = call(
+            addr,
+            &ca,
+            http2,
+            "/validate",
+            "application/json; charset=utf-8",
+            review("admission.k8s.io/v1beta1", json!({"debug": "1"})),
+        )
+        .await
+        .unwrap();
+        let a = answer(&body);
+        assert_eq!(
+            a["apiVersion"], "admission.k8s.io/v1beta1",
+            "answered in the request's version"
+        );
+        assert_eq!(a["response"]["allowed"], false);
+    }
+    let (status, _) = call(addr, &ca, false, "/healthz", "text/plain", vec![])
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let (status, _) = call(addr, &ca, true, "/readyz", "text/plain", vec![])
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    assert!(metrics.contains(r#"celgate_validating_admission_policy_check_total{enforcement_action="deny",error_type="invalid_error",policy="no-debug",policy_binding="no-debug"} 4"#), "{metrics}");
+    assert!(metrics.contains(r#"celgate_requests_total{decision="denied",operation="CREATE"} 4"#));
+    assert!(metrics.contains("celgate_policies_loaded 1"));
+    assert!(metrics.contains("celgate_certificate_expiry_timestamp_seconds"));
+    assert!(metrics.contains("celgate_request_duration_seconds_bucket{decision=\"allowed\",operation=\"CREATE\",le=\"0.00005\"}"));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warn_and_audit_actions() {
+    let dir = temp_dir("actions");
+    write_policy(&dir, "Warn, Audit");
+    let server = serve(
+        &dir,
+        CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        Limits::default(),
+    )
+    .await;
+    let ca = server.ca_pem.clone().unwrap();
+    let (_, body) = call(
+        server.bound.webhook,
+        &ca,
+        true,
+        "/validate",
+        "application/json",
+        review("admission.k8s.io/v1", json!({"debug": "1"})),
+    )
+    .await
+    .unwrap();
+    let a = answer(&body);
+    assert_eq!(a["response"]["allowed"], true);
+    assert_eq!(a["response"]["warnings"][0], "Validation failed for ValidatingAdmissionPolicy 'no-debug' with binding 'no-debug': no debug configmaps");
+    let record: Json = serde_json::from_str(
+        a["response"]["auditAnnotations"]["validation_failure"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record[0]["validationActions"], json!(["Warn", "Audit"]));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_clear_answer() {
+    let dir = temp_dir("bad");
+    write_policy(&dir, "Deny");
+    let limits = Limits {
+        max_body: 4096,
+        ..Limits::default()
+    };
+    let server = serve(
+        &dir,
+        CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        limits,
+    )
+    .await;
+    let ca = server.ca_pem.clone().unwrap();
+    let addr = server.bound.webhook;
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        (
+            "application/json",
+            b"{not json".to_vec(),
+            400,
+            "malformed JSON",
+        ),
+        (
+            "application/json",
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#.to_vec(),
+            400,
+            "no request",
+        ),
+        (
+            "application/json",
+            br#"{"apiVersion":"admission.k8s.io/v2","request":{}}"#.to_vec(),
+            400,
+            "unsupported AdmissionReview apiVersion",
+        ),
+        (
+            "text/plain",
+            review("admission.k8s.io/v1", json!({})),
+            415,
+            "application/json",
+        ),
+        (
+            "application/json",
+            review("admission.k8s.io/v1", json!({"big": "x".repeat(8000)})),
+            413,
+            "exceeds 4096 bytes",
+        ),
+    ];
+    for http2 in [false, true] {
+        for (ct, body, want, text) in &cases {
+            let (status, got) = call(addr, &ca, http2, "/validate", ct, body.clone())
+                .await
+                .unwrap();
+            assert_eq!(status, *want, "{text}");
+            assert!(
+                String::from_utf8_lossy(&got).contains(text),
+                "{} does not say {text}",
+                String::from_utf8_lossy(&got)
+            );
+        }
+    }
+    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    assert!(
+        metrics.contains(r#"celgate_bad_requests_total{reason="too_large"} 2"#),
+        "{metrics}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_folder_changes_are_seen_by_the_next_request() {
+    let dir = temp_dir("reload");
+    write_policy(&dir, "Warn");
+    let server = serve(
+        &dir,
+        CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        Limits::default(),
+    )
+    .await;
+    let ca = server.ca_pem.clone().unwrap();
+    let body = review("admission.k8s.io/v1", json!({"debug": "1"}));
+    let (_, got) = call(
+        server.bound.webhook,
+        &ca,
+        false,
+        "/validate",
+        "application/json",
+        body.clone(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer(&got)["response"]["allowed"], true);
+    write_policy(&dir, "Deny");
+    let mut denied = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (_, got) = call(
+            server.bound.webhook,
+            &ca,
+            false,
+            "/validate",
+            "application/json",
+            body.clone(),
+        )
+        .await
+        .unwrap();
+        if answer(&got)["response"]["allowed"] == false {
+            denied = true;
+            break;
+        }
+    }
+    assert!(denied, "the new policy applies after the folder changed");
+    // A broken file keeps the last good snapshot, and is counted.
+    std::fs::write(dir.join("broken.yaml"), "kind: [unclosed\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, got) = call(
+        server.bound.webhook,
+        &ca,
+        false,
+        "/validate",
+        "application/json",
+        body,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        answer(&got)["response"]["allowed"],
+        false,
+        "the last good snapshot still serves"
+    );
+    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    assert!(
+        metrics.contains("celgate_source_load_errors_total 1"),
+        "{metrics}"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_certificate_files_serve_the_next_handshake() {
+    let dir = temp_dir("rotate");
+    write_policy(&dir, "Deny");
+    let first = self_signed(&["localhost".into()]).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert, &first.cert_pem).unwrap();
+    std::fs::write(&key, &first.key_pem).unwrap();
+    let server = serve(
+        &dir,
+        CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        Limits::default(),
+    )
+    .await;
+    let addr = server.bound.webhook;
+    assert!(
+        call(addr, &first.ca_pem, true, "/healthz", "text/plain", vec![])
+            .await
+            .is_ok()
+    );
+    let second = self_signed(&["localhost".into()]).unwrap();
+    std::fs::write(&key, &second.key_pem).unwrap();
+    std::fs::write(&cert, &second.cert_pem).unwrap();
+    let mut rotated = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if call(
+            addr,
+            &second.ca_pem,
+            false,
+            "/healthz",
+            "text/plain",
+            vec![],
+        )
+        .await
+        .is_ok()
+        {
+            rotated = true;
+            break;
+        }
+    }
+    assert!(rotated, "a new handshake presents the new certificate");
+    assert!(
+        call(addr, &first.ca_pem, false, "/healthz", "text/plain", vec![])
+            .await
+            .is_err(),
+        "the old one is gone"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_ready_until_policies_load() {
+    let dir = temp_dir("notready");
+    std::fs::write(dir.join("broken.yaml"), "kind: [unclosed\n").unwrap();
+    let server = serve(
+        &dir,
+        CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        Limits::default(),
+    )
+    .await;
+    let ca = server.ca_pem.clone().unwrap();
+    let (status, _) = call(
+        server.bound.webhook,
+        &ca,
+        false,
+        "/readyz",
+        "text/plain",
+        vec![],
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 503);
+    std::fs::remove_file(dir.join("broken.yaml")).unwrap();
+    write_policy(&dir, "Deny");
+    let mut ready = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if call(
+            server.bound.webhook,
+            &ca,
+            false,
+            "/readyz",
+            "text/plain",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .0 == 200
+        {
+            ready = true;
+            break;
+        }
+    }
+    assert!(ready);
+    server.shutdown().await;
+}
