@@ -40,6 +40,9 @@ pub struct AuditedFailure {
 /// A denial, with the decision's reason (`None` for errors and configuration errors).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Denial {
+    pub policy: String,
+    /// `None` for a policy-level configuration error.
+    pub binding: Option<String>,
     /// `ValidatingAdmissionPolicy '<p>' [with binding '<b>'] denied request: <message>`.
     pub message: String,
     pub reason: Option<String>,
@@ -85,7 +88,12 @@ impl Verdict {
             ),
             None => format!("ValidatingAdmissionPolicy '{policy}' denied request: {message}"),
         };
-        self.denials.push(Denial { message, reason });
+        self.denials.push(Denial {
+            policy: policy.to_string(),
+            binding: binding.map(str::to_string),
+            message,
+            reason,
+        });
     }
 
     fn warn(&mut self, text: String) {

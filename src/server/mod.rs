@@ -268,7 +268,14 @@ async fn validate(
         .with_label_values(&[&answer.operation, decision])
         .observe(started.elapsed().as_secs_f64());
     if let Some(first) = answer.verdict.denials.first() {
-        tracing::info!(uid = %answer.uid, operation = %answer.operation, message = %first.message, "denied");
+        tracing::info!(
+            uid = %answer.uid,
+            operation = %answer.operation,
+            policy = %first.policy,
+            binding = first.binding.as_deref().unwrap_or(""),
+            denial = %first.message,
+            "request denied"
+        );
     }
     let body = serde_json::to_vec(&answer.review).unwrap_or_default();
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
