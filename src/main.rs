@@ -210,9 +210,13 @@ fn serve(command: Command) -> ExitCode {
     };
     // The blocking pool runs the evaluator, which recurses once per nesting level of an
     // expression: give its threads (and the workers) a stack sized for the deepest one.
+    // Evaluation is CPU work: as many evaluation threads as cores, so that a burst queues
+    // instead of multiplying threads that then fight for the cores.
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(32 << 20)
+        .max_blocking_threads(cores)
         .build()
     {
         Ok(r) => r,

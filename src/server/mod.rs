@@ -303,6 +303,11 @@ pub async fn serve_tls(
                 }
             },
         };
+        // Without this, Nagle's algorithm holds back the last segment of a TLS flight until
+        // the client's delayed ACK (40 ms): every new connection's first answer would wait.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+        }
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(app.clone());
         let client_timeout = limits.client_timeout;
