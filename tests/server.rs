@@ -522,3 +522,97 @@ async fn not_ready_until_policies_load() {
     assert!(ready);
     server.shutdown().await;
 }
+
+/// A raw TLS connection trusting `ca_pem`, for clients that misbehave.
+async fn raw_tls(addr: SocketAddr, ca_pem: &str) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    TlsConnector::from(Arc::new(cfg))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_and_overload() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = temp_dir("slow");
+    write_policy(&dir, "Deny");
+    let limits = Limits {
+        client_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let server = serve(
+        &dir,
+        CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        limits,
+    )
+    .await;
+    let ca = server.ca_pem.clone().unwrap();
+    let addr = server.bound.webhook;
+
+    // Headers that never finish: the connection is closed after the header timeout.
+    let mut s = raw_tls(addr, &ca).await;
+    s.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "the server gives up on slow headers");
+
+    // A body that never finishes: 408.
+    let mut s = raw_tls(addr, &ca).await;
+    s.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"a\"").await.unwrap();
+    let mut buf = vec![0u8; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .expect("an answer in time")
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    server.shutdown().await;
+
+    // No room for another review: 429 at once.
+    let limits = Limits {
+        max_inflight: 0,
+        ..Limits::default()
+    };
+    let server = serve(
+        &dir,
+        CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        limits,
+    )
+    .await;
+    let ca = server.ca_pem.clone().unwrap();
+    let (status, body) = call(
+        server.bound.webhook,
+        &ca,
+        true,
+        "/validate",
+        "application/json",
+        review("admission.k8s.io/v1", json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 429);
+    assert!(String::from_utf8_lossy(&body).contains("too many reviews in flight"));
+    server.shutdown().await;
+}
