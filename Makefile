@@ -1,5 +1,5 @@
 # Common tasks. `make test` is exactly what CI runs (through .ci/run).
-.PHONY: build test lint bench run fmt
+.PHONY: build test lint bench run fmt load
 
 build:
 	cargo build --release
@@ -17,6 +17,9 @@ fmt:
 bench:
 	cargo bench --bench cel
 
-# The main job until the server exists: evaluate a bundled example.
+# The main job: the webhook on the bundled example policies.
 run:
-	cargo run --release -- expr "object.spec.containers.all(c, c.image.startsWith('registry.example.com/'))" --var object=examples/pod.json --cost
+	cargo run --release -- serve --self-signed --ca-out /tmp/celgate-ca.pem --listen 127.0.0.1:8443 --metrics-listen 127.0.0.1:9090
+
+load:
+	bash benches/load/run.sh
