@@ -616,3 +616,76 @@ async fn slow_clients_and_overload() {
     assert!(String::from_utf8_lossy(&body).contains("too many reviews in flight"));
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_are_required_with_client_ca() {
+    let dir = temp_dir("mtls");
+    write_policy(&dir, "Deny");
+    // A client CA and a client certificate it signed.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let client_key = rcgen::KeyPair::generate().unwrap();
+    let mut client_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    client_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "kube-apiserver");
+    client_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let client_cert = client_params.signed_by(&client_key, &issuer).unwrap();
+    std::fs::write(dir.join("client-ca.pem"), ca_cert.pem()).unwrap();
+
+    let cfg = ServeConfig {
+        policies: dir.clone(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: None,
+        cert: CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        client_ca: Some(dir.join("client-ca.pem")),
+        limits: Limits::default(),
+        poll: Duration::from_millis(100),
+        version: celgate::cel::NEWEST_MINOR,
+    };
+    let server = start(cfg).await.unwrap();
+    let server_ca = server.ca_pem.clone().unwrap();
+    let addr = server.bound.webhook;
+    assert!(
+        call(addr, &server_ca, false, "/healthz", "text/plain", vec![])
+            .await
+            .is_err(),
+        "no client certificate: refused"
+    );
+
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(server_ca.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let key =
+        rustls::pki_types::PrivateKeyDer::from_pem_slice(client_key.serialize_pem().as_bytes())
+            .unwrap();
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_client_auth_cert(vec![client_cert.der().clone()], key)
+    .unwrap();
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let mut stream = TlsConnector::from(Arc::new(tls))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    server.shutdown().await;
+}
