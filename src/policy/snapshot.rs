@@ -262,6 +262,53 @@ const BUILTIN_KINDS: &[(&str, &str, Scope)] = &[
     ),
 ];
 
+/// Compiled policies kept across snapshots, keyed by the SHA-256 of the policy object and the
+/// CEL version: an unchanged policy is compiled once, however often its folder or the cluster
+/// changes around it.
+#[derive(Default)]
+pub struct CompileCache {
+    map: std::sync::Mutex<BTreeMap<[u8; 32], Arc<CompiledPolicy>>>,
+}
+
+impl CompileCache {
+    fn key(policy: &Policy, version: u16) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(version.to_le_bytes());
+        h.update(serde_json::to_vec(policy).unwrap_or_default());
+        h.finalize().into()
+    }
+
+    /// The compiled form of `policy`, compiled now only if not seen before.
+    fn get(&self, policy: &Policy, version: u16, live: &mut Vec<[u8; 32]>) -> Arc<CompiledPolicy> {
+        let key = Self::key(policy, version);
+        live.push(key);
+        if let Some(hit) = self.map.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return hit;
+        }
+        let compiled = Arc::new(compile(policy, version));
+        if let Ok(mut m) = self.map.lock() {
+            m.insert(key, compiled.clone());
+        }
+        compiled
+    }
+
+    /// Forgets policies that are no longer in use.
+    fn retain(&self, live: &[[u8; 32]]) {
+        if let Ok(mut m) = self.map.lock() {
+            m.retain(|k, _| live.contains(k));
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().map_or(0, |m| m.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Builds a snapshot from loose objects.
 #[derive(Default)]
 pub struct SnapshotBuilder {
@@ -352,7 +399,13 @@ impl SnapshotBuilder {
     }
 
     /// Compiles every policy that has a binding, against Kubernetes 1.`version`.
-    pub fn build(mut self, version: u16) -> Snapshot {
+    pub fn build(self, version: u16) -> Snapshot {
+        self.build_cached(version, &CompileCache::default())
+    }
+
+    /// [`Self::build`], reusing the compiled policies of `cache`.
+    pub fn build_cached(mut self, version: u16, cache: &CompileCache) -> Snapshot {
+        let mut live = Vec::new();
         self.infer_scopes();
         for objects in self.snapshot.params.values_mut() {
             objects.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -373,15 +426,16 @@ impl SnapshotBuilder {
                 continue;
             };
             bindings.sort_by(|a, b| a.name.cmp(&b.name));
-            let compiled = compile(p, version);
+            let compiled = cache.get(p, version, &mut live);
             self.snapshot
                 .index
                 .add(self.snapshot.policies.len(), &compiled);
             self.snapshot.policies.push(PolicyEntry {
-                policy: Arc::new(compiled),
+                policy: compiled,
                 bindings,
             });
         }
+        cache.retain(&live);
         self.snapshot.rbac = Arc::new(self.rbac);
         self.snapshot
     }
@@ -400,6 +454,30 @@ mod tests {
 
     fn binding(policy: &str) -> Binding {
         serde_yaml_ng::from_str(&format!("metadata: {{name: b-{policy}}}\nspec: {{policyName: {policy}, validationActions: [Deny]}}")).unwrap()
+    }
+
+    #[test]
+    fn unchanged_policies_are_compiled_once() {
+        let cache = CompileCache::default();
+        let build = |second: &str| {
+            let mut b = SnapshotBuilder::new();
+            b.add_policy(policy("a", "['']", "[pods]"));
+            b.add_policy(policy("b", "['']", second));
+            b.add_binding(binding("a"));
+            b.add_binding(binding("b"));
+            b.build_cached(crate::cel::NEWEST_MINOR, &cache)
+        };
+        let one = build("[pods]");
+        let two = build("[configmaps]");
+        assert!(
+            Arc::ptr_eq(&one.policies[0].policy, &two.policies[0].policy),
+            "unchanged: reused"
+        );
+        assert!(
+            !Arc::ptr_eq(&one.policies[1].policy, &two.policies[1].policy),
+            "changed: recompiled"
+        );
+        assert_eq!(cache.len(), 2, "the old version of b is forgotten");
     }
 
     #[test]

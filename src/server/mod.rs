@@ -69,6 +69,8 @@ pub struct AppState {
     pub ready: AtomicBool,
     pub metrics: Metrics,
     pub limits: Limits,
+    /// Compiled policies kept across reloads.
+    pub compiled: crate::policy::snapshot::CompileCache,
     inflight: Semaphore,
 }
 
@@ -79,6 +81,7 @@ impl AppState {
             ready: AtomicBool::new(false),
             metrics: Metrics::new(),
             inflight: Semaphore::new(limits.max_inflight),
+            compiled: Default::default(),
             limits,
         })
     }

@@ -59,7 +59,7 @@ impl Running {
 
 fn load(state: &AppState, cfg: &ServeConfig) {
     let dir = cfg.policies.clone();
-    match crate::source::load_for_serving(&dir, cfg.version) {
+    match crate::source::load_for_serving(&dir, cfg.version, &state.compiled) {
         Ok(snapshot) => {
             tracing::info!(policies = snapshot.policies.len(), folder = %dir.display(), "policies loaded");
             state.install(snapshot);

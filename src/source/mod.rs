@@ -7,7 +7,7 @@ pub mod folder;
 use serde_json::{json, Value as Json};
 
 use crate::policy::model::{Binding, Policy};
-use crate::policy::snapshot::{Snapshot, SnapshotBuilder};
+use crate::policy::snapshot::{CompileCache, Snapshot, SnapshotBuilder};
 use crate::policy::validate::{validate_binding, validate_policy};
 use folder::{LoadError, Loaded};
 
@@ -56,6 +56,17 @@ pub fn add_cluster_defaults(objects: &mut Vec<Loaded>) {
 /// one that fails the API server's validation; otherwise that becomes a configuration error
 /// at admission, under the policy's failurePolicy.
 pub fn snapshot(objects: Vec<Loaded>, version: u16, strict: bool) -> Result<Snapshot, LoadError> {
+    snapshot_cached(objects, version, strict, &CompileCache::default())
+}
+
+/// [`snapshot`], reusing the compiled policies of `cache` (a policy is compiled once per
+/// version of its object).
+pub fn snapshot_cached(
+    objects: Vec<Loaded>,
+    version: u16,
+    strict: bool,
+    cache: &CompileCache,
+) -> Result<Snapshot, LoadError> {
     let mut b = SnapshotBuilder::new();
     for o in objects {
         let api_version = o.object["apiVersion"].as_str().unwrap_or("");
@@ -94,7 +105,7 @@ pub fn snapshot(objects: Vec<Loaded>, version: u16, strict: bool) -> Result<Snap
             _ => b.add_object(o.object),
         }
     }
-    Ok(b.build(version))
+    Ok(b.build_cached(version, cache))
 }
 
 /// A folder's manifest files with their modification times and sizes: a change means
@@ -118,7 +129,11 @@ pub fn fingerprint(
 /// Loads a folder into a snapshot for serving: invalid policies become configuration errors
 /// (not a refusal of the whole folder); an unreadable file is an error, so the caller keeps
 /// its last good snapshot.
-pub fn load_for_serving(dir: &std::path::Path, version: u16) -> Result<Snapshot, LoadError> {
+pub fn load_for_serving(
+    dir: &std::path::Path,
+    version: u16,
+    cache: &CompileCache,
+) -> Result<Snapshot, LoadError> {
     let objects = folder::load(dir)?;
-    snapshot(objects, version, false)
+    snapshot_cached(objects, version, false, cache)
 }
