@@ -10,22 +10,12 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use celgate::cel::NEWEST_MINOR;
-use celgate::source::{add_cluster_defaults, folder, snapshot};
 use serde_json::Value as Json;
 
+mod common;
+
 fn run(dir: &Path) -> Result<(), String> {
-    let objects_path = dir.join("objects.yaml");
-    let text = std::fs::read_to_string(&objects_path).map_err(|e| e.to_string())?;
-    let mut objects = folder::parse_documents(&objects_path, &text).map_err(|e| e.to_string())?;
-    add_cluster_defaults(&mut objects);
-    let snap = snapshot(objects, NEWEST_MINOR, true).map_err(|e| e.to_string())?;
-    let body = std::fs::read(dir.join("review.json")).map_err(|e| e.to_string())?;
-    let answer = celgate::admission::review_answer(&snap, &body).map_err(|e| e.0)?;
-    let want: Json = serde_json::from_slice(
-        &std::fs::read(dir.join("expected.json")).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| format!("expected.json: {e}"))?;
+    let (answer, want) = common::answer_case(dir)?;
     let got = &answer["response"];
     let mut diffs = Vec::new();
     if got["allowed"] != want["allowed"] {
@@ -115,39 +105,23 @@ fn run(dir: &Path) -> Result<(), String> {
 #[test]
 fn golden_cases() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("tests/cases")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
+    let results = common::run_all(&dir, run);
+    let failures: Vec<String> = results
+        .iter()
+        .filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}:\n  {e}")))
         .collect();
-    cases.sort();
-    let mut failures = Vec::new();
-    for case in &cases {
-        let c = case.clone();
-        let result = std::thread::Builder::new()
-            .stack_size(64 << 20)
-            .spawn(move || run(&c))
-            .unwrap()
-            .join();
-        if let Err(e) = result.unwrap_or_else(|_| Err("panicked".into())) {
-            failures.push(format!(
-                "{}:\n  {e}",
-                case.file_name().unwrap().to_string_lossy()
-            ));
-        }
-    }
     for f in &failures {
         println!("{f}");
     }
     println!(
         "golden cases: {} passed, {} failed",
-        cases.len() - failures.len(),
+        results.len() - failures.len(),
         failures.len()
     );
     assert!(
-        cases.len() >= 100,
+        results.len() >= 100,
         "expected at least 100 golden cases, found {}",
-        cases.len()
+        results.len()
     );
     assert!(
         failures.is_empty(),

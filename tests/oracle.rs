@@ -3,36 +3,19 @@
 //! as the sample's README prescribes.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use celgate::admission::response::annotation_key;
-use celgate::cel::NEWEST_MINOR;
-use celgate::source::{add_cluster_defaults, folder, snapshot};
 use serde_json::Value as Json;
 
 /// Cases celgate answers differently on purpose, with the reason. Empty: every case agrees.
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
 
-fn cases_dir() -> PathBuf {
-    let base = std::env::var_os("CELGATE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-    base.join("oracle-sample/cases")
-}
+mod common;
 
 /// Runs one case; `Err` describes every difference.
-pub fn run_case(dir: &Path) -> Result<(), String> {
-    let objects_path = dir.join("objects.yaml");
-    let text = std::fs::read_to_string(&objects_path).map_err(|e| e.to_string())?;
-    let mut objects = folder::parse_documents(&objects_path, &text).map_err(|e| e.to_string())?;
-    add_cluster_defaults(&mut objects);
-    let snap = snapshot(objects, NEWEST_MINOR, true).map_err(|e| e.to_string())?;
-    let body = std::fs::read(dir.join("review.json")).map_err(|e| e.to_string())?;
-    let answer = celgate::admission::review_answer(&snap, &body).map_err(|e| e.0)?;
-    let expected: Json = serde_json::from_slice(
-        &std::fs::read(dir.join("expected.json")).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
+fn run_case(dir: &Path) -> Result<(), String> {
+    let (answer, expected) = common::answer_case(dir)?;
     compare(&answer["response"], &expected)
 }
 
@@ -146,26 +129,12 @@ fn compare(got: &Json, want: &Json) -> Result<(), String> {
 
 #[test]
 fn oracle_cases() {
-    let dir = cases_dir();
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    cases.sort();
+    let dir = common::shared_dir().join("oracle-sample/cases");
+    let results = common::run_all(&dir, run_case);
     let (mut passed, mut failed, mut known) = (0, 0, 0);
     let mut report = Vec::new();
-    for case in &cases {
-        let name = case.file_name().unwrap().to_string_lossy().to_string();
-        let result = std::thread::Builder::new().stack_size(64 << 20).spawn({
-            let case = case.clone();
-            move || run_case(&case)
-        });
-        let result = result
-            .unwrap()
-            .join()
-            .unwrap_or_else(|_| Err("panicked".into()));
-        match (result, KNOWN_DIFFERENCES.iter().find(|(n, _)| *n == name)) {
+    for (name, result) in &results {
+        match (result, KNOWN_DIFFERENCES.iter().find(|(n, _)| n == name)) {
             (Ok(()), None) => passed += 1,
             (Ok(()), Some(_)) => report.push(format!(
                 "{name}: listed as a known difference but now agrees"
@@ -185,7 +154,7 @@ fn oracle_cases() {
     }
     println!("oracle cases: {passed} passed, {failed} failed, {known} skipped");
     assert!(
-        cases.len() >= 70,
+        results.len() >= 70,
         "expected the recorded cases in {}",
         dir.display()
     );

@@ -81,6 +81,34 @@ async fn serve(policies: &Path, cert: CertSource, limits: Limits) -> Running {
     start(cfg).await.expect("server starts")
 }
 
+/// A client TLS configuration trusting `ca_pem`, offering `alpn`, with an optional client
+/// certificate.
+fn client_tls(
+    ca_pem: &str,
+    alpn: &[u8],
+    identity: Option<(
+        CertificateDer<'static>,
+        rustls::pki_types::PrivateKeyDer<'static>,
+    )>,
+) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let mut cfg = match identity {
+        Some((cert, key)) => builder.with_client_auth_cert(vec![cert], key).unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    cfg.alpn_protocols = vec![alpn.to_vec()];
+    Arc::new(cfg)
+}
+
 /// A TLS client trusting `ca_pem`; `http2` picks the protocol by ALPN.
 async fn call(
     addr: SocketAddr,
@@ -90,26 +118,9 @@ async fn call(
     content_type: &str,
     body: Vec<u8>,
 ) -> Result<(u16, Vec<u8>), String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots
-            .add(c.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    cfg.alpn_protocols = vec![if http2 {
-        b"h2".to_vec()
-    } else {
-        b"http/1.1".to_vec()
-    }];
+    let cfg = client_tls(ca_pem, if http2 { b"h2" } else { b"http/1.1" }, None);
     let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    let tls = TlsConnector::from(Arc::new(cfg))
+    let tls = TlsConnector::from(cfg)
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .map_err(|e| format!("handshake: {e}"))?;
@@ -525,20 +536,8 @@ async fn not_ready_until_policies_load() {
 
 /// A raw TLS connection trusting `ca_pem`, for clients that misbehave.
 async fn raw_tls(addr: SocketAddr, ca_pem: &str) -> tokio_rustls::client::TlsStream<TcpStream> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     let tcp = TcpStream::connect(addr).await.unwrap();
-    TlsConnector::from(Arc::new(cfg))
+    TlsConnector::from(client_tls(ca_pem, b"http/1.1", None))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap()
@@ -659,23 +658,16 @@ async fn client_certificates_are_required_with_client_ca() {
         "no client certificate: refused"
     );
 
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(server_ca.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
     let key =
         rustls::pki_types::PrivateKeyDer::from_pem_slice(client_key.serialize_pem().as_bytes())
             .unwrap();
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_client_auth_cert(vec![client_cert.der().clone()], key)
-    .unwrap();
+    let cfg = client_tls(
+        &server_ca,
+        b"http/1.1",
+        Some((client_cert.der().clone(), key)),
+    );
     let tcp = TcpStream::connect(addr).await.unwrap();
-    let mut stream = TlsConnector::from(Arc::new(tls))
+    let mut stream = TlsConnector::from(cfg)
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap();

@@ -177,39 +177,12 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
         }
         let mut collector: Vec<(String, Vec<String>)> = Vec::new();
         for binding in &entry.bindings {
-            if let Some(m) = &binding.matcher {
-                match m.matches(attrs, snapshot) {
-                    Match::No => continue,
-                    Match::Yes => {}
-                    Match::Error(e) => {
-                        configuration_error(
-                            &mut verdict,
-                            policy,
-                            Some(&binding.name),
-                            &format!("failed to configure binding: {e}"),
-                        );
-                        continue;
-                    }
-                }
-            }
-            if let Some(e) = &binding.invalid {
-                configuration_error(
-                    &mut verdict,
-                    policy,
-                    Some(&binding.name),
-                    &format!("failed to configure binding: {e}"),
-                );
-                continue;
-            }
-            let params = match collect_params(snapshot, policy, binding, req) {
-                Ok(p) => p,
+            let params = match binding_params(snapshot, policy, binding, req) {
+                Ok(Some(p)) => p,
+                Ok(None) => continue,
                 Err(e) => {
-                    configuration_error(
-                        &mut verdict,
-                        policy,
-                        Some(&binding.name),
-                        &format!("failed to configure binding: {e}"),
-                    );
+                    let message = format!("failed to configure binding: {e}");
+                    configuration_error(&mut verdict, policy, Some(&binding.name), &message);
                     continue;
                 }
             };
@@ -423,6 +396,27 @@ fn param_kind_error(snapshot: &Snapshot, policy: &CompiledPolicy) -> Option<Stri
         "failed to find resource referenced by paramKind: '{group}/{version}, Kind={}'",
         pk.kind
     ))
+}
+
+/// The params a binding evaluates its policy with; `None` when the binding does not match the
+/// request; an error for a binding configuration error (§2.7, §3.3, §7).
+fn binding_params(
+    snapshot: &Snapshot,
+    policy: &CompiledPolicy,
+    binding: &CompiledBinding,
+    req: &Request<'_>,
+) -> Result<Option<Vec<Option<Arc<Json>>>>, String> {
+    if let Some(m) = &binding.matcher {
+        match m.matches(&req.attributes, snapshot) {
+            Match::No => return Ok(None),
+            Match::Yes => {}
+            Match::Error(e) => return Err(e),
+        }
+    }
+    if let Some(e) = &binding.invalid {
+        return Err(e.clone());
+    }
+    collect_params(snapshot, policy, binding, req).map(Some)
 }
 
 /// The params to evaluate with (§3.2, §3.3): `[None]` for a null param.
