@@ -156,7 +156,8 @@ impl<'d, 's> Ref<'d, 's> {
         let p = prefix(key);
         self.doc.entries[first as usize..(first + len) as usize]
             .iter()
-            .find(|e| e.prefix == p && e.key.len() == key.len() && e.key.as_ref() == key)
+            // Up to 8 bytes the prefix is the whole key, so equal length and prefix suffice.
+            .find(|e| e.prefix == p && e.key.len() == key.len() && (key.len() <= 8 || e.key == key))
             .map(|e| Ref {
                 doc: self.doc,
                 at: e.value,
