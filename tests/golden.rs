@@ -56,17 +56,7 @@ fn run(dir: &Path) -> Result<(), String> {
             ));
         }
     }
-    let set = |v: &Json| {
-        v.as_array()
-            .map(|a| a.iter().map(|x| x.to_string()).collect::<BTreeSet<_>>())
-            .unwrap_or_default()
-    };
-    if set(&got["warnings"]) != set(&want["warnings"]) {
-        diffs.push(format!(
-            "warnings: got {}, want {}",
-            got["warnings"], want["warnings"]
-        ));
-    }
+    common::diff_warnings(&got["warnings"], &want["warnings"], &mut diffs);
     let got_ann = got["auditAnnotations"]
         .as_object()
         .cloned()

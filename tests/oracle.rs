@@ -52,17 +52,7 @@ fn compare(got: &Json, want: &Json) -> Result<(), String> {
             ));
         }
     }
-    let as_set = |v: &Json| {
-        v.as_array()
-            .map(|a| a.iter().map(|x| x.to_string()).collect::<BTreeSet<_>>())
-            .unwrap_or_default()
-    };
-    if as_set(&got["warnings"]) != as_set(&want["warnings"]) {
-        diffs.push(format!(
-            "warnings: got {}, want {}",
-            got["warnings"], want["warnings"]
-        ));
-    }
+    common::diff_warnings(&got["warnings"], &want["warnings"], &mut diffs);
     let got_ann = got["auditAnnotations"]
         .as_object()
         .cloned()

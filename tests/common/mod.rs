@@ -1,6 +1,7 @@
 //! What the case-driven tests share: answering a case folder through the `celgate eval` code
 //! path, and running every case on a thread with a known stack.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use celgate::cel::NEWEST_MINOR;
@@ -59,4 +60,17 @@ pub fn run_all(
             (name, result)
         })
         .collect()
+}
+
+/// Compares warnings as sets (their order follows policy evaluation, which the cases do not
+/// fix); a difference is pushed onto `diffs`.
+pub fn diff_warnings(got: &Json, want: &Json, diffs: &mut Vec<String>) {
+    let as_set = |v: &Json| {
+        v.as_array()
+            .map(|a| a.iter().map(|x| x.to_string()).collect::<BTreeSet<_>>())
+            .unwrap_or_default()
+    };
+    if as_set(got) != as_set(want) {
+        diffs.push(format!("warnings: got {got}, want {want}"));
+    }
 }
