@@ -81,6 +81,18 @@ async fn serve(policies: &Path, cert: CertSource, limits: Limits) -> Running {
     start(cfg).await.expect("server starts")
 }
 
+/// [`serve`] with a self-signed certificate for `localhost`.
+async fn serve_self_signed(policies: &Path, limits: Limits) -> Running {
+    serve(
+        policies,
+        CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        limits,
+    )
+    .await
+}
+
 /// A client TLS configuration trusting `ca_pem`, offering `alpn`, with an optional client
 /// certificate.
 fn client_tls(
@@ -177,14 +189,7 @@ fn answer(bytes: &[u8]) -> Json {
 async fn decisions_over_http1_and_http2() {
     let dir = temp_dir("decisions");
     write_policy(&dir, "Deny");
-    let server = serve(
-        &dir,
-        CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        Limits::default(),
-    )
-    .await;
+    let server = serve_self_signed(&dir, Limits::default()).await;
     let ca = server.ca_pem.clone().unwrap();
     let addr = server.bound.webhook;
     for http2 in [false, true] {
@@ -257,14 +262,7 @@ async fn decisions_over_http1_and_http2() {
 async fn warn_and_audit_actions() {
     let dir = temp_dir("actions");
     write_policy(&dir, "Warn, Audit");
-    let server = serve(
-        &dir,
-        CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        Limits::default(),
-    )
-    .await;
+    let server = serve_self_signed(&dir, Limits::default()).await;
     let ca = server.ca_pem.clone().unwrap();
     let (_, body) = call(
         server.bound.webhook,
@@ -297,14 +295,7 @@ async fn bad_input_gets_a_clear_answer() {
         max_body: 4096,
         ..Limits::default()
     };
-    let server = serve(
-        &dir,
-        CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        limits,
-    )
-    .await;
+    let server = serve_self_signed(&dir, limits).await;
     let ca = server.ca_pem.clone().unwrap();
     let addr = server.bound.webhook;
     let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
@@ -364,14 +355,7 @@ async fn bad_input_gets_a_clear_answer() {
 async fn policy_folder_changes_are_seen_by_the_next_request() {
     let dir = temp_dir("reload");
     write_policy(&dir, "Warn");
-    let server = serve(
-        &dir,
-        CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        Limits::default(),
-    )
-    .await;
+    let server = serve_self_signed(&dir, Limits::default()).await;
     let ca = server.ca_pem.clone().unwrap();
     let body = review("admission.k8s.io/v1", json!({"debug": "1"}));
     let (_, got) = call(
@@ -489,14 +473,7 @@ async fn rotated_certificate_files_serve_the_next_handshake() {
 async fn not_ready_until_policies_load() {
     let dir = temp_dir("notready");
     std::fs::write(dir.join("broken.yaml"), "kind: [unclosed\n").unwrap();
-    let server = serve(
-        &dir,
-        CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        Limits::default(),
-    )
-    .await;
+    let server = serve_self_signed(&dir, Limits::default()).await;
     let ca = server.ca_pem.clone().unwrap();
     let (status, _) = call(
         server.bound.webhook,
@@ -552,14 +529,7 @@ async fn slow_clients_and_overload() {
         client_timeout: Duration::from_millis(300),
         ..Limits::default()
     };
-    let server = serve(
-        &dir,
-        CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        limits,
-    )
-    .await;
+    let server = serve_self_signed(&dir, limits).await;
     let ca = server.ca_pem.clone().unwrap();
     let addr = server.bound.webhook;
 
@@ -592,14 +562,7 @@ async fn slow_clients_and_overload() {
         max_inflight: 0,
         ..Limits::default()
     };
-    let server = serve(
-        &dir,
-        CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        limits,
-    )
-    .await;
+    let server = serve_self_signed(&dir, limits).await;
     let ca = server.ca_pem.clone().unwrap();
     let (status, body) = call(
         server.bound.webhook,
