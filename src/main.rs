@@ -126,12 +126,12 @@ enum Command {
 struct NoAuthorizationData;
 
 impl celgate::cel::k8s::authz::Authorizer for NoAuthorizationData {
-    fn authorize(&self, _: &Attributes) -> Decision {
-        Decision {
+    fn authorize(&self, _: &Attributes) -> Result<Decision, String> {
+        Ok(Decision {
             verdict: Verdict::NoOpinion,
             reason: "celgate expr has no authorization data".into(),
             error: None,
-        }
+        })
     }
 }
 

@@ -330,7 +330,7 @@ fn strings_and_time() {
 struct PodReader;
 
 impl Authorizer for PodReader {
-    fn authorize(&self, a: &Attributes) -> Decision {
+    fn authorize(&self, a: &Attributes) -> Result<Decision, String> {
         let allow = match (&a.principal, &a.target) {
             (Principal::RequestUser, Target::Resource(r)) => {
                 a.verb == "get" && r.resource == "pods" && r.group.is_empty()
@@ -343,11 +343,11 @@ impl Authorizer for PodReader {
         } else {
             Verdict::NoOpinion
         };
-        Decision {
+        Ok(Decision {
             verdict,
             reason: format!("{:?}", a.target),
             error: None,
-        }
+        })
     }
 }
 

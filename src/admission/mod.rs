@@ -147,10 +147,11 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
         return verdict;
     }
     let namespace_object = namespace_object(snapshot, req);
-    let authz = AuthorizerValue::new(Arc::new(RbacAuthorizer::new(
-        snapshot.rbac.clone(),
-        req.user.clone(),
-    )));
+    let backend: Arc<dyn crate::cel::k8s::authz::Authorizer> = match &snapshot.authorizer {
+        Some(factory) => factory.for_user(&req.user),
+        None => Arc::new(RbacAuthorizer::new(snapshot.rbac.clone(), req.user.clone())),
+    };
+    let authz = AuthorizerValue::new(backend);
     let preset = authz.request_resource(req.resource_attributes());
     for index in snapshot.index.candidates(&attrs.group, &attrs.resource) {
         let entry = &snapshot.policies[index];
@@ -447,16 +448,17 @@ fn collect_params(
             }
             Some(ns)
         }
-        Scope::Cluster => {
-            if pr.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
-                return Err(
-                    "paramRef.namespace must not be provided for a cluster-scoped `paramKind`"
-                        .into(),
-                );
-            }
-            None
-        }
+        Scope::Cluster => None,
     };
+    if snapshot.unsynced_params.contains(&key) {
+        return Err(format!(
+            "paramKind kind `&ParamKind{{APIVersion:{},Kind:{},}}` not yet synced to use for admission",
+            pk.api_version, pk.kind
+        ));
+    }
+    if scope == Scope::Cluster && pr.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
+        return Err("paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into());
+    }
     let candidates: Vec<&ParamObject> = snapshot
         .params
         .get(&key)

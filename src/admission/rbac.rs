@@ -165,7 +165,13 @@ impl RbacAuthorizer {
 }
 
 impl Authorizer for RbacAuthorizer {
-    fn authorize(&self, attrs: &Attributes) -> Decision {
+    fn authorize(&self, attrs: &Attributes) -> Result<Decision, String> {
+        Ok(self.decide(attrs))
+    }
+}
+
+impl RbacAuthorizer {
+    fn decide(&self, attrs: &Attributes) -> Decision {
         let who = self.identity(&attrs.principal);
         let target_namespace = match &attrs.target {
             Target::Resource(r) => r.namespace.as_str(),
@@ -243,8 +249,8 @@ mod tests {
         ];
         let user = UserInfo {
             username: user.into(),
-            uid: String::new(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            ..Default::default()
         };
         RbacAuthorizer::new(Arc::new(objects.into_iter().map(Arc::new).collect()), user)
     }
@@ -265,7 +271,7 @@ mod tests {
             name: name.into(),
             ..Default::default()
         });
-        a.authorize(&Attributes {
+        a.decide(&Attributes {
             principal,
             verb: verb.into(),
             target,
@@ -371,6 +377,6 @@ mod tests {
             verb: "get".into(),
             target: Target::Path("/healthz".into()),
         };
-        assert_eq!(anyone.authorize(&path).verdict, Verdict::Allow);
+        assert_eq!(anyone.decide(&path).verdict, Verdict::Allow);
     }
 }

@@ -4,13 +4,7 @@
 use crate::cel::json::{Doc, Item, Ref};
 use crate::matching::RequestAttributes;
 
-/// The user a request is made by.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct UserInfo {
-    pub username: String,
-    pub uid: String,
-    pub groups: Vec<String>,
-}
+pub use crate::cel::k8s::authz::UserInfo;
 
 /// An admission request in a parsed review.
 #[derive(Debug)]
@@ -59,6 +53,23 @@ fn labels(object: Option<Ref<'_, '_>>) -> Option<std::collections::BTreeMap<Stri
         }
     }
     Some(out)
+}
+
+/// `userInfo.extra`: a map of string lists (what a SubjectAccessReview passes on).
+fn extra(node: Ref<'_, '_>) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut c = node.children();
+    while let Some((k, v)) = c.next_entry() {
+        let values = v
+            .children()
+            .filter_map(|x| match x.item() {
+                Item::Str(s) => Some(s.to_string()),
+                _ => None,
+            })
+            .collect();
+        out.insert(k.to_string(), values);
+    }
+    out
 }
 
 impl<'d> Request<'d> {
@@ -129,6 +140,7 @@ impl<'d> Request<'d> {
             username: text(user_node.and_then(|u| u.get("username"))),
             uid: text(user_node.and_then(|u| u.get("uid"))),
             groups,
+            extra: user_node.and_then(|u| u.get("extra")).map(extra).unwrap_or_default(),
         };
         Ok(Request {
             api_version,

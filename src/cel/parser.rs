@@ -288,7 +288,7 @@ impl Parser {
             return self.signed_number(start, nesting);
         }
         let operand = self.member(nesting)?;
-        if count % 2 == 0 {
+        if count.is_multiple_of(2) {
             return Ok(operand);
         }
         let func = if op == Tok::Not { "!_" } else { "-_" };

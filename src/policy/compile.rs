@@ -80,26 +80,34 @@ fn compile_in(env: &Env, source: &str, want: &[Type], want_text: &str) -> Compil
 impl CompiledPolicy {
     /// Expressions that do not compile, plus one if the policy fails validation.
     pub fn compile_errors(&self) -> usize {
-        let conditions = self
-            .match_conditions
-            .iter()
-            .filter(|(_, c)| c.is_err())
-            .count();
-        let variables = self.variables.iter().filter(|(_, c)| c.is_err()).count();
-        let validations = self
-            .validations
-            .iter()
-            .map(|v| {
-                usize::from(v.program.is_err())
-                    + usize::from(matches!(v.message_program, Some(Err(_))))
-            })
-            .sum::<usize>();
-        let audit = self
-            .audit_annotations
-            .iter()
-            .filter(|(_, c)| c.is_err())
-            .count();
-        conditions + variables + validations + audit + usize::from(self.invalid.is_some())
+        self.problems().len()
+    }
+
+    /// What is wrong with the policy: its validation failure, then each expression that does
+    /// not compile, named by its field path.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.invalid.iter().cloned().collect();
+        let mut add = |field: String, c: &Compiled| {
+            if let Err(e) = c {
+                out.push(format!("{field}: {e}"));
+            }
+        };
+        for (i, (_, c)) in self.match_conditions.iter().enumerate() {
+            add(format!("spec.matchConditions[{i}].expression"), c);
+        }
+        for (i, (_, c)) in self.variables.iter().enumerate() {
+            add(format!("spec.variables[{i}].expression"), c);
+        }
+        for (i, v) in self.validations.iter().enumerate() {
+            add(format!("spec.validations[{i}].expression"), &v.program);
+            if let Some(m) = &v.message_program {
+                add(format!("spec.validations[{i}].messageExpression"), m);
+            }
+        }
+        for (i, (_, c)) in self.audit_annotations.iter().enumerate() {
+            add(format!("spec.auditAnnotations[{i}].valueExpression"), c);
+        }
+        out
     }
 }
 

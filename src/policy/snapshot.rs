@@ -5,7 +5,7 @@
 //! Order is deterministic where in-tree it is arbitrary (§5.6): policies by name, bindings by
 //! name, params by namespace then name.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::Value as Json;
@@ -194,6 +194,12 @@ pub struct Snapshot {
     /// RBAC objects: (Cluster)Roles and (Cluster)RoleBindings, as JSON.
     pub rbac: Arc<Vec<Arc<Json>>>,
     pub index: PolicyIndex,
+    /// Param kinds, by (API group, kind), whose objects are still being listed from the
+    /// cluster: a binding that needs one is a configuration error until they are.
+    pub unsynced_params: BTreeSet<(String, String)>,
+    /// Answers `authorizer` checks in a cluster (SubjectAccessReview); `None`: the RBAC
+    /// objects of `rbac`.
+    pub authorizer: Option<Arc<dyn crate::cel::k8s::authz::AuthorizerFactory>>,
 }
 
 impl Namespaces for Snapshot {
@@ -325,6 +331,33 @@ impl SnapshotBuilder {
             b.snapshot.kinds.insert((g.to_string(), k.to_string()), *s);
         }
         b
+    }
+
+    /// Declares a kind's scope (as API discovery reports it), over any inference.
+    pub fn declare_kind(&mut self, group: &str, kind: &str, scope: Scope) {
+        self.snapshot
+            .kinds
+            .insert((group.to_string(), kind.to_string()), scope);
+    }
+
+    /// Forgets a kind: the cluster does not serve it, so a policy naming it as paramKind is
+    /// misconfigured.
+    pub fn forget_kind(&mut self, group: &str, kind: &str) {
+        self.snapshot
+            .kinds
+            .remove(&(group.to_string(), kind.to_string()));
+    }
+
+    /// Marks a param kind whose objects have not been listed yet.
+    pub fn param_kind_unsynced(&mut self, group: &str, kind: &str) {
+        self.snapshot
+            .unsynced_params
+            .insert((group.to_string(), kind.to_string()));
+    }
+
+    /// Uses `factory` for `authorizer` checks instead of the RBAC objects.
+    pub fn authorizer(&mut self, factory: Arc<dyn crate::cel::k8s::authz::AuthorizerFactory>) {
+        self.snapshot.authorizer = Some(factory);
     }
 
     pub fn add_policy(&mut self, p: Policy) {

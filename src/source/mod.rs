@@ -3,6 +3,7 @@
 //! [`crate::policy::snapshot::Snapshot`].
 
 pub mod folder;
+pub mod kube;
 
 use serde_json::{json, Value as Json};
 
@@ -69,43 +70,50 @@ pub fn snapshot_cached(
 ) -> Result<Snapshot, LoadError> {
     let mut b = SnapshotBuilder::new();
     for o in objects {
-        let api_version = o.object["apiVersion"].as_str().unwrap_or("");
-        let is_vap = crate::policy::model::API_VERSIONS.contains(&api_version);
-        let err = |e: serde_json::Error| LoadError {
-            file: o.file.clone(),
-            document: o.document,
-            message: e.to_string(),
-        };
-        let invalid = |errors: Vec<String>| LoadError {
-            file: o.file.clone(),
-            document: o.document,
-            message: format!(
-                "invalid {}: {}",
-                o.object["kind"].as_str().unwrap_or("object"),
-                errors.join("; ")
-            ),
-        };
-        match (is_vap, o.object["kind"].as_str()) {
-            (true, Some("ValidatingAdmissionPolicy")) => {
-                let p: Policy = serde_json::from_value(o.object.clone()).map_err(err)?;
-                let errors = validate_policy(&p);
-                if strict && !errors.is_empty() {
-                    return Err(invalid(errors));
-                }
-                b.add_policy(p);
-            }
-            (true, Some("ValidatingAdmissionPolicyBinding")) => {
-                let binding: Binding = serde_json::from_value(o.object.clone()).map_err(err)?;
-                let errors = validate_binding(&binding);
-                if strict && !errors.is_empty() {
-                    return Err(invalid(errors));
-                }
-                b.add_binding(binding);
-            }
-            _ => b.add_object(o.object),
-        }
+        add_loaded(&mut b, o, strict)?;
     }
     Ok(b.build_cached(version, cache))
+}
+
+/// Adds one object to a snapshot under construction: a policy or binding is read (and, with
+/// `strict`, validated); anything else is a namespace, param or RBAC object.
+pub fn add_loaded(b: &mut SnapshotBuilder, o: Loaded, strict: bool) -> Result<(), LoadError> {
+    let api_version = o.object["apiVersion"].as_str().unwrap_or("");
+    let is_vap = crate::policy::model::API_VERSIONS.contains(&api_version);
+    let err = |e: serde_json::Error| LoadError {
+        file: o.file.clone(),
+        document: o.document,
+        message: e.to_string(),
+    };
+    let invalid = |errors: Vec<String>| LoadError {
+        file: o.file.clone(),
+        document: o.document,
+        message: format!(
+            "invalid {}: {}",
+            o.object["kind"].as_str().unwrap_or("object"),
+            errors.join("; ")
+        ),
+    };
+    match (is_vap, o.object["kind"].as_str()) {
+        (true, Some("ValidatingAdmissionPolicy")) => {
+            let p: Policy = serde_json::from_value(o.object.clone()).map_err(err)?;
+            let errors = validate_policy(&p);
+            if strict && !errors.is_empty() {
+                return Err(invalid(errors));
+            }
+            b.add_policy(p);
+        }
+        (true, Some("ValidatingAdmissionPolicyBinding")) => {
+            let binding: Binding = serde_json::from_value(o.object.clone()).map_err(err)?;
+            let errors = validate_binding(&binding);
+            if strict && !errors.is_empty() {
+                return Err(invalid(errors));
+            }
+            b.add_binding(binding);
+        }
+        _ => b.add_object(o.object),
+    }
+    Ok(())
 }
 
 /// A folder's manifest files with their modification times and sizes: a change means

@@ -16,21 +16,21 @@ use crate::cel::value::{Opaque, Value};
 
 /// Who a check is for: the request's user, or a service account chosen by
 /// `authorizer.serviceAccount(namespace, name)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Principal {
     RequestUser,
     ServiceAccount { namespace: String, name: String },
 }
 
 /// What is being authorized.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
     /// A non-resource URL.
     Path(String),
     Resource(ResourceAttributes),
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ResourceAttributes {
     pub group: String,
     pub resource: String,
@@ -45,7 +45,7 @@ pub struct ResourceAttributes {
 }
 
 /// The attributes of one check (API version is always `*`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Attributes {
     pub principal: Principal,
     pub verb: String,
@@ -68,9 +68,26 @@ pub struct Decision {
     pub error: Option<String>,
 }
 
-/// Answers authorization checks for one admission request.
+/// Answers authorization checks for one admission request. `Err` means the authorizer could
+/// not be asked (a SubjectAccessReview that failed or timed out): the check is then a CEL
+/// error, which the policy's failurePolicy handles, rather than a silent denial.
 pub trait Authorizer: Send + Sync + fmt::Debug {
-    fn authorize(&self, attributes: &Attributes) -> Decision;
+    fn authorize(&self, attributes: &Attributes) -> Result<Decision, String>;
+}
+
+/// The user an admission request is made by (`request.userInfo`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct UserInfo {
+    pub username: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// Makes the [`Authorizer`] for one request's user: a cluster connection (SubjectAccessReview)
+/// supplies one through the snapshot; without one the admission layer evaluates RBAC objects.
+pub trait AuthorizerFactory: Send + Sync + fmt::Debug {
+    fn for_user(&self, user: &UserInfo) -> Arc<dyn Authorizer>;
 }
 
 /// The `authorizer` variable.
@@ -240,7 +257,10 @@ fn check<'a>(a: &[Value<'a>]) -> R<'a> {
         verb,
         target,
     };
-    Ok(Value::opaque(authz.backend.authorize(&attributes)))
+    match authz.backend.authorize(&attributes) {
+        Ok(decision) => Ok(Value::opaque(decision)),
+        Err(e) => Err(EvalError::new(format!("authorizer error: {e}"))),
+    }
 }
 
 fn allowed<'a>(a: &[Value<'a>]) -> R<'a> {

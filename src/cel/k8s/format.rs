@@ -228,7 +228,7 @@ pub(crate) fn label_value(s: &str) -> Vec<String> {
 /// Go's `base64.StdEncoding.DecodeString` acceptance (newlines are ignored).
 fn is_base64(s: &str) -> bool {
     let data: Vec<u8> = s.bytes().filter(|b| *b != b'\r' && *b != b'\n').collect();
-    if data.len() % 4 != 0 {
+    if !data.len().is_multiple_of(4) {
         return false;
     }
     let padding = data.iter().rev().take_while(|b| **b == b'=').count();

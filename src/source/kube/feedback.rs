@@ -1,0 +1,316 @@
+//! Policy status feedback (kubernetes/kubernetes#117263): what is wrong with the cluster's
+//! policies and bindings, found when a snapshot is built and reported as Warning Events on
+//! the objects themselves (and, by the server, as a metric). The API server only reports
+//! these at admission time, request by request; here the author sees them on `kubectl
+//! describe` as soon as the object is applied.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter as EventReporter};
+use kube::Client;
+use serde_json::Value as Json;
+
+use crate::policy::snapshot::{group_of, Scope, Snapshot};
+
+/// One thing wrong with a policy or binding.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Problem {
+    /// `ValidatingAdmissionPolicy` or `ValidatingAdmissionPolicyBinding`.
+    pub kind: String,
+    pub api_version: String,
+    pub name: String,
+    pub uid: String,
+    /// `PolicyNotFound`, `ParamNotFound`, `ParamKindNotFound` or `InvalidPolicy`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// A param a binding names, to look up.
+#[derive(Debug)]
+pub struct ParamKey<'a> {
+    pub api_version: &'a str,
+    pub kind: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+/// Events carry at most 1 kB of note.
+fn note(text: String) -> String {
+    if text.len() <= 1024 {
+        return text;
+    }
+    let mut end = 1000;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} more bytes)", &text[..end], text.len() - end)
+}
+
+fn problem(object: &Json, reason: &'static str, message: String) -> Problem {
+    let text = |v: &Json| v.as_str().unwrap_or("").to_string();
+    Problem {
+        kind: text(&object["kind"]),
+        api_version: text(&object["apiVersion"]),
+        name: text(&object["metadata"]["name"]),
+        uid: text(&object["metadata"]["uid"]),
+        reason,
+        message: note(message),
+    }
+}
+
+/// Finds the problems of `policies` and `bindings` given the snapshot built from them.
+/// `lookup` says whether a param exists: `None` while its kind is not listed, else the kind's
+/// scope and whether the object exists.
+pub fn problems(
+    policies: &[Arc<Json>],
+    bindings: &[Arc<Json>],
+    snapshot: &Snapshot,
+    lookup: impl Fn(&ParamKey<'_>) -> Option<(Scope, bool)>,
+) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for p in policies {
+        let name = p["metadata"]["name"].as_str().unwrap_or("");
+        let pk = &p["spec"]["paramKind"];
+        if let (Some(api_version), Some(kind)) = (pk["apiVersion"].as_str(), pk["kind"].as_str())
+        {
+            let key = (group_of(api_version).to_string(), kind.to_string());
+            if !snapshot.kinds.contains_key(&key) {
+                out.push(problem(
+                    p,
+                    "ParamKindNotFound",
+                    format!("paramKind {kind} ({api_version}) is not served by the cluster: every request the policy matches is a configuration error"),
+                ));
+            }
+        }
+        let compiled = snapshot.policies.iter().find(|e| e.policy.name == name);
+        if let Some(entry) = compiled {
+            let errors = entry.policy.problems();
+            if !errors.is_empty() {
+                out.push(problem(p, "InvalidPolicy", errors.join("; ")));
+            }
+        }
+    }
+    for b in bindings {
+        let spec = &b["spec"];
+        let policy_name = spec["policyName"].as_str().unwrap_or("");
+        let Some(policy) = policies
+            .iter()
+            .find(|p| p["metadata"]["name"].as_str() == Some(policy_name))
+        else {
+            out.push(problem(
+                b,
+                "PolicyNotFound",
+                format!("policyName names ValidatingAdmissionPolicy {policy_name:?}, which does not exist: the binding has no effect"),
+            ));
+            continue;
+        };
+        let pk = &policy["spec"]["paramKind"];
+        let pr = &spec["paramRef"];
+        let (Some(api_version), Some(kind), Some(name)) = (
+            pk["apiVersion"].as_str(),
+            pk["kind"].as_str(),
+            pr["name"].as_str(),
+        ) else {
+            continue;
+        };
+        let namespace = pr["namespace"].as_str().unwrap_or("");
+        let key = ParamKey {
+            api_version,
+            kind,
+            namespace,
+            name,
+        };
+        match lookup(&key) {
+            // A namespaced param without paramRef.namespace is looked up in each request's
+            // namespace: there is no single object to miss.
+            Some((Scope::Namespaced, _)) if namespace.is_empty() => {}
+            Some((_, false)) => {
+                let place = if namespace.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in namespace {namespace:?}")
+                };
+                let effect = if pr["parameterNotFoundAction"].as_str() == Some("Deny") {
+                    "requests the policy matches fail with parameterNotFoundAction Deny"
+                } else {
+                    "the binding is skipped"
+                };
+                out.push(problem(
+                    b,
+                    "ParamNotFound",
+                    format!("paramRef names {kind} {name:?}{place}, which does not exist: {effect}"),
+                ));
+            }
+            _ => {}
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Publishes each new problem once as a Warning Event on its object.
+pub struct Reporter {
+    recorder: Recorder,
+    reported: BTreeSet<Problem>,
+}
+
+impl Reporter {
+    pub fn new(client: Client, instance: &str) -> Reporter {
+        let reporter = EventReporter {
+            controller: "celgate".into(),
+            instance: (!instance.is_empty()).then(|| instance.to_string()),
+        };
+        Reporter {
+            recorder: Recorder::new(client, reporter),
+            reported: BTreeSet::new(),
+        }
+    }
+
+    /// Reports the problems not reported yet; a problem that went away and comes back is
+    /// reported again.
+    pub async fn report(&mut self, problems: &[Problem]) {
+        let current: BTreeSet<Problem> = problems.iter().cloned().collect();
+        for p in current.difference(&self.reported) {
+            let reference = ObjectReference {
+                api_version: Some(p.api_version.clone()),
+                kind: Some(p.kind.clone()),
+                name: Some(p.name.clone()),
+                uid: (!p.uid.is_empty()).then(|| p.uid.clone()),
+                ..Default::default()
+            };
+            let event = Event {
+                type_: EventType::Warning,
+                reason: p.reason.into(),
+                note: Some(p.message.clone()),
+                action: "Compile".into(),
+                secondary: None,
+            };
+            match tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                self.recorder.publish(&event, &reference),
+            )
+            .await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(object = %p.name, reason = p.reason, error = %e, "cannot publish event")
+                }
+                Err(_) => {
+                    tracing::warn!(object = %p.name, reason = p.reason, "publishing an event timed out")
+                }
+            }
+        }
+        self.reported = current;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn objects(yaml: &str) -> Vec<Arc<Json>> {
+        serde_yaml_ng::Deserializer::from_str(yaml)
+            .map(|d| Arc::new(serde::Deserialize::deserialize(d).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn finds_missing_policies_params_and_compile_errors() {
+        let policies = objects(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: limits, uid: u1}
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "object.spec.containers.size() <= int(params.data.max)"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: broken, uid: u2}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "object.spec.nosuch("}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: crd-params, uid: u3}
+spec:
+  paramKind: {apiVersion: example.com/v1, kind: Limits}
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "true"}]
+"#,
+        );
+        let bindings = objects(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: orphan, uid: b1}
+spec: {policyName: nosuch, validationActions: [Deny]}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: limits-missing, uid: b2}
+spec: {policyName: limits, validationActions: [Deny], paramRef: {name: absent, namespace: team, parameterNotFoundAction: Deny}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: limits-present, uid: b3}
+spec: {policyName: limits, validationActions: [Deny], paramRef: {name: present, namespace: team}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: limits-per-namespace, uid: b4}
+spec: {policyName: limits, validationActions: [Deny], paramRef: {name: absent}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: broken, uid: b5}
+spec: {policyName: broken, validationActions: [Deny]}
+"#,
+        );
+        let mut b = crate::policy::snapshot::SnapshotBuilder::new();
+        for o in policies.iter().chain(&bindings) {
+            let loaded = crate::source::folder::Loaded {
+                file: "t".into(),
+                document: 0,
+                object: Json::clone(o),
+            };
+            crate::source::add_loaded(&mut b, loaded, false).unwrap();
+        }
+        let snapshot = b.build(crate::cel::NEWEST_MINOR);
+        let found = problems(&policies, &bindings, &snapshot, |k| {
+            assert_eq!((k.api_version, k.kind), ("v1", "ConfigMap"));
+            Some((Scope::Namespaced, k.name == "present"))
+        });
+        let summary: Vec<(&str, &str)> = found.iter().map(|p| (p.name.as_str(), p.reason)).collect();
+        assert_eq!(
+            summary,
+            [
+                ("broken", "InvalidPolicy"),
+                ("crd-params", "ParamKindNotFound"),
+                ("limits-missing", "ParamNotFound"),
+                ("orphan", "PolicyNotFound"),
+            ]
+        );
+        let missing = &found[2];
+        assert_eq!(missing.uid, "b2");
+        assert!(
+            missing.message.contains("\"absent\" in namespace \"team\"")
+                && missing.message.contains("parameterNotFoundAction Deny"),
+            "{}",
+            missing.message
+        );
+        assert!(found[0].message.starts_with("spec.validations[0].expression:"), "{}", found[0].message);
+    }
+
+    #[test]
+    fn long_messages_are_cut_for_events() {
+        let text = "é".repeat(2000);
+        let cut = note(text);
+        assert!(cut.len() < 1100 && cut.ends_with("more bytes)"));
+    }
+}

@@ -1,0 +1,610 @@
+//! Policies from a Kubernetes cluster: kube-runtime watchers keep local copies of the
+//! ValidatingAdmissionPolicies, their bindings, the Namespaces, and every param kind that some
+//! policy names; each change rebuilds the snapshot (debounced; unchanged policies keep their
+//! compiled form through the [`CompileCache`]).
+//!
+//! - Policies and bindings are read as `admissionregistration.k8s.io/v1`, or `v1beta1` where
+//!   discovery shows v1 is not served.
+//! - A param kind is resolved through discovery when a policy first names it, watched while
+//!   some policy names it, and stopped when none does. Until its first list completes, a
+//!   binding that needs it is the in-tree configuration error
+//!   ``paramKind kind `...` not yet synced to use for admission``; a kind the cluster does
+//!   not serve makes the policy's own configuration error.
+//! - The first snapshot is published (and the service turns ready) only once policies,
+//!   bindings, namespaces and the param kinds named at that time are listed; a param kind
+//!   that cannot be listed within `param_grace` does not hold readiness back forever.
+//! - When the API server is unreachable the watchers retry with backoff and the last snapshot
+//!   keeps serving; [`SourceStatus::stale`] says for how long each copy may be behind.
+
+pub mod authorizer;
+pub mod feedback;
+mod store;
+mod watch;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::{Api, Client};
+use serde_json::Value as Json;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::cel::k8s::authz::AuthorizerFactory;
+use crate::policy::snapshot::{group_of, CompileCache, Scope, Snapshot, SnapshotBuilder};
+use crate::source::folder::Loaded;
+pub use feedback::Problem;
+pub use store::{SourceStatus, Store};
+
+const VAP_GROUP: &str = "admissionregistration.k8s.io";
+
+/// How the cluster source behaves.
+#[derive(Debug, Clone)]
+pub struct KubeOptions {
+    /// Kubernetes minor version of the CEL environment.
+    pub version: u16,
+    /// Changes arriving within this window make one rebuild.
+    pub debounce: Duration,
+    /// How long the first snapshot waits for the param kinds named at start.
+    pub param_grace: Duration,
+    /// How often failing watches are probed, and unserved param kinds looked up again.
+    pub recheck: Duration,
+    /// Report misconfigured policies and bindings as Kubernetes Events.
+    pub events: bool,
+    /// This replica's name in Events (the pod name).
+    pub instance: String,
+}
+
+impl Default for KubeOptions {
+    fn default() -> Self {
+        KubeOptions {
+            version: crate::cel::NEWEST_MINOR,
+            debounce: Duration::from_millis(200),
+            param_grace: Duration::from_secs(10),
+            recheck: Duration::from_secs(10),
+            events: true,
+            instance: String::new(),
+        }
+    }
+}
+
+/// Receives each new snapshot.
+pub type Publish = Arc<dyn Fn(Snapshot) + Send + Sync>;
+
+/// A running cluster source; dropping it stops every watcher.
+pub struct KubeSource {
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Shared {
+    ready: AtomicBool,
+    stores: Mutex<Vec<Arc<Store>>>,
+    problems: Mutex<Vec<Problem>>,
+    /// The policy API version in use (`v1` or `v1beta1`), once discovered.
+    vap_version: Mutex<Option<String>>,
+}
+
+impl KubeSource {
+    /// Starts the watchers on the current tokio runtime. `authorizer` answers `authorizer`
+    /// checks in every snapshot (normally a [`authorizer::SarAuthorizer`]).
+    pub fn start(
+        client: Client,
+        options: KubeOptions,
+        authorizer: Option<Arc<dyn AuthorizerFactory>>,
+        publish: Publish,
+    ) -> KubeSource {
+        let shared = Arc::new(Shared::default());
+        let task = tokio::spawn(run(client, options, authorizer, publish, shared.clone()));
+        KubeSource { shared, task }
+    }
+
+    /// True once the first complete snapshot was published.
+    pub fn ready(&self) -> bool {
+        self.shared.ready.load(Ordering::Acquire)
+    }
+
+    /// Each watched resource's health.
+    pub fn status(&self) -> Vec<SourceStatus> {
+        lock(&self.shared.stores)
+            .iter()
+            .map(|s| s.status())
+            .collect()
+    }
+
+    /// What is currently wrong with the cluster's policies and bindings.
+    pub fn problems(&self) -> Vec<Problem> {
+        lock(&self.shared.problems).clone()
+    }
+
+    /// `v1` or `v1beta1` once discovery answered.
+    pub fn policy_api_version(&self) -> Option<String> {
+        lock(&self.shared.vap_version).clone()
+    }
+}
+
+impl Drop for KubeSource {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+// The guarded values are replaced whole, so a poisoned lock still holds a consistent value.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A watcher task with its store; aborted when dropped.
+struct Watched {
+    resource: ApiResource,
+    store: Arc<Store>,
+    task: JoinHandle<()>,
+}
+
+impl Watched {
+    fn start(client: &Client, resource: ApiResource, label: String, changed: &Arc<Notify>) -> Self {
+        let store = Arc::new(Store::new(label));
+        let task = tokio::spawn(watch::run(
+            client.clone(),
+            resource.clone(),
+            store.clone(),
+            changed.clone(),
+        ));
+        Watched {
+            resource,
+            store,
+            task,
+        }
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What is known of a param kind (`apiVersion`, `kind`) some policy names.
+enum ParamKind {
+    Watched { scope: Scope, watched: Watched },
+    /// Discovery does not list the kind: policies naming it are misconfigured.
+    NotServed { checked: Instant },
+    /// Discovery failed (API server unreachable): treated as not yet synced.
+    Unresolved { checked: Instant },
+}
+
+/// Looks a kind up in discovery: its resource and scope, `None` when the group version does
+/// not serve it.
+pub async fn discover(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+) -> Result<Option<(ApiResource, Scope)>, kube::Error> {
+    let list = if api_version.contains('/') {
+        client.list_api_group_resources(api_version).await
+    } else {
+        client.list_core_api_resources(api_version).await
+    };
+    let list = match list {
+        Ok(l) => l,
+        Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let group = group_of(api_version).to_string();
+    let version = api_version.rsplit('/').next().unwrap_or(api_version);
+    Ok(list
+        .resources
+        .iter()
+        .find(|r| r.kind == kind && !r.name.contains('/'))
+        .map(|r| {
+            let scope = if r.namespaced {
+                Scope::Namespaced
+            } else {
+                Scope::Cluster
+            };
+            let resource = ApiResource {
+                group,
+                version: version.to_string(),
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                plural: r.name.clone(),
+            };
+            (resource, scope)
+        }))
+}
+
+/// `v1` when the cluster serves ValidatingAdmissionPolicy at v1, else `v1beta1`.
+async fn policy_version(client: &Client) -> Result<&'static str, String> {
+    for version in ["v1", "v1beta1"] {
+        match discover(
+            client,
+            &format!("{VAP_GROUP}/{version}"),
+            "ValidatingAdmissionPolicy",
+        )
+        .await
+        {
+            Ok(Some(_)) => return Ok(version),
+            Ok(None) => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err("the cluster serves ValidatingAdmissionPolicy neither at v1 nor at v1beta1".into())
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: if group.is_empty() {
+            version.into()
+        } else {
+            format!("{group}/{version}")
+        },
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// The param kinds (`apiVersion`, `kind`) the policies name.
+fn named_param_kinds(policies: &[Arc<Json>]) -> BTreeSet<(String, String)> {
+    policies
+        .iter()
+        .filter_map(|p| {
+            let pk = &p["spec"]["paramKind"];
+            Some((
+                pk["apiVersion"].as_str()?.to_string(),
+                pk["kind"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+async fn run(
+    client: Client,
+    options: KubeOptions,
+    authorizer: Option<Arc<dyn AuthorizerFactory>>,
+    publish: Publish,
+    shared: Arc<Shared>,
+) {
+    let changed = Arc::new(Notify::new());
+    let mut delay = Duration::from_millis(500);
+    let version = loop {
+        match policy_version(&client).await {
+            Ok(v) => break v,
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?delay, "cannot discover the ValidatingAdmissionPolicy API");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    };
+    *lock(&shared.vap_version) = Some(version.to_string());
+    tracing::info!(version, "watching ValidatingAdmissionPolicies");
+    let core = [
+        Watched::start(
+            &client,
+            resource(
+                VAP_GROUP,
+                version,
+                "ValidatingAdmissionPolicy",
+                "validatingadmissionpolicies",
+            ),
+            format!("validatingadmissionpolicies.{version}"),
+            &changed,
+        ),
+        Watched::start(
+            &client,
+            resource(
+                VAP_GROUP,
+                version,
+                "ValidatingAdmissionPolicyBinding",
+                "validatingadmissionpolicybindings",
+            ),
+            format!("validatingadmissionpolicybindings.{version}"),
+            &changed,
+        ),
+        Watched::start(
+            &client,
+            resource("", "v1", "Namespace", "namespaces"),
+            "namespaces.v1".into(),
+            &changed,
+        ),
+    ];
+    let mut params: BTreeMap<(String, String), ParamKind> = BTreeMap::new();
+    let cache = Arc::new(CompileCache::default());
+    let started = Instant::now();
+    let mut feedback = options
+        .events
+        .then(|| feedback::Reporter::new(client.clone(), &options.instance));
+    let mut last_built: Option<Vec<u64>> = None;
+    loop {
+        let tick = tokio::select! {
+            _ = changed.notified() => false,
+            _ = tokio::time::sleep(options.recheck) => true,
+        };
+        // Coalesce a burst of changes (a re-list, `kubectl apply -f dir/`) into one rebuild.
+        tokio::time::sleep(options.debounce).await;
+        if tick {
+            probe_failing(&client, core.iter().chain(params.values().filter_map(watched))).await;
+        }
+        if !core.iter().all(|w| w.store.synced()) {
+            continue;
+        }
+        let [policies, bindings, _] = &core;
+        let policy_objects = policies.store.objects();
+        let binding_objects = bindings.store.objects();
+        reconcile_params(
+            &client,
+            &named_param_kinds(&policy_objects),
+            &mut params,
+            &changed,
+            options.recheck,
+        )
+        .await;
+        *lock(&shared.stores) = core
+            .iter()
+            .chain(params.values().filter_map(watched))
+            .map(|w| w.store.clone())
+            .collect();
+        let pending = params.values().any(|p| match p {
+            ParamKind::Watched { watched, .. } => !watched.store.synced(),
+            ParamKind::Unresolved { .. } => true,
+            ParamKind::NotServed { .. } => false,
+        });
+        let ready = shared.ready.load(Ordering::Acquire);
+        if !ready && pending && started.elapsed() < options.param_grace {
+            continue;
+        }
+        // Rebuild only when some store changed (or the param kinds did).
+        let generation = generation(&core, &params);
+        if last_built.as_ref() == Some(&generation) {
+            continue;
+        }
+        let inputs = Inputs::collect(&core, &params, authorizer.clone());
+        let (version, cache) = (options.version, cache.clone());
+        // Compiling is CPU work: off the async workers.
+        let snapshot = match tokio::task::spawn_blocking(move || inputs.build(version, &cache)).await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "snapshot build failed; the last snapshot keeps serving");
+                continue;
+            }
+        };
+        last_built = Some(generation);
+        let problems = feedback::problems(&policy_objects, &binding_objects, &snapshot, |k| {
+            param_lookup(&params, k)
+        });
+        tracing::info!(
+            policies = snapshot.policies.len(),
+            problems = problems.len(),
+            "cluster snapshot built"
+        );
+        publish(snapshot);
+        shared.ready.store(true, Ordering::Release);
+        if let Some(r) = feedback.as_mut() {
+            r.report(&problems).await;
+        }
+        *lock(&shared.problems) = problems;
+    }
+}
+
+fn watched(p: &ParamKind) -> Option<&Watched> {
+    match p {
+        ParamKind::Watched { watched, .. } => Some(watched),
+        _ => None,
+    }
+}
+
+/// A fingerprint of every store's contents: the change counters.
+fn generation(core: &[Watched], params: &BTreeMap<(String, String), ParamKind>) -> Vec<u64> {
+    let mut g: Vec<u64> = core.iter().map(|w| w.store.generation()).collect();
+    for p in params.values() {
+        g.push(match p {
+            ParamKind::Watched { watched, .. } => {
+                watched.store.generation() * 2 + u64::from(watched.store.synced())
+            }
+            ParamKind::NotServed { .. } => u64::MAX,
+            ParamKind::Unresolved { .. } => u64::MAX - 1,
+        });
+    }
+    g
+}
+
+/// Finds a param object for the status feedback: `None` when the kind is not listed (yet).
+fn param_lookup(
+    params: &BTreeMap<(String, String), ParamKind>,
+    key: &feedback::ParamKey<'_>,
+) -> Option<(Scope, bool)> {
+    let p = params.get(&(key.api_version.to_string(), key.kind.to_string()))?;
+    let ParamKind::Watched { scope, watched } = p else {
+        return None;
+    };
+    if !watched.store.synced() {
+        return None;
+    }
+    let namespace = if *scope == Scope::Cluster {
+        ""
+    } else {
+        key.namespace
+    };
+    Some((*scope, watched.store.get(namespace, key.name).is_some()))
+}
+
+/// Starts watchers for newly named param kinds, stops those no policy names any more, and
+/// looks up again kinds that discovery did not resolve.
+async fn reconcile_params(
+    client: &Client,
+    named: &BTreeSet<(String, String)>,
+    params: &mut BTreeMap<(String, String), ParamKind>,
+    changed: &Arc<Notify>,
+    recheck: Duration,
+) {
+    params.retain(|key, _| {
+        let keep = named.contains(key);
+        if !keep {
+            tracing::info!(api_version = %key.0, kind = %key.1, "param kind no longer named; watch stopped");
+        }
+        keep
+    });
+    for key in named {
+        let due = match params.get(key) {
+            None => true,
+            Some(ParamKind::Watched { .. }) => false,
+            Some(ParamKind::NotServed { checked } | ParamKind::Unresolved { checked }) => {
+                checked.elapsed() >= recheck
+            }
+        };
+        if !due {
+            continue;
+        }
+        let (api_version, kind) = key;
+        let state = match tokio::time::timeout(
+            Duration::from_secs(5),
+            discover(client, api_version, kind),
+        )
+        .await
+        {
+            Ok(Ok(Some((resource, scope)))) => {
+                tracing::info!(%api_version, %kind, plural = %resource.plural, "watching param kind");
+                let label = format!("{}.{} (params)", resource.plural, api_version);
+                ParamKind::Watched {
+                    scope,
+                    watched: Watched::start(client, resource, label, changed),
+                }
+            }
+            Ok(Ok(None)) => {
+                tracing::warn!(%api_version, %kind, "param kind not served by the cluster");
+                ParamKind::NotServed {
+                    checked: Instant::now(),
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(%api_version, %kind, error = %e, "cannot look up param kind");
+                ParamKind::Unresolved {
+                    checked: Instant::now(),
+                }
+            }
+            Err(_) => {
+                tracing::warn!(%api_version, %kind, "param kind lookup timed out");
+                ParamKind::Unresolved {
+                    checked: Instant::now(),
+                }
+            }
+        };
+        params.insert(key.clone(), state);
+    }
+}
+
+/// Checks that the API server answers for each failing watch (a one-item list): a watch that
+/// resumed without news would otherwise look stale until the next change.
+async fn probe_failing<'a>(client: &Client, watched: impl Iterator<Item = &'a Watched>) {
+    for w in watched {
+        if w.store.status().stale.is_zero() || !w.store.synced() {
+            continue;
+        }
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &w.resource);
+        if let Ok(Ok(_)) =
+            tokio::time::timeout(Duration::from_secs(5), api.list(&ListParams::default().limit(1)))
+                .await
+        {
+            w.store.current();
+        }
+    }
+}
+
+/// Everything a snapshot is built from, copied out of the stores.
+struct Inputs {
+    objects: Vec<Arc<Json>>,
+    kinds: Vec<(String, String, ParamState)>,
+    authorizer: Option<Arc<dyn AuthorizerFactory>>,
+}
+
+enum ParamState {
+    Synced(Scope),
+    Unsynced(Scope),
+    Unresolved,
+    NotServed,
+}
+
+impl Inputs {
+    fn collect(
+        core: &[Watched],
+        params: &BTreeMap<(String, String), ParamKind>,
+        authorizer: Option<Arc<dyn AuthorizerFactory>>,
+    ) -> Inputs {
+        let mut objects = Vec::new();
+        for w in core {
+            objects.extend(w.store.objects());
+        }
+        let mut kinds = Vec::new();
+        for ((api_version, kind), p) in params {
+            let group = group_of(api_version).to_string();
+            let state = match p {
+                ParamKind::Watched { scope, watched } if watched.store.synced() => {
+                    objects.extend(watched.store.objects());
+                    ParamState::Synced(*scope)
+                }
+                ParamKind::Watched { scope, .. } => ParamState::Unsynced(*scope),
+                ParamKind::Unresolved { .. } => ParamState::Unresolved,
+                ParamKind::NotServed { .. } => ParamState::NotServed,
+            };
+            kinds.push((group, kind.clone(), state));
+        }
+        Inputs {
+            objects,
+            kinds,
+            authorizer,
+        }
+    }
+
+    fn build(self, version: u16, cache: &CompileCache) -> Snapshot {
+        let mut b = SnapshotBuilder::new();
+        // The same object can come from two watches (Namespaces as params, or one kind named
+        // at two versions): keep the first.
+        let mut seen = BTreeSet::new();
+        for o in self.objects {
+            let meta = &o["metadata"];
+            let key = (
+                group_of(o["apiVersion"].as_str().unwrap_or("")).to_string(),
+                o["kind"].as_str().unwrap_or("").to_string(),
+                meta["namespace"].as_str().unwrap_or("").to_string(),
+                meta["name"].as_str().unwrap_or("").to_string(),
+            );
+            if !seen.insert(key) {
+                continue;
+            }
+            let name = meta["name"].as_str().unwrap_or("").to_string();
+            let kind = o["kind"].as_str().unwrap_or("").to_string();
+            let loaded = Loaded {
+                file: PathBuf::from(format!("cluster:{kind}/{name}")),
+                document: 0,
+                object: Json::clone(&o),
+            };
+            // The API server validated these objects; one that still does not read is
+            // skipped (and logged) rather than taking the whole snapshot down.
+            if let Err(e) = crate::source::add_loaded(&mut b, loaded, false) {
+                tracing::warn!(error = %e, "object skipped");
+            }
+        }
+        for (group, kind, state) in self.kinds {
+            match state {
+                ParamState::Synced(scope) => b.declare_kind(&group, &kind, scope),
+                ParamState::Unsynced(scope) => {
+                    b.declare_kind(&group, &kind, scope);
+                    b.param_kind_unsynced(&group, &kind);
+                }
+                ParamState::Unresolved => b.param_kind_unsynced(&group, &kind),
+                ParamState::NotServed => b.forget_kind(&group, &kind),
+            }
+        }
+        if let Some(a) = self.authorizer {
+            b.authorizer(a);
+        }
+        b.build_cached(version, cache)
+    }
+}

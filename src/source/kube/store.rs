@@ -1,0 +1,173 @@
+//! The local copy of one watched resource: its objects (as JSON, with `apiVersion` and `kind`
+//! filled in, since list items omit them), whether the initial list has completed, and since
+//! when the watch has been failing (the staleness that `/metrics` reports).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value as Json;
+
+/// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
+pub type ObjectKey = (String, String);
+
+/// What is known of one resource.
+#[derive(Debug)]
+pub struct Store {
+    /// Label for logs and metrics, e.g. `namespaces.v1` or `configmaps.v1 (params)`.
+    pub name: String,
+    objects: RwLock<BTreeMap<ObjectKey, Arc<Json>>>,
+    synced: AtomicBool,
+    /// Counts changes, so that a rebuild can tell whether anything changed.
+    generation: AtomicU64,
+    /// `Some(t)`: the watch has not been current since `t` (not yet listed, or failing).
+    stale_since: Mutex<Option<Instant>>,
+}
+
+/// A store's health, for readiness and metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceStatus {
+    pub name: String,
+    pub synced: bool,
+    /// How long the store may have been missing changes (zero while the watch is current).
+    pub stale: Duration,
+    pub objects: usize,
+}
+
+fn key_of(object: &Json) -> ObjectKey {
+    let meta = &object["metadata"];
+    let text = |k: &str| meta[k].as_str().unwrap_or("").to_string();
+    (text("namespace"), text("name"))
+}
+
+// A poisoned lock means a panic while holding it; the maps stay structurally valid (each
+// write is a single insert/remove/replace), so the data is used as is.
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Store {
+    pub fn new(name: impl Into<String>) -> Store {
+        Store {
+            name: name.into(),
+            objects: RwLock::default(),
+            synced: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
+            stale_since: Mutex::new(Some(Instant::now())),
+        }
+    }
+
+    /// Replaces every object (a completed list or re-list) and marks the store synced.
+    pub fn replace(&self, objects: impl IntoIterator<Item = Json>) {
+        let map = objects
+            .into_iter()
+            .map(|o| (key_of(&o), Arc::new(o)))
+            .collect();
+        *write(&self.objects) = map;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.synced.store(true, Ordering::Release);
+        self.current();
+    }
+
+    pub fn apply(&self, object: Json) {
+        write(&self.objects).insert(key_of(&object), Arc::new(object));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.current();
+    }
+
+    pub fn delete(&self, object: &Json) {
+        write(&self.objects).remove(&key_of(object));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.current();
+    }
+
+    /// The watch delivered something: it is current.
+    pub fn current(&self) {
+        if self.synced() {
+            *self.stale_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+
+    /// The watch failed: from now on changes may be missed until it is current again.
+    pub fn failing(&self) {
+        let mut since = self.stale_since.lock().unwrap_or_else(|e| e.into_inner());
+        since.get_or_insert_with(Instant::now);
+    }
+
+    /// Changes so far.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub fn synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    pub fn objects(&self) -> Vec<Arc<Json>> {
+        read(&self.objects).values().cloned().collect()
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Json>> {
+        read(&self.objects)
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    pub fn status(&self) -> SourceStatus {
+        let since = *self.stale_since.lock().unwrap_or_else(|e| e.into_inner());
+        SourceStatus {
+            name: self.name.clone(),
+            synced: self.synced(),
+            stale: since.map_or(Duration::ZERO, |t| t.elapsed()),
+            objects: read(&self.objects).len(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ns(name: &str, rv: &str) -> Json {
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "resourceVersion": rv}})
+    }
+
+    #[test]
+    fn follows_lists_and_changes() {
+        let s = Store::new("namespaces.v1");
+        assert!(!s.synced());
+        assert!(s.status().stale > Duration::ZERO || !s.status().synced);
+        s.replace([ns("a", "1"), ns("b", "2")]);
+        assert!(s.synced());
+        assert_eq!(s.status().stale, Duration::ZERO);
+        s.apply(ns("a", "3"));
+        assert_eq!(s.get("", "a").unwrap()["metadata"]["resourceVersion"], "3");
+        s.delete(&ns("b", "4"));
+        assert_eq!(s.objects().len(), 1);
+        // A re-list drops what it no longer lists.
+        s.replace([ns("c", "5")]);
+        assert!(s.get("", "a").is_none());
+        assert_eq!(s.status().objects, 1);
+    }
+
+    #[test]
+    fn staleness_runs_while_the_watch_fails() {
+        let s = Store::new("x");
+        s.replace([]);
+        s.failing();
+        std::thread::sleep(Duration::from_millis(5));
+        let first = s.status().stale;
+        assert!(first >= Duration::from_millis(5));
+        // A second failure keeps the original start.
+        s.failing();
+        assert!(s.status().stale >= first);
+        s.current();
+        assert_eq!(s.status().stale, Duration::ZERO);
+    }
+}

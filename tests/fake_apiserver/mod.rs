@@ -1,0 +1,468 @@
+//! An in-process fake Kubernetes API server for the cluster source's tests: discovery, list
+//! and watch (chunked JSON event streams with replay from a resourceVersion, bookmarks,
+//! dropped connections and `410 Gone`), SubjectAccessReview and Event creation. Tests drive
+//! it (`apply`, `delete`, `drop_watches`, `expire_watches`, `set_down`, `stall`) and inspect
+//! what the client asked for.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::{json, Value as Json};
+use tokio::sync::{broadcast, Notify};
+
+/// A served resource.
+#[derive(Clone, Debug)]
+pub struct Kind {
+    /// `v1` or `group/version`.
+    pub api_version: String,
+    pub kind: String,
+    pub plural: String,
+    pub namespaced: bool,
+}
+
+impl Kind {
+    pub fn new(api_version: &str, kind: &str, plural: &str, namespaced: bool) -> Kind {
+        Kind {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            namespaced,
+        }
+    }
+
+    /// The path prefix of the group version: `api/v1` or `apis/group/version`.
+    fn gv_path(&self) -> String {
+        if self.api_version.contains('/') {
+            format!("apis/{}", self.api_version)
+        } else {
+            format!("api/{}", self.api_version)
+        }
+    }
+
+    fn key(&self) -> String {
+        format!("{}/{}", self.gv_path(), self.plural)
+    }
+}
+
+#[derive(Default)]
+struct Resource {
+    kind: Option<Kind>,
+    objects: BTreeMap<(String, String), Json>,
+    /// Every change, for watches that resume from a resourceVersion.
+    history: Vec<(u64, Json)>,
+    /// History before this resourceVersion is gone: resuming from it gets 410.
+    compacted: u64,
+}
+
+type Sar = Box<dyn Fn(&Json) -> Result<Json, StatusCode> + Send + Sync>;
+
+pub struct Fake {
+    rv: AtomicU64,
+    resources: Mutex<BTreeMap<String, Resource>>,
+    /// (resource key, resourceVersion, event) to every open watch.
+    events: broadcast::Sender<(String, u64, Json)>,
+    /// Closes every open watch; `true` sends a 410 first.
+    close: broadcast::Sender<bool>,
+    open_watches: Mutex<HashMap<String, Arc<AtomicUsize>>>,
+    down: AtomicBool,
+    stalled: Mutex<BTreeMap<String, Arc<Notify>>>,
+    pub requests: Mutex<Vec<String>>,
+    pub reviews: Mutex<Vec<Json>>,
+    pub posted_events: Mutex<Vec<Json>>,
+    sar: Mutex<Sar>,
+}
+
+pub fn policy_kinds(version: &str) -> [Kind; 2] {
+    let gv = format!("admissionregistration.k8s.io/{version}");
+    [
+        Kind::new(
+            &gv,
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            false,
+        ),
+        Kind::new(
+            &gv,
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            false,
+        ),
+    ]
+}
+
+impl Fake {
+    /// A server for `kinds`, on an ephemeral localhost port.
+    pub async fn start(kinds: &[Kind]) -> (Arc<Fake>, SocketAddr) {
+        let (events, _) = broadcast::channel(1024);
+        let (close, _) = broadcast::channel(16);
+        let fake = Arc::new(Fake {
+            rv: AtomicU64::new(100),
+            resources: Mutex::default(),
+            events,
+            close,
+            open_watches: Mutex::default(),
+            down: AtomicBool::new(false),
+            stalled: Mutex::default(),
+            requests: Mutex::default(),
+            reviews: Mutex::default(),
+            posted_events: Mutex::default(),
+            sar: Mutex::new(Box::new(|_| Ok(json!({"allowed": false})))),
+        });
+        for k in kinds {
+            fake.serve(k.clone());
+        }
+        let app = Router::new().fallback(handle).with_state(fake.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (fake, addr)
+    }
+
+    pub fn serve(&self, kind: Kind) {
+        let mut r = self.resources.lock().unwrap();
+        let key = kind.key();
+        r.entry(key).or_default().kind = Some(kind);
+    }
+
+    fn kind_of(&self, object: &Json) -> Kind {
+        let r = self.resources.lock().unwrap();
+        r.values()
+            .filter_map(|r| r.kind.clone())
+            .find(|k| k.api_version == object["apiVersion"] && k.kind == object["kind"])
+            .unwrap_or_else(|| panic!("not served: {object}"))
+    }
+
+    fn change(&self, object: &Json, deleted: bool) -> u64 {
+        let kind = self.kind_of(object);
+        let rv = self.rv.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut object = object.clone();
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let meta = &object["metadata"];
+        let key = (
+            meta["namespace"].as_str().unwrap_or("").to_string(),
+            meta["name"].as_str().unwrap_or("").to_string(),
+        );
+        let mut resources = self.resources.lock().unwrap();
+        let r = resources.get_mut(&kind.key()).unwrap();
+        if object["metadata"]["uid"].is_null() {
+            object["metadata"]["uid"] = json!(format!("uid-{}-{}", kind.plural, key.1));
+        }
+        let kind_of_event = if deleted {
+            r.objects.remove(&key);
+            "DELETED"
+        } else if r.objects.insert(key, object.clone()).is_some() {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        let event = json!({"type": kind_of_event, "object": object});
+        r.history.push((rv, event.clone()));
+        let _ = self.events.send((kind.key(), rv, event));
+        rv
+    }
+
+    /// Creates or replaces an object (by namespace and name), notifying watches.
+    pub fn apply(&self, object: Json) -> u64 {
+        self.change(&object, false)
+    }
+
+    pub fn delete(&self, object: Json) -> u64 {
+        self.change(&object, true)
+    }
+
+    /// Ends every open watch as a dropped connection would.
+    pub fn drop_watches(&self) {
+        let _ = self.close.send(false);
+    }
+
+    /// Ends every open watch with `410 Gone` and forgets the history, so that clients must
+    /// list again.
+    pub fn expire_watches(&self) {
+        let now = self.rv.load(Ordering::SeqCst);
+        for r in self.resources.lock().unwrap().values_mut() {
+            r.history.clear();
+            r.compacted = now;
+        }
+        let _ = self.close.send(true);
+    }
+
+    /// Sends a bookmark on every open watch.
+    pub fn bookmark(&self) {
+        let rv = self.rv.load(Ordering::SeqCst);
+        let kinds: Vec<Kind> = {
+            let r = self.resources.lock().unwrap();
+            r.values().filter_map(|r| r.kind.clone()).collect()
+        };
+        for k in kinds {
+            let event = json!({"type": "BOOKMARK", "object": {"apiVersion": k.api_version, "kind": k.kind, "metadata": {"resourceVersion": rv.to_string()}}});
+            let _ = self.events.send((k.key(), rv, event));
+        }
+    }
+
+    /// While down, every request gets 500 (an API server that cannot reach etcd; kube's
+    /// client retries 503s itself for minutes) and open watches end.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+        if down {
+            self.drop_watches();
+        }
+    }
+
+    /// Lists of `plural` hang until [`Fake::release`].
+    pub fn stall(&self, plural: &str) {
+        self.stalled
+            .lock()
+            .unwrap()
+            .insert(plural.into(), Arc::new(Notify::new()));
+    }
+
+    pub fn release(&self, plural: &str) {
+        if let Some(n) = self.stalled.lock().unwrap().remove(plural) {
+            n.notify_waiters();
+        }
+    }
+
+    /// Answers SubjectAccessReviews: the spec in, the status out (or an HTTP error).
+    pub fn on_review(&self, f: impl Fn(&Json) -> Result<Json, StatusCode> + Send + Sync + 'static) {
+        *self.sar.lock().unwrap() = Box::new(f);
+    }
+
+    /// Watches of `plural` open now.
+    pub fn open_watches(&self, plural: &str) -> usize {
+        self.open_watches
+            .lock()
+            .unwrap()
+            .get(plural)
+            .map_or(0, |c| c.load(Ordering::SeqCst))
+    }
+
+    /// Requests so far whose path and query contain `needle`.
+    pub fn count(&self, needle: &str) -> usize {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.contains(needle))
+            .count()
+    }
+}
+
+fn status(code: StatusCode, message: &str) -> Response {
+    let reason = match code.as_u16() {
+        404 => "NotFound",
+        410 => "Expired",
+        503 => "ServiceUnavailable",
+        _ => "InternalError",
+    };
+    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code.as_u16()});
+    (code, [("content-type", "application/json")], body.to_string()).into_response()
+}
+
+fn ok(body: Json) -> Response {
+    (
+        StatusCode::OK,
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn without_type(mut o: Json) -> Json {
+    if let Some(m) = o.as_object_mut() {
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    o
+}
+
+async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
+    let path = req.uri().path().trim_start_matches('/').to_string();
+    let query: HashMap<String, String> = req
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    fake.requests
+        .lock()
+        .unwrap()
+        .push(format!("{} {}", req.method(), req.uri()));
+    if fake.down.load(Ordering::SeqCst) {
+        return status(StatusCode::INTERNAL_SERVER_ERROR, "the server is down");
+    }
+    let method = req.method().clone();
+    let body = axum::body::to_bytes(req.into_body(), 1 << 20)
+        .await
+        .unwrap_or_default();
+    if method == Method::POST {
+        let object: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
+        if path == "apis/authorization.k8s.io/v1/subjectaccessreviews" {
+            fake.reviews.lock().unwrap().push(object.clone());
+            let answer = (fake.sar.lock().unwrap())(&object["spec"]);
+            return match answer {
+                Ok(s) => {
+                    let mut review = object;
+                    review["status"] = s;
+                    (StatusCode::CREATED, [("content-type", "application/json")], review.to_string()).into_response()
+                }
+                Err(code) => status(code, "review failed"),
+            };
+        }
+        if path.starts_with("apis/events.k8s.io/v1/namespaces/") && path.ends_with("/events") {
+            fake.posted_events.lock().unwrap().push(object.clone());
+            return (StatusCode::CREATED, [("content-type", "application/json")], object.to_string()).into_response();
+        }
+        return status(StatusCode::NOT_FOUND, "no such collection");
+    }
+    // Discovery of a group version.
+    let kinds: Vec<Kind> = {
+        let r = fake.resources.lock().unwrap();
+        r.values().filter_map(|r| r.kind.clone()).collect()
+    };
+    let in_gv: Vec<&Kind> = kinds.iter().filter(|k| k.gv_path() == path).collect();
+    if !in_gv.is_empty() {
+        let resources: Vec<Json> = in_gv
+            .iter()
+            .map(|k| json!({"name": k.plural, "singularName": "", "namespaced": k.namespaced, "kind": k.kind, "verbs": ["get", "list", "watch"]}))
+            .collect();
+        return ok(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": in_gv[0].api_version, "resources": resources}));
+    }
+    let Some(kind) = kinds.iter().find(|k| k.key() == path).cloned() else {
+        return status(StatusCode::NOT_FOUND, &format!("the server could not find the requested resource ({path})"));
+    };
+    if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
+        let from: u64 = query
+            .get("resourceVersion")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        return watch(fake, kind, from);
+    }
+    let stall = fake.stalled.lock().unwrap().get(&kind.plural).cloned();
+    if let Some(n) = stall {
+        n.notified().await;
+    }
+    let r = fake.resources.lock().unwrap();
+    let res = &r[&kind.key()];
+    let limit: Option<usize> = query.get("limit").and_then(|l| l.parse().ok());
+    let items: Vec<Json> = res
+        .objects
+        .values()
+        .take(limit.unwrap_or(usize::MAX))
+        .cloned()
+        .map(without_type)
+        .collect();
+    ok(json!({
+        "kind": format!("{}List", kind.kind),
+        "apiVersion": kind.api_version,
+        "metadata": {"resourceVersion": fake.rv.load(Ordering::SeqCst).to_string()},
+        "items": items,
+    }))
+}
+
+/// Decrements a resource's open-watch count when the stream is dropped.
+struct OpenWatch(Arc<AtomicUsize>);
+
+impl Drop for OpenWatch {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn watch(fake: Arc<Fake>, kind: Kind, from: u64) -> Response {
+    // Subscribe before reading the history, so that nothing falls between them.
+    let mut events = fake.events.subscribe();
+    let mut close = fake.close.subscribe();
+    let (replay, gone) = {
+        let r = fake.resources.lock().unwrap();
+        let res = &r[&kind.key()];
+        let replay: Vec<(u64, Json)> = res
+            .history
+            .iter()
+            .filter(|(rv, _)| *rv > from)
+            .cloned()
+            .collect();
+        (replay, from != 0 && from < res.compacted)
+    };
+    let counter = fake
+        .open_watches
+        .lock()
+        .unwrap()
+        .entry(kind.plural.clone())
+        .or_default()
+        .clone();
+    counter.fetch_add(1, Ordering::SeqCst);
+    let guard = OpenWatch(counter);
+    let key = kind.key();
+    let stream = async_stream(move |tx| async move {
+        let _guard = guard;
+        let gone_event = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "too old resource version", "reason": "Expired", "code": 410}});
+        if gone {
+            let _ = tx.send(line(&gone_event)).await;
+            return;
+        }
+        let mut last = from;
+        for (rv, e) in replay {
+            last = rv;
+            if tx.send(line(&e)).await.is_err() {
+                return;
+            }
+        }
+        loop {
+            tokio::select! {
+                _ = tx.closed() => return,
+                c = close.recv() => {
+                    if c == Ok(true) {
+                        let _ = tx.send(line(&gone_event)).await;
+                    }
+                    return;
+                }
+                e = events.recv() => match e {
+                    Ok((k, rv, event)) if k == key && (rv > last || event["type"] == "BOOKMARK") => {
+                        last = last.max(rv);
+                        if tx.send(line(&event)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                },
+            }
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/json")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
+fn line(event: &Json) -> Bytes {
+    let mut s = event.to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+/// A body stream fed by a task through a channel.
+fn async_stream<F, Fut>(f: F) -> impl futures::Stream<Item = Result<Bytes, Infallible>>
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Bytes>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(f(tx));
+    futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok(b), rx))
+    })
+}

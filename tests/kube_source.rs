@@ -1,0 +1,476 @@
+//! The cluster source against an in-process fake API server, through a real kube-rs client
+//! over HTTP: the snapshot follows every change (list, added, modified, deleted, bookmarks,
+//! dropped watches, 410 Gone), param kinds start and stop, namespace labels change matching,
+//! readiness waits for the initial lists, the v1beta1 fallback, staleness while the API
+//! server is down, SubjectAccessReview checks and Events for misconfigured objects.
+
+mod fake_apiserver;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use celgate::policy::snapshot::Snapshot;
+use celgate::source::kube::authorizer::{SarAuthorizer, SarOptions};
+use celgate::source::kube::{KubeOptions, KubeSource};
+use fake_apiserver::{policy_kinds, Fake, Kind};
+use serde_json::{json, Value as Json};
+
+type Latest = Arc<Mutex<Option<Arc<Snapshot>>>>;
+
+fn options() -> KubeOptions {
+    KubeOptions {
+        debounce: Duration::from_millis(20),
+        param_grace: Duration::from_millis(500),
+        recheck: Duration::from_millis(200),
+        events: true,
+        instance: "celgate-test".into(),
+        ..KubeOptions::default()
+    }
+}
+
+fn client(addr: std::net::SocketAddr) -> kube::Client {
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    kube::Client::try_from(config).unwrap()
+}
+
+fn start(addr: std::net::SocketAddr, options: KubeOptions, sar: bool) -> (KubeSource, Latest) {
+    let latest: Latest = Arc::default();
+    let sink = latest.clone();
+    let client = client(addr);
+    let authorizer = sar.then(|| {
+        SarAuthorizer::new(client.clone(), SarOptions::default())
+            as Arc<dyn celgate::cel::k8s::authz::AuthorizerFactory>
+    });
+    let source = KubeSource::start(
+        client,
+        options,
+        authorizer,
+        Arc::new(move |s| *sink.lock().unwrap() = Some(Arc::new(s))),
+    );
+    (source, latest)
+}
+
+/// Polls `check` for up to 10 s.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+fn core_kinds() -> Vec<Kind> {
+    let mut k = policy_kinds("v1").to_vec();
+    k.push(Kind::new("v1", "Namespace", "namespaces", false));
+    k.push(Kind::new("v1", "ConfigMap", "configmaps", true));
+    k
+}
+
+fn namespace(name: &str, env: &str) -> Json {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"env": env, "kubernetes.io/metadata.name": name}}})
+}
+
+/// Denies pods named `bad`, or (with params) pods with more containers than `params.data.max`.
+fn policy(name: &str, params: bool) -> Json {
+    let mut p = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]},
+            "validations": [{"expression": "object.metadata.name != 'bad'", "message": "no bad pods"}]
+        }
+    });
+    if params {
+        p["spec"]["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        p["spec"]["validations"] = json!([{"expression": "size(object.spec.containers) <= int(params.data.max)", "messageExpression": "'at most ' + params.data.max + ' containers'"}]);
+    }
+    p
+}
+
+fn binding(name: &str, policy: &str, selector: Json, param_ref: Option<Json>) -> Json {
+    let mut b = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": policy, "validationActions": ["Deny"], "matchResources": {"namespaceSelector": selector}}
+    });
+    if let Some(p) = param_ref {
+        b["spec"]["paramRef"] = p;
+    }
+    b
+}
+
+fn review(namespace: &str, name: &str, containers: usize) -> Vec<u8> {
+    let containers: Vec<Json> = (0..containers)
+        .map(|i| json!({"name": format!("c{i}"), "image": "nginx"}))
+        .collect();
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": name,
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {"username": "alice", "uid": "a-1", "groups": ["devs", "system:authenticated"], "extra": {"scopes": ["s1"]}},
+            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {"containers": containers}},
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+        }
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// The response of the latest snapshot to `body` (off the async workers, as the server does).
+async fn respond(latest: &Latest, body: Vec<u8>) -> Json {
+    let snapshot = latest.lock().unwrap().clone().expect("a snapshot");
+    tokio::task::spawn_blocking(move || {
+        celgate::admission::review_answer(&snapshot, &body).unwrap()["response"].clone()
+    })
+    .await
+    .unwrap()
+}
+
+fn allowed(latest: &Latest, body: Vec<u8>) -> Option<bool> {
+    let snapshot = latest.lock().unwrap().clone()?;
+    let answer = celgate::admission::review_answer(&snapshot, &body).ok()?;
+    answer["response"]["allowed"].as_bool()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_follows_every_change() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    fake.apply(namespace("other", "dev"));
+    fake.apply(policy("no-bad", false));
+    fake.apply(binding(
+        "no-bad-prod",
+        "no-bad",
+        json!({"matchLabels": {"env": "prod"}}),
+        None,
+    ));
+    let (source, latest) = start(addr, options(), false);
+    eventually("ready", || source.ready()).await;
+    assert_eq!(source.policy_api_version().as_deref(), Some("v1"));
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+    assert_eq!(allowed(&latest, review("other", "bad", 1)), Some(true));
+    let denial = respond(&latest, review("team", "bad", 1)).await;
+    // A validation without a reason is Invalid (422), as in-tree.
+    assert_eq!(denial["status"]["code"], 422);
+    assert!(denial["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no bad pods"));
+
+    // A namespace label change changes matching.
+    fake.apply(namespace("other", "prod"));
+    eventually("label change seen", || {
+        allowed(&latest, review("other", "bad", 1)) == Some(false)
+    })
+    .await;
+    fake.apply(namespace("team", "dev"));
+    eventually("label removal seen", || {
+        allowed(&latest, review("team", "bad", 1)) == Some(true)
+    })
+    .await;
+
+    // A modified policy.
+    let mut p = policy("no-bad", false);
+    p["spec"]["validations"][0]["expression"] = json!("object.metadata.name != 'worse'");
+    fake.apply(p);
+    eventually("policy change seen", || {
+        allowed(&latest, review("other", "bad", 1)) == Some(true)
+            && allowed(&latest, review("other", "worse", 1)) == Some(false)
+    })
+    .await;
+
+    // Bookmarks change nothing.
+    fake.bookmark();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(allowed(&latest, review("other", "worse", 1)), Some(false));
+
+    // A dropped watch resumes from its resourceVersion: a change made meanwhile is seen.
+    let watches = fake.count("namespaces?&watch=true");
+    fake.drop_watches();
+    fake.apply(namespace("third", "prod"));
+    eventually("change after a dropped watch", || {
+        allowed(&latest, review("third", "worse", 1)) == Some(false)
+    })
+    .await;
+    assert!(fake.count("namespaces?&watch=true") > watches, "watched again");
+
+    // 410 Gone: the source lists again; a deletion lost with the history is still seen.
+    fake.expire_watches();
+    fake.delete(binding("no-bad-prod", "no-bad", json!({}), None));
+    eventually("deleted binding seen after re-list", || {
+        allowed(&latest, review("third", "worse", 1)) == Some(true)
+    })
+    .await;
+    assert!(
+        fake.count("validatingadmissionpolicybindings?") >= 2,
+        "bindings were listed again: {:?}",
+        fake.requests.lock().unwrap()
+    );
+    assert!(source.status().iter().all(|s| s.synced));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn param_kinds_start_and_stop() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": "team"}, "data": {"max": "2"}}));
+    fake.apply(policy("max-containers", true));
+    fake.apply(binding(
+        "max-containers",
+        "max-containers",
+        json!({}),
+        Some(json!({"name": "limits", "parameterNotFoundAction": "Deny"})),
+    ));
+    let (source, latest) = start(addr, options(), false);
+    eventually("ready", || source.ready()).await;
+    // The first snapshot already has the params (readiness waited for their list).
+    assert_eq!(allowed(&latest, review("team", "p", 2)), Some(true));
+    let denied = respond(&latest, review("team", "p", 3)).await;
+    assert_eq!(denied["allowed"], false);
+    assert!(denied["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("at most 2 containers"));
+    assert_eq!(fake.open_watches("configmaps"), 1);
+    assert!(source
+        .status()
+        .iter()
+        .any(|s| s.name.starts_with("configmaps.v1") && s.synced));
+
+    // A param change is seen.
+    fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": "team"}, "data": {"max": "3"}}));
+    eventually("param change seen", || {
+        allowed(&latest, review("team", "p", 3)) == Some(true)
+    })
+    .await;
+
+    // No policy names ConfigMaps any more: the watch stops.
+    fake.apply(policy("max-containers", false));
+    eventually("param watch stopped", || fake.open_watches("configmaps") == 0).await;
+    assert!(!source.status().iter().any(|s| s.name.starts_with("configmaps")));
+    assert_eq!(allowed(&latest, review("team", "bad", 9)), Some(false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_param_kind_not_yet_synced_is_the_in_tree_error() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": "team"}, "data": {"max": "1"}}));
+    fake.apply(policy("max-containers", true));
+    fake.apply(binding(
+        "max-containers",
+        "max-containers",
+        json!({}),
+        Some(json!({"name": "limits", "parameterNotFoundAction": "Allow"})),
+    ));
+    fake.stall("configmaps");
+    let (source, latest) = start(addr, options(), false);
+    // Readiness waits for the param list up to the grace period, then serves the in-tree
+    // "not yet synced" configuration error under failurePolicy Fail.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!source.ready(), "ready before the param kind listed");
+    eventually("ready after the grace period", || source.ready()).await;
+    let r = respond(&latest, review("team", "p", 1)).await;
+    assert_eq!(r["allowed"], false);
+    assert_eq!(
+        r["status"]["message"],
+        "ValidatingAdmissionPolicy 'max-containers' with binding 'max-containers' denied request: failed to configure binding: paramKind kind `&ParamKind{APIVersion:v1,Kind:ConfigMap,}` not yet synced to use for admission"
+    );
+    fake.release("configmaps");
+    eventually("params synced", || {
+        allowed(&latest, review("team", "p", 1)) == Some(true)
+    })
+    .await;
+    assert_eq!(allowed(&latest, review("team", "p", 2)), Some(false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_waits_for_every_initial_list() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(policy("no-bad", false));
+    fake.stall("namespaces");
+    let (source, latest) = start(addr, options(), false);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!source.ready());
+    assert!(latest.lock().unwrap().is_none(), "nothing published before sync");
+    assert!(source
+        .status()
+        .iter()
+        .all(|s| s.name.starts_with("namespaces") != s.synced));
+    fake.release("namespaces");
+    eventually("ready", || source.ready()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn falls_back_to_v1beta1() {
+    let mut kinds = policy_kinds("v1beta1").to_vec();
+    kinds.push(Kind::new("v1", "Namespace", "namespaces", false));
+    let (fake, addr) = Fake::start(&kinds).await;
+    fake.apply(namespace("team", "prod"));
+    let mut p = policy("no-bad", false);
+    p["apiVersion"] = json!("admissionregistration.k8s.io/v1beta1");
+    fake.apply(p);
+    let mut b = binding("no-bad", "no-bad", json!({}), None);
+    b["apiVersion"] = json!("admissionregistration.k8s.io/v1beta1");
+    fake.apply(b);
+    let (source, latest) = start(addr, options(), false);
+    eventually("ready", || source.ready()).await;
+    assert_eq!(source.policy_api_version().as_deref(), Some("v1beta1"));
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+    assert!(fake.count("/apis/admissionregistration.k8s.io/v1beta1/validatingadmissionpolicies?") >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_the_last_snapshot_while_the_api_server_is_down() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    fake.apply(policy("no-bad", false));
+    fake.apply(binding("no-bad", "no-bad", json!({}), None));
+    let (source, latest) = start(addr, options(), false);
+    eventually("ready", || source.ready()).await;
+    fake.set_down(true);
+    eventually("staleness reported", || {
+        source
+            .status()
+            .iter().all(|s| s.stale >= Duration::from_millis(300))
+    })
+    .await;
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+    fake.set_down(false);
+    eventually("fresh again", || {
+        source.status().iter().all(|s| s.stale.is_zero())
+    })
+    .await;
+    fake.apply(namespace("later", "prod"));
+    eventually("changes flow again", || {
+        latest
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|s| s.namespaces.contains_key("later"))
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorizer_checks_are_subject_access_reviews() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    let mut p = policy("may-delete", false);
+    p["spec"]["validations"] = json!([{"expression": "authorizer.group('').resource('pods').namespace(object.metadata.namespace).check('delete').allowed()", "message": "must be allowed to delete pods"}]);
+    fake.apply(p);
+    fake.apply(binding("may-delete", "may-delete", json!({}), None));
+    let mut ignore = policy("may-delete-ignore", false);
+    ignore["spec"]["failurePolicy"] = json!("Ignore");
+    ignore["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = json!(["configmaps"]);
+    ignore["spec"]["validations"] = json!([{"expression": "authorizer.path('/healthz').check('get').allowed()"}]);
+    fake.apply(ignore);
+    fake.apply(binding("may-delete-ignore", "may-delete-ignore", json!({}), None));
+    fake.on_review(|spec| {
+        let allowed = spec["user"] == "alice" && spec["resourceAttributes"]["verb"] == "delete";
+        Ok(json!({"allowed": allowed, "reason": "fake RBAC"}))
+    });
+    let (source, latest) = start(addr, options(), true);
+    eventually("ready", || source.ready()).await;
+    let r = respond(&latest, review("team", "p", 1)).await;
+    assert_eq!(r["allowed"], true, "{r}");
+    let reviews = fake.reviews.lock().unwrap().clone();
+    assert_eq!(reviews.len(), 1);
+    let spec = &reviews[0]["spec"];
+    assert_eq!(spec["user"], "alice");
+    assert_eq!(spec["uid"], "a-1");
+    assert_eq!(spec["groups"], json!(["devs", "system:authenticated"]));
+    assert_eq!(spec["extra"], json!({"scopes": ["s1"]}));
+    assert_eq!(
+        spec["resourceAttributes"],
+        json!({"group": "", "version": "*", "resource": "pods", "namespace": "team", "verb": "delete"})
+    );
+    // The same check again comes from the cache.
+    respond(&latest, review("team", "p", 1)).await;
+    assert_eq!(fake.reviews.lock().unwrap().len(), 1);
+
+    // A failing review is a CEL error under the policy's failurePolicy: Fail denies...
+    fake.on_review(|_| Err(StatusCode::INTERNAL_SERVER_ERROR));
+    let mut other_user = review("team", "p", 1);
+    other_user = String::from_utf8(other_user)
+        .unwrap()
+        .replace("\"alice\"", "\"bob\"")
+        .into_bytes();
+    let r = respond(&latest, other_user).await;
+    assert_eq!(r["allowed"], false);
+    let message = r["status"]["message"].as_str().unwrap();
+    assert!(message.contains("authorizer error: SubjectAccessReview failed"), "{message}");
+    // ...and Ignore allows.
+    let mut cm = String::from_utf8(review("team", "cm", 1)).unwrap();
+    cm = cm.replace("\"pods\"", "\"configmaps\"").replace("\"Pod\"", "\"ConfigMap\"");
+    let r = respond(&latest, cm.into_bytes()).await;
+    assert_eq!(r["allowed"], true, "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misconfigured_objects_get_events() {
+    let mut kinds = core_kinds();
+    kinds.push(Kind::new("events.k8s.io/v1", "Event", "events", true));
+    let (fake, addr) = Fake::start(&kinds).await;
+    fake.apply(namespace("team", "prod"));
+    fake.apply(binding("orphan", "nosuch", json!({}), None));
+    let mut broken = policy("broken", false);
+    broken["spec"]["validations"][0]["expression"] = json!("object.metadata.name ==");
+    fake.apply(broken);
+    fake.apply(binding("broken", "broken", json!({}), None));
+    let (source, latest) = start(addr, options(), false);
+    eventually("ready", || source.ready()).await;
+    eventually("events posted", || fake.posted_events.lock().unwrap().len() >= 2).await;
+    let events = fake.posted_events.lock().unwrap().clone();
+    let find = |reason: &str| {
+        events
+            .iter()
+            .find(|e| e["reason"] == reason)
+            .unwrap_or_else(|| panic!("no {reason} event in {events:?}"))
+            .clone()
+    };
+    let orphan = find("PolicyNotFound");
+    assert_eq!(orphan["regarding"]["kind"], "ValidatingAdmissionPolicyBinding");
+    assert_eq!(orphan["regarding"]["name"], "orphan");
+    assert_eq!(orphan["type"], "Warning");
+    assert_eq!(orphan["reportingController"], "celgate");
+    let invalid = find("InvalidPolicy");
+    assert_eq!(invalid["regarding"]["name"], "broken");
+    assert!(invalid["note"]
+        .as_str()
+        .unwrap()
+        .starts_with("spec.validations[0].expression:"));
+    let problems = source.problems();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    // The compile error also answers requests as the API server would.
+    let r = respond(&latest, review("team", "p", 1)).await;
+    assert_eq!(r["allowed"], false);
+    // Reported once, not on every rebuild.
+    fake.apply(namespace("more", "prod"));
+    eventually("rebuilt", || {
+        latest
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|s| s.namespaces.contains_key("more"))
+    })
+    .await;
+    assert_eq!(fake.posted_events.lock().unwrap().len(), 2);
+}
+
