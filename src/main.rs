@@ -3,8 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use celgate::server::run::{start, CertSource, ServeConfig};
+use celgate::server::run::{start, CertSource, PolicySource, ServeConfig};
 use celgate::server::Limits;
+use celgate::source::kube::authorizer::SarOptions;
+use celgate::source::kube::KubeOptions;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -29,20 +31,48 @@ struct Cli {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum SourceKind {
+    Folder,
+    Kubernetes,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum LogFormat {
     Text,
     Json,
 }
 
+// Parsed once at start: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run the webhook: HTTPS on --listen (POST /validate, /healthz, /readyz) and plain HTTP
     /// metrics on --metrics-listen, enforcing the policies of a folder that is watched for
-    /// changes.
+    /// changes, or (`--source kubernetes`) the cluster's own policies and bindings.
     Serve {
-        /// Folder of policies, bindings, params, namespaces and RBAC objects.
+        /// Where policies come from: a folder of manifests, or the cluster's API server.
+        #[arg(long, value_enum, default_value = "folder")]
+        source: SourceKind,
+        /// Folder of policies, bindings, params, namespaces and RBAC objects (`--source folder`).
         #[arg(long, value_name = "DIR", default_value = "examples/policies")]
         policies: PathBuf,
+        /// API server URL (`--source kubernetes`); default: the in-cluster service account, or
+        /// the kubeconfig.
+        #[arg(long, value_name = "URL")]
+        kube_api_url: Option<String>,
+        /// How long a SubjectAccessReview answer is reused (`--source kubernetes`).
+        #[arg(long, value_name = "DURATION", default_value = "10s")]
+        authz_cache_ttl: String,
+        /// Time a SubjectAccessReview may take; past it the check is a CEL error, handled by
+        /// the policy's failurePolicy.
+        #[arg(long, value_name = "DURATION", default_value = "2s")]
+        authz_timeout: String,
+        /// Do not report misconfigured policies and bindings as Kubernetes Events.
+        #[arg(long)]
+        no_events: bool,
+        /// This replica's name in Events (the Deployment passes the pod name).
+        #[arg(long, env = "POD_NAME", default_value = "")]
+        pod_name: String,
         #[arg(long, default_value = "0.0.0.0:8443")]
         listen: std::net::SocketAddr,
         /// Plain-HTTP address for /metrics; `off` disables it.
@@ -149,7 +179,13 @@ fn init_logging(format: LogFormat, level: &str) {
 
 fn serve(command: Command) -> ExitCode {
     let Command::Serve {
+        source,
         policies,
+        kube_api_url,
+        authz_cache_ttl,
+        authz_timeout,
+        no_events,
+        pod_name,
         listen,
         metrics_listen,
         tls_cert,
@@ -198,8 +234,50 @@ fn serve(command: Command) -> ExitCode {
         max_inflight,
         ..Limits::default()
     };
+    let duration = |flag: &str, text: &str| {
+        celgate::cel::functions::parse_go_duration(text)
+            .filter(|n| *n >= 0)
+            .map(|n| Duration::from_nanos(n as u64))
+            .ok_or_else(|| format!("{flag} {text:?}: not a duration such as 10s or 500ms"))
+    };
+    let source = match source {
+        SourceKind::Folder => PolicySource::Folder(policies),
+        SourceKind::Kubernetes => {
+            let api_url = match kube_api_url.map(|u| u.parse()).transpose() {
+                Ok(u) => u,
+                Err(e) => {
+                    eprintln!("celgate: --kube-api-url: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let (cache_ttl, timeout) = match (
+                duration("--authz-cache-ttl", &authz_cache_ttl),
+                duration("--authz-timeout", &authz_timeout),
+            ) {
+                (Ok(a), Ok(b)) => (a, b),
+                (Err(e), _) | (_, Err(e)) => {
+                    eprintln!("celgate: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            PolicySource::Kubernetes {
+                api_url,
+                options: KubeOptions {
+                    version,
+                    events: !no_events,
+                    instance: pod_name,
+                    ..KubeOptions::default()
+                },
+                sar: Some(SarOptions {
+                    cache_ttl,
+                    timeout,
+                    ..SarOptions::default()
+                }),
+            }
+        }
+    };
     let cfg = ServeConfig {
-        policies,
+        source,
         listen,
         metrics_listen,
         cert,

@@ -208,7 +208,10 @@ async fn snapshot_follows_every_change() {
         allowed(&latest, review("third", "worse", 1)) == Some(false)
     })
     .await;
-    assert!(fake.count("namespaces?&watch=true") > watches, "watched again");
+    assert!(
+        fake.count("namespaces?&watch=true") > watches,
+        "watched again"
+    );
 
     // 410 Gone: the source lists again; a deletion lost with the history is still seen.
     fake.expire_watches();
@@ -262,8 +265,14 @@ async fn param_kinds_start_and_stop() {
 
     // No policy names ConfigMaps any more: the watch stops.
     fake.apply(policy("max-containers", false));
-    eventually("param watch stopped", || fake.open_watches("configmaps") == 0).await;
-    assert!(!source.status().iter().any(|s| s.name.starts_with("configmaps")));
+    eventually("param watch stopped", || {
+        fake.open_watches("configmaps") == 0
+    })
+    .await;
+    assert!(!source
+        .status()
+        .iter()
+        .any(|s| s.name.starts_with("configmaps")));
     assert_eq!(allowed(&latest, review("team", "bad", 9)), Some(false));
 }
 
@@ -308,7 +317,10 @@ async fn readiness_waits_for_every_initial_list() {
     let (source, latest) = start(addr, options(), false);
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(!source.ready());
-    assert!(latest.lock().unwrap().is_none(), "nothing published before sync");
+    assert!(
+        latest.lock().unwrap().is_none(),
+        "nothing published before sync"
+    );
     assert!(source
         .status()
         .iter()
@@ -333,7 +345,9 @@ async fn falls_back_to_v1beta1() {
     eventually("ready", || source.ready()).await;
     assert_eq!(source.policy_api_version().as_deref(), Some("v1beta1"));
     assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
-    assert!(fake.count("/apis/admissionregistration.k8s.io/v1beta1/validatingadmissionpolicies?") >= 1);
+    assert!(
+        fake.count("/apis/admissionregistration.k8s.io/v1beta1/validatingadmissionpolicies?") >= 1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -348,7 +362,8 @@ async fn serves_the_last_snapshot_while_the_api_server_is_down() {
     eventually("staleness reported", || {
         source
             .status()
-            .iter().all(|s| s.stale >= Duration::from_millis(300))
+            .iter()
+            .all(|s| s.stale >= Duration::from_millis(300))
     })
     .await;
     assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
@@ -379,9 +394,15 @@ async fn authorizer_checks_are_subject_access_reviews() {
     let mut ignore = policy("may-delete-ignore", false);
     ignore["spec"]["failurePolicy"] = json!("Ignore");
     ignore["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = json!(["configmaps"]);
-    ignore["spec"]["validations"] = json!([{"expression": "authorizer.path('/healthz').check('get').allowed()"}]);
+    ignore["spec"]["validations"] =
+        json!([{"expression": "authorizer.path('/healthz').check('get').allowed()"}]);
     fake.apply(ignore);
-    fake.apply(binding("may-delete-ignore", "may-delete-ignore", json!({}), None));
+    fake.apply(binding(
+        "may-delete-ignore",
+        "may-delete-ignore",
+        json!({}),
+        None,
+    ));
     fake.on_review(|spec| {
         let allowed = spec["user"] == "alice" && spec["resourceAttributes"]["verb"] == "delete";
         Ok(json!({"allowed": allowed, "reason": "fake RBAC"}))
@@ -415,10 +436,15 @@ async fn authorizer_checks_are_subject_access_reviews() {
     let r = respond(&latest, other_user).await;
     assert_eq!(r["allowed"], false);
     let message = r["status"]["message"].as_str().unwrap();
-    assert!(message.contains("authorizer error: SubjectAccessReview failed"), "{message}");
+    assert!(
+        message.contains("authorizer error: SubjectAccessReview failed"),
+        "{message}"
+    );
     // ...and Ignore allows.
     let mut cm = String::from_utf8(review("team", "cm", 1)).unwrap();
-    cm = cm.replace("\"pods\"", "\"configmaps\"").replace("\"Pod\"", "\"ConfigMap\"");
+    cm = cm
+        .replace("\"pods\"", "\"configmaps\"")
+        .replace("\"Pod\"", "\"ConfigMap\"");
     let r = respond(&latest, cm.into_bytes()).await;
     assert_eq!(r["allowed"], true, "{r}");
 }
@@ -436,7 +462,10 @@ async fn misconfigured_objects_get_events() {
     fake.apply(binding("broken", "broken", json!({}), None));
     let (source, latest) = start(addr, options(), false);
     eventually("ready", || source.ready()).await;
-    eventually("events posted", || fake.posted_events.lock().unwrap().len() >= 2).await;
+    eventually("events posted", || {
+        fake.posted_events.lock().unwrap().len() >= 2
+    })
+    .await;
     let events = fake.posted_events.lock().unwrap().clone();
     let find = |reason: &str| {
         events
@@ -446,7 +475,10 @@ async fn misconfigured_objects_get_events() {
             .clone()
     };
     let orphan = find("PolicyNotFound");
-    assert_eq!(orphan["regarding"]["kind"], "ValidatingAdmissionPolicyBinding");
+    assert_eq!(
+        orphan["regarding"]["kind"],
+        "ValidatingAdmissionPolicyBinding"
+    );
     assert_eq!(orphan["regarding"]["name"], "orphan");
     assert_eq!(orphan["type"], "Warning");
     assert_eq!(orphan["reportingController"], "celgate");
@@ -473,4 +505,3 @@ async fn misconfigured_objects_get_events() {
     .await;
     assert_eq!(fake.posted_events.lock().unwrap().len(), 2);
 }
-

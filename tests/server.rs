@@ -1,12 +1,14 @@
 //! Integration tests of `celgate serve`: the real server on ephemeral ports, a real TLS client
 //! (rustls) speaking HTTP/1.1 and HTTP/2.
 
+mod fake_apiserver;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use celgate::server::run::{start, CertSource, Running, ServeConfig};
+use celgate::server::run::{start, CertSource, PolicySource, Running, ServeConfig};
 use celgate::server::tls::self_signed;
 use celgate::server::Limits;
 use http_body_util::{BodyExt, Full};
@@ -69,7 +71,7 @@ fn review(api: &str, data: Json) -> Vec<u8> {
 
 async fn serve(policies: &Path, cert: CertSource, limits: Limits) -> Running {
     let cfg = ServeConfig {
-        policies: policies.to_path_buf(),
+        source: PolicySource::Folder(policies.to_path_buf()),
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
         cert,
@@ -600,7 +602,7 @@ async fn client_certificates_are_required_with_client_ca() {
     std::fs::write(dir.join("client-ca.pem"), ca_cert.pem()).unwrap();
 
     let cfg = ServeConfig {
-        policies: dir.clone(),
+        source: PolicySource::Folder(dir.clone()),
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: None,
         cert: CertSource::SelfSigned {
@@ -642,5 +644,122 @@ async fn client_certificates_are_required_with_client_ca() {
     let mut out = String::new();
     stream.read_to_string(&mut out).await.unwrap();
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    server.shutdown().await;
+}
+
+/// `--source kubernetes` end to end: the real server on the cluster source of a fake API
+/// server. Not ready (and /validate answers 503, so the API server applies the webhook's
+/// failurePolicy) until the initial lists complete; then the cluster's policies decide, and
+/// /metrics shows each source's sync and staleness and the misconfigured objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_source_end_to_end() {
+    use fake_apiserver::{policy_kinds, Fake, Kind};
+    let mut kinds = policy_kinds("v1").to_vec();
+    kinds.push(Kind::new("v1", "Namespace", "namespaces", false));
+    kinds.push(Kind::new("events.k8s.io/v1", "Event", "events", true));
+    let (fake, api) = Fake::start(&kinds).await;
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    fake.apply(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "no-forbidden"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]},
+            "validations": [{"expression": "!has(object.data) || !('forbidden' in object.data)", "reason": "Forbidden"}]
+        }
+    }));
+    fake.apply(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "no-forbidden"}, "spec": {"policyName": "no-forbidden", "validationActions": ["Deny"]}}));
+    fake.apply(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "orphan"}, "spec": {"policyName": "nosuch", "validationActions": ["Deny"]}}));
+    fake.stall("namespaces");
+    let cfg = ServeConfig {
+        source: PolicySource::Kubernetes {
+            api_url: Some(format!("http://{api}").parse().unwrap()),
+            options: celgate::source::kube::KubeOptions {
+                debounce: Duration::from_millis(20),
+                recheck: Duration::from_millis(200),
+                ..Default::default()
+            },
+            sar: Some(Default::default()),
+        },
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        cert: CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        client_ca: None,
+        limits: Limits::default(),
+        poll: Duration::from_millis(100),
+        version: celgate::cel::NEWEST_MINOR,
+    };
+    let server = start(cfg).await.expect("server starts");
+    let ca = server.ca_pem.clone().unwrap();
+    let addr = server.bound.webhook;
+    let get = |path: &'static str| {
+        let ca = ca.clone();
+        async move {
+            call(addr, &ca, false, path, "text/plain", vec![])
+                .await
+                .unwrap()
+                .0
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(get("/readyz").await, 503);
+    let forbidden = review("admission.k8s.io/v1", json!({"forbidden": "x"}));
+    let (status, body) = call(
+        addr,
+        &ca,
+        false,
+        "/validate",
+        "application/json",
+        forbidden.clone(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    fake.release("namespaces");
+    let mut ready = false;
+    for _ in 0..100 {
+        if get("/readyz").await == 200 {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ready, "ready once every list completed");
+    let (status, body) = call(addr, &ca, true, "/validate", "application/json", forbidden)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let a = answer(&body);
+    assert_eq!(a["response"]["allowed"], false);
+    assert_eq!(a["response"]["status"]["code"], 403);
+    let (_, body) = call(
+        addr,
+        &ca,
+        true,
+        "/validate",
+        "application/json",
+        review("admission.k8s.io/v1", json!({"ok": "1"})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer(&body)["response"]["allowed"], true);
+    let metrics = server.bound.metrics.unwrap();
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = plain_get(metrics, "/metrics").await;
+        if text.contains("celgate_config_problems{") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for line in [
+        "celgate_source_synced{source=\"namespaces.v1\"} 1",
+        "celgate_source_stale_seconds{source=\"validatingadmissionpolicies.v1\"} 0",
+        "celgate_config_problems{kind=\"ValidatingAdmissionPolicyBinding\",name=\"orphan\",reason=\"PolicyNotFound\"} 1",
+        "celgate_policies_loaded 1",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
     server.shutdown().await;
 }

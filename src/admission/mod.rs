@@ -457,7 +457,9 @@ fn collect_params(
         ));
     }
     if scope == Scope::Cluster && pr.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
-        return Err("paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into());
+        return Err(
+            "paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into(),
+        );
     }
     let candidates: Vec<&ParamObject> = snapshot
         .params

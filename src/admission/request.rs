@@ -140,7 +140,10 @@ impl<'d> Request<'d> {
             username: text(user_node.and_then(|u| u.get("username"))),
             uid: text(user_node.and_then(|u| u.get("uid"))),
             groups,
-            extra: user_node.and_then(|u| u.get("extra")).map(extra).unwrap_or_default(),
+            extra: user_node
+                .and_then(|u| u.get("extra"))
+                .map(extra)
+                .unwrap_or_default(),
         };
         Ok(Request {
             api_version,

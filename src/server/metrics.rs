@@ -5,11 +5,12 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus::{
-    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use crate::admission::Check;
+use crate::source::kube::{Problem, SourceStatus};
 
 /// 50 µs to 10 s, so that p99 alerts on webhook latency work.
 const REQUEST_BUCKETS: &[f64] = &[
@@ -35,6 +36,10 @@ pub struct Metrics {
     pub source_errors: IntCounter,
     pub snapshot_timestamp: Gauge,
     pub certificate_expiry: Gauge,
+    pub source_stale: GaugeVec,
+    pub source_synced: IntGaugeVec,
+    pub source_objects: IntGaugeVec,
+    pub config_problems: IntGaugeVec,
 }
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -91,7 +96,28 @@ impl Metrics {
         .expect("metric definitions are constants");
         r.register(Box::new(source_errors.clone()))
             .expect("each metric is registered once");
+        let vec = |name: &str, help: &str, labels: &[&str]| {
+            let g = IntGaugeVec::new(Opts::new(name, help), labels)
+                .expect("metric definitions are constants");
+            r.register(Box::new(g.clone()))
+                .expect("each metric is registered once");
+            g
+        };
+        let source_stale = GaugeVec::new(
+            Opts::new(
+                "celgate_source_stale_seconds",
+                "How long each watched resource may have been missing changes: zero while its watch is current, else the time since it failed.",
+            ),
+            &["source"],
+        )
+        .expect("metric definitions are constants");
+        r.register(Box::new(source_stale.clone()))
+            .expect("each metric is registered once");
         Metrics {
+            source_stale,
+            source_synced: vec("celgate_source_synced", "1 once a watched resource's initial list completed.", &["source"]),
+            source_objects: vec("celgate_source_objects", "Objects held for each watched resource.", &["source"]),
+            config_problems: vec("celgate_config_problems", "Misconfigured policies and bindings (also reported as Events): 1 per current problem.", &["kind", "name", "reason"]),
             check_total: counter(&r, "celgate_validating_admission_policy_check_total", "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.", &check_labels),
             check_duration: histogram(&r, "celgate_validating_admission_policy_check_duration_seconds", "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.", &check_labels, CHECK_BUCKETS),
             match_condition_errors: counter(&r, "celgate_admission_match_condition_evaluation_errors_total", "Admission match condition evaluation errors count, identified by name of resource containing the match condition and broken out for each kind containing matchConditions (webhook or policy), operation and admission type (validate or admit).", &mc_labels),
@@ -137,6 +163,35 @@ impl Metrics {
                 .unwrap_or(Duration::ZERO)
                 .as_secs_f64(),
         );
+    }
+
+    /// Sets the per-source gauges; sources that went away (stopped param watches) disappear.
+    pub fn sources(&self, statuses: &[SourceStatus]) {
+        self.source_stale.reset();
+        self.source_synced.reset();
+        self.source_objects.reset();
+        for s in statuses {
+            let label = [s.name.as_str()];
+            self.source_stale
+                .with_label_values(&label)
+                .set(s.stale.as_secs_f64());
+            self.source_synced
+                .with_label_values(&label)
+                .set(i64::from(s.synced));
+            self.source_objects
+                .with_label_values(&label)
+                .set(s.objects as i64);
+        }
+    }
+
+    /// Sets the problem gauge to the current problems.
+    pub fn problems(&self, problems: &[Problem]) {
+        self.config_problems.reset();
+        for p in problems {
+            self.config_problems
+                .with_label_values(&[p.kind.as_str(), p.name.as_str(), p.reason])
+                .set(1);
+        }
     }
 
     /// The text exposition of every metric.

@@ -5,8 +5,8 @@
 //! tokio's blocking pool, whose threads have a stack sized for the engine, so the async
 //! workers never block and never run the evaluator. Bad input gets a clear HTTP answer: 415
 //! for a wrong content type, 413 over the body limit, 400 for malformed JSON or a review
-//! without a request, 429 when too many reviews are in flight, 504 past the API server's
-//! `?timeout=`.
+//! without a request, 429 when too many reviews are in flight, 503 before the policy source
+//! first loaded, 504 past the API server's `?timeout=`.
 
 pub mod metrics;
 pub mod run;
@@ -174,6 +174,17 @@ async fn validate(
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    // Before the first complete snapshot there is nothing to enforce yet: answering "allowed"
+    // would let everything through. A 503 makes the API server apply the webhook's own
+    // failurePolicy (the readiness probe normally keeps requests away until then).
+    if !s.ready.load(Ordering::Acquire) {
+        return refuse(
+            &s,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "not yet ready to handle request".into(),
+        );
+    }
     let json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

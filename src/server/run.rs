@@ -1,6 +1,7 @@
-//! Starting the service: TLS identity, the policy folder and its watcher, the certificate
-//! watcher, both listeners, and shutdown. Used by `celgate serve` and by the integration
-//! tests, which start the real server on ephemeral ports.
+//! Starting the service: TLS identity, the policy source (a folder and its watcher, or the
+//! cluster's watchers), the certificate watcher, both listeners, and shutdown. Used by
+//! `celgate serve` and by the integration tests, which start the real server on ephemeral
+//! ports.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,6 +14,8 @@ use tokio::task::JoinHandle;
 
 use super::tls::{self, Identity};
 use super::{metrics_router, router, serve_plain, serve_tls, AppState, Bound, Limits};
+use crate::source::kube::authorizer::{SarAuthorizer, SarOptions};
+use crate::source::kube::{KubeOptions, KubeSource};
 
 /// Where the serving certificate comes from.
 #[derive(Debug, Clone)]
@@ -23,9 +26,25 @@ pub enum CertSource {
     SelfSigned { names: Vec<String> },
 }
 
+/// Where policies come from.
+#[derive(Debug, Clone)]
+pub enum PolicySource {
+    /// A folder of manifests, reloaded when its files change.
+    Folder(PathBuf),
+    /// The cluster's policies, bindings, params and namespaces, through the API server.
+    Kubernetes {
+        /// The API server; `None`: in-cluster configuration or the kubeconfig.
+        api_url: Option<axum::http::Uri>,
+        options: KubeOptions,
+        /// `authorizer` checks by SubjectAccessReview; `None`: no cluster authorizer (checks
+        /// read the RBAC objects of the snapshot, which a cluster source does not hold).
+        sar: Option<SarOptions>,
+    },
+}
+
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
-    pub policies: PathBuf,
+    pub source: PolicySource,
     pub listen: SocketAddr,
     pub metrics_listen: Option<SocketAddr>,
     pub cert: CertSource,
@@ -45,6 +64,8 @@ pub struct Running {
     pub ca_pem: Option<String>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// The cluster source, kept alive while serving.
+    pub cluster: Option<Arc<KubeSource>>,
 }
 
 impl Running {
@@ -57,9 +78,8 @@ impl Running {
     }
 }
 
-fn load(state: &AppState, cfg: &ServeConfig) {
-    let dir = cfg.policies.clone();
-    match crate::source::load_for_serving(&dir, cfg.version, &state.compiled) {
+fn load(state: &AppState, dir: &std::path::Path, version: u16) {
+    match crate::source::load_for_serving(dir, version, &state.compiled) {
         Ok(snapshot) => {
             tracing::info!(policies = snapshot.policies.len(), folder = %dir.display(), "policies loaded");
             state.install(snapshot);
@@ -92,12 +112,18 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, String> {
     if let Some(t) = identity.not_after() {
         state.metrics.certificate_expiry.set(t);
     }
-    let initial = {
-        let state = state.clone();
-        let cfg = cfg.clone();
-        tokio::task::spawn_blocking(move || load(&state, &cfg))
+    let cluster = match &cfg.source {
+        PolicySource::Folder(dir) => {
+            let (state, dir, version) = (state.clone(), dir.clone(), cfg.version);
+            let _ = tokio::task::spawn_blocking(move || load(&state, &dir, version)).await;
+            None
+        }
+        PolicySource::Kubernetes {
+            api_url,
+            options,
+            sar,
+        } => Some(start_cluster(&state, api_url.clone(), options.clone(), sar.clone()).await?),
     };
-    let _ = initial.await;
     let listener = TcpListener::bind(cfg.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
@@ -128,7 +154,17 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, String> {
         )));
     }
     // Watchers end with the process; they hold no request state.
-    tokio::spawn(watch_folder(state.clone(), cfg.clone(), rx.clone()));
+    if let PolicySource::Folder(dir) = &cfg.source {
+        tokio::spawn(watch_folder(
+            state.clone(),
+            dir.clone(),
+            cfg.clone(),
+            rx.clone(),
+        ));
+    }
+    if let Some(c) = &cluster {
+        tokio::spawn(report_cluster(state.clone(), c.clone(), rx.clone()));
+    }
     if let CertSource::Files { cert, key } = &cfg.cert {
         let metrics_state = state.clone();
         let identity = identity.clone();
@@ -154,24 +190,72 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, String> {
         ca_pem,
         shutdown: tx,
         tasks,
+        cluster,
     })
+}
+
+/// Connects to the API server and starts the cluster source; snapshots are installed as they
+/// come, and the service turns ready with the first (complete) one.
+async fn start_cluster(
+    state: &Arc<AppState>,
+    api_url: Option<axum::http::Uri>,
+    options: KubeOptions,
+    sar: Option<SarOptions>,
+) -> Result<Arc<KubeSource>, String> {
+    let config = match api_url {
+        Some(url) => kube::Config::new(url),
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("cannot configure the Kubernetes client: {e}"))?,
+    };
+    let client = kube::Client::try_from(config)
+        .map_err(|e| format!("cannot create the Kubernetes client: {e}"))?;
+    let authorizer = sar.map(|o| {
+        SarAuthorizer::new(client.clone(), o) as Arc<dyn crate::cel::k8s::authz::AuthorizerFactory>
+    });
+    let target = state.clone();
+    let publish = Arc::new(move |s| target.install(s));
+    Ok(Arc::new(KubeSource::start(
+        client, options, authorizer, publish,
+    )))
+}
+
+/// Copies the cluster source's health and problems into the metrics, every second.
+async fn report_cluster(
+    state: Arc<AppState>,
+    source: Arc<KubeSource>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        state.metrics.sources(&source.status());
+        state.metrics.problems(&source.problems());
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
 }
 
 /// Reloads the policy folder when its files change; a broken file keeps the last good
 /// snapshot (logged and counted).
-async fn watch_folder(state: Arc<AppState>, cfg: ServeConfig, mut stop: watch::Receiver<bool>) {
-    let mut last = crate::source::fingerprint(&cfg.policies);
+async fn watch_folder(
+    state: Arc<AppState>,
+    dir: PathBuf,
+    cfg: ServeConfig,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut last = crate::source::fingerprint(&dir);
     loop {
         tokio::select! {
             _ = stop.changed() => return,
             _ = tokio::time::sleep(cfg.poll) => {}
         }
-        let now = crate::source::fingerprint(&cfg.policies);
+        let now = crate::source::fingerprint(&dir);
         if now == last {
             continue;
         }
         last = now;
-        let (s, c) = (state.clone(), cfg.clone());
-        let _ = tokio::task::spawn_blocking(move || load(&s, &c)).await;
+        let (s, d, version) = (state.clone(), dir.clone(), cfg.version);
+        let _ = tokio::task::spawn_blocking(move || load(&s, &d, version)).await;
     }
 }

@@ -265,7 +265,12 @@ fn status(code: StatusCode, message: &str) -> Response {
         _ => "InternalError",
     };
     let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code.as_u16()});
-    (code, [("content-type", "application/json")], body.to_string()).into_response()
+    (
+        code,
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 fn ok(body: Json) -> Response {
@@ -315,14 +320,24 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
                 Ok(s) => {
                     let mut review = object;
                     review["status"] = s;
-                    (StatusCode::CREATED, [("content-type", "application/json")], review.to_string()).into_response()
+                    (
+                        StatusCode::CREATED,
+                        [("content-type", "application/json")],
+                        review.to_string(),
+                    )
+                        .into_response()
                 }
                 Err(code) => status(code, "review failed"),
             };
         }
         if path.starts_with("apis/events.k8s.io/v1/namespaces/") && path.ends_with("/events") {
             fake.posted_events.lock().unwrap().push(object.clone());
-            return (StatusCode::CREATED, [("content-type", "application/json")], object.to_string()).into_response();
+            return (
+                StatusCode::CREATED,
+                [("content-type", "application/json")],
+                object.to_string(),
+            )
+                .into_response();
         }
         return status(StatusCode::NOT_FOUND, "no such collection");
     }
@@ -337,10 +352,15 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
             .iter()
             .map(|k| json!({"name": k.plural, "singularName": "", "namespaced": k.namespaced, "kind": k.kind, "verbs": ["get", "list", "watch"]}))
             .collect();
-        return ok(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": in_gv[0].api_version, "resources": resources}));
+        return ok(
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": in_gv[0].api_version, "resources": resources}),
+        );
     }
     let Some(kind) = kinds.iter().find(|k| k.key() == path).cloned() else {
-        return status(StatusCode::NOT_FOUND, &format!("the server could not find the requested resource ({path})"));
+        return status(
+            StatusCode::NOT_FOUND,
+            &format!("the server could not find the requested resource ({path})"),
+        );
     };
     if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
         let from: u64 = query
@@ -462,7 +482,8 @@ where
 {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     tokio::spawn(f(tx));
-    futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok(b), rx))
-    })
+    futures::stream::unfold(
+        rx,
+        |mut rx| async move { rx.recv().await.map(|b| (Ok(b), rx)) },
+    )
 }

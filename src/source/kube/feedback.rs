@@ -73,8 +73,7 @@ pub fn problems(
     for p in policies {
         let name = p["metadata"]["name"].as_str().unwrap_or("");
         let pk = &p["spec"]["paramKind"];
-        if let (Some(api_version), Some(kind)) = (pk["apiVersion"].as_str(), pk["kind"].as_str())
-        {
+        if let (Some(api_version), Some(kind)) = (pk["apiVersion"].as_str(), pk["kind"].as_str()) {
             let key = (group_of(api_version).to_string(), kind.to_string());
             if !snapshot.kinds.contains_key(&key) {
                 out.push(problem(
@@ -140,7 +139,9 @@ pub fn problems(
                 out.push(problem(
                     b,
                     "ParamNotFound",
-                    format!("paramRef names {kind} {name:?}{place}, which does not exist: {effect}"),
+                    format!(
+                        "paramRef names {kind} {name:?}{place}, which does not exist: {effect}"
+                    ),
                 ));
             }
             _ => {}
@@ -286,7 +287,8 @@ spec: {policyName: broken, validationActions: [Deny]}
             assert_eq!((k.api_version, k.kind), ("v1", "ConfigMap"));
             Some((Scope::Namespaced, k.name == "present"))
         });
-        let summary: Vec<(&str, &str)> = found.iter().map(|p| (p.name.as_str(), p.reason)).collect();
+        let summary: Vec<(&str, &str)> =
+            found.iter().map(|p| (p.name.as_str(), p.reason)).collect();
         assert_eq!(
             summary,
             [
@@ -304,7 +306,13 @@ spec: {policyName: broken, validationActions: [Deny]}
             "{}",
             missing.message
         );
-        assert!(found[0].message.starts_with("spec.validations[0].expression:"), "{}", found[0].message);
+        assert!(
+            found[0]
+                .message
+                .starts_with("spec.validations[0].expression:"),
+            "{}",
+            found[0].message
+        );
     }
 
     #[test]

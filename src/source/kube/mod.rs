@@ -170,11 +170,18 @@ impl Drop for Watched {
 
 /// What is known of a param kind (`apiVersion`, `kind`) some policy names.
 enum ParamKind {
-    Watched { scope: Scope, watched: Watched },
+    Watched {
+        scope: Scope,
+        watched: Watched,
+    },
     /// Discovery does not list the kind: policies naming it are misconfigured.
-    NotServed { checked: Instant },
+    NotServed {
+        checked: Instant,
+    },
     /// Discovery failed (API server unreachable): treated as not yet synced.
-    Unresolved { checked: Instant },
+    Unresolved {
+        checked: Instant,
+    },
 }
 
 /// Looks a kind up in discovery: its resource and scope, `None` when the group version does
@@ -329,7 +336,11 @@ async fn run(
         // Coalesce a burst of changes (a re-list, `kubectl apply -f dir/`) into one rebuild.
         tokio::time::sleep(options.debounce).await;
         if tick {
-            probe_failing(&client, core.iter().chain(params.values().filter_map(watched))).await;
+            probe_failing(
+                &client,
+                core.iter().chain(params.values().filter_map(watched)),
+            )
+            .await;
         }
         if !core.iter().all(|w| w.store.synced()) {
             continue;
@@ -367,7 +378,8 @@ async fn run(
         let inputs = Inputs::collect(&core, &params, authorizer.clone());
         let (version, cache) = (options.version, cache.clone());
         // Compiling is CPU work: off the async workers.
-        let snapshot = match tokio::task::spawn_blocking(move || inputs.build(version, &cache)).await
+        let snapshot = match tokio::task::spawn_blocking(move || inputs.build(version, &cache))
+            .await
         {
             Ok(s) => s,
             Err(e) => {
@@ -508,9 +520,11 @@ async fn probe_failing<'a>(client: &Client, watched: impl Iterator<Item = &'a Wa
             continue;
         }
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &w.resource);
-        if let Ok(Ok(_)) =
-            tokio::time::timeout(Duration::from_secs(5), api.list(&ListParams::default().limit(1)))
-                .await
+        if let Ok(Ok(_)) = tokio::time::timeout(
+            Duration::from_secs(5),
+            api.list(&ListParams::default().limit(1)),
+        )
+        .await
         {
             w.store.current();
         }
