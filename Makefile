@@ -1,11 +1,17 @@
-# Common tasks. `make test` is exactly what CI runs (through .ci/run).
-.PHONY: build test lint bench run fmt load
+# Common tasks. `make test` is exactly what CI runs (through .ci/run): every Rust test, then
+# the Helm chart check (rendering, lint, Kubernetes schemas; Python tools from PyPI).
+.PHONY: build test lint bench run fmt load chart
 
 build:
 	cargo build --release
 
 test:
 	cargo test --all-targets
+	bash .ci/chart-test
+
+# Re-render deploy/celgate.yaml from the chart.
+chart:
+	bash .ci/chart-test --write
 
 lint:
 	cargo fmt --all -- --check

@@ -1,0 +1,48 @@
+{{- define "celgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "celgate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else if contains (include "celgate.name" .) .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name (include "celgate.name" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "celgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "celgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "celgate.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "celgate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "celgate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "celgate.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret holding the serving certificate. */}}
+{{- define "celgate.tlsSecret" -}}
+{{- if eq .Values.certificates.mode "existingSecret" }}
+{{- required "certificates.existingSecret.name is required with mode existingSecret" .Values.certificates.existingSecret.name }}
+{{- else }}
+{{- printf "%s-tls" (include "celgate.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The names the serving certificate is valid for: the Service's DNS names. */}}
+{{- define "celgate.dnsNames" -}}
+{{- $svc := include "celgate.fullname" . -}}
+{{- list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) | toJson }}
+{{- end }}
