@@ -205,12 +205,18 @@ async fn snapshot_follows_every_change() {
     fake.drop_watches();
     fake.apply(namespace("third", "prod"));
     eventually("change after a dropped watch", || {
-        allowed(&latest, review("third", "worse", 1)) == Some(false)
+        latest
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|s| s.namespaces.contains_key("third"))
     })
     .await;
+    assert_eq!(allowed(&latest, review("third", "worse", 1)), Some(false));
     assert!(
         fake.count("namespaces?&watch=true") > watches,
-        "watched again"
+        "{watches} {:?}",
+        fake.requests.lock().unwrap()
     );
 
     // 410 Gone: the source lists again; a deletion lost with the history is still seen.
@@ -226,6 +232,48 @@ async fn snapshot_follows_every_change() {
         fake.requests.lock().unwrap()
     );
     assert!(source.status().iter().all(|s| s.synced));
+}
+
+/// A namespace created a moment before a request in it (its watch event not in yet) is read
+/// with a GET, as the API server does, instead of failing the request as "not found".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_the_watch_has_not_delivered_is_read_directly() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(policy("no-bad", false));
+    fake.apply(binding(
+        "no-bad-prod",
+        "no-bad",
+        json!({"matchLabels": {"env": "prod"}}),
+        None,
+    ));
+    let (source, latest) = start(addr, options(), false);
+    eventually("ready", || source.ready()).await;
+    fake.mute("namespaces");
+    fake.apply(namespace("fresh", "prod"));
+    fake.apply(namespace("fresh-dev", "dev"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let snapshot = latest.lock().unwrap().clone().unwrap();
+    assert!(!snapshot.namespaces.contains_key("fresh"));
+    let r = respond(&latest, review("fresh", "bad", 1)).await;
+    assert_eq!(r["allowed"], false);
+    assert!(r["status"]["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("denied request: no bad pods"));
+    assert_eq!(
+        respond(&latest, review("fresh-dev", "bad", 1)).await["allowed"],
+        true
+    );
+    // One GET each (the count of "fresh" includes "fresh-dev").
+    assert_eq!(fake.count("GET /api/v1/namespaces/fresh-dev"), 1);
+    assert_eq!(fake.count("GET /api/v1/namespaces/fresh"), 2);
+    // A namespace that does not exist at all is the in-tree "not found" configuration error.
+    let r = respond(&latest, review("nosuch", "bad", 1)).await;
+    assert_eq!(r["allowed"], false);
+    assert!(r["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("namespaces \"nosuch\" not found"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,7 +20,7 @@ use crate::cel::Value;
 use crate::matching::{is_exempt, Match};
 use crate::policy::compile::{CompiledPolicy, FailurePolicy};
 use crate::policy::snapshot::{
-    group_of, namespace_view, Action, CompiledBinding, ParamObject, Scope, Snapshot,
+    group_of, namespace_view, Action, CompiledBinding, NamespaceEntry, ParamObject, Scope, Snapshot,
 };
 use rbac::RbacAuthorizer;
 use request::Request;
@@ -146,7 +146,8 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
     if !handled(&attrs.operation) || is_exempt(&attrs.group, &attrs.resource) {
         return verdict;
     }
-    let namespace_object = namespace_object(snapshot, req);
+    let namespaces = RequestNamespaces::new(snapshot, req);
+    let namespace_object = namespace_object(&namespaces, req);
     let backend: Arc<dyn crate::cel::k8s::authz::Authorizer> = match &snapshot.authorizer {
         Some(factory) => factory.for_user(&req.user),
         None => Arc::new(RbacAuthorizer::new(snapshot.rbac.clone(), req.user.clone())),
@@ -158,7 +159,7 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
         let policy = &entry.policy;
         let config_error = match &policy.matcher {
             Err(guard) => Some(guard.clone()),
-            Ok(m) => match m.matches(attrs, snapshot) {
+            Ok(m) => match m.matches(attrs, &namespaces) {
                 Match::No => continue,
                 Match::Yes => policy
                     .invalid
@@ -178,7 +179,7 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
         }
         let mut collector: Vec<(String, Vec<String>)> = Vec::new();
         for binding in &entry.bindings {
-            let params = match binding_params(snapshot, policy, binding, req) {
+            let params = match binding_params(snapshot, &namespaces, policy, binding, req) {
                 Ok(Some(p)) => p,
                 Ok(None) => continue,
                 Err(e) => {
@@ -403,12 +404,13 @@ fn param_kind_error(snapshot: &Snapshot, policy: &CompiledPolicy) -> Option<Stri
 /// request; an error for a binding configuration error (§2.7, §3.3, §7).
 fn binding_params(
     snapshot: &Snapshot,
+    namespaces: &RequestNamespaces<'_>,
     policy: &CompiledPolicy,
     binding: &CompiledBinding,
     req: &Request<'_>,
 ) -> Result<Option<Vec<Option<Arc<Json>>>>, String> {
     if let Some(m) = &binding.matcher {
-        match m.matches(&req.attributes, snapshot) {
+        match m.matches(&req.attributes, namespaces) {
             Match::No => return Ok(None),
             Match::Yes => {}
             Match::Error(e) => return Err(e),
@@ -501,13 +503,47 @@ fn collect_params(
 /// cluster-scoped requests and for Namespace requests themselves. A namespace missing from the
 /// snapshot (an offline folder without its Namespace object) is taken as a bare namespace
 /// with its `kubernetes.io/metadata.name` label, rather than failing every request in it.
-fn namespace_object(snapshot: &Snapshot, req: &Request<'_>) -> Option<Arc<Json>> {
+/// The snapshot's namespaces, plus the request's own namespace read from the cluster when the
+/// snapshot does not have it yet.
+struct RequestNamespaces<'s> {
+    snapshot: &'s Snapshot,
+    fetched: Option<NamespaceEntry>,
+}
+
+impl<'s> RequestNamespaces<'s> {
+    fn new(snapshot: &'s Snapshot, req: &Request<'_>) -> Self {
+        let ns = &req.attributes.namespace;
+        let fetched = match &snapshot.namespace_lookup {
+            Some(lookup) if !ns.is_empty() && !snapshot.namespaces.contains_key(ns) => {
+                lookup.get(ns).map(|o| NamespaceEntry::new(Arc::new(o)))
+            }
+            _ => None,
+        };
+        RequestNamespaces { snapshot, fetched }
+    }
+
+    fn get(&self, name: &str) -> Option<&NamespaceEntry> {
+        self.snapshot.namespaces.get(name).or_else(|| {
+            self.fetched
+                .as_ref()
+                .filter(|e| e.object["metadata"]["name"] == name)
+        })
+    }
+}
+
+impl crate::matching::Namespaces for RequestNamespaces<'_> {
+    fn labels(&self, name: &str) -> Option<&std::collections::BTreeMap<String, String>> {
+        self.get(name).map(|e| &e.labels)
+    }
+}
+
+fn namespace_object(namespaces: &RequestNamespaces<'_>, req: &Request<'_>) -> Option<Arc<Json>> {
     let is_namespace_kind = req.kind == "Namespace" && req.attributes.group.is_empty();
     let ns = &req.attributes.namespace;
     if ns.is_empty() || is_namespace_kind {
         return None;
     }
-    Some(snapshot.namespaces.get(ns).map(|n| n.view.clone()).unwrap_or_else(|| {
+    Some(namespaces.get(ns).map(|n| n.view.clone()).unwrap_or_else(|| {
         Arc::new(namespace_view(&serde_json::json!({"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}})))
     }))
 }

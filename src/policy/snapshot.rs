@@ -88,6 +88,24 @@ pub struct NamespaceEntry {
     pub view: Arc<Json>,
 }
 
+impl NamespaceEntry {
+    pub fn new(object: Arc<Json>) -> NamespaceEntry {
+        NamespaceEntry {
+            labels: crate::matching::selector::labels_of(&object).unwrap_or_default(),
+            view: Arc::new(namespace_view(&object)),
+            object,
+        }
+    }
+}
+
+/// Finds a namespace the snapshot does not have yet, as the API server falls back from its
+/// informer to a live GET: a namespace created a moment before the request (`kubectl apply`
+/// of a namespace and its workloads) would otherwise be "not found".
+pub trait NamespaceLookup: Send + Sync + std::fmt::Debug {
+    /// The Namespace object, or `None` when it does not exist (or cannot be read).
+    fn get(&self, name: &str) -> Option<Json>;
+}
+
 /// The fields of a Namespace that `namespaceObject` carries (§6.4).
 pub fn namespace_view(source: &Json) -> Json {
     let meta = &source["metadata"];
@@ -200,6 +218,8 @@ pub struct Snapshot {
     /// Answers `authorizer` checks in a cluster (SubjectAccessReview); `None`: the RBAC
     /// objects of `rbac`.
     pub authorizer: Option<Arc<dyn crate::cel::k8s::authz::AuthorizerFactory>>,
+    /// Reads namespaces missing from `namespaces` from the cluster.
+    pub namespace_lookup: Option<Arc<dyn NamespaceLookup>>,
 }
 
 impl Namespaces for Snapshot {
@@ -360,6 +380,11 @@ impl SnapshotBuilder {
         self.snapshot.authorizer = Some(factory);
     }
 
+    /// Uses `lookup` for namespaces the snapshot does not have.
+    pub fn namespace_lookup(&mut self, lookup: Arc<dyn NamespaceLookup>) {
+        self.snapshot.namespace_lookup = Some(lookup);
+    }
+
     pub fn add_policy(&mut self, p: Policy) {
         self.policies.push(p);
     }
@@ -370,7 +395,7 @@ impl SnapshotBuilder {
 
     /// Adds any other object: a namespace, an RBAC object, a CRD (which declares a kind's
     /// scope), and in every case a potential param.
-    pub fn add_object(&mut self, object: Json) {
+    pub fn add_object(&mut self, object: Arc<Json>) {
         let api_version = object["apiVersion"].as_str().unwrap_or("").to_string();
         let kind = object["kind"].as_str().unwrap_or("").to_string();
         let group = group_of(&api_version).to_string();
@@ -390,19 +415,13 @@ impl SnapshotBuilder {
             self.snapshot.kinds.insert((crd_group, crd_kind), scope);
         }
         if group.is_empty() && kind == "Namespace" {
-            self.snapshot.namespaces.insert(
-                name.clone(),
-                NamespaceEntry {
-                    labels: labels.clone(),
-                    object: Arc::new(object.clone()),
-                    view: Arc::new(namespace_view(&object)),
-                },
-            );
+            self.snapshot
+                .namespaces
+                .insert(name.clone(), NamespaceEntry::new(object.clone()));
         }
         if group == "rbac.authorization.k8s.io" {
-            self.rbac.push(Arc::new(object.clone()));
+            self.rbac.push(object.clone());
         }
-        let object = Arc::new(object);
         self.snapshot
             .params
             .entry((group, kind))

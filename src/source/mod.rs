@@ -5,6 +5,7 @@
 pub mod folder;
 pub mod kube;
 
+use serde::Deserialize;
 use serde_json::{json, Value as Json};
 
 use crate::policy::model::{Binding, Policy};
@@ -78,25 +79,32 @@ pub fn snapshot_cached(
 /// Adds one object to a snapshot under construction: a policy or binding is read (and, with
 /// `strict`, validated); anything else is a namespace, param or RBAC object.
 pub fn add_loaded(b: &mut SnapshotBuilder, o: Loaded, strict: bool) -> Result<(), LoadError> {
-    let api_version = o.object["apiVersion"].as_str().unwrap_or("");
+    add_shared(b, std::sync::Arc::new(o.object), strict).map_err(|message| LoadError {
+        file: o.file,
+        document: o.document,
+        message,
+    })
+}
+
+/// [`add_loaded`] for a shared object (the cluster source's stores hold `Arc`s): nothing is
+/// copied but what the snapshot keeps of policies and bindings.
+pub fn add_shared(
+    b: &mut SnapshotBuilder,
+    object: std::sync::Arc<Json>,
+    strict: bool,
+) -> Result<(), String> {
+    let api_version = object["apiVersion"].as_str().unwrap_or("");
     let is_vap = crate::policy::model::API_VERSIONS.contains(&api_version);
-    let err = |e: serde_json::Error| LoadError {
-        file: o.file.clone(),
-        document: o.document,
-        message: e.to_string(),
-    };
-    let invalid = |errors: Vec<String>| LoadError {
-        file: o.file.clone(),
-        document: o.document,
-        message: format!(
+    let invalid = |errors: Vec<String>| {
+        format!(
             "invalid {}: {}",
-            o.object["kind"].as_str().unwrap_or("object"),
+            object["kind"].as_str().unwrap_or("object"),
             errors.join("; ")
-        ),
+        )
     };
-    match (is_vap, o.object["kind"].as_str()) {
+    match (is_vap, object["kind"].as_str()) {
         (true, Some("ValidatingAdmissionPolicy")) => {
-            let p: Policy = serde_json::from_value(o.object.clone()).map_err(err)?;
+            let p = Policy::deserialize(&*object).map_err(|e| e.to_string())?;
             let errors = validate_policy(&p);
             if strict && !errors.is_empty() {
                 return Err(invalid(errors));
@@ -104,14 +112,14 @@ pub fn add_loaded(b: &mut SnapshotBuilder, o: Loaded, strict: bool) -> Result<()
             b.add_policy(p);
         }
         (true, Some("ValidatingAdmissionPolicyBinding")) => {
-            let binding: Binding = serde_json::from_value(o.object.clone()).map_err(err)?;
+            let binding = Binding::deserialize(&*object).map_err(|e| e.to_string())?;
             let errors = validate_binding(&binding);
             if strict && !errors.is_empty() {
                 return Err(invalid(errors));
             }
             b.add_binding(binding);
         }
-        _ => b.add_object(o.object),
+        _ => b.add_object(object),
     }
     Ok(())
 }

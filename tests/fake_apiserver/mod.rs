@@ -75,6 +75,8 @@ pub struct Fake {
     close: broadcast::Sender<bool>,
     open_watches: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     down: AtomicBool,
+    /// Resources whose changes reach no watch (a watch that lags behind).
+    muted: Mutex<std::collections::BTreeSet<String>>,
     stalled: Mutex<BTreeMap<String, Arc<Notify>>>,
     pub requests: Mutex<Vec<String>>,
     pub reviews: Mutex<Vec<Json>>,
@@ -112,6 +114,7 @@ impl Fake {
             close,
             open_watches: Mutex::default(),
             down: AtomicBool::new(false),
+            muted: Mutex::default(),
             stalled: Mutex::default(),
             requests: Mutex::default(),
             reviews: Mutex::default(),
@@ -167,7 +170,9 @@ impl Fake {
         };
         let event = json!({"type": kind_of_event, "object": object});
         r.history.push((rv, event.clone()));
-        let _ = self.events.send((kind.key(), rv, event));
+        if !self.muted.lock().unwrap().contains(&kind.plural) {
+            let _ = self.events.send((kind.key(), rv, event));
+        }
         rv
     }
 
@@ -178,6 +183,11 @@ impl Fake {
 
     pub fn delete(&self, object: Json) -> u64 {
         self.change(&object, true)
+    }
+
+    /// Changes of `plural` stop reaching open watches (they stay readable by GET and list).
+    pub fn mute(&self, plural: &str) {
+        self.muted.lock().unwrap().insert(plural.into());
     }
 
     /// Ends every open watch as a dropped connection would.
@@ -356,6 +366,21 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
             json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": in_gv[0].api_version, "resources": resources}),
         );
     }
+    // GET of one cluster-scoped object.
+    let single = kinds.iter().find_map(|k| {
+        let name = path.strip_prefix(&format!("{}/", k.key()))?;
+        (!name.contains('/')).then(|| (k.clone(), name.to_string()))
+    });
+    if let Some((kind, name)) = single {
+        let r = fake.resources.lock().unwrap();
+        return match r[&kind.key()].objects.get(&(String::new(), name.clone())) {
+            Some(o) => ok(o.clone()),
+            None => status(
+                StatusCode::NOT_FOUND,
+                &format!("{} {name:?} not found", kind.plural),
+            ),
+        };
+    }
     let Some(kind) = kinds.iter().find(|k| k.key() == path).cloned() else {
         return status(
             StatusCode::NOT_FOUND,
@@ -440,7 +465,10 @@ fn watch(fake: Arc<Fake>, kind: Kind, from: u64) -> Response {
             }
         }
         loop {
+            // Biased: a close sent before an event wins, so a dropped watch delivers nothing
+            // after it (the change must come through the resumed watch).
             tokio::select! {
+                biased;
                 _ = tx.closed() => return,
                 c = close.recv() => {
                     if c == Ok(true) {

@@ -3,7 +3,7 @@
 //! and a timeout.
 //!
 //! The evaluator is synchronous and runs on blocking threads; a check hands the request to
-//! the tokio runtime and waits for its answer on a channel, up to the timeout. A review that
+//! the tokio runtime and waits for its answer, up to the timeout. A review that
 //! fails or times out is an error, which makes the check a CEL error handled by the policy's
 //! failurePolicy: an unreachable API server never silently reads as "not allowed".
 
@@ -106,19 +106,12 @@ impl Inner {
         }
         let review = subject_access_review(user, attributes);
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let timeout = self.options.timeout;
-        self.runtime.spawn(async move {
-            let result = tokio::time::timeout(timeout, api.create(&PostParams::default(), &review))
-                .await
-                .map_err(|_| format!("SubjectAccessReview timed out after {timeout:?}"))
-                .and_then(|r| r.map_err(|e| format!("SubjectAccessReview failed: {e}")));
-            let _ = tx.send(result);
-        });
-        // The task itself times out; the margin covers scheduling.
-        let answer = rx
-            .recv_timeout(timeout + Duration::from_millis(500))
-            .map_err(|_| format!("SubjectAccessReview timed out after {timeout:?}"))??;
+        let answer = super::blocking::call(
+            &self.runtime,
+            self.options.timeout,
+            "SubjectAccessReview",
+            async move { api.create(&PostParams::default(), &review).await },
+        )?;
         let status = answer.status.unwrap_or_default();
         let verdict = if status.allowed {
             Verdict::Allow

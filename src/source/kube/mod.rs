@@ -13,16 +13,19 @@
 //! - The first snapshot is published (and the service turns ready) only once policies,
 //!   bindings, namespaces and the param kinds named at that time are listed; a param kind
 //!   that cannot be listed within `param_grace` does not hold readiness back forever.
+//! - A request in a namespace the snapshot does not have yet reads it with a GET, as the API
+//!   server falls back from its informer.
 //! - When the API server is unreachable the watchers retry with backoff and the last snapshot
 //!   keeps serving; [`SourceStatus::stale`] says for how long each copy may be behind.
 
 pub mod authorizer;
+mod blocking;
 pub mod feedback;
+pub mod namespaces;
 mod store;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,8 +37,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::cel::k8s::authz::AuthorizerFactory;
-use crate::policy::snapshot::{group_of, CompileCache, Scope, Snapshot, SnapshotBuilder};
-use crate::source::folder::Loaded;
+use crate::policy::snapshot::{
+    group_of, CompileCache, NamespaceLookup, Scope, Snapshot, SnapshotBuilder,
+};
 pub use feedback::Problem;
 pub use store::{SourceStatus, Store};
 
@@ -323,6 +327,8 @@ async fn run(
     ];
     let mut params: BTreeMap<(String, String), ParamKind> = BTreeMap::new();
     let cache = Arc::new(CompileCache::default());
+    let lookup: Arc<dyn NamespaceLookup> =
+        Arc::new(namespaces::ClusterNamespaces::new(client.clone()));
     let started = Instant::now();
     let mut feedback = options
         .events
@@ -375,7 +381,7 @@ async fn run(
         if last_built.as_ref() == Some(&generation) {
             continue;
         }
-        let inputs = Inputs::collect(&core, &params, authorizer.clone());
+        let inputs = Inputs::collect(&core, &params, authorizer.clone(), lookup.clone());
         let (version, cache) = (options.version, cache.clone());
         // Compiling is CPU work: off the async workers.
         let snapshot = match tokio::task::spawn_blocking(move || inputs.build(version, &cache))
@@ -536,6 +542,7 @@ struct Inputs {
     objects: Vec<Arc<Json>>,
     kinds: Vec<(String, String, ParamState)>,
     authorizer: Option<Arc<dyn AuthorizerFactory>>,
+    lookup: Arc<dyn NamespaceLookup>,
 }
 
 enum ParamState {
@@ -550,6 +557,7 @@ impl Inputs {
         core: &[Watched],
         params: &BTreeMap<(String, String), ParamKind>,
         authorizer: Option<Arc<dyn AuthorizerFactory>>,
+        lookup: Arc<dyn NamespaceLookup>,
     ) -> Inputs {
         let mut objects = Vec::new();
         for w in core {
@@ -573,6 +581,7 @@ impl Inputs {
             objects,
             kinds,
             authorizer,
+            lookup,
         }
     }
 
@@ -592,17 +601,11 @@ impl Inputs {
             if !seen.insert(key) {
                 continue;
             }
-            let name = meta["name"].as_str().unwrap_or("").to_string();
-            let kind = o["kind"].as_str().unwrap_or("").to_string();
-            let loaded = Loaded {
-                file: PathBuf::from(format!("cluster:{kind}/{name}")),
-                document: 0,
-                object: Json::clone(&o),
-            };
             // The API server validated these objects; one that still does not read is
             // skipped (and logged) rather than taking the whole snapshot down.
-            if let Err(e) = crate::source::add_loaded(&mut b, loaded, false) {
-                tracing::warn!(error = %e, "object skipped");
+            let name = format!("{}/{}", o["kind"].as_str().unwrap_or(""), meta["name"]);
+            if let Err(e) = crate::source::add_shared(&mut b, o.clone(), false) {
+                tracing::warn!(object = %name, error = %e, "object skipped");
             }
         }
         for (group, kind, state) in self.kinds {
@@ -619,6 +622,7 @@ impl Inputs {
         if let Some(a) = self.authorizer {
             b.authorizer(a);
         }
+        b.namespace_lookup(self.lookup);
         b.build_cached(version, cache)
     }
 }
