@@ -117,6 +117,42 @@ impl<'s> Doc<'s> {
         }
     }
 
+    /// Prepares the array element after the one being yielded, `next`, and the one after it:
+    /// `next`'s header was requested one step earlier, so it is read now to request its keys,
+    /// the start of its text (its first string) and the following element's header. Walking
+    /// a large array is a chain of dependent loads through `end`; requesting them an element
+    /// ahead lets the memory latency overlap the evaluation of the current element.
+    #[inline]
+    fn prefetch_element(&self, next: u32) {
+        let nodes = &self.nodes;
+        let Some(node) = nodes.get(next as usize) else {
+            return;
+        };
+        match *node {
+            Node::Object { first, end, .. } => {
+                if let Some(n) = nodes.get(end as usize) {
+                    prefetch_lines(n, 2);
+                }
+                if let Some(e) = self.entries.get(first as usize) {
+                    prefetch_lines(e, 2);
+                }
+                let children = (next as usize + 1)..(end as usize).min(next as usize + 4);
+                if let Some(s) = nodes[children].iter().find_map(|n| match n {
+                    Node::Str(s) => Some(s),
+                    _ => None,
+                }) {
+                    prefetch_lines(s.as_ptr(), 2);
+                }
+            }
+            Node::Array { end, .. } => {
+                if let Some(n) = nodes.get(end as usize) {
+                    prefetch_lines(n, 2);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Converts to `serde_json::Value` (for output and tests).
     pub fn to_value(&self, at: u32) -> serde_json::Value {
         Ref { doc: self, at }.to_value()
@@ -219,6 +255,26 @@ impl<'d, 's> Ref<'d, 's> {
     }
 }
 
+/// Arrays at least this long are walked with prefetching.
+const PREFETCH_MIN_LEN: usize = 64;
+
+/// Asks the CPU to start loading `lines` cache lines from `p` into the cache; no effect on
+/// other architectures.
+#[inline(always)]
+fn prefetch_lines<T>(p: *const T, lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for l in 0..lines {
+        let at = p.cast::<i8>().wrapping_add(l * 64);
+        // SAFETY: PREFETCHT0 is a hint. It changes nothing the program can observe and never
+        // faults, whatever the address (the pointer is never dereferenced).
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, lines);
+}
+
 /// Iterates an array's elements or an object's values (use [`Children::next_entry`] for keys).
 pub struct Children<'d, 's> {
     doc: &'d Doc<'s>,
@@ -247,6 +303,10 @@ impl<'d, 's> Iterator for Children<'d, 's> {
         }
         let at = self.pos;
         self.pos = self.doc.end_of(at);
+        // Only long arrays leave the cache; a short one was just parsed and is still in it.
+        if self.left > PREFETCH_MIN_LEN && self.entry.is_none() {
+            self.doc.prefetch_element(self.pos);
+        }
         self.left = self.left.saturating_sub(1);
         if let Some(e) = &mut self.entry {
             *e += 1;
