@@ -51,6 +51,13 @@ fn start(addr: std::net::SocketAddr, options: KubeOptions, sar: bool) -> (KubeSo
     (source, latest)
 }
 
+/// [`start`], once the source is ready.
+async fn start_ready(addr: std::net::SocketAddr, sar: bool) -> (KubeSource, Latest) {
+    let (source, latest) = start(addr, options(), sar);
+    eventually("ready", || source.ready()).await;
+    (source, latest)
+}
+
 /// Polls `check` for up to 10 s.
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     for _ in 0..500 {
@@ -105,6 +112,35 @@ fn binding(name: &str, policy: &str, selector: Json, param_ref: Option<Json>) ->
     b
 }
 
+/// The `no-bad` policy, bound in namespaces labelled `env: prod`.
+fn with_no_bad_in_prod(fake: &Fake) {
+    fake.apply(policy("no-bad", false));
+    fake.apply(binding(
+        "no-bad-prod",
+        "no-bad",
+        json!({"matchLabels": {"env": "prod"}}),
+        None,
+    ));
+}
+
+/// The ConfigMap param `team/limits`.
+fn limits(max: &str) -> Json {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": "team"}, "data": {"max": max}})
+}
+
+/// Namespace `team`, its `limits` param, and the `max-containers` policy bound to it.
+fn with_limits(fake: &Fake, max: &str) {
+    fake.apply(namespace("team", "prod"));
+    fake.apply(limits(max));
+    fake.apply(policy("max-containers", true));
+    fake.apply(binding(
+        "max-containers",
+        "max-containers",
+        json!({}),
+        Some(json!({"name": "limits", "parameterNotFoundAction": "Deny"})),
+    ));
+}
+
 fn review(namespace: &str, name: &str, containers: usize) -> Vec<u8> {
     let containers: Vec<Json> = (0..containers)
         .map(|i| json!({"name": format!("c{i}"), "image": "nginx"}))
@@ -153,15 +189,8 @@ async fn snapshot_follows_every_change() {
     let (fake, addr) = Fake::start(&core_kinds()).await;
     fake.apply(namespace("team", "prod"));
     fake.apply(namespace("other", "dev"));
-    fake.apply(policy("no-bad", false));
-    fake.apply(binding(
-        "no-bad-prod",
-        "no-bad",
-        json!({"matchLabels": {"env": "prod"}}),
-        None,
-    ));
-    let (source, latest) = start(addr, options(), false);
-    eventually("ready", || source.ready()).await;
+    with_no_bad_in_prod(&fake);
+    let (source, latest) = start_ready(addr, false).await;
     assert_eq!(source.policy_api_version().as_deref(), Some("v1"));
     assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
     assert_eq!(allowed(&latest, review("other", "bad", 1)), Some(true));
@@ -239,15 +268,8 @@ async fn snapshot_follows_every_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_namespace_the_watch_has_not_delivered_is_read_directly() {
     let (fake, addr) = Fake::start(&core_kinds()).await;
-    fake.apply(policy("no-bad", false));
-    fake.apply(binding(
-        "no-bad-prod",
-        "no-bad",
-        json!({"matchLabels": {"env": "prod"}}),
-        None,
-    ));
-    let (source, latest) = start(addr, options(), false);
-    eventually("ready", || source.ready()).await;
+    with_no_bad_in_prod(&fake);
+    let (source, latest) = start_ready(addr, false).await;
     fake.mute("namespaces");
     fake.apply(namespace("fresh", "prod"));
     fake.apply(namespace("fresh-dev", "dev"));
@@ -279,17 +301,8 @@ async fn a_namespace_the_watch_has_not_delivered_is_read_directly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn param_kinds_start_and_stop() {
     let (fake, addr) = Fake::start(&core_kinds()).await;
-    fake.apply(namespace("team", "prod"));
-    fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": "team"}, "data": {"max": "2"}}));
-    fake.apply(policy("max-containers", true));
-    fake.apply(binding(
-        "max-containers",
-        "max-containers",
-        json!({}),
-        Some(json!({"name": "limits", "parameterNotFoundAction": "Deny"})),
-    ));
-    let (source, latest) = start(addr, options(), false);
-    eventually("ready", || source.ready()).await;
+    with_limits(&fake, "2");
+    let (source, latest) = start_ready(addr, false).await;
     // The first snapshot already has the params (readiness waited for their list).
     assert_eq!(allowed(&latest, review("team", "p", 2)), Some(true));
     let denied = respond(&latest, review("team", "p", 3)).await;
@@ -305,7 +318,7 @@ async fn param_kinds_start_and_stop() {
         .any(|s| s.name.starts_with("configmaps.v1") && s.synced));
 
     // A param change is seen.
-    fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": "team"}, "data": {"max": "3"}}));
+    fake.apply(limits("3"));
     eventually("param change seen", || {
         allowed(&latest, review("team", "p", 3)) == Some(true)
     })
@@ -327,15 +340,7 @@ async fn param_kinds_start_and_stop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_param_kind_not_yet_synced_is_the_in_tree_error() {
     let (fake, addr) = Fake::start(&core_kinds()).await;
-    fake.apply(namespace("team", "prod"));
-    fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": "team"}, "data": {"max": "1"}}));
-    fake.apply(policy("max-containers", true));
-    fake.apply(binding(
-        "max-containers",
-        "max-containers",
-        json!({}),
-        Some(json!({"name": "limits", "parameterNotFoundAction": "Allow"})),
-    ));
+    with_limits(&fake, "1");
     fake.stall("configmaps");
     let (source, latest) = start(addr, options(), false);
     // Readiness waits for the param list up to the grace period, then serves the in-tree
@@ -389,8 +394,7 @@ async fn falls_back_to_v1beta1() {
     let mut b = binding("no-bad", "no-bad", json!({}), None);
     b["apiVersion"] = json!("admissionregistration.k8s.io/v1beta1");
     fake.apply(b);
-    let (source, latest) = start(addr, options(), false);
-    eventually("ready", || source.ready()).await;
+    let (source, latest) = start_ready(addr, false).await;
     assert_eq!(source.policy_api_version().as_deref(), Some("v1beta1"));
     assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
     assert!(
@@ -404,8 +408,7 @@ async fn serves_the_last_snapshot_while_the_api_server_is_down() {
     fake.apply(namespace("team", "prod"));
     fake.apply(policy("no-bad", false));
     fake.apply(binding("no-bad", "no-bad", json!({}), None));
-    let (source, latest) = start(addr, options(), false);
-    eventually("ready", || source.ready()).await;
+    let (source, latest) = start_ready(addr, false).await;
     fake.set_down(true);
     eventually("staleness reported", || {
         source
@@ -455,8 +458,7 @@ async fn authorizer_checks_are_subject_access_reviews() {
         let allowed = spec["user"] == "alice" && spec["resourceAttributes"]["verb"] == "delete";
         Ok(json!({"allowed": allowed, "reason": "fake RBAC"}))
     });
-    let (source, latest) = start(addr, options(), true);
-    eventually("ready", || source.ready()).await;
+    let (source, latest) = start_ready(addr, true).await;
     let r = respond(&latest, review("team", "p", 1)).await;
     assert_eq!(r["allowed"], true, "{r}");
     let reviews = fake.reviews.lock().unwrap().clone();
@@ -508,8 +510,7 @@ async fn misconfigured_objects_get_events() {
     broken["spec"]["validations"][0]["expression"] = json!("object.metadata.name ==");
     fake.apply(broken);
     fake.apply(binding("broken", "broken", json!({}), None));
-    let (source, latest) = start(addr, options(), false);
-    eventually("ready", || source.ready()).await;
+    let (source, latest) = start_ready(addr, false).await;
     eventually("events posted", || {
         fake.posted_events.lock().unwrap().len() >= 2
     })

@@ -726,24 +726,21 @@ async fn cluster_source_end_to_end() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(ready, "ready once every list completed");
-    let (status, body) = call(addr, &ca, true, "/validate", "application/json", forbidden)
-        .await
-        .unwrap();
-    assert_eq!(status, 200);
-    let a = answer(&body);
-    assert_eq!(a["response"]["allowed"], false);
-    assert_eq!(a["response"]["status"]["code"], 403);
-    let (_, body) = call(
-        addr,
-        &ca,
-        true,
-        "/validate",
-        "application/json",
-        review("admission.k8s.io/v1", json!({"ok": "1"})),
-    )
-    .await
-    .unwrap();
-    assert_eq!(answer(&body)["response"]["allowed"], true);
+    let decide = |body: Vec<u8>| {
+        let ca = ca.clone();
+        async move {
+            let (status, body) = call(addr, &ca, true, "/validate", "application/json", body)
+                .await
+                .unwrap();
+            assert_eq!(status, 200);
+            answer(&body)["response"].clone()
+        }
+    };
+    let denied = decide(forbidden).await;
+    assert_eq!(denied["allowed"], false);
+    assert_eq!(denied["status"]["code"], 403);
+    let ok = decide(review("admission.k8s.io/v1", json!({"ok": "1"}))).await;
+    assert_eq!(ok["allowed"], true);
     let metrics = server.bound.metrics.unwrap();
     let mut text = String::new();
     for _ in 0..50 {

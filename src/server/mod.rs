@@ -154,7 +154,13 @@ async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {
 
 fn refuse(s: &AppState, status: StatusCode, reason: &'static str, message: String) -> Response {
     s.metrics.bad_requests.with_label_values(&[reason]).inc();
-    tracing::warn!(reason, %message, "refused request");
+    // A body cut short is a client that went away (the API server cancelling at its own
+    // deadline, a load generator stopping): counted, but not worth a warning each.
+    if reason == "body" {
+        tracing::debug!(reason, %message, "refused request");
+    } else {
+        tracing::warn!(reason, %message, "refused request");
+    }
     (status, message).into_response()
 }
 
