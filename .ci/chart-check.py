@@ -122,6 +122,9 @@ def check_promises(variant, objects):
         fail(f"{variant}: kube-system and the release namespace must be excluded: {excluded}")
     if w["failurePolicy"] != "Fail" or w["matchPolicy"] != "Equivalent" or w["timeoutSeconds"] != 5:
         fail(f"{variant}: webhook defaults changed: {w}")
+    conditions = {c["name"] for c in w.get("matchConditions", [])}
+    if not {"not-an-auth-review", "not-a-lease", "not-a-node-heartbeat"} <= conditions:
+        fail(f"{variant}: auth reviews, leases and node heartbeats must never reach celgate: {conditions}")
     mode = variant_values(variant).get("certificates", {}).get("mode", "generated")
     ca = w["clientConfig"].get("caBundle")
     if mode == "certManager":
