@@ -374,10 +374,12 @@ async fn readiness_waits_for_every_initial_list() {
         latest.lock().unwrap().is_none(),
         "nothing published before sync"
     );
-    assert!(source
-        .status()
-        .iter()
-        .all(|s| s.name.starts_with("namespaces") != s.synced));
+    let status = source.status();
+    assert_eq!(status.len(), 3, "{status:?}");
+    // Policies and bindings are listed; namespaces are not.
+    for s in &status {
+        assert_eq!(s.synced, !s.name.starts_with("namespaces"), "{s:?}");
+    }
     fake.release("namespaces");
     eventually("ready", || source.ready()).await;
 }

@@ -325,6 +325,8 @@ async fn run(
             &changed,
         ),
     ];
+    // Visible in status (and metrics) from the start: a list that never completes shows.
+    *lock(&shared.stores) = core.iter().map(|w| w.store.clone()).collect();
     let mut params: BTreeMap<(String, String), ParamKind> = BTreeMap::new();
     let cache = Arc::new(CompileCache::default());
     let lookup: Arc<dyn NamespaceLookup> =
