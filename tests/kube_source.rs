@@ -269,7 +269,7 @@ async fn snapshot_follows_every_change() {
 async fn a_namespace_the_watch_has_not_delivered_is_read_directly() {
     let (fake, addr) = Fake::start(&core_kinds()).await;
     with_no_bad_in_prod(&fake);
-    let (source, latest) = start_ready(addr, false).await;
+    let (_source, latest) = start_ready(addr, false).await;
     fake.mute("namespaces");
     fake.apply(namespace("fresh", "prod"));
     fake.apply(namespace("fresh-dev", "dev"));
@@ -460,7 +460,7 @@ async fn authorizer_checks_are_subject_access_reviews() {
         let allowed = spec["user"] == "alice" && spec["resourceAttributes"]["verb"] == "delete";
         Ok(json!({"allowed": allowed, "reason": "fake RBAC"}))
     });
-    let (source, latest) = start_ready(addr, true).await;
+    let (_source, latest) = start_ready(addr, true).await;
     let r = respond(&latest, review("team", "p", 1)).await;
     assert_eq!(r["allowed"], true, "{r}");
     let reviews = fake.reviews.lock().unwrap().clone();
@@ -512,9 +512,18 @@ async fn misconfigured_objects_get_events() {
     broken["spec"]["validations"][0]["expression"] = json!("object.metadata.name ==");
     fake.apply(broken);
     fake.apply(binding("broken", "broken", json!({}), None));
+    // A param kind celgate may not list (RBAC not granted).
+    fake.forbid("configmaps");
+    fake.apply(policy("needs-params", true));
+    fake.apply(binding(
+        "needs-params",
+        "needs-params",
+        json!({}),
+        Some(json!({"name": "limits", "namespace": "team", "parameterNotFoundAction": "Deny"})),
+    ));
     let (source, latest) = start_ready(addr, false).await;
     eventually("events posted", || {
-        fake.posted_events.lock().unwrap().len() >= 2
+        fake.posted_events.lock().unwrap().len() >= 3
     })
     .await;
     let events = fake.posted_events.lock().unwrap().clone();
@@ -539,8 +548,14 @@ async fn misconfigured_objects_get_events() {
         .as_str()
         .unwrap()
         .starts_with("spec.validations[0].expression:"));
+    let unlisted = find("ParamKindNotListed");
+    assert_eq!(unlisted["regarding"]["name"], "needs-params");
+    assert!(
+        unlisted["note"].as_str().unwrap().contains("is forbidden"),
+        "{unlisted}"
+    );
     let problems = source.problems();
-    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert_eq!(problems.len(), 3, "{problems:?}");
     // The compile error also answers requests as the API server would.
     let r = respond(&latest, review("team", "p", 1)).await;
     assert_eq!(r["allowed"], false);
@@ -554,5 +569,5 @@ async fn misconfigured_objects_get_events() {
             .is_some_and(|s| s.namespaces.contains_key("more"))
     })
     .await;
-    assert_eq!(fake.posted_events.lock().unwrap().len(), 2);
+    assert_eq!(fake.posted_events.lock().unwrap().len(), 3);
 }

@@ -75,6 +75,8 @@ pub struct Fake {
     close: broadcast::Sender<bool>,
     open_watches: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     down: AtomicBool,
+    /// Resources whose list and watch are refused with 403 (RBAC not granted).
+    forbidden: Mutex<std::collections::BTreeSet<String>>,
     /// Resources whose changes reach no watch (a watch that lags behind).
     muted: Mutex<std::collections::BTreeSet<String>>,
     stalled: Mutex<BTreeMap<String, Arc<Notify>>>,
@@ -115,6 +117,7 @@ impl Fake {
             open_watches: Mutex::default(),
             down: AtomicBool::new(false),
             muted: Mutex::default(),
+            forbidden: Mutex::default(),
             stalled: Mutex::default(),
             requests: Mutex::default(),
             reviews: Mutex::default(),
@@ -183,6 +186,11 @@ impl Fake {
 
     pub fn delete(&self, object: Json) -> u64 {
         self.change(&object, true)
+    }
+
+    /// Lists and watches of `plural` get 403 Forbidden.
+    pub fn forbid(&self, plural: &str) {
+        self.forbidden.lock().unwrap().insert(plural.into());
     }
 
     /// Changes of `plural` stop reaching open watches (they stay readable by GET and list).
@@ -269,6 +277,7 @@ impl Fake {
 
 fn status(code: StatusCode, message: &str) -> Response {
     let reason = match code.as_u16() {
+        403 => "Forbidden",
         404 => "NotFound",
         410 => "Expired",
         503 => "ServiceUnavailable",
@@ -387,6 +396,13 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
             &format!("the server could not find the requested resource ({path})"),
         );
     };
+    if fake.forbidden.lock().unwrap().contains(&kind.plural) {
+        let message = format!(
+            "{0} is forbidden: User \"system:serviceaccount:celgate-system:celgate\" cannot list resource \"{0}\"",
+            kind.plural
+        );
+        return status(StatusCode::FORBIDDEN, &message);
+    }
     if query.get("watch").is_some_and(|w| w == "true" || w == "1") {
         let from: u64 = query
             .get("resourceVersion")

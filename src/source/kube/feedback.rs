@@ -22,7 +22,8 @@ pub struct Problem {
     pub api_version: String,
     pub name: String,
     pub uid: String,
-    /// `PolicyNotFound`, `ParamNotFound`, `ParamKindNotFound` or `InvalidPolicy`.
+    /// `PolicyNotFound`, `ParamNotFound`, `ParamKindNotFound`, `ParamKindNotListed` or
+    /// `InvalidPolicy`.
     pub reason: &'static str,
     pub message: String,
 }
@@ -62,12 +63,14 @@ fn problem(object: &Json, reason: &'static str, message: String) -> Problem {
 
 /// Finds the problems of `policies` and `bindings` given the snapshot built from them.
 /// `lookup` says whether a param exists: `None` while its kind is not listed, else the kind's
-/// scope and whether the object exists.
+/// scope and whether the object exists. `list_errors` says why param kinds (by `apiVersion`
+/// and kind) cannot be listed.
 pub fn problems(
     policies: &[Arc<Json>],
     bindings: &[Arc<Json>],
     snapshot: &Snapshot,
     lookup: impl Fn(&ParamKey<'_>) -> Option<(Scope, bool)>,
+    list_errors: &std::collections::BTreeMap<(String, String), String>,
 ) -> Vec<Problem> {
     let mut out = Vec::new();
     for p in policies {
@@ -80,6 +83,12 @@ pub fn problems(
                     p,
                     "ParamKindNotFound",
                     format!("paramKind {kind} ({api_version}) is not served by the cluster: every request the policy matches is a configuration error"),
+                ));
+            } else if let Some(e) = list_errors.get(&(api_version.to_string(), kind.to_string())) {
+                out.push(problem(
+                    p,
+                    "ParamKindNotListed",
+                    format!("celgate cannot list paramKind {kind} ({api_version}): {e}; bindings that use params fail as not yet synced. Grant celgate get, list and watch on it (Helm value rbac.paramResources)"),
                 ));
             }
         }
@@ -283,10 +292,16 @@ spec: {policyName: broken, validationActions: [Deny]}
             crate::source::add_loaded(&mut b, loaded, false).unwrap();
         }
         let snapshot = b.build(crate::cel::NEWEST_MINOR);
-        let found = problems(&policies, &bindings, &snapshot, |k| {
-            assert_eq!((k.api_version, k.kind), ("v1", "ConfigMap"));
-            Some((Scope::Namespaced, k.name == "present"))
-        });
+        let found = problems(
+            &policies,
+            &bindings,
+            &snapshot,
+            |k| {
+                assert_eq!((k.api_version, k.kind), ("v1", "ConfigMap"));
+                Some((Scope::Namespaced, k.name == "present"))
+            },
+            &Default::default(),
+        );
         let summary: Vec<(&str, &str)> =
             found.iter().map(|p| (p.name.as_str(), p.reason)).collect();
         assert_eq!(
@@ -313,6 +328,34 @@ spec: {policyName: broken, validationActions: [Deny]}
             "{}",
             found[0].message
         );
+    }
+
+    #[test]
+    fn a_param_kind_that_cannot_be_listed_is_named() {
+        let policies = objects(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: limits, uid: u1}
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "true"}]
+"#,
+        );
+        let snapshot =
+            crate::policy::snapshot::SnapshotBuilder::new().build(crate::cel::NEWEST_MINOR);
+        let errors = [(
+            ("v1".to_string(), "ConfigMap".to_string()),
+            "configmaps is forbidden".to_string(),
+        )]
+        .into_iter()
+        .collect();
+        let found = problems(&policies, &[], &snapshot, |_| None, &errors);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].reason, "ParamKindNotListed");
+        assert!(found[0].message.contains("configmaps is forbidden"));
+        assert!(found[0].message.contains("rbac.paramResources"));
     }
 
     #[test]

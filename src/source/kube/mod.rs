@@ -396,9 +396,22 @@ async fn run(
             }
         };
         last_built = Some(generation);
-        let problems = feedback::problems(&policy_objects, &binding_objects, &snapshot, |k| {
-            param_lookup(&params, k)
-        });
+        let list_errors = params
+            .iter()
+            .filter_map(|(key, p)| match p {
+                ParamKind::Watched { watched, .. } if !watched.store.synced() => {
+                    Some((key.clone(), watched.store.error()?))
+                }
+                _ => None,
+            })
+            .collect();
+        let problems = feedback::problems(
+            &policy_objects,
+            &binding_objects,
+            &snapshot,
+            |k| param_lookup(&params, k),
+            &list_errors,
+        );
         tracing::info!(
             policies = snapshot.policies.len(),
             problems = problems.len(),

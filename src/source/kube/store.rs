@@ -23,6 +23,8 @@ pub struct Store {
     generation: AtomicU64,
     /// `Some(t)`: the watch has not been current since `t` (not yet listed, or failing).
     stale_since: Mutex<Option<Instant>>,
+    /// Why the watch last failed, until it is current again.
+    error: Mutex<Option<String>>,
 }
 
 /// A store's health, for readiness and metrics.
@@ -59,6 +61,7 @@ impl Store {
             synced: AtomicBool::new(false),
             generation: AtomicU64::new(0),
             stale_since: Mutex::new(Some(Instant::now())),
+            error: Mutex::default(),
         }
     }
 
@@ -90,13 +93,20 @@ impl Store {
     pub fn current(&self) {
         if self.synced() {
             *self.stale_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *self.error.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
     }
 
     /// The watch failed: from now on changes may be missed until it is current again.
-    pub fn failing(&self) {
+    pub fn failing(&self, error: String) {
         let mut since = self.stale_since.lock().unwrap_or_else(|e| e.into_inner());
         since.get_or_insert_with(Instant::now);
+        *self.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(error);
+    }
+
+    /// Why the watch is failing, if it is.
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Changes so far.
@@ -160,14 +170,16 @@ mod tests {
     fn staleness_runs_while_the_watch_fails() {
         let s = Store::new("x");
         s.replace([]);
-        s.failing();
+        s.failing("boom".into());
+        assert_eq!(s.error().as_deref(), Some("boom"));
         std::thread::sleep(Duration::from_millis(5));
         let first = s.status().stale;
         assert!(first >= Duration::from_millis(5));
         // A second failure keeps the original start.
-        s.failing();
+        s.failing("boom again".into());
         assert!(s.status().stale >= first);
         s.current();
         assert_eq!(s.status().stale, Duration::ZERO);
+        assert_eq!(s.error(), None);
     }
 }

@@ -61,7 +61,7 @@ pub async fn run(client: Client, resource: ApiResource, store: Arc<Store>, chang
                 }
             }
             Err(e) => {
-                store.failing();
+                store.failing(e.to_string());
                 tracing::warn!(source = %store.name, error = %e, "watch failed; retrying, the last snapshot keeps serving");
             }
         }
