@@ -289,12 +289,18 @@ fn serve(command: Command) -> ExitCode {
     // The blocking pool runs the evaluator, which recurses once per nesting level of an
     // expression: give its threads (and the workers) a stack sized for the deepest one.
     // Evaluation is CPU work: as many evaluation threads as cores, so that a burst queues
-    // instead of multiplying threads that then fight for the cores.
+    // instead of multiplying threads that then fight for the cores. In a cluster an
+    // evaluation may also wait on the API server (a SubjectAccessReview, a namespace GET):
+    // more threads then keep such waits from holding up the other reviews.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let evaluators = match cfg.source {
+        PolicySource::Folder(_) => cores,
+        PolicySource::Kubernetes { .. } => cores * 8,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(32 << 20)
-        .max_blocking_threads(cores)
+        .max_blocking_threads(evaluators)
         .build()
     {
         Ok(r) => r,
