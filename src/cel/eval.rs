@@ -238,6 +238,17 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 field,
                 optional,
             } => {
+                // `x.f` on a comprehension variable, the commonest selection: read the map in
+                // place instead of copying the variable out first.
+                if let (Node::Local(i), false) = (&**operand, *optional) {
+                    if let Some(Value::Map(m)) = self.locals.get(*i) {
+                        // The variable's charge and the selection's.
+                        self.meter.charge(2)?;
+                        return m
+                            .get_str(field)
+                            .ok_or_else(|| EvalError::no_such_key(field.as_ref()));
+                    }
+                }
                 let v = self.eval(operand)?;
                 self.meter.charge(1)?;
                 select(v, field, *optional)
@@ -336,14 +347,25 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     }
 
     fn call(&mut self, callee: &Callee, args: &[Node]) -> R<'a> {
-        // Every library function takes at most four arguments (receiver included): keep them
-        // on the stack instead of allocating per call.
-        if args.len() <= 4 {
-            let mut vals: [Value<'a>; 4] = [Value::Null, Value::Null, Value::Null, Value::Null];
-            for (slot, a) in vals.iter_mut().zip(args) {
-                *slot = self.eval(a)?;
+        // Library functions take one to three arguments (receiver included), or rarely
+        // more: keep the common ones on the stack instead of allocating per call.
+        match args {
+            [a] => {
+                let a = self.eval(a)?;
+                return self.invoke(callee, &[a]);
             }
-            return self.invoke(callee, &vals[..args.len()]);
+            [a, b] => {
+                let a = self.eval(a)?;
+                let b = self.eval(b)?;
+                return self.invoke(callee, &[a, b]);
+            }
+            [a, b, c] => {
+                let a = self.eval(a)?;
+                let b = self.eval(b)?;
+                let c = self.eval(c)?;
+                return self.invoke(callee, &[a, b, c]);
+            }
+            _ => {}
         }
         let mut vals: Vec<Value<'a>> = Vec::with_capacity(args.len());
         for a in args {
