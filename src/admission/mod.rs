@@ -499,10 +499,6 @@ fn collect_params(
     Ok(found)
 }
 
-/// `namespaceObject`: the request's namespace with the fields Kubernetes copies, or null for
-/// cluster-scoped requests and for Namespace requests themselves. A namespace missing from the
-/// snapshot (an offline folder without its Namespace object) is taken as a bare namespace
-/// with its `kubernetes.io/metadata.name` label, rather than failing every request in it.
 /// The snapshot's namespaces, plus the request's own namespace read from the cluster when the
 /// snapshot does not have it yet.
 struct RequestNamespaces<'s> {
@@ -537,6 +533,10 @@ impl crate::matching::Namespaces for RequestNamespaces<'_> {
     }
 }
 
+/// `namespaceObject`: the request's namespace with the fields Kubernetes copies, or null for
+/// cluster-scoped requests and for Namespace requests themselves. A namespace missing from the
+/// snapshot (an offline folder without its Namespace object) is taken as a bare namespace
+/// with its `kubernetes.io/metadata.name` label, rather than failing every request in it.
 fn namespace_object(namespaces: &RequestNamespaces<'_>, req: &Request<'_>) -> Option<Arc<Json>> {
     let is_namespace_kind = req.kind == "Namespace" && req.attributes.group.is_empty();
     let ns = &req.attributes.namespace;

@@ -31,19 +31,10 @@ impl RbacAuthorizer {
     }
 
     fn identity(&self, principal: &Principal) -> Identity {
-        match principal {
-            Principal::RequestUser => Identity {
-                name: self.user.username.clone(),
-                groups: self.user.groups.clone(),
-            },
-            Principal::ServiceAccount { namespace, name } => Identity {
-                name: format!("system:serviceaccount:{namespace}:{name}"),
-                groups: vec![
-                    "system:serviceaccounts".into(),
-                    format!("system:serviceaccounts:{namespace}"),
-                    "system:authenticated".into(),
-                ],
-            },
+        let user = principal.user(&self.user);
+        Identity {
+            name: user.username,
+            groups: user.groups,
         }
     }
 }

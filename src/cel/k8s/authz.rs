@@ -22,6 +22,25 @@ pub enum Principal {
     ServiceAccount { namespace: String, name: String },
 }
 
+impl Principal {
+    /// The user a check is made for: the request's user, or the identity a service account's
+    /// token authenticates as.
+    pub fn user(&self, request_user: &UserInfo) -> UserInfo {
+        match self {
+            Principal::RequestUser => request_user.clone(),
+            Principal::ServiceAccount { namespace, name } => UserInfo {
+                username: format!("system:serviceaccount:{namespace}:{name}"),
+                groups: vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{namespace}"),
+                    "system:authenticated".into(),
+                ],
+                ..UserInfo::default()
+            },
+        }
+    }
+}
+
 /// What is being authorized.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {

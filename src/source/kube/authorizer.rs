@@ -19,7 +19,7 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 
 use crate::cel::k8s::authz::{
-    Attributes, Authorizer, AuthorizerFactory, Decision, Principal, Target, UserInfo, Verdict,
+    Attributes, Authorizer, AuthorizerFactory, Decision, Target, UserInfo, Verdict,
 };
 
 /// Settings of the SubjectAccessReview authorizer.
@@ -132,24 +132,7 @@ impl Inner {
 
 /// The review the API server would make for `attributes` by `user` (API version `*`).
 pub fn subject_access_review(user: &UserInfo, attributes: &Attributes) -> SubjectAccessReview {
-    let (name, uid, groups, extra) = match &attributes.principal {
-        Principal::RequestUser => (
-            user.username.clone(),
-            user.uid.clone(),
-            user.groups.clone(),
-            user.extra.clone(),
-        ),
-        Principal::ServiceAccount { namespace, name } => (
-            format!("system:serviceaccount:{namespace}:{name}"),
-            String::new(),
-            vec![
-                "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{namespace}"),
-                "system:authenticated".into(),
-            ],
-            Default::default(),
-        ),
-    };
+    let user = attributes.principal.user(user);
     let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
     let (resource_attributes, non_resource_attributes) = match &attributes.target {
         Target::Path(path) => (
@@ -182,10 +165,10 @@ pub fn subject_access_review(user: &UserInfo, attributes: &Attributes) -> Subjec
     };
     SubjectAccessReview {
         spec: SubjectAccessReviewSpec {
-            user: Some(name),
-            uid: some(&uid),
-            groups: (!groups.is_empty()).then_some(groups),
-            extra: (!extra.is_empty()).then_some(extra),
+            uid: some(&user.uid),
+            user: Some(user.username),
+            groups: (!user.groups.is_empty()).then_some(user.groups),
+            extra: (!user.extra.is_empty()).then_some(user.extra),
             resource_attributes,
             non_resource_attributes,
         },
@@ -212,5 +195,71 @@ struct ForUser {
 impl Authorizer for ForUser {
     fn authorize(&self, attributes: &Attributes) -> Result<Decision, String> {
         self.sar.review(&self.user, attributes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cel::k8s::authz::{Principal, ResourceAttributes};
+
+    fn alice() -> UserInfo {
+        UserInfo {
+            username: "alice".into(),
+            uid: "a-1".into(),
+            groups: vec!["devs".into()],
+            extra: [("scopes".to_string(), vec!["s1".to_string()])]
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_service_account_check_reviews_the_account_not_the_user() {
+        let review = subject_access_review(
+            &alice(),
+            &Attributes {
+                principal: Principal::ServiceAccount {
+                    namespace: "team".into(),
+                    name: "bot".into(),
+                },
+                verb: "list".into(),
+                target: Target::Resource(ResourceAttributes {
+                    resource: "secrets".into(),
+                    namespace: "team".into(),
+                    label_selector: Some("app=web".into()),
+                    ..Default::default()
+                }),
+            },
+        );
+        let spec = serde_json::to_value(&review.spec).unwrap();
+        assert_eq!(
+            spec,
+            serde_json::json!({
+                "user": "system:serviceaccount:team:bot",
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:team", "system:authenticated"],
+                "resourceAttributes": {"group": "", "version": "*", "resource": "secrets", "namespace": "team", "verb": "list", "labelSelector": {"rawSelector": "app=web"}}
+            })
+        );
+    }
+
+    #[test]
+    fn a_path_check_is_a_non_resource_review() {
+        let review = subject_access_review(
+            &alice(),
+            &Attributes {
+                principal: Principal::RequestUser,
+                verb: "get".into(),
+                target: Target::Path("/healthz".into()),
+            },
+        );
+        let spec = serde_json::to_value(&review.spec).unwrap();
+        assert_eq!(
+            spec,
+            serde_json::json!({
+                "user": "alice", "uid": "a-1", "groups": ["devs"], "extra": {"scopes": ["s1"]},
+                "nonResourceAttributes": {"path": "/healthz", "verb": "get"}
+            })
+        );
     }
 }
