@@ -6,6 +6,7 @@ use std::time::Duration;
 use celgate::server::run::{start, CertSource, PolicySource, ServeConfig};
 use celgate::server::Limits;
 use celgate::source::kube::authorizer::SarOptions;
+use celgate::source::kube::lease::LeaseOptions;
 use celgate::source::kube::KubeOptions;
 use std::process::ExitCode;
 
@@ -73,6 +74,13 @@ enum Command {
         /// This replica's name in Events (the Deployment passes the pod name).
         #[arg(long, env = "POD_NAME", default_value = "")]
         pod_name: String,
+        /// Namespace of the Lease that picks the one replica reporting Events (the Deployment
+        /// passes its own); empty: every replica reports.
+        #[arg(long, env = "POD_NAMESPACE", default_value = "")]
+        lease_namespace: String,
+        /// Name of that Lease.
+        #[arg(long, default_value = "celgate-events")]
+        lease_name: String,
         #[arg(long, default_value = "0.0.0.0:8443")]
         listen: std::net::SocketAddr,
         /// Plain-HTTP address for /metrics; `off` disables it.
@@ -186,6 +194,8 @@ fn serve(command: Command) -> ExitCode {
         authz_timeout,
         no_events,
         pod_name,
+        lease_namespace,
+        lease_name,
         listen,
         metrics_listen,
         tls_cert,
@@ -260,11 +270,21 @@ fn serve(command: Command) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            // One replica reports Events; it needs a name and a namespace for the Lease.
+            let events_lease =
+                (!lease_namespace.is_empty() && !pod_name.is_empty()).then(|| LeaseOptions {
+                    namespace: lease_namespace,
+                    name: lease_name,
+                    identity: pod_name.clone(),
+                    duration: Duration::from_secs(15),
+                    renew: Duration::from_secs(5),
+                });
             PolicySource::Kubernetes {
                 api_url,
                 options: KubeOptions {
                     version,
                     events: !no_events,
+                    events_lease,
                     instance: pod_name,
                     ..KubeOptions::default()
                 },

@@ -571,3 +571,53 @@ async fn misconfigured_objects_get_events() {
     .await;
     assert_eq!(fake.posted_events.lock().unwrap().len(), 3);
 }
+
+/// With two replicas, the Lease holder alone reports Events; when it goes away, the other
+/// takes the Lease over once it expires and reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_reports_events() {
+    let mut kinds = core_kinds();
+    kinds.push(Kind::new("events.k8s.io/v1", "Event", "events", true));
+    kinds.push(Kind::new("coordination.k8s.io/v1", "Lease", "leases", true));
+    let (fake, addr) = Fake::start(&kinds).await;
+    fake.apply(namespace("team", "prod"));
+    fake.apply(binding("orphan", "nosuch", json!({}), None));
+    let replica = |identity: &str| {
+        let mut o = options();
+        o.instance = identity.into();
+        o.events_lease = Some(celgate::source::kube::lease::LeaseOptions {
+            namespace: "celgate-system".into(),
+            name: "celgate-events".into(),
+            identity: identity.into(),
+            duration: Duration::from_secs(1),
+            renew: Duration::from_millis(100),
+        });
+        start(addr, o, false)
+    };
+    let (a, _) = replica("celgate-a");
+    eventually("a reports", || {
+        fake.posted_events.lock().unwrap().len() == 1
+    })
+    .await;
+    let (b, _) = replica("celgate-b");
+    eventually("b ready", || b.ready()).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let events = fake.posted_events.lock().unwrap().clone();
+    assert_eq!(events.len(), 1, "only the holder reports: {events:?}");
+    assert_eq!(events[0]["reportingInstance"], "celgate-a");
+    // The holder goes away; the Lease expires; the other replica reports.
+    drop(a);
+    eventually("b takes over", || {
+        fake.posted_events.lock().unwrap().len() == 2
+    })
+    .await;
+    let events = fake.posted_events.lock().unwrap().clone();
+    assert_eq!(events[1]["reportingInstance"], "celgate-b");
+    assert_eq!(events[1]["reason"], "PolicyNotFound");
+    let lease = fake
+        .object("leases", "celgate-system", "celgate-events")
+        .unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "celgate-b");
+    assert_eq!(lease["spec"]["leaseTransitions"], 1);
+    drop(b);
+}

@@ -27,6 +27,8 @@ pub enum CertSource {
 }
 
 /// Where policies come from.
+// Built once at start: the size of the larger variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum PolicySource {
     /// A folder of manifests, reloaded when its files change.

@@ -188,6 +188,16 @@ impl Fake {
         self.change(&object, true)
     }
 
+    /// The stored object `namespace/name` of `plural`.
+    pub fn object(&self, plural: &str, namespace: &str, name: &str) -> Option<Json> {
+        let r = self.resources.lock().unwrap();
+        r.values()
+            .find(|r| r.kind.as_ref().is_some_and(|k| k.plural == plural))?
+            .objects
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
     /// Lists and watches of `plural` get 403 Forbidden.
     pub fn forbid(&self, plural: &str) {
         self.forbidden.lock().unwrap().insert(plural.into());
@@ -278,6 +288,7 @@ impl Fake {
 fn status(code: StatusCode, message: &str) -> Response {
     let reason = match code.as_u16() {
         403 => "Forbidden",
+        409 => "Conflict",
         404 => "NotFound",
         410 => "Expired",
         503 => "ServiceUnavailable",
@@ -358,13 +369,19 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
             )
                 .into_response();
         }
-        return status(StatusCode::NOT_FOUND, "no such collection");
     }
-    // Discovery of a group version.
     let kinds: Vec<Kind> = {
         let r = fake.resources.lock().unwrap();
         r.values().filter_map(|r| r.kind.clone()).collect()
     };
+    if let Some((kind, namespace, name)) = namespaced_target(&kinds, &path) {
+        let body: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
+        return one_object(&fake, &method, &kind, &namespace, name.as_deref(), body);
+    }
+    if method == Method::POST {
+        return status(StatusCode::NOT_FOUND, "no such collection");
+    }
+    // Discovery of a group version.
     let in_gv: Vec<&Kind> = kinds.iter().filter(|k| k.gv_path() == path).collect();
     if !in_gv.is_empty() {
         let resources: Vec<Json> = in_gv
@@ -430,6 +447,77 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
         "metadata": {"resourceVersion": fake.rv.load(Ordering::SeqCst).to_string()},
         "items": items,
     }))
+}
+
+/// `{group version}/namespaces/{ns}/{plural}[/{name}]` of a namespaced kind.
+fn namespaced_target(kinds: &[Kind], path: &str) -> Option<(Kind, String, Option<String>)> {
+    kinds.iter().filter(|k| k.namespaced).find_map(|k| {
+        let rest = path.strip_prefix(&format!("{}/namespaces/", k.gv_path()))?;
+        let mut parts = rest.split('/');
+        let (ns, plural, name) = (parts.next()?, parts.next()?, parts.next());
+        (plural == k.plural && parts.next().is_none())
+            .then(|| (k.clone(), ns.to_string(), name.map(str::to_string)))
+    })
+}
+
+/// GET, create (POST) and replace (PUT, refused with 409 on a stale resourceVersion) of one
+/// namespaced object.
+fn one_object(
+    fake: &Fake,
+    method: &Method,
+    kind: &Kind,
+    namespace: &str,
+    name: Option<&str>,
+    mut body: Json,
+) -> Response {
+    let stored = |name: &str| {
+        let r = fake.resources.lock().unwrap();
+        r[&kind.key()]
+            .objects
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    };
+    match (method.as_str(), name) {
+        ("GET", Some(name)) => match stored(name) {
+            Some(o) => ok(o),
+            None => status(
+                StatusCode::NOT_FOUND,
+                &format!("{} {name:?} not found", kind.plural),
+            ),
+        },
+        ("POST", None) | ("PUT", Some(_)) => {
+            let name = body["metadata"]["name"].as_str().unwrap_or("").to_string();
+            let existing = stored(&name);
+            if method == Method::POST && existing.is_some() {
+                return status(
+                    StatusCode::CONFLICT,
+                    &format!("{} {name:?} already exists", kind.plural),
+                );
+            }
+            if method == Method::PUT {
+                let Some(existing) = existing else {
+                    return status(
+                        StatusCode::NOT_FOUND,
+                        &format!("{} {name:?} not found", kind.plural),
+                    );
+                };
+                if existing["metadata"]["resourceVersion"] != body["metadata"]["resourceVersion"] {
+                    return status(StatusCode::CONFLICT, "the object has been modified");
+                }
+            }
+            body["apiVersion"] = json!(kind.api_version);
+            body["kind"] = json!(kind.kind);
+            body["metadata"]["namespace"] = json!(namespace);
+            fake.apply(body);
+            (
+                StatusCode::CREATED,
+                [("content-type", "application/json")],
+                stored(&name).unwrap().to_string(),
+            )
+                .into_response()
+        }
+        _ => status(StatusCode::NOT_FOUND, "unsupported request"),
+    }
 }
 
 /// Decrements a resource's open-watch count when the stream is dropped.

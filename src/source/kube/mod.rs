@@ -21,6 +21,7 @@
 pub mod authorizer;
 mod blocking;
 pub mod feedback;
+pub mod lease;
 pub mod namespaces;
 mod store;
 mod watch;
@@ -58,6 +59,9 @@ pub struct KubeOptions {
     pub recheck: Duration,
     /// Report misconfigured policies and bindings as Kubernetes Events.
     pub events: bool,
+    /// With several replicas: the Lease that picks the one reporting Events. `None`: this
+    /// replica always reports.
+    pub events_lease: Option<lease::LeaseOptions>,
     /// This replica's name in Events (the pod name).
     pub instance: String,
 }
@@ -70,6 +74,7 @@ impl Default for KubeOptions {
             param_grace: Duration::from_secs(10),
             recheck: Duration::from_secs(10),
             events: true,
+            events_lease: None,
             instance: String::new(),
         }
     }
@@ -335,6 +340,18 @@ async fn run(
     let mut feedback = options
         .events
         .then(|| feedback::Reporter::new(client.clone(), &options.instance));
+    let leadership = Arc::new(lease::Leadership::default());
+    // Aborted with this task (dropping the handle would not).
+    let _lease = match (&feedback, &options.events_lease) {
+        (Some(_), Some(l)) => Some(Task(tokio::spawn(lease::hold(
+            client.clone(),
+            l.clone(),
+            leadership.clone(),
+        )))),
+        _ => None,
+    };
+    let reports =
+        |leadership: &lease::Leadership| options.events_lease.is_none() || leadership.is_leader();
     let mut last_built: Option<Vec<u64>> = None;
     loop {
         let tick = tokio::select! {
@@ -380,49 +397,60 @@ async fn run(
         }
         // Rebuild only when some store changed (or the param kinds did).
         let generation = generation(&core, &params);
-        if last_built.as_ref() == Some(&generation) {
-            continue;
-        }
-        let inputs = Inputs::collect(&core, &params, authorizer.clone(), lookup.clone());
-        let (version, cache) = (options.version, cache.clone());
-        // Compiling is CPU work: off the async workers.
-        let snapshot = match tokio::task::spawn_blocking(move || inputs.build(version, &cache))
-            .await
-        {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(error = %e, "snapshot build failed; the last snapshot keeps serving");
-                continue;
-            }
-        };
-        last_built = Some(generation);
-        let list_errors = params
-            .iter()
-            .filter_map(|(key, p)| match p {
-                ParamKind::Watched { watched, .. } if !watched.store.synced() => {
-                    Some((key.clone(), watched.store.error()?))
+        if last_built.as_ref() != Some(&generation) {
+            let inputs = Inputs::collect(&core, &params, authorizer.clone(), lookup.clone());
+            let (version, cache) = (options.version, cache.clone());
+            // Compiling is CPU work: off the async workers.
+            let built = tokio::task::spawn_blocking(move || inputs.build(version, &cache)).await;
+            let snapshot = match built {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!(error = %e, "snapshot build failed; the last snapshot keeps serving");
+                    continue;
                 }
-                _ => None,
-            })
-            .collect();
-        let problems = feedback::problems(
-            &policy_objects,
-            &binding_objects,
-            &snapshot,
-            |k| param_lookup(&params, k),
-            &list_errors,
-        );
-        tracing::info!(
-            policies = snapshot.policies.len(),
-            problems = problems.len(),
-            "cluster snapshot built"
-        );
-        publish(snapshot);
-        shared.ready.store(true, Ordering::Release);
-        if let Some(r) = feedback.as_mut() {
-            r.report(&problems).await;
+            };
+            last_built = Some(generation);
+            let list_errors = params
+                .iter()
+                .filter_map(|(key, p)| match p {
+                    ParamKind::Watched { watched, .. } if !watched.store.synced() => {
+                        Some((key.clone(), watched.store.error()?))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let problems = feedback::problems(
+                &policy_objects,
+                &binding_objects,
+                &snapshot,
+                |k| param_lookup(&params, k),
+                &list_errors,
+            );
+            tracing::info!(
+                policies = snapshot.policies.len(),
+                problems = problems.len(),
+                "cluster snapshot built"
+            );
+            publish(snapshot);
+            shared.ready.store(true, Ordering::Release);
+            *lock(&shared.problems) = problems;
         }
-        *lock(&shared.problems) = problems;
+        // Reported by the Lease holder, also when it takes over without a change.
+        if let Some(r) = feedback.as_mut() {
+            if reports(&leadership) {
+                let problems = lock(&shared.problems).clone();
+                r.report(&problems).await;
+            }
+        }
+    }
+}
+
+/// A task aborted when dropped.
+struct Task(JoinHandle<()>);
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
