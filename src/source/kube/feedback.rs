@@ -226,10 +226,8 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn finds_missing_policies_params_and_compile_errors() {
-        let policies = objects(
-            r#"
+    /// A policy with ConfigMap params.
+    const LIMITS: &str = r#"
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata: {name: limits, uid: u1}
@@ -237,7 +235,13 @@ spec:
   paramKind: {apiVersion: v1, kind: ConfigMap}
   matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
   validations: [{expression: "object.spec.containers.size() <= int(params.data.max)"}]
----
+"#;
+
+    #[test]
+    fn finds_missing_policies_params_and_compile_errors() {
+        let policies = objects(&format!(
+            "{LIMITS}---{}",
+            r#"
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata: {name: broken, uid: u2}
@@ -252,8 +256,8 @@ spec:
   paramKind: {apiVersion: example.com/v1, kind: Limits}
   matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
   validations: [{expression: "true"}]
-"#,
-        );
+"#
+        ));
         let bindings = objects(
             r#"
 apiVersion: admissionregistration.k8s.io/v1
@@ -332,17 +336,7 @@ spec: {policyName: broken, validationActions: [Deny]}
 
     #[test]
     fn a_param_kind_that_cannot_be_listed_is_named() {
-        let policies = objects(
-            r#"
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {name: limits, uid: u1}
-spec:
-  paramKind: {apiVersion: v1, kind: ConfigMap}
-  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
-  validations: [{expression: "true"}]
-"#,
-        );
+        let policies = objects(LIMITS);
         let snapshot =
             crate::policy::snapshot::SnapshotBuilder::new().build(crate::cel::NEWEST_MINOR);
         let errors = [(
