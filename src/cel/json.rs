@@ -25,10 +25,12 @@ enum Node<'s> {
     Int(i64),
     Double(f64),
     Str(Cow<'s, str>),
-    /// `len` elements; the subtree ends before node `end`.
+    /// `len` elements; the subtree ends before node `end`. A long array's element starts are
+    /// at `elements[table..table + len]` (`NONE` for a short one).
     Array {
         len: u32,
         end: u32,
+        table: u32,
     },
     /// `len` entries at `entries[first..first + len]`, values in the same order after this
     /// node; the subtree ends before node `end`.
@@ -61,6 +63,9 @@ fn prefix(key: &str) -> u64 {
 pub struct Doc<'s> {
     nodes: Vec<Node<'s>>,
     entries: Vec<Entry<'s>>,
+    /// Element starts of long arrays, so that a walk can look ahead without following the
+    /// chain of subtree ends.
+    elements: Vec<u32>,
 }
 
 /// A reference to one value of a document.
@@ -94,6 +99,8 @@ impl<'s> Doc<'s> {
             nodes: Vec::with_capacity(bytes.len() / 8 + 4),
             entries: Vec::new(),
             pending: Vec::new(),
+            elements: Vec::new(),
+            pending_elements: Vec::new(),
         };
         let mut de = serde_json::Deserializer::from_slice(bytes);
         Builder { b: &mut b }.deserialize(&mut de)?;
@@ -101,6 +108,7 @@ impl<'s> Doc<'s> {
         Ok(Doc {
             nodes: b.nodes,
             entries: b.entries,
+            elements: b.elements,
         })
     }
 
@@ -117,39 +125,52 @@ impl<'s> Doc<'s> {
         }
     }
 
-    /// Prepares the array element after the one being yielded, `next`, and the one after it:
-    /// `next`'s header was requested one step earlier, so it is read now to request its keys,
-    /// the start of its text (its first string) and the following element's header. Walking
-    /// a large array is a chain of dependent loads through `end`; requesting them an element
-    /// ahead lets the memory latency overlap the evaluation of the current element.
+    /// The first [`AHEAD_KEYS`] entries of the object starting at `at` (none for another
+    /// value).
+    fn first_entries(&self, at: u32) -> &[Entry<'s>] {
+        match self.nodes.get(at as usize) {
+            Some(Node::Object { first, len, .. }) => {
+                let (first, n) = (*first as usize, (*len as usize).min(AHEAD_KEYS));
+                self.entries.get(first..first + n).unwrap_or(&[])
+            }
+            _ => &[],
+        }
+    }
+
+    /// Requests what the walk of the long array whose element starts are at
+    /// `elements[table..]` will read of the elements after element `y` (see [`AHEAD_HEADER`]).
     #[inline]
-    fn prefetch_element(&self, next: u32) {
-        let nodes = &self.nodes;
-        let Some(node) = nodes.get(next as usize) else {
-            return;
+    fn look_ahead(&self, table: usize, len: usize, y: usize) {
+        let start = |k: usize| {
+            (y + k < len)
+                .then(|| self.elements.get(table + y + k))
+                .flatten()
         };
-        match *node {
-            Node::Object { first, end, .. } => {
-                if let Some(n) = nodes.get(end as usize) {
-                    prefetch_lines(n, 2);
-                }
-                if let Some(e) = self.entries.get(first as usize) {
+        if let Some(&at) = start(AHEAD_HEADER) {
+            if let Some(n) = self.nodes.get(at as usize) {
+                prefetch_lines(n, 1);
+            }
+        }
+        if let Some(&at) = start(AHEAD_KEYS_AT) {
+            if let Some(Node::Object { first, .. }) = self.nodes.get(at as usize) {
+                if let Some(e) = self.entries.get(*first as usize) {
                     prefetch_lines(e, 2);
                 }
-                let children = (next as usize + 1)..(end as usize).min(next as usize + 4);
-                if let Some(s) = nodes[children].iter().find_map(|n| match n {
-                    Node::Str(s) => Some(s),
-                    _ => None,
-                }) {
-                    prefetch_lines(s.as_ptr(), 2);
+            }
+        }
+        if let Some(&at) = start(AHEAD_VALUES) {
+            for e in self.first_entries(at) {
+                if let Some(n) = self.nodes.get(e.value as usize) {
+                    prefetch_lines(n, 1);
                 }
             }
-            Node::Array { end, .. } => {
-                if let Some(n) = nodes.get(end as usize) {
-                    prefetch_lines(n, 2);
+        }
+        if let Some(&at) = start(AHEAD_TEXT) {
+            for e in self.first_entries(at) {
+                if let Some(Node::Str(s)) = self.nodes.get(e.value as usize) {
+                    prefetch_lines(s.as_ptr(), 1);
                 }
             }
-            _ => {}
         }
     }
 
@@ -220,10 +241,10 @@ impl<'d, 's> Ref<'d, 's> {
 
     /// The elements of an array, or the values of an object, in order.
     pub fn children(&self) -> Children<'d, 's> {
-        let (len, end, first) = match self.doc.nodes[self.at as usize] {
-            Node::Array { len, end } => (len, end, None),
-            Node::Object { first, len, end } => (len, end, Some(first)),
-            _ => (0, self.at + 1, None),
+        let (len, end, first, table) = match self.doc.nodes[self.at as usize] {
+            Node::Array { len, end, table } => (len, end, None, table),
+            Node::Object { first, len, end } => (len, end, Some(first), NONE),
+            _ => (0, self.at + 1, None, NONE),
         };
         Children {
             doc: self.doc,
@@ -231,6 +252,8 @@ impl<'d, 's> Ref<'d, 's> {
             end,
             left: len as usize,
             entry: first,
+            table,
+            yielded: 0,
         }
     }
 
@@ -257,6 +280,19 @@ impl<'d, 's> Ref<'d, 's> {
 
 /// Arrays at least this long are walked with prefetching.
 const PREFETCH_MIN_LEN: usize = 64;
+/// How many of an element's first keys have their values (and strings) requested ahead.
+const AHEAD_KEYS: usize = 4;
+/// No table.
+const NONE: u32 = u32::MAX;
+
+/// How far ahead (in elements) a long array walk requests each stage: the header, then its
+/// keys, then the keys' value nodes, then their string text. Each stage reads what the stage
+/// before requested two elements earlier, so the latency of every load overlaps the
+/// evaluation of two elements.
+const AHEAD_HEADER: usize = 8;
+const AHEAD_KEYS_AT: usize = 6;
+const AHEAD_VALUES: usize = 4;
+const AHEAD_TEXT: usize = 2;
 
 /// Asks the CPU to start loading `lines` cache lines from `p` into the cache; no effect on
 /// other architectures.
@@ -283,6 +319,10 @@ pub struct Children<'d, 's> {
     left: usize,
     /// For an object: the entry of the next value.
     entry: Option<u32>,
+    /// For a long array: its element starts in `Doc::elements` (else `NONE`), and the
+    /// number of elements yielded so far.
+    table: u32,
+    yielded: u32,
 }
 
 impl<'d, 's> Children<'d, 's> {
@@ -303,10 +343,14 @@ impl<'d, 's> Iterator for Children<'d, 's> {
         }
         let at = self.pos;
         self.pos = self.doc.end_of(at);
-        // Only long arrays leave the cache; a short one was just parsed and is still in it.
-        if self.left > PREFETCH_MIN_LEN && self.entry.is_none() {
-            self.doc.prefetch_element(self.pos);
+        // Only long arrays leave the cache (a short one was just parsed and is still in it);
+        // they have an element table.
+        if self.table != NONE {
+            let len = self.yielded as usize + self.left;
+            self.doc
+                .look_ahead(self.table as usize, len, self.yielded as usize);
         }
+        self.yielded += 1;
         self.left = self.left.saturating_sub(1);
         if let Some(e) = &mut self.entry {
             *e += 1;
@@ -327,6 +371,9 @@ struct Build<'s> {
     nodes: Vec<Node<'s>>,
     entries: Vec<Entry<'s>>,
     pending: Vec<Entry<'s>>,
+    elements: Vec<u32>,
+    /// Element starts of the arrays being built (nested arrays complete first).
+    pending_elements: Vec<u32>,
 }
 
 /// Builds nodes from serde_json's events.
@@ -404,14 +451,35 @@ impl<'de> Visitor<'de> for Builder<'_, 'de> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let at = self.b.nodes.len();
-        self.b.nodes.push(Node::Array { len: 0, end: 0 });
+        self.b.nodes.push(Node::Array {
+            len: 0,
+            end: 0,
+            table: NONE,
+        });
+        let mark = self.b.pending_elements.len();
         let mut len = 0usize;
-        while seq.next_element_seed(Builder { b: self.b })?.is_some() {
+        loop {
+            let start = index(self.b.nodes.len());
+            if seq.next_element_seed(Builder { b: self.b })?.is_none() {
+                break;
+            }
+            self.b.pending_elements.push(start);
             len += 1;
         }
+        let table = if len > PREFETCH_MIN_LEN {
+            let table = index(self.b.elements.len());
+            self.b
+                .elements
+                .extend(self.b.pending_elements.drain(mark..));
+            table
+        } else {
+            self.b.pending_elements.truncate(mark);
+            NONE
+        };
         self.b.nodes[at] = Node::Array {
             len: index(len),
             end: index(self.b.nodes.len()),
+            table,
         };
         Ok(())
     }
@@ -478,6 +546,42 @@ impl<'de> Visitor<'de> for KeySeed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_arrays_get_element_tables_that_match_the_walk() {
+        // 100 objects, each holding a long array of its own (nested tables complete first).
+        let items: Vec<String> = (0..100)
+            .map(|i| {
+                format!(
+                    r#"{{"n": {i}, "xs": [{}]}}"#,
+                    vec!["1"; 70 + i % 3].join(",")
+                )
+            })
+            .collect();
+        let text = format!(r#"{{"short": [1, 2], "items": [{}]}}"#, items.join(","));
+        let doc = Doc::parse(text.as_bytes()).unwrap();
+        let table_of = |r: Ref<'_, '_>| match doc.nodes[r.at as usize] {
+            Node::Array { table, .. } => table,
+            _ => panic!("not an array"),
+        };
+        let root = doc.root();
+        assert_eq!(table_of(root.get("short").unwrap()), NONE);
+        let items = root.get("items").unwrap();
+        let table = table_of(items) as usize;
+        let mut seen = 0;
+        for (i, item) in items.children().enumerate() {
+            assert_eq!(doc.elements[table + i], item.at, "element {i}");
+            assert_eq!(item.get("n").unwrap().to_value(), serde_json::json!(i));
+            let xs = item.get("xs").unwrap();
+            let inner = table_of(xs) as usize;
+            for (k, x) in xs.children().enumerate() {
+                assert_eq!(doc.elements[inner + k], x.at);
+            }
+            assert_eq!(xs.children().count(), 70 + i % 3);
+            seen += 1;
+        }
+        assert_eq!(seen, 100);
+    }
     use serde_json::json;
 
     #[test]
