@@ -82,13 +82,13 @@ impl SarAuthorizer {
 
 impl Inner {
     fn cached(&self, key: &Key) -> Option<Decision> {
-        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let cache = super::lock(&self.cache);
         let (at, decision) = cache.get(key)?;
         (at.elapsed() < self.options.cache_ttl).then(|| decision.clone())
     }
 
     fn remember(&self, key: Key, decision: Decision) {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = super::lock(&self.cache);
         if cache.len() >= self.options.cache_entries {
             let ttl = self.options.cache_ttl;
             cache.retain(|_, (at, _)| at.elapsed() < ttl);

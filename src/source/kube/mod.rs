@@ -86,7 +86,7 @@ pub type Publish = Arc<dyn Fn(Snapshot) + Send + Sync>;
 /// A running cluster source; dropping it stops every watcher.
 pub struct KubeSource {
     shared: Arc<Shared>,
-    task: JoinHandle<()>,
+    _task: Task,
 }
 
 #[derive(Default)]
@@ -109,7 +109,10 @@ impl KubeSource {
     ) -> KubeSource {
         let shared = Arc::new(Shared::default());
         let task = tokio::spawn(run(client, options, authorizer, publish, shared.clone()));
-        KubeSource { shared, task }
+        KubeSource {
+            shared,
+            _task: Task(task),
+        }
     }
 
     /// True once the first complete snapshot was published.
@@ -136,12 +139,6 @@ impl KubeSource {
     }
 }
 
-impl Drop for KubeSource {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 // The guarded values are replaced whole, so a poisoned lock still holds a consistent value.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -151,7 +148,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Watched {
     resource: ApiResource,
     store: Arc<Store>,
-    task: JoinHandle<()>,
+    _task: Task,
 }
 
 impl Watched {
@@ -166,14 +163,8 @@ impl Watched {
         Watched {
             resource,
             store,
-            task,
+            _task: Task(task),
         }
-    }
-}
-
-impl Drop for Watched {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -341,7 +332,7 @@ async fn run(
         .events
         .then(|| feedback::Reporter::new(client.clone(), &options.instance));
     let leadership = Arc::new(lease::Leadership::default());
-    // Aborted with this task (dropping the handle would not).
+    // Aborted with this task.
     let _lease = match (&feedback, &options.events_lease) {
         (Some(_), Some(l)) => Some(Task(tokio::spawn(lease::hold(
             client.clone(),

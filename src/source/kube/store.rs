@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
+use super::lock;
+
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 pub type ObjectKey = (String, String);
 
@@ -92,21 +94,21 @@ impl Store {
     /// The watch delivered something: it is current.
     pub fn current(&self) {
         if self.synced() {
-            *self.stale_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            *self.error.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *lock(&self.stale_since) = None;
+            *lock(&self.error) = None;
         }
     }
 
     /// The watch failed: from now on changes may be missed until it is current again.
     pub fn failing(&self, error: String) {
-        let mut since = self.stale_since.lock().unwrap_or_else(|e| e.into_inner());
+        let mut since = lock(&self.stale_since);
         since.get_or_insert_with(Instant::now);
-        *self.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(error);
+        *lock(&self.error) = Some(error);
     }
 
     /// Why the watch is failing, if it is.
     pub fn error(&self) -> Option<String> {
-        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        lock(&self.error).clone()
     }
 
     /// Changes so far.
@@ -129,7 +131,7 @@ impl Store {
     }
 
     pub fn status(&self) -> SourceStatus {
-        let since = *self.stale_since.lock().unwrap_or_else(|e| e.into_inner());
+        let since = *lock(&self.stale_since);
         SourceStatus {
             name: self.name.clone(),
             synced: self.synced(),
