@@ -92,7 +92,12 @@ pub fn problems(
                 ));
             }
         }
-        let compiled = snapshot.policies.iter().find(|e| e.policy.name == name);
+        // The snapshot keeps its policies sorted by name.
+        let compiled = snapshot
+            .policies
+            .binary_search_by(|e| e.policy.name.as_str().cmp(name))
+            .ok()
+            .map(|i| &snapshot.policies[i]);
         if let Some(entry) = compiled {
             let errors = entry.policy.problems();
             if !errors.is_empty() {
@@ -100,13 +105,14 @@ pub fn problems(
             }
         }
     }
+    let by_name: std::collections::BTreeMap<&str, &Json> = policies
+        .iter()
+        .filter_map(|p| Some((p["metadata"]["name"].as_str()?, &**p)))
+        .collect();
     for b in bindings {
         let spec = &b["spec"];
         let policy_name = spec["policyName"].as_str().unwrap_or("");
-        let Some(policy) = policies
-            .iter()
-            .find(|p| p["metadata"]["name"].as_str() == Some(policy_name))
-        else {
+        let Some(policy) = by_name.get(policy_name) else {
             out.push(problem(
                 b,
                 "PolicyNotFound",
