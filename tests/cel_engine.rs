@@ -55,6 +55,42 @@ fn cost(expr: &str, object: serde_json::Value) -> u64 {
 }
 
 #[test]
+fn a_passed_deadline_interrupts_comprehensions_every_hundred_iterations() {
+    let (env, _) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
+    let run = |expr: &str| {
+        let program = env.compile(expr).unwrap();
+        let vars = vec![Value::Null; env.variables().len()];
+        let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+        meter.deadline = Some(std::time::Instant::now());
+        program
+            .eval(&vars, &mut meter)
+            .map(|v| v.to_json())
+            .map_err(|e| e.to_string())
+    };
+    // Fewer than 100 iterations never look at the clock.
+    assert_eq!(run("lists.range(99).all(i, true)"), Ok(json!(true)));
+    for expr in [
+        "lists.range(100).all(i, true)",
+        "lists.range(100).exists(i, false)",
+        "lists.range(100).all(i, v, true)",
+        "lists.range(100).map(i, i).size() > 0",
+        "{'a': 1}.all(k, lists.range(200).exists_one(i, i == 0))",
+    ] {
+        assert_eq!(
+            run(expr),
+            Err("operation interrupted".to_string()),
+            "{expr}"
+        );
+    }
+}
+
+#[test]
 fn cost_limit_cancels_and_is_never_absorbed() {
     let heavy = "lists.range(2000).all(i, lists.range(2000).all(j, true))";
     assert_eq!(

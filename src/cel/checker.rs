@@ -10,6 +10,7 @@ use super::env::{Env, VarKind};
 use super::error::CompileError;
 use super::eval::{Callee, Comprehension as CNode, Evaluator, Meter, Node, RegexOp};
 use super::functions;
+use super::json::Key;
 use super::library::{functions as table, Function, Overload};
 use super::types::{join, Bindings, Type};
 use super::value::{Map, OwnedMap, Value};
@@ -333,7 +334,7 @@ impl<'e> Checker<'e> {
         Ok((
             Node::Select {
                 operand: Box::new(node),
-                field: field.into(),
+                field: Key::new(field),
                 optional,
             },
             ty,

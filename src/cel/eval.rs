@@ -13,6 +13,7 @@ use std::time::Instant;
 use super::ast::MacroKind;
 use super::error::EvalError;
 use super::ext;
+use super::json::Key;
 use super::library::{Function, Overload};
 use super::types::Type;
 use super::value::{List, Map, OwnedMap, Str, Value};
@@ -33,7 +34,7 @@ pub enum Node {
     Lazy(usize),
     Select {
         operand: Box<Node>,
-        field: Box<str>,
+        field: Key,
         optional: bool,
     },
     Has {
@@ -238,16 +239,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 field,
                 optional,
             } => {
-                // `x.f` on a comprehension variable, the commonest selection: read the map in
-                // place instead of copying the variable out first.
-                if let (Node::Local(i), false) = (&**operand, *optional) {
-                    if let Some(Value::Map(m)) = self.locals.get(*i) {
-                        // The variable's charge and the selection's.
-                        self.meter.charge(2)?;
-                        return m
-                            .get_str(field)
-                            .ok_or_else(|| EvalError::no_such_key(field.as_ref()));
-                    }
+                if let Some(r) = self.select_local(operand, field, *optional) {
+                    return r;
                 }
                 let v = self.eval(operand)?;
                 self.meter.charge(1)?;
@@ -323,6 +316,39 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         }
     }
 
+    /// `x.f` on a comprehension variable holding a map, the commonest selection: reads the
+    /// map in place instead of copying the variable out first. `None` for other selections.
+    #[inline]
+    fn select_local(&mut self, operand: &Node, field: &Key, optional: bool) -> Option<R<'a>> {
+        let (Node::Local(i), false) = (operand, optional) else {
+            return None;
+        };
+        let Some(Value::Map(m)) = self.locals.get(*i) else {
+            return None;
+        };
+        // The variable's charge and the selection's.
+        Some(self.meter.charge(2).and_then(|()| {
+            m.get_key(field)
+                .ok_or_else(|| EvalError::no_such_key(field))
+        }))
+    }
+
+    /// `eval`, with the commonest operand, a field of a comprehension variable, inline.
+    #[inline]
+    fn eval_operand(&mut self, n: &Node) -> R<'a> {
+        if let Node::Select {
+            operand,
+            field,
+            optional,
+        } = n
+        {
+            if let Some(r) = self.select_local(operand, field, *optional) {
+                return r;
+            }
+        }
+        self.eval(n)
+    }
+
     /// `&&` (`or == false`) and `||`, commutative over errors: the deciding value on either
     /// side wins over an error on the other. A cancellation is never absorbed.
     fn logic(&mut self, l: &Node, r: &Node, or: bool) -> R<'a> {
@@ -346,6 +372,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         }
     }
 
+    #[inline]
     fn call(&mut self, callee: &Callee, args: &[Node]) -> R<'a> {
         // Library functions take one to three arguments (receiver included), or rarely
         // more: keep the common ones on the stack instead of allocating per call.
@@ -353,6 +380,12 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             [a] => {
                 let a = self.eval(a)?;
                 return self.invoke(callee, &[a]);
+            }
+            // `x.f(constant)`, the commonest call in policies: the constant is lent, not
+            // cloned (for a string, no reference-count traffic per call).
+            [a, Node::Const(b)] => {
+                let a = self.eval_operand(a)?;
+                return self.invoke_lending(callee, a, b);
             }
             [a, b] => {
                 let a = self.eval(a)?;
@@ -374,6 +407,23 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         self.invoke(callee, &vals)
     }
 
+    /// `invoke` with arguments `[a, *b]`, where `b` is lent by the program for the call.
+    #[inline]
+    fn invoke_lending(&mut self, callee: &Callee, a: Value<'a>, b: &Value<'static>) -> R<'a> {
+        // SAFETY: `args[1]` is a bitwise copy of `*b`, which the program owns and keeps alive
+        // (and unchanged: the program is immutable) for the whole call, since `b` borrows it.
+        // The copy is never dropped (`ManuallyDrop`), so whatever it owns (an `Arc`) is
+        // released once, by the program; a callee that keeps part of it clones it, which
+        // takes its own reference. `Value` is covariant, so `Value<'static>` is a `Value<'a>`.
+        // If the call unwinds, `args[0]` leaks, which is safe.
+        let mut args = std::mem::ManuallyDrop::new([a, unsafe { std::ptr::read(b) }]);
+        let r = self.invoke(callee, &args[..]);
+        // SAFETY: `args[0]` is owned here and dropped exactly once; `args[1]` is not dropped.
+        unsafe { std::ptr::drop_in_place(&mut args[0]) };
+        r
+    }
+
+    #[inline]
     fn invoke(&mut self, callee: &Callee, vals: &[Value<'a>]) -> R<'a> {
         let overload = match callee {
             Callee::Static(o) => *o,
@@ -417,12 +467,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     }
 
     fn check_deadline(&self, iteration: usize) -> Result<(), EvalError> {
-        if iteration % 100 == 99 {
-            if let Some(d) = self.meter.deadline {
-                if Instant::now() >= d {
-                    return Err(EvalError::Cancelled("operation interrupted".into()));
-                }
-            }
+        if iteration % DEADLINE_EVERY == DEADLINE_EVERY - 1 {
+            check_deadline(self.meter.deadline)?;
         }
         Ok(())
     }
@@ -447,9 +493,14 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             SortBy => return self.sort_by(c, range),
             _ => {}
         }
-        // The hot case, `list.all(x, p)` / `list.exists(x, p)`: iterate in place.
+        // The hot case, `list.all(x, p)` / `list.exists(x, p)`: iterate in place (a
+        // document array without the list's dispatch per element).
         if let (Value::List(l), All | Exists, false) = (&range, c.kind, c.two_vars) {
-            return self.quantifier(c, l.iter().map(|v| (v, None)), c.kind == Exists);
+            let exists = c.kind == Exists;
+            return match l {
+                List::Doc(r) => self.quantifier(c, r.children().map(Value::from_doc), exists),
+                _ => self.quantifier(c, l.iter(), exists),
+            };
         }
         // (first variable, second variable) for each iteration: a list gives (element) or
         // (index, element); a map gives (key) or (key, value).
@@ -572,21 +623,41 @@ impl<'a, 'x> Evaluator<'a, 'x> {
 
     /// `all` and `exists` with cel-go's error absorption: a deciding element wins over errors
     /// from others; otherwise the first error is the result.
-    fn quantifier(
+    fn quantifier<B: Bind<'a>>(
         &mut self,
         c: &Comprehension,
-        items: impl ExactSizeIterator<Item = (Value<'a>, Option<Value<'a>>)>,
+        items: impl ExactSizeIterator<Item = B>,
         exists: bool,
+    ) -> R<'a> {
+        // The iteration variables get their slots once and are overwritten in place.
+        let depth = self.locals.len();
+        self.locals.push(Value::Null);
+        if c.two_vars {
+            self.locals.push(Value::Null);
+        }
+        let r = self.quantify(c, items, exists, depth);
+        self.locals.truncate(depth);
+        r
+    }
+
+    fn quantify<B: Bind<'a>>(
+        &mut self,
+        c: &Comprehension,
+        items: impl ExactSizeIterator<Item = B>,
+        exists: bool,
+        slot: usize,
     ) -> R<'a> {
         // all: cond `@not_strictly_false(@result)` (2), step `@result && p` (1 + p);
         // exists: cond `@not_strictly_false(!@result)` (3), step `@result || p` (1 + p).
         let cond_cost = if exists { 3 } else { 2 };
         let mut error: Option<EvalError> = None;
         let last = items.len().saturating_sub(1);
-        for (i, (v1, v2)) in items.into_iter().enumerate() {
-            self.check_deadline(i)?;
+        let mut deadline = DeadlineCheck::new(self.meter.deadline);
+        for (i, item) in items.into_iter().enumerate() {
+            deadline.tick()?;
             self.meter.charge(cond_cost + 1)?;
-            match self.with_vars(v1, v2, &c.body) {
+            item.bind(self.locals.get_mut(slot..).unwrap_or_default());
+            match self.eval(&c.body) {
                 Ok(Value::Bool(b)) if b == exists => {
                     // The next element's condition check stops the loop; then `@result`.
                     let stop = if i < last { cond_cost } else { 0 };
@@ -648,10 +719,75 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     }
 }
 
+/// The iteration variables of one step of a comprehension.
+trait Bind<'a> {
+    /// Stores them in their slots, from the first of `slots`.
+    fn bind(self, slots: &mut [Value<'a>]);
+}
+
+/// One variable.
+impl<'a> Bind<'a> for Value<'a> {
+    #[inline]
+    fn bind(self, slots: &mut [Value<'a>]) {
+        if let Some(s) = slots.first_mut() {
+            *s = self;
+        }
+    }
+}
+
+/// One variable, or two.
+impl<'a> Bind<'a> for (Value<'a>, Option<Value<'a>>) {
+    #[inline]
+    fn bind(self, slots: &mut [Value<'a>]) {
+        let (v1, v2) = self;
+        v1.bind(slots);
+        if let (Some(v), Some(rest)) = (v2, slots.get_mut(1..)) {
+            v.bind(rest);
+        }
+    }
+}
+
+/// How many comprehension iterations run between two looks at the clock (cel-go's interrupt
+/// check frequency).
+const DEADLINE_EVERY: usize = 100;
+
+fn check_deadline(deadline: Option<Instant>) -> Result<(), EvalError> {
+    match deadline {
+        Some(d) if Instant::now() >= d => Err(EvalError::Cancelled("operation interrupted".into())),
+        _ => Ok(()),
+    }
+}
+
+/// Counts iterations down to the next look at the clock, for a loop with no deadline nothing
+/// but a decrement.
+struct DeadlineCheck {
+    deadline: Option<Instant>,
+    left: usize,
+}
+
+impl DeadlineCheck {
+    fn new(deadline: Option<Instant>) -> Self {
+        DeadlineCheck {
+            deadline,
+            left: DEADLINE_EVERY,
+        }
+    }
+
+    #[inline]
+    fn tick(&mut self) -> Result<(), EvalError> {
+        self.left -= 1;
+        if self.left == 0 {
+            self.left = DEADLINE_EVERY;
+            check_deadline(self.deadline)?;
+        }
+        Ok(())
+    }
+}
+
 /// `v.field`: map lookup by key; `no such key` when absent or when `v` is not a map.
-fn select<'a>(v: Value<'a>, field: &str, optional: bool) -> R<'a> {
+fn select<'a>(v: Value<'a>, field: &Key, optional: bool) -> R<'a> {
     let found = match &v {
-        Value::Map(m) => m.get_str(field),
+        Value::Map(m) => m.get_key(field),
         // Optional chaining is viral: any selection on an optional is an optional selection.
         Value::Optional(None) => return Ok(Value::Optional(None)),
         Value::Optional(Some(inner)) => return select((**inner).clone(), field, true),

@@ -58,6 +58,32 @@ fn prefix(key: &str) -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// A field name prepared once (when an expression is compiled) for lookups in documents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    text: Box<str>,
+    prefix: u64,
+}
+
+impl Key {
+    pub fn new(text: &str) -> Key {
+        Key {
+            text: text.into(),
+            prefix: prefix(text),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 /// A parsed JSON document.
 #[derive(Debug, Clone)]
 pub struct Doc<'s> {
@@ -127,6 +153,7 @@ impl<'s> Doc<'s> {
 
     /// The first [`AHEAD_KEYS`] entries of the object starting at `at` (none for another
     /// value).
+    #[inline]
     fn first_entries(&self, at: u32) -> &[Entry<'s>] {
         match self.nodes.get(at as usize) {
             Some(Node::Object { first, len, .. }) => {
@@ -137,35 +164,26 @@ impl<'s> Doc<'s> {
         }
     }
 
-    /// Requests what the walk of the long array whose element starts are at
-    /// `elements[table..]` will read of the elements after element `y` (see [`AHEAD_HEADER`]).
+    /// Requests what a walk will read of the elements after element `y` of a long array
+    /// whose element starts are `starts` (see [`AHEAD_HEADER`]). Addresses are only computed
+    /// for the hint, never dereferenced, so none needs checking.
     #[inline]
-    fn look_ahead(&self, table: usize, len: usize, y: usize) {
-        let start = |k: usize| {
-            (y + k < len)
-                .then(|| self.elements.get(table + y + k))
-                .flatten()
-        };
-        if let Some(&at) = start(AHEAD_HEADER) {
-            if let Some(n) = self.nodes.get(at as usize) {
-                prefetch_lines(n, 1);
-            }
+    fn look_ahead(&self, starts: &[u32], y: usize) {
+        let nodes = self.nodes.as_ptr();
+        if let Some(&at) = starts.get(y + AHEAD_HEADER) {
+            prefetch_lines(nodes.wrapping_add(at as usize), 1);
         }
-        if let Some(&at) = start(AHEAD_KEYS_AT) {
+        if let Some(&at) = starts.get(y + AHEAD_KEYS_AT) {
             if let Some(Node::Object { first, .. }) = self.nodes.get(at as usize) {
-                if let Some(e) = self.entries.get(*first as usize) {
-                    prefetch_lines(e, 2);
-                }
+                prefetch_lines(self.entries.as_ptr().wrapping_add(*first as usize), 2);
             }
         }
-        if let Some(&at) = start(AHEAD_VALUES) {
+        if let Some(&at) = starts.get(y + AHEAD_VALUES) {
             for e in self.first_entries(at) {
-                if let Some(n) = self.nodes.get(e.value as usize) {
-                    prefetch_lines(n, 1);
-                }
+                prefetch_lines(nodes.wrapping_add(e.value as usize), 1);
             }
         }
-        if let Some(&at) = start(AHEAD_TEXT) {
+        if let Some(&at) = starts.get(y + AHEAD_TEXT) {
             for e in self.first_entries(at) {
                 if let Some(Node::Str(s)) = self.nodes.get(e.value as usize) {
                     prefetch_lines(s.as_ptr(), 1);
@@ -207,10 +225,20 @@ impl<'d, 's> Ref<'d, 's> {
 
     /// The value of `key` in this object.
     pub fn get(&self, key: &str) -> Option<Ref<'d, 's>> {
+        self.lookup(key, prefix(key))
+    }
+
+    /// The value of a prepared `key` in this object.
+    #[inline]
+    pub fn get_key(&self, key: &Key) -> Option<Ref<'d, 's>> {
+        self.lookup(&key.text, key.prefix)
+    }
+
+    #[inline]
+    fn lookup(&self, key: &str, p: u64) -> Option<Ref<'d, 's>> {
         let Node::Object { first, len, .. } = self.doc.nodes[self.at as usize] else {
             return None;
         };
-        let p = prefix(key);
         self.doc.entries[first as usize..(first + len) as usize]
             .iter()
             // Up to 8 bytes the prefix is the whole key, so equal length and prefix suffice.
@@ -246,13 +274,20 @@ impl<'d, 's> Ref<'d, 's> {
             Node::Object { first, len, end } => (len, end, Some(first), NONE),
             _ => (0, self.at + 1, None, NONE),
         };
+        let starts = match table {
+            NONE => &[][..],
+            t => {
+                let t = t as usize;
+                self.doc.elements.get(t..t + len as usize).unwrap_or(&[])
+            }
+        };
         Children {
             doc: self.doc,
             pos: self.at + 1,
             end,
             left: len as usize,
             entry: first,
-            table,
+            starts,
             yielded: 0,
         }
     }
@@ -319,10 +354,10 @@ pub struct Children<'d, 's> {
     left: usize,
     /// For an object: the entry of the next value.
     entry: Option<u32>,
-    /// For a long array: its element starts in `Doc::elements` (else `NONE`), and the
-    /// number of elements yielded so far.
-    table: u32,
-    yielded: u32,
+    /// For a long array: its element starts (else empty), and the number of elements yielded
+    /// so far.
+    starts: &'d [u32],
+    yielded: usize,
 }
 
 impl<'d, 's> Children<'d, 's> {
@@ -337,18 +372,23 @@ impl<'d, 's> Children<'d, 's> {
 impl<'d, 's> Iterator for Children<'d, 's> {
     type Item = Ref<'d, 's>;
 
+    #[inline]
     fn next(&mut self) -> Option<Ref<'d, 's>> {
         if self.pos >= self.end {
             return None;
         }
         let at = self.pos;
-        self.pos = self.doc.end_of(at);
         // Only long arrays leave the cache (a short one was just parsed and is still in it);
-        // they have an element table.
-        if self.table != NONE {
-            let len = self.yielded as usize + self.left;
-            self.doc
-                .look_ahead(self.table as usize, len, self.yielded as usize);
+        // they have their element starts, which also spare reading the element's node here.
+        if self.starts.is_empty() {
+            self.pos = self.doc.end_of(at);
+        } else {
+            self.doc.look_ahead(self.starts, self.yielded);
+            self.pos = self
+                .starts
+                .get(self.yielded + 1)
+                .copied()
+                .unwrap_or(self.end);
         }
         self.yielded += 1;
         self.left = self.left.saturating_sub(1);
