@@ -19,6 +19,8 @@ use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
+use super::value::char_count;
+
 /// Where a string's text is: `len` bytes from `at`, in the input, or in [`Doc::unescaped`]
 /// when `escaped`.
 #[derive(Debug, Clone, Copy)]
@@ -35,10 +37,10 @@ enum Node {
     Bool(bool),
     Int(i64),
     Double(f64),
-    /// A string of the input text.
-    Str(Span),
+    /// A string of the input text, and its number of code points (which cost rules read).
+    Str(Span, u32),
     /// A string that had escapes, unescaped into [`Doc::unescaped`].
-    Escaped(Span),
+    Escaped(Span, u32),
     /// `len` elements; the subtree ends before node `end`. A long array's element starts are
     /// at `elements[table..table + len]` (`NONE` for a short one).
     Array {
@@ -248,7 +250,7 @@ impl<'s> Doc<'s> {
         if let Some(&at) = starts.get(y + AHEAD_TEXT) {
             let text = self.text.as_ptr();
             for e in self.first_entries(at) {
-                if let Some(Node::Str(s)) = self.nodes.get(e.value as usize) {
+                if let Some(Node::Str(s, _)) = self.nodes.get(e.value as usize) {
                     prefetch_lines(text.wrapping_add(s.at as usize), 1);
                 }
             }
@@ -281,10 +283,20 @@ impl<'d, 's> Ref<'d, 's> {
             Node::Bool(b) => Item::Bool(b),
             Node::Int(i) => Item::Int(i),
             Node::Double(d) => Item::Double(d),
-            Node::Str(s) => Item::Str(self.doc.str_of(s, false)),
-            Node::Escaped(s) => Item::Str(self.doc.str_of(s, true)),
+            Node::Str(s, _) => Item::Str(self.doc.str_of(s, false)),
+            Node::Escaped(s, _) => Item::Str(self.doc.str_of(s, true)),
             Node::Array { len, .. } => Item::Array(len),
             Node::Object { len, .. } => Item::Object(len),
+        }
+    }
+
+    /// This string and its number of code points (`None` for another value).
+    #[inline]
+    pub fn str_chars(&self) -> Option<(&'d str, u32)> {
+        match self.doc.nodes[self.at as usize] {
+            Node::Str(s, chars) => Some((self.doc.str_of(s, false), chars)),
+            Node::Escaped(s, chars) => Some((self.doc.str_of(s, true), chars)),
+            _ => None,
         }
     }
 
@@ -510,11 +522,13 @@ impl<'s> Build<'s> {
         Ok((span, true))
     }
 
-    fn string(&mut self, (span, escaped): (Span, bool)) {
+    fn string(&mut self, v: &str, (span, escaped): (Span, bool)) {
+        // Fits: no longer than the span.
+        let chars = char_count(v) as u32;
         self.nodes.push(if escaped {
-            Node::Escaped(span)
+            Node::Escaped(span, chars)
         } else {
-            Node::Str(span)
+            Node::Str(span, chars)
         });
     }
 }
@@ -591,13 +605,13 @@ impl<'de> Visitor<'de> for Builder<'_, 'de> {
 
     fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<(), E> {
         let s = self.b.borrowed(v)?;
-        self.b.string(s);
+        self.b.string(v, s);
         Ok(())
     }
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
         let s = self.b.copied(v)?;
-        self.b.string(s);
+        self.b.string(v, s);
         Ok(())
     }
 
@@ -783,6 +797,13 @@ mod tests {
         assert!(matches!(root.get("ab").unwrap().item(), Item::Str("x\ny")));
         let inner = root.get("long\tkey-name").unwrap();
         assert!(matches!(inner.get("k").unwrap().item(), Item::Str("日本")));
+        // Code points are counted once, at parse time, escaped or not.
+        assert_eq!(inner.get("k").unwrap().str_chars(), Some(("日本", 2)));
+        let counted = Doc::parse("[\"日本é-x\"]".as_bytes()).unwrap();
+        let first = counted.root().element(0).unwrap();
+        assert_eq!(first.str_chars(), Some(("日本é-x", 5)));
+        assert_eq!(crate::cel::Value::from_doc(first).size(), Some(5));
+        assert_eq!(root.str_chars(), None);
         assert!(matches!(
             root.get_key(&Key::new("plain")).unwrap().item(),
             Item::Str("p")

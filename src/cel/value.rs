@@ -22,14 +22,26 @@ use super::json::{Item, Key, Ref};
 #[derive(Clone, Debug)]
 pub enum Str<'a> {
     Borrowed(&'a str),
+    /// Borrowed from a document, which counted its code points when it was parsed.
+    Counted(&'a str, u32),
     Shared(Arc<str>),
 }
 
 impl Str<'_> {
+    #[inline]
     pub fn as_str(&self) -> &str {
         match self {
-            Str::Borrowed(s) => s,
+            Str::Borrowed(s) | Str::Counted(s, _) => s,
             Str::Shared(s) => s,
+        }
+    }
+
+    /// The number of code points (CEL's `size()`).
+    #[inline]
+    pub fn char_count(&self) -> usize {
+        match self {
+            Str::Counted(_, n) => *n as usize,
+            other => char_count(other.as_str()),
         }
     }
 }
@@ -365,6 +377,9 @@ impl<'a> Value<'a> {
 
     /// Views a document node as CEL without copying.
     pub fn from_doc(r: Ref<'a, 'a>) -> Value<'a> {
+        if let Some((s, n)) = r.str_chars() {
+            return Value::String(Str::Counted(s, n));
+        }
         match r.item() {
             Item::Null => Value::Null,
             Item::Bool(b) => Value::Bool(b),
@@ -430,7 +445,7 @@ impl<'a> Value<'a> {
     /// kinds. Used by the cost rules too (where it is 1 for anything else).
     pub fn size(&self) -> Option<usize> {
         match self {
-            Value::String(s) => Some(char_count(s.as_str())),
+            Value::String(s) => Some(s.char_count()),
             Value::Bytes(b) => Some(b.len()),
             Value::List(l) => Some(l.len()),
             Value::Map(m) => Some(m.len()),
