@@ -318,7 +318,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
 
     /// `x.f` on a comprehension variable holding a map, the commonest selection: reads the
     /// map in place instead of copying the variable out first. `None` for other selections.
-    #[inline]
+    #[inline(always)]
     fn select_local(&mut self, operand: &Node, field: &Key, optional: bool) -> Option<R<'a>> {
         let (Node::Local(i), false) = (operand, optional) else {
             return None;
@@ -334,7 +334,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     }
 
     /// `eval`, with the commonest operand, a field of a comprehension variable, inline.
-    #[inline]
+    #[inline(always)]
     fn eval_operand(&mut self, n: &Node) -> R<'a> {
         if let Node::Select {
             operand,
@@ -347,6 +347,16 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
         }
         self.eval(n)
+    }
+
+    /// `eval` for a comprehension's body, entering the commonest one, a call, without the
+    /// general dispatch.
+    #[inline]
+    fn eval_body(&mut self, n: &Node) -> R<'a> {
+        match n {
+            Node::Call { imp, args, .. } => self.call(imp, args),
+            _ => self.eval(n),
+        }
     }
 
     /// `&&` (`or == false`) and `||`, commutative over errors: the deciding value on either
@@ -372,7 +382,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn call(&mut self, callee: &Callee, args: &[Node]) -> R<'a> {
         // Library functions take one to three arguments (receiver included), or rarely
         // more: keep the common ones on the stack instead of allocating per call.
@@ -408,7 +418,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     }
 
     /// `invoke` with arguments `[a, *b]`, where `b` is lent by the program for the call.
-    #[inline]
+    #[inline(always)]
     fn invoke_lending(&mut self, callee: &Callee, a: Value<'a>, b: &Value<'static>) -> R<'a> {
         // SAFETY: `args[1]` is a bitwise copy of `*b`, which the program owns and keeps alive
         // (and unchanged: the program is immutable) for the whole call, since `b` borrows it.
@@ -423,7 +433,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         r
     }
 
-    #[inline]
+    #[inline(always)]
     fn invoke(&mut self, callee: &Callee, vals: &[Value<'a>]) -> R<'a> {
         let overload = match callee {
             Callee::Static(o) => *o,
@@ -657,7 +667,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             deadline.tick()?;
             self.meter.charge(cond_cost + 1)?;
             item.bind(self.locals.get_mut(slot..).unwrap_or_default());
-            match self.eval(&c.body) {
+            match self.eval_body(&c.body) {
                 Ok(Value::Bool(b)) if b == exists => {
                     // The next element's condition check stops the loop; then `@result`.
                     let stop = if i < last { cond_cost } else { 0 };

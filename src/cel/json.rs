@@ -184,7 +184,7 @@ impl<'s> Doc<'s> {
     }
 
     /// The text of a string node or key.
-    #[inline]
+    #[inline(always)]
     fn str_of(&self, span: Span, escaped: bool) -> &str {
         let source = if escaped {
             self.unescaped.as_str()
@@ -276,7 +276,7 @@ impl<'d, 's> Ref<'d, 's> {
         Ref { doc, at }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn item(&self) -> Item<'d> {
         match self.doc.nodes[self.at as usize] {
             Node::Null => Item::Null,
@@ -291,7 +291,7 @@ impl<'d, 's> Ref<'d, 's> {
     }
 
     /// This string and its number of code points (`None` for another value).
-    #[inline]
+    #[inline(always)]
     pub fn str_chars(&self) -> Option<(&'d str, u32)> {
         match self.doc.nodes[self.at as usize] {
             Node::Str(s, chars) => Some((self.doc.str_of(s, false), chars)),
@@ -306,12 +306,12 @@ impl<'d, 's> Ref<'d, 's> {
     }
 
     /// The value of a prepared `key` in this object.
-    #[inline]
+    #[inline(always)]
     pub fn get_key(&self, key: &Key) -> Option<Ref<'d, 's>> {
         self.lookup(&key.text, key.prefix)
     }
 
-    #[inline]
+    #[inline(always)]
     fn lookup(&self, key: &str, p: u64) -> Option<Ref<'d, 's>> {
         let Node::Object { first, len, .. } = self.doc.nodes[self.at as usize] else {
             return None;

@@ -30,6 +30,17 @@ pub enum Cost {
 /// rounding of `size · factor` is cel-go's at any size), without a libm call on the hot path.
 #[inline]
 pub fn ceil(x: f64) -> u64 {
+    // Below 2^62 the signed conversions, single instructions on x86-64 (the unsigned ones are
+    // sequences), are exact.
+    const SIGNED: f64 = 4_611_686_018_427_387_904.0;
+    if (0.0..SIGNED).contains(&x) {
+        let t = x as i64;
+        return if (t as f64) < x {
+            t as u64 + 1
+        } else {
+            t as u64
+        };
+    }
     // `as` saturates: NaN gives 0, and anything past u64::MAX gives u64::MAX.
     let t = x as u64;
     if (t as f64) < x {
@@ -39,13 +50,20 @@ pub fn ceil(x: f64) -> u64 {
     }
 }
 
+/// A size as a float, by the signed conversion (every size fits).
+#[inline]
+fn size_f64(n: u64) -> f64 {
+    i64::try_from(n).map_or(n as f64, |n| n as f64)
+}
+
 impl Cost {
+    #[inline]
     pub fn charge(&self, args: &[Value<'_>]) -> u64 {
         match self {
             Cost::One => 1,
             Cost::Traverse(i, factor) => args
                 .get(*i)
-                .map_or(1, |v| ceil(v.cost_size() as f64 * factor)),
+                .map_or(1, |v| ceil(size_f64(v.cost_size()) * factor)),
             Cost::Custom(f) => f(args),
         }
     }
@@ -765,6 +783,13 @@ mod tests {
         assert_eq!(ceil(0.0), 0);
         assert_eq!(ceil(f64::NAN), 0);
         assert_eq!(ceil(1e30), u64::MAX);
+        assert_eq!(ceil(-0.5), 0);
+        // Either side of the switch to unsigned conversions.
+        let below = (1u64 << 62) - 1024; // the largest float under 2^62
+        assert_eq!(ceil(below as f64), below);
+        assert_eq!(ceil((1u64 << 62) as f64), 1 << 62);
+        assert_eq!(ceil(9_223_372_036_854_775_808.0), 9_223_372_036_854_775_808);
+        assert_eq!(size_f64(u64::MAX), u64::MAX as f64);
     }
 
     #[test]

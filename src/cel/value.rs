@@ -270,7 +270,7 @@ impl<'a> Map<'a> {
     }
 
     /// `get_str` with a key prepared at compile time (faster on a document).
-    #[inline]
+    #[inline(always)]
     pub fn get_key(&self, key: &Key) -> Option<Value<'a>> {
         match self {
             Map::Doc(r) => r.get_key(key).map(Value::from_doc),
@@ -376,6 +376,7 @@ impl<'a> Value<'a> {
     }
 
     /// Views a document node as CEL without copying.
+    #[inline(always)]
     pub fn from_doc(r: Ref<'a, 'a>) -> Value<'a> {
         if let Some((s, n)) = r.str_chars() {
             return Value::String(Str::Counted(s, n));
