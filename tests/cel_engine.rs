@@ -81,6 +81,10 @@ fn a_passed_deadline_interrupts_comprehensions_every_hundred_iterations() {
         "lists.range(100).all(i, v, true)",
         "lists.range(100).map(i, i).size() > 0",
         "{'a': 1}.all(k, lists.range(200).exists_one(i, i == 0))",
+        "lists.range(100).filter(i, true).size() > 0",
+        "lists.range(100).transformList(i, v, v).size() > 0",
+        "lists.range(100).transformMap(i, v, v).size() > 0",
+        "lists.range(100).sortBy(i, -i).size() > 0",
     ] {
         assert_eq!(
             run(expr),

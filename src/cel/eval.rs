@@ -476,13 +476,6 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         })
     }
 
-    fn check_deadline(&self, iteration: usize) -> Result<(), EvalError> {
-        if iteration % DEADLINE_EVERY == DEADLINE_EVERY - 1 {
-            check_deadline(self.meter.deadline)?;
-        }
-        Ok(())
-    }
-
     /// Evaluates `body` with the iteration variables pushed, popping them whatever happens.
     fn with_vars(&mut self, v1: Value<'a>, v2: Option<Value<'a>>, node: &Node) -> R<'a> {
         let depth = self.locals.len();
@@ -534,12 +527,13 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             _ => return Err(EvalError::no_such_overload()),
         };
+        let mut deadline = DeadlineCheck::new(self.meter.deadline);
         match c.kind {
             All | Exists => self.quantifier(c, items.into_iter(), c.kind == Exists),
             ExistsOne => {
                 let mut count: Result<i64, EvalError> = Ok(0);
-                for (i, (v1, v2)) in items.into_iter().enumerate() {
-                    self.check_deadline(i)?;
+                for (v1, v2) in items {
+                    deadline.tick()?;
                     let p = self.with_vars(v1, v2, &c.body);
                     // step `p ? @result + 1 : @result`
                     match p {
@@ -559,8 +553,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             Map | Filter | TransformList => {
                 let mut out = Vec::new();
-                for (i, (v1, v2)) in items.into_iter().enumerate() {
-                    self.check_deadline(i)?;
+                for (v1, v2) in items {
+                    deadline.tick()?;
                     let keep_value = v2.clone().unwrap_or_else(|| v1.clone());
                     if let Some(f) = &c.filter {
                         match self.with_vars(v1.clone(), v2.clone(), f)? {
@@ -592,8 +586,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             TransformMap | TransformMapEntry => {
                 let mut out = OwnedMap::default();
-                for (i, (v1, v2)) in items.into_iter().enumerate() {
-                    self.check_deadline(i)?;
+                for (v1, v2) in items {
+                    deadline.tick()?;
                     if let Some(f) = &c.filter {
                         match self.with_vars(v1.clone(), v2.clone(), f)? {
                             Value::Bool(true) => {}
@@ -718,8 +712,9 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         };
         let items = l.to_vec();
         let mut keys = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
-            self.check_deadline(i)?;
+        let mut deadline = DeadlineCheck::new(self.meter.deadline);
+        for item in &items {
+            deadline.tick()?;
             keys.push(self.with_vars(item.clone(), None, &c.body)?);
             self.meter.charge(12)?;
         }
