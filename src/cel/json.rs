@@ -21,8 +21,8 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::value::char_count;
 
-/// Where a string's text is: `len` bytes from `at`, in the input, or in [`Doc::unescaped`]
-/// when `escaped`.
+/// Where a string's text is: `len` bytes from `at`, in the input or in [`Doc::unescaped`]
+/// (the node's variant, or the entry's `escaped`, says which).
 #[derive(Debug, Clone, Copy)]
 struct Span {
     at: u32,
