@@ -496,47 +496,62 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             SortBy => return self.sort_by(c, range),
             _ => {}
         }
-        // The hot case, `list.all(x, p)` / `list.exists(x, p)`: iterate in place (a
-        // document array without the list's dispatch per element).
-        if let (Value::List(l), All | Exists, false) = (&range, c.kind, c.two_vars) {
-            let exists = c.kind == Exists;
-            return match l {
-                List::Doc(r) => self.quantifier(c, r.children().map(Value::from_doc), exists),
-                _ => self.quantifier(c, l.iter(), exists),
-            };
+        // The iteration variables: a list gives (element) or (index, element); a map gives
+        // (key) or (key, value). Lists are walked in place, a document array without the
+        // list's dispatch per element.
+        match (&range, c.two_vars) {
+            (Value::List(List::Doc(r)), false) => {
+                self.iterate(c, r.children().map(Value::from_doc))
+            }
+            (Value::List(l), false) => self.iterate(c, l.iter()),
+            (Value::List(l), true) => self.iterate(
+                c,
+                l.iter()
+                    .enumerate()
+                    .map(|(i, v)| (Value::Int(i as i64), Some(v))),
+            ),
+            (Value::Map(m), false) => self.iterate(c, m.keys().into_iter()),
+            (Value::Map(m), true) => {
+                self.iterate(c, m.entries().into_iter().map(|(k, v)| (k, Some(v))))
+            }
+            _ => Err(EvalError::no_such_overload()),
         }
-        // (first variable, second variable) for each iteration: a list gives (element) or
-        // (index, element); a map gives (key) or (key, value).
-        let items: Vec<(Value<'a>, Option<Value<'a>>)> = match &range {
-            Value::List(l) => {
-                if c.two_vars {
-                    l.iter()
-                        .enumerate()
-                        .map(|(i, v)| (Value::Int(i as i64), Some(v)))
-                        .collect()
-                } else {
-                    l.iter().map(|v| (v, None)).collect()
-                }
-            }
-            Value::Map(m) => {
-                if c.two_vars {
-                    m.entries().into_iter().map(|(k, v)| (k, Some(v))).collect()
-                } else {
-                    m.keys().into_iter().map(|k| (k, None)).collect()
-                }
-            }
-            _ => return Err(EvalError::no_such_overload()),
-        };
+    }
+
+    /// Runs comprehension `c` over `items`. The iteration variables get their slots once and
+    /// are overwritten in place at each step.
+    fn iterate<B: Bind<'a>>(
+        &mut self,
+        c: &Comprehension,
+        items: impl ExactSizeIterator<Item = B>,
+    ) -> R<'a> {
+        let slot = self.locals.len();
+        self.locals.push(Value::Null);
+        if c.two_vars {
+            self.locals.push(Value::Null);
+        }
+        let r = self.iterate_in(c, items, slot);
+        self.locals.truncate(slot);
+        r
+    }
+
+    fn iterate_in<B: Bind<'a>>(
+        &mut self,
+        c: &Comprehension,
+        items: impl ExactSizeIterator<Item = B>,
+        slot: usize,
+    ) -> R<'a> {
+        use MacroKind::*;
         let mut deadline = DeadlineCheck::new(self.meter.deadline);
         match c.kind {
-            All | Exists => self.quantifier(c, items.into_iter(), c.kind == Exists),
+            All | Exists => self.quantify(c, items, c.kind == Exists, slot),
             ExistsOne => {
                 let mut count: Result<i64, EvalError> = Ok(0);
-                for (v1, v2) in items {
+                for item in items {
                     deadline.tick()?;
-                    let p = self.with_vars(v1, v2, &c.body);
+                    self.bind(item, slot);
                     // step `p ? @result + 1 : @result`
-                    match p {
+                    match self.eval_body(&c.body) {
                         Ok(Value::Bool(true)) => {
                             self.meter.charge(2)?;
                             count = count.map(|n| n + 1);
@@ -553,30 +568,24 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             Map | Filter | TransformList => {
                 let mut out = Vec::new();
-                for (v1, v2) in items {
+                for item in items {
                     deadline.tick()?;
-                    let keep_value = v2.clone().unwrap_or_else(|| v1.clone());
-                    if let Some(f) = &c.filter {
-                        match self.with_vars(v1.clone(), v2.clone(), f)? {
-                            Value::Bool(true) => {}
-                            Value::Bool(false) => {
-                                self.meter.charge(1)?;
-                                continue;
-                            }
-                            _ => return Err(EvalError::no_such_overload()),
-                        }
+                    self.bind(item, slot);
+                    if !self.passes(c.filter.as_ref())? {
+                        continue;
                     }
                     if c.kind == Filter {
-                        match self.with_vars(v1, v2, &c.body)? {
+                        match self.eval_body(&c.body)? {
                             Value::Bool(true) => {
                                 self.meter.charge(13)?;
-                                out.push(keep_value);
+                                // The element: the variable, or the second of two.
+                                out.push(self.local(slot + usize::from(c.two_vars)));
                             }
                             Value::Bool(false) => self.meter.charge(1)?,
                             _ => return Err(EvalError::no_such_overload()),
                         }
                     } else {
-                        let t = self.with_vars(v1, v2, &c.body)?;
+                        let t = self.eval_body(&c.body)?;
                         self.meter.charge(12)?;
                         out.push(t);
                     }
@@ -586,23 +595,16 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             TransformMap | TransformMapEntry => {
                 let mut out = OwnedMap::default();
-                for (v1, v2) in items {
+                for item in items {
                     deadline.tick()?;
-                    if let Some(f) = &c.filter {
-                        match self.with_vars(v1.clone(), v2.clone(), f)? {
-                            Value::Bool(true) => {}
-                            Value::Bool(false) => {
-                                self.meter.charge(1)?;
-                                continue;
-                            }
-                            _ => return Err(EvalError::no_such_overload()),
-                        }
+                    self.bind(item, slot);
+                    if !self.passes(c.filter.as_ref())? {
+                        continue;
                     }
-                    let key = v1.clone();
-                    let t = self.with_vars(v1, v2, &c.body)?;
+                    let t = self.eval_body(&c.body)?;
                     if c.kind == TransformMap {
                         self.meter.charge(3)?;
-                        out.insert_new(key, t)?;
+                        out.insert_new(self.local(slot), t)?;
                     } else {
                         self.meter.charge(2)?;
                         let Value::Map(entry) = t else {
@@ -625,25 +627,35 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         }
     }
 
-    /// `all` and `exists` with cel-go's error absorption: a deciding element wins over errors
-    /// from others; otherwise the first error is the result.
-    fn quantifier<B: Bind<'a>>(
-        &mut self,
-        c: &Comprehension,
-        items: impl ExactSizeIterator<Item = B>,
-        exists: bool,
-    ) -> R<'a> {
-        // The iteration variables get their slots once and are overwritten in place.
-        let depth = self.locals.len();
-        self.locals.push(Value::Null);
-        if c.two_vars {
-            self.locals.push(Value::Null);
-        }
-        let r = self.quantify(c, items, exists, depth);
-        self.locals.truncate(depth);
-        r
+    /// Stores one step's iteration variables in their slots, from `slot`.
+    #[inline]
+    fn bind<B: Bind<'a>>(&mut self, item: B, slot: usize) {
+        item.bind(self.locals.get_mut(slot..).unwrap_or_default());
     }
 
+    /// The value in local slot `i`.
+    fn local(&self, i: usize) -> Value<'a> {
+        self.locals.get(i).cloned().unwrap_or(Value::Null)
+    }
+
+    /// Whether the step passes a comprehension's filter (three-argument `map`, the `transform`
+    /// macros): a rejected step costs 1.
+    fn passes(&mut self, filter: Option<&Node>) -> Result<bool, EvalError> {
+        let Some(f) = filter else {
+            return Ok(true);
+        };
+        match self.eval(f)? {
+            Value::Bool(true) => Ok(true),
+            Value::Bool(false) => {
+                self.meter.charge(1)?;
+                Ok(false)
+            }
+            _ => Err(EvalError::no_such_overload()),
+        }
+    }
+
+    /// `all` and `exists` with cel-go's error absorption: a deciding element wins over errors
+    /// from others; otherwise the first error is the result.
     fn quantify<B: Bind<'a>>(
         &mut self,
         c: &Comprehension,
@@ -660,7 +672,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         for (i, item) in items.into_iter().enumerate() {
             deadline.tick()?;
             self.meter.charge(cond_cost + 1)?;
-            item.bind(self.locals.get_mut(slot..).unwrap_or_default());
+            self.bind(item, slot);
             match self.eval_body(&c.body) {
                 Ok(Value::Bool(b)) if b == exists => {
                     // The next element's condition check stops the loop; then `@result`.
