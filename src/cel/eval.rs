@@ -768,13 +768,6 @@ impl<'a> Bind<'a> for (Value<'a>, Option<Value<'a>>) {
 /// check frequency).
 const DEADLINE_EVERY: usize = 100;
 
-fn check_deadline(deadline: Option<Instant>) -> Result<(), EvalError> {
-    match deadline {
-        Some(d) if Instant::now() >= d => Err(EvalError::Cancelled("operation interrupted".into())),
-        _ => Ok(()),
-    }
-}
-
 /// Counts iterations down to the next look at the clock, for a loop with no deadline nothing
 /// but a decrement.
 struct DeadlineCheck {
@@ -795,7 +788,9 @@ impl DeadlineCheck {
         self.left -= 1;
         if self.left == 0 {
             self.left = DEADLINE_EVERY;
-            check_deadline(self.deadline)?;
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(EvalError::Cancelled("operation interrupted".into()));
+            }
         }
         Ok(())
     }

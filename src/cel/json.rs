@@ -398,7 +398,7 @@ impl<'d, 's> Ref<'d, 's> {
     }
 }
 
-/// Arrays at least this long are walked with prefetching.
+/// Arrays longer than this get an element table and are walked with look-ahead.
 const PREFETCH_MIN_LEN: usize = 64;
 /// How many of an element's first keys have their values (and strings) requested ahead.
 const AHEAD_KEYS: usize = 4;
@@ -754,6 +754,13 @@ mod tests {
             seen += 1;
         }
         assert_eq!(seen, 100);
+        // Indexing a long array reads its table.
+        assert_eq!(items.element(57).unwrap().at, doc.elements[table + 57]);
+        assert_eq!(
+            items.element(99).unwrap().get("n").unwrap().to_value(),
+            json!(99)
+        );
+        assert!(items.element(100).is_none());
     }
     use serde_json::json;
 
