@@ -414,8 +414,11 @@ fn run_eval(
             .map_err(|e| Usage(format!("cannot read {request}: {e}")))?;
         (request.to_string(), t)
     };
-    // JSON as it is; anything else is read as YAML and re-encoded.
-    let body = if serde_json::from_str::<Json>(&text).is_ok() {
+    // JSON as it is (also when too deep or with a repeated key: the review's error to
+    // report); anything else is read as YAML and re-encoded.
+    let json =
+        celgate::cel::json::Doc::parse(text.as_bytes()).map_or_else(|e| e.is_data(), |_| true);
+    let body = if json {
         text.into_bytes()
     } else {
         let v: Json = serde_yaml_ng::from_str(&text)

@@ -424,18 +424,19 @@ fn format_string_clause(v: &Value<'_>, top: bool) -> Result<String, EvalError> {
         Value::Timestamp(t) => format!("timestamp(\"{}\")", t.to_rfc3339()),
         Value::Duration(d) if top => format_duration(*d),
         Value::Duration(d) => format!("duration(\"{}\")", format_duration(*d)),
-        Value::List(l) => {
+        // A document's lists and maps nest up to `json::MAX_DEPTH` levels.
+        Value::List(l) => super::json::with_stack(|| {
             let parts: Result<Vec<_>, _> = l.iter().map(|e| format_string_clause(&e, false)).collect();
-            format!("[{}]", parts?.join(", "))
-        }
-        Value::Map(m) => {
+            Ok::<_, EvalError>(format!("[{}]", parts?.join(", ")))
+        })?,
+        Value::Map(m) => super::json::with_stack(|| {
             let mut parts = Vec::new();
             for (k, val) in m.entries() {
                 parts.push(format!("{}:{}", format_string_clause(&k, false)?, format_string_clause(&val, false)?));
             }
             parts.sort();
-            format!("{{{}}}", parts.join(", "))
-        }
+            Ok::<_, EvalError>(format!("{{{}}}", parts.join(", ")))
+        })?,
         Value::Type(t) => t.to_string(),
         other => {
             return Err(EvalError::new(format!(

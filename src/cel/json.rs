@@ -6,8 +6,13 @@
 //! of unescaped text), an array or object records its length and where its subtree ends, so
 //! iteration is a walk along the vector and a field lookup a scan of the object's keys
 //! (objects in Kubernetes JSON are small). Parsing reuses serde_json's parser (validation,
-//! number rules, its recursion limit) through a `DeserializeSeed`, so malformed input is
-//! refused exactly as before.
+//! number rules) through a `DeserializeSeed`, so malformed input is refused exactly as before.
+//!
+//! Untrusted text must not shape the parse: nesting is accepted as deep as the API server
+//! accepts it ([`MAX_DEPTH`]), and past a shallow depth the parse moves to a heap-allocated
+//! stack segment when the thread's stack runs low, so depth never overflows the stack
+//! whichever thread parses; an object with a repeated key is refused (see
+//! [`Doc::parse`]).
 //!
 //! Small nodes matter for long arrays: the walk of 10,000 containers reads a few nodes of
 //! each, and the fewer pages they span, the fewer cache and TLB misses.
@@ -139,8 +144,40 @@ pub enum Item<'d> {
     Object(u32),
 }
 
+/// How deep a document may nest: an AdmissionReview's object as deep as the API server's JSON
+/// decoder accepts one (Go's encoding/json scanner, which sigs.k8s.io/json keeps, allows
+/// 10,000 levels), inside the review's own two levels (the review and its `request`). A
+/// shallower limit refuses objects the API server accepted (a bypass under `failurePolicy:
+/// Ignore`, an outage under `Fail`); without one, a body of nothing but brackets would cost a
+/// stack frame per two bytes.
+pub const MAX_DEPTH: usize = OBJECT_DEPTH + REVIEW_LEVELS;
+const OBJECT_DEPTH: usize = 10_000;
+const REVIEW_LEVELS: usize = 2;
+
+/// Up to this depth a parse runs on its thread's stack unchecked (Kubernetes objects nest a
+/// dozen levels or so); deeper, each container first makes sure [`RED_ZONE`] bytes of stack
+/// are left, moving to a new [`SEGMENT`] on the heap when they are not.
+const GROW_FROM: usize = 32;
+/// More than one container's parse uses (debug builds have the largest frames).
+const RED_ZONE: usize = 128 << 10;
+const SEGMENT: usize = 2 << 20;
+
+/// Objects with more keys than this are checked for a repeated key through a hash table;
+/// smaller ones (nearly all) through a 64-bit mask of their keys' prefixes and lengths.
+const MASK_MAX: usize = 32;
+
+/// The longest part of a key quoted back in an error.
+const QUOTED_MAX: usize = 64;
+
 impl<'s> Doc<'s> {
     /// Parses JSON text, borrowing its strings where it can.
+    ///
+    /// Refused beyond malformed text: nesting deeper than [`MAX_DEPTH`], and an object with a
+    /// repeated key. Go's decoder, which the API server uses, keeps a repeated key's last
+    /// value where this document would find the first; the API server never sends one (it
+    /// encodes its reviews from maps and structs), so a review with one was not written by it,
+    /// and refusing it leaves no lookup, iteration or CEL map to disagree about which value
+    /// holds. The error names the key and the path of its object.
     pub fn parse(bytes: &'s [u8]) -> Result<Doc<'s>, serde_json::Error> {
         // Validating the UTF-8 once lets strings be spans of the input, and serde_json's `str`
         // reader skips its own validation of every string.
@@ -165,17 +202,74 @@ impl<'s> Doc<'s> {
             pending: Vec::new(),
             elements: Vec::new(),
             pending_elements: Vec::new(),
+            depth: 0,
+            repeated: None,
+            table: Vec::new(),
+            hasher: None,
         };
         let mut de = serde_json::Deserializer::from_str(text);
+        // Depth is limited by `MAX_DEPTH` instead (serde_json's limit is 128), and the stack
+        // by `nested`.
+        de.disable_recursion_limit();
         Builder { b: &mut b }.deserialize(&mut de)?;
         de.end()?;
-        Ok(Doc {
+        let repeated = b.repeated;
+        let doc = Doc {
             text,
             unescaped: b.unescaped,
             nodes: b.nodes,
             entries: b.entries,
             elements: b.elements,
-        })
+        };
+        match repeated {
+            None => Ok(doc),
+            Some((object, key)) => {
+                let at = match doc.path_to(object) {
+                    p if p.is_empty() => "the top level".to_string(),
+                    p => p,
+                };
+                Err(serde::de::Error::custom(format_args!(
+                    "duplicate key {} at {at}",
+                    quoted(doc.key_of(&key))
+                )))
+            }
+        }
+    }
+
+    /// The path from the root to node `target`, as `a.b[2]["c/d"]` (empty for the root).
+    fn path_to(&self, target: u32) -> String {
+        use fmt::Write;
+        let mut path = String::new();
+        let mut at = self.root();
+        while at.at != target {
+            let inside = |r: &Ref<'_, '_>| r.at <= target && target < self.end_of(r.at);
+            let mut c = at.children();
+            let next = if c.entry.is_some() {
+                std::iter::from_fn(|| c.next_entry())
+                    .find(|(_, v)| inside(v))
+                    .map(|(k, v)| {
+                        let plain = !k.is_empty()
+                            && k.bytes()
+                                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+                        let _ = match (plain, path.is_empty()) {
+                            (true, true) => write!(path, "{k}"),
+                            (true, false) => write!(path, ".{k}"),
+                            (false, _) => write!(path, "[{}]", quoted(k)),
+                        };
+                        v
+                    })
+            } else {
+                c.enumerate().find(|(_, v)| inside(v)).map(|(i, v)| {
+                    let _ = write!(path, "[{i}]");
+                    v
+                })
+            };
+            match next {
+                Some(n) => at = n,
+                None => break,
+            }
+        }
+        path
     }
 
     /// The document's root value.
@@ -377,6 +471,7 @@ impl<'d, 's> Ref<'d, 's> {
         }
     }
 
+    /// Recursive, one level per nesting level: for tests and output, not the request path.
     pub fn to_value(&self) -> serde_json::Value {
         use serde_json::Value as J;
         match self.item() {
@@ -501,6 +596,13 @@ struct Build<'s> {
     elements: Vec<u32>,
     /// Element starts of the arrays being built (nested arrays complete first).
     pending_elements: Vec<u32>,
+    /// Containers open around the value being parsed.
+    depth: usize,
+    /// The first object found with a repeated key: its node and the key's second entry.
+    repeated: Option<(u32, Entry)>,
+    /// Scratch for [`repeated_key`], and its hash key (made on first use).
+    table: Vec<u32>,
+    hasher: Option<std::hash::RandomState>,
 }
 
 impl<'s> Build<'s> {
@@ -531,6 +633,114 @@ impl<'s> Build<'s> {
             Node::Str(span, chars)
         });
     }
+}
+
+/// `s` quoted for an error, cut to [`QUOTED_MAX`] bytes (a key or value from the input can be
+/// as long as the input).
+pub(crate) fn quoted(s: &str) -> String {
+    let mut cut = s.len().min(QUOTED_MAX);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let more = if cut < s.len() { "..." } else { "" };
+    format!("{:?}{more}", &s[..cut])
+}
+
+/// The text of an entry's key while the document is built.
+fn key_text<'t>(text: &'t str, unescaped: &'t str, e: &Entry) -> &'t str {
+    let source = if e.escaped { unescaped } else { text };
+    let (at, len) = (e.key.at as usize, e.key.len as usize);
+    source.get(at..at + len).unwrap_or("")
+}
+
+/// Whether two entries have the same key. Up to 8 bytes the prefix is the whole key.
+#[inline]
+fn same_key(text: &str, unescaped: &str, a: &Entry, b: &Entry) -> bool {
+    a.prefix == b.prefix
+        && a.key.len == b.key.len
+        && (a.key.len <= 8 || key_text(text, unescaped, a) == key_text(text, unescaped, b))
+}
+
+/// The first entry of `keys` whose key an earlier one has.
+///
+/// A small object costs a multiply and a bit test per key: each key's prefix and length set
+/// one bit of a mask, and only a key whose bit is already set is compared with the keys
+/// before it (a duplicate always is; other keys rarely, and never more than [`MASK_MAX`]
+/// times). A large object goes through an open-addressing table of entry indices (`table`,
+/// reused), hashed with a per-process random key, so that chosen keys cannot make the check
+/// quadratic.
+fn repeated_key(
+    text: &str,
+    unescaped: &str,
+    keys: &[Entry],
+    table: &mut Vec<u32>,
+    hasher: &mut Option<std::hash::RandomState>,
+) -> Option<usize> {
+    use std::hash::BuildHasher;
+    if keys.len() <= MASK_MAX {
+        let mut seen = 0u64;
+        for (i, e) in keys.iter().enumerate() {
+            let mixed = (e.prefix ^ u64::from(e.key.len)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let bit = 1u64 << (mixed >> 58);
+            if seen & bit != 0 && keys.iter().take(i).any(|k| same_key(text, unescaped, k, e)) {
+                return Some(i);
+            }
+            seen |= bit;
+        }
+        return None;
+    }
+    let slots = (keys.len() * 2).next_power_of_two();
+    table.clear();
+    table.resize(slots, NONE);
+    let hasher = hasher.get_or_insert_with(std::hash::RandomState::new);
+    for (i, e) in keys.iter().enumerate() {
+        let mut slot = hasher.hash_one(key_text(text, unescaped, e)) as usize & (slots - 1);
+        loop {
+            // In bounds: `slot` is masked to the table's power-of-two length, and entries
+            // stored are indices of earlier keys.
+            match table[slot] {
+                NONE => {
+                    // Fits: an object has fewer than `u32::MAX` keys (see `index`).
+                    table[slot] = i as u32;
+                    break;
+                }
+                j if same_key(text, unescaped, &keys[j as usize], e) => return Some(i),
+                _ => slot = (slot + 1) & (slots - 1),
+            }
+        }
+    }
+    None
+}
+
+/// Runs the parse of one container's content one level deeper: refused past [`MAX_DEPTH`],
+/// and past [`GROW_FROM`] on a new stack segment when the stack runs low.
+#[inline]
+fn nested<'s, E: serde::de::Error>(
+    b: &mut Build<'s>,
+    body: impl FnOnce(&mut Build<'s>) -> Result<(), E>,
+) -> Result<(), E> {
+    if b.depth >= MAX_DEPTH {
+        return Err(E::custom(format_args!(
+            "JSON nested deeper than {MAX_DEPTH} levels (the API server accepts an object \
+             nested {OBJECT_DEPTH} levels deep; a review adds {REVIEW_LEVELS})"
+        )));
+    }
+    b.depth += 1;
+    let result = if b.depth <= GROW_FROM {
+        body(b)
+    } else {
+        with_stack(|| body(b))
+    };
+    b.depth -= 1;
+    result
+}
+
+/// Runs `f`, one level of a recursion over a document's values (formatting a list of
+/// lists...), on a new stack segment when the thread's stack runs low: a document may nest
+/// [`MAX_DEPTH`] levels, deeper than a thread's stack holds such a recursion.
+#[inline]
+pub fn with_stack<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(RED_ZONE, SEGMENT, f)
 }
 
 /// A span, if both its ends fit in `u32` (a request body is far smaller).
@@ -615,63 +825,75 @@ impl<'de> Visitor<'de> for Builder<'_, 'de> {
         Ok(())
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let at = self.b.nodes.len();
-        self.b.nodes.push(Node::Array {
-            len: 0,
-            end: 0,
-            table: NONE,
-        });
-        let mark = self.b.pending_elements.len();
-        let mut len = 0usize;
-        loop {
-            let start = index(self.b.nodes.len());
-            if seq.next_element_seed(Builder { b: self.b })?.is_none() {
-                break;
-            }
-            self.b.pending_elements.push(start);
-            len += 1;
-        }
-        let table = if len > PREFETCH_MIN_LEN {
-            let table = index(self.b.elements.len());
-            self.b
-                .elements
-                .extend(self.b.pending_elements.drain(mark..));
-            table
-        } else {
-            self.b.pending_elements.truncate(mark);
-            NONE
-        };
-        self.b.nodes[at] = Node::Array {
-            len: index(len),
-            end: index(self.b.nodes.len()),
-            table,
-        };
-        Ok(())
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        nested(self.b, |b| array(b, seq))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let at = self.b.nodes.len();
-        self.b.nodes.push(Node::Object {
-            first: 0,
-            len: 0,
-            end: 0,
-        });
-        let mark = self.b.pending.len();
-        while let Some(key) = map.next_key_seed(KeySeed { b: self.b })? {
-            self.b.pending.push(key);
-            map.next_value_seed(Builder { b: self.b })?;
-        }
-        let first = index(self.b.entries.len());
-        let len = index(self.b.pending.len() - mark);
-        self.b.entries.extend(self.b.pending.drain(mark..));
-        self.b.nodes[at] = Node::Object {
-            first,
-            len,
-            end: index(self.b.nodes.len()),
-        };
-        Ok(())
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        nested(self.b, |b| object(b, map))
     }
+}
+
+fn array<'de, A: SeqAccess<'de>>(b: &mut Build<'de>, mut seq: A) -> Result<(), A::Error> {
+    let at = b.nodes.len();
+    b.nodes.push(Node::Array {
+        len: 0,
+        end: 0,
+        table: NONE,
+    });
+    let mark = b.pending_elements.len();
+    let mut len = 0usize;
+    loop {
+        let start = index(b.nodes.len());
+        if seq.next_element_seed(Builder { b: &mut *b })?.is_none() {
+            break;
+        }
+        b.pending_elements.push(start);
+        len += 1;
+    }
+    let table = if len > PREFETCH_MIN_LEN {
+        let table = index(b.elements.len());
+        b.elements.extend(b.pending_elements.drain(mark..));
+        table
+    } else {
+        b.pending_elements.truncate(mark);
+        NONE
+    };
+    b.nodes[at] = Node::Array {
+        len: index(len),
+        end: index(b.nodes.len()),
+        table,
+    };
+    Ok(())
+}
+
+fn object<'de, A: MapAccess<'de>>(b: &mut Build<'de>, mut map: A) -> Result<(), A::Error> {
+    let at = b.nodes.len();
+    b.nodes.push(Node::Object {
+        first: 0,
+        len: 0,
+        end: 0,
+    });
+    let mark = b.pending.len();
+    while let Some(key) = map.next_key_seed(KeySeed { b: &mut *b })? {
+        b.pending.push(key);
+        map.next_value_seed(Builder { b: &mut *b })?;
+    }
+    if b.repeated.is_none() {
+        let keys = &b.pending[mark..];
+        if let Some(i) = repeated_key(b.text, &b.unescaped, keys, &mut b.table, &mut b.hasher) {
+            b.repeated = Some((index(at), keys[i]));
+        }
+    }
+    let first = index(b.entries.len());
+    let len = index(b.pending.len() - mark);
+    b.entries.extend(b.pending.drain(mark..));
+    b.nodes[at] = Node::Object {
+        first,
+        len,
+        end: index(b.nodes.len()),
+    };
+    Ok(())
 }
 
 /// Reads one key into an entry whose value is the next node.
@@ -828,10 +1050,119 @@ mod tests {
         assert!(Doc::parse(b"{\"a\": }").is_err());
         assert!(Doc::parse(b"[1, 2").is_err());
         assert!(Doc::parse(b"{} extra").is_err());
-        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    }
+
+    fn nested(levels: usize) -> String {
+        format!(
+            "{}0{}",
+            r#"[{"a":"#.repeat(levels / 2),
+            r#"}]"#.repeat(levels / 2)
+        )
+    }
+
+    #[test]
+    fn nesting_is_accepted_to_the_api_servers_depth_and_refused_beyond() {
+        // Runs on the test's own thread (2 MiB): the parse grows its stack on the heap.
+        assert_eq!(MAX_DEPTH, 10_002);
+        let deepest = nested(MAX_DEPTH);
+        let doc = Doc::parse(deepest.as_bytes()).unwrap();
+        let mut at = doc.root();
+        for _ in 0..MAX_DEPTH / 2 {
+            at = at.element(0).unwrap().get("a").unwrap();
+        }
+        assert!(matches!(at.item(), Item::Int(0)));
+        // One more level, refused where it opens.
+        let too_deep = format!("[{}]", nested(MAX_DEPTH));
+        let e = Doc::parse(too_deep.as_bytes()).unwrap_err().to_string();
+        // Level 10,003 is the `{` of the 5,001st `[{"a":`, after the outer `[`.
+        let column = 1 + (MAX_DEPTH / 2 - 1) * r#"[{"a":"#.len() + 2;
         assert!(
-            Doc::parse(deep.as_bytes()).is_err(),
-            "serde_json's recursion limit applies"
+            e.starts_with("JSON nested deeper than 10002 levels")
+                && e.ends_with(&format!("at line 1 column {column}")),
+            "{e}"
+        );
+        // Far deeper input fails as early, without exhausting the stack.
+        let e = Doc::parse(nested(1_000_000).as_bytes()).unwrap_err();
+        assert!(e.to_string().starts_with("JSON nested deeper"), "{e}");
+    }
+
+    #[test]
+    fn repeated_keys_are_refused_with_the_objects_path() {
+        let err = |text: &str| Doc::parse(text.as_bytes()).unwrap_err().to_string();
+        assert_eq!(
+            err(r#"{"a": 1, "a": 2}"#),
+            r#"duplicate key "a" at the top level"#
+        );
+        assert_eq!(
+            err(r#"{"x": [0, {"y": {"long-key-name": 1, "b": 2, "long-key-name": 3}}]}"#),
+            r#"duplicate key "long-key-name" at x[1].y"#
+        );
+        // Escaped and plain spellings of one key; a key that is no identifier is quoted.
+        assert_eq!(
+            err(r#"{"a/b c": {"k\u00e9": 1, "ké": 2}}"#),
+            r#"duplicate key "ké" at ["a/b c"]"#
+        );
+        // The first repeated key found is reported.
+        assert_eq!(
+            err(r#"{"o": {"p": 1, "p": 2}, "q": 0, "q": 1}"#),
+            r#"duplicate key "p" at o"#
+        );
+        // Keys that share their first eight bytes and their length differ.
+        let similar = r#"{"annotation-1": 1, "annotation-2": 2, "a": 3, "b\u0000": 4, "b": 5}"#;
+        assert!(Doc::parse(similar.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn every_object_size_finds_its_repeated_key() {
+        for n in 1..=MASK_MAX + 8 {
+            // Long keys sharing their first eight bytes, and short ones.
+            let keys: Vec<String> = (0..n)
+                .map(|i| {
+                    if i % 2 == 0 {
+                        format!("container-{i}")
+                    } else {
+                        format!("k{i}")
+                    }
+                })
+                .collect();
+            let fields: Vec<String> = keys.iter().map(|k| format!("\"{k}\": 0")).collect();
+            let unique = format!("{{{}}}", fields.join(","));
+            assert!(Doc::parse(unique.as_bytes()).is_ok(), "{n} keys");
+            for k in [&keys[0], &keys[n / 2], &keys[n - 1]] {
+                let text = format!("{{{}, \"{k}\": 1}}", fields.join(","));
+                let e = Doc::parse(text.as_bytes()).unwrap_err().to_string();
+                assert_eq!(
+                    e,
+                    format!("duplicate key \"{k}\" at the top level"),
+                    "{n} keys"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn large_objects_are_checked_through_the_table() {
+        let keys: Vec<String> = (0..1000)
+            .map(|i| format!("\"annotation-{i:04}\": {i}"))
+            .collect();
+        let unique = format!("{{{}}}", keys.join(","));
+        let doc = Doc::parse(unique.as_bytes()).unwrap();
+        assert!(matches!(doc.root().item(), Item::Object(1000)));
+        for repeat in [0, 999] {
+            let text = format!(
+                "{{\"m\": {{{}, \"annotation-{repeat:04}\": 0}}}}",
+                keys.join(",")
+            );
+            let e = Doc::parse(text.as_bytes()).unwrap_err().to_string();
+            assert_eq!(e, format!("duplicate key \"annotation-{repeat:04}\" at m"));
+        }
+        // Just over the mask's size, with the repeat at either end.
+        let small: Vec<String> = (0..MASK_MAX + 1).map(|i| format!("\"k{i}\": 0")).collect();
+        assert!(Doc::parse(format!("{{{}}}", small.join(",")).as_bytes()).is_ok());
+        let text = format!("{{{}, \"k0\": 1}}", small.join(","));
+        assert_eq!(
+            Doc::parse(text.as_bytes()).unwrap_err().to_string(),
+            r#"duplicate key "k0" at the top level"#
         );
     }
 }
