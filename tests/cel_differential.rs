@@ -1,0 +1,271 @@
+//! Runs every case of `../shared/cel-differential/cases.jsonl` (CEL expressions with the exact
+//! value, error, stage, static type and cost Kubernetes 1.32 produced) through the same code as
+//! `examples/cel-batch.rs` and compares the records field by field.
+//!
+//! Skipped: the cases where cel-go panicked (`outcome: panic`), and the cases listed in
+//! `tests/cel-differential-exceptions` (one `<id> <reason>` a line). The pass count is a
+//! ratchet: the test fails when it drops below [`MIN_PASSED`]. `CELGATE_DIFF_VERBOSE=1` prints
+//! every failing case with what was expected and what celgate gave.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use serde_json::Value as Json;
+
+#[path = "cel_differential/harness.rs"]
+mod harness;
+
+/// The number of cases celgate matches exactly; raise it when the engine improves, never
+/// lower it.
+const MIN_PASSED: usize = 5040;
+
+/// Evaluation recurses once per nesting level of an expression.
+const STACK: usize = 64 << 20;
+
+fn shared_dir() -> PathBuf {
+    std::env::var_os("CELGATE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+}
+
+/// `id -> reason`, from the exceptions file.
+fn exceptions() -> BTreeMap<String, String> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cel-differential-exceptions");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (id, reason) = l.split_once(char::is_whitespace).unwrap_or((l, ""));
+            assert!(!reason.trim().is_empty(), "exception {id} gives no reason");
+            (id.to_string(), reason.trim().to_string())
+        })
+        .collect()
+}
+
+/// The fields of `expected` that `got` does not match.
+fn mismatches(expected: &Json, got: &Json) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let field = |k: &str| -> (&Json, &Json) {
+        (
+            expected.get(k).unwrap_or(&Json::Null),
+            got.get(k).unwrap_or(&Json::Null),
+        )
+    };
+    let differs = |k: &str| {
+        let (e, g) = field(k);
+        e != g
+    };
+    if differs("outcome") {
+        out.push("outcome");
+    }
+    if differs("value") || differs("type") {
+        out.push("value");
+    }
+    if differs("error") {
+        out.push("error");
+    }
+    if differs("error_stage") {
+        out.push("stage");
+    }
+    if differs("static_type") {
+        out.push("static_type");
+    }
+    if expected["outcome"] != "compile_error" {
+        let got_cost = got["cost"].as_u64();
+        let cost_ok = match expected.get("cost_range").and_then(Json::as_array) {
+            Some(range) => match (
+                range.first().and_then(Json::as_u64),
+                range.get(1).and_then(Json::as_u64),
+                got_cost,
+            ) {
+                (Some(lo), Some(hi), Some(c)) => (lo..=hi).contains(&c),
+                _ => false,
+            },
+            None => expected["cost"].as_u64() == got_cost,
+        };
+        if !cost_ok {
+            out.push("cost");
+        }
+        let vc = |j: &Json| j.get("variables_cost").and_then(Json::as_u64).unwrap_or(0);
+        if vc(expected) != vc(got) {
+            out.push("variables_cost");
+        }
+    }
+    out
+}
+
+fn shorten(j: &Json) -> String {
+    let s = j.to_string();
+    if s.chars().count() <= 400 {
+        return s;
+    }
+    format!("{}...", s.chars().take(400).collect::<String>())
+}
+
+fn run() {
+    let path = shared_dir().join("cel-differential/cases.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let exceptions = exceptions();
+    let verbose = std::env::var_os("CELGATE_DIFF_VERBOSE").is_some_and(|v| v != "0");
+    let h = harness::Harness::new();
+
+    let (mut passed, mut skipped) = (0usize, 0usize);
+    let mut failed: Vec<(String, String, Vec<&'static str>)> = Vec::new();
+    let mut by_library: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_field: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let case: Json = harness::parse_line(line)
+            .unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), n + 1));
+        let id = case["id"].as_str().unwrap_or_default().to_string();
+        seen.insert(id.clone());
+        if case["outcome"] == "panic" || exceptions.contains_key(&id) {
+            skipped += 1;
+            continue;
+        }
+        let got = h.evaluate(&case);
+        let fields = mismatches(&case, &got);
+        if fields.is_empty() {
+            passed += 1;
+            continue;
+        }
+        let library = case["library"].as_str().unwrap_or("?").to_string();
+        *by_library.entry(library).or_default() += 1;
+        for f in &fields {
+            *by_field.entry(f).or_default() += 1;
+        }
+        if verbose {
+            let mut expected = case.clone();
+            if let Some(m) = expected.as_object_mut() {
+                for k in ["vars", "library", "category", "id", "expr"] {
+                    m.remove(k);
+                }
+            }
+            eprintln!(
+                "FAIL {id} [{}]\n  expr:     {}\n  expected: {}\n  got:      {}",
+                fields.join(", "),
+                case["expr"].as_str().unwrap_or_default(),
+                shorten(&expected),
+                shorten(&got)
+            );
+        }
+        failed.push((id, case["expr"].as_str().unwrap_or_default().into(), fields));
+    }
+    for id in exceptions.keys() {
+        assert!(seen.contains(id), "exception {id} names no case");
+    }
+
+    println!(
+        "cel differential: {passed} passed, {} failed, {skipped} skipped",
+        failed.len()
+    );
+    if !failed.is_empty() {
+        let libs: Vec<String> = by_library.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let fields: Vec<String> = by_field.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!("failures by library: {}", libs.join(", "));
+        println!("mismatched fields: {}", fields.join(", "));
+        println!("(CELGATE_DIFF_VERBOSE=1 prints every failing case)");
+    }
+    assert!(
+        passed >= MIN_PASSED,
+        "cel differential: {passed} cases passed, fewer than the {MIN_PASSED} recorded"
+    );
+}
+
+#[test]
+fn cel_differential() {
+    let handle = std::thread::Builder::new()
+        .name("cel-differential".into())
+        .stack_size(STACK)
+        .spawn(run)
+        .expect("spawn the test thread");
+    if let Err(panic) = handle.join() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The harness's own Go-compatible pieces, on values whose Go output is known (the case file
+/// exercises few of them).
+#[test]
+fn harness_fixtures() {
+    use harness::fake_authz::{parse_field_selector, parse_label_selector};
+    use harness::{decimal_seconds, go_duration, go_float};
+
+    assert_eq!(
+        parse_label_selector("app in (web, api),!legacy"),
+        Ok(vec!["app in (api,web)".to_string(), "!legacy".to_string()])
+    );
+    assert_eq!(
+        parse_label_selector("z=1,a!=2,m,b notin ()"),
+        Ok(vec![
+            "a!=2".to_string(),
+            "b notin ()".to_string(),
+            "m".to_string(),
+            "z=1".to_string()
+        ])
+    );
+    assert_eq!(
+        parse_label_selector("a in (b"),
+        Err("unable to parse requirement: found '', expected: ',' or ')'".to_string())
+    );
+    assert_eq!(
+        parse_label_selector("a,"),
+        Err("found '', expected: identifier after ','".to_string())
+    );
+    assert_eq!(
+        parse_label_selector("x>y"),
+        Err("unable to parse requirement: values[0]: Invalid value: \"y\": for 'Gt', 'Lt' operators, the value must be an integer".to_string())
+    );
+    assert_eq!(
+        parse_field_selector("spec.nodeName==node-1,status.phase!=Running"),
+        Ok(vec![
+            "spec.nodeName=node-1".to_string(),
+            "status.phase!=Running".to_string()
+        ])
+    );
+    assert_eq!(
+        parse_field_selector("!!bad"),
+        Err("invalid selector: '!!bad'; can't understand '!!bad'".to_string())
+    );
+    assert_eq!(
+        parse_field_selector("a=b\\,c"),
+        Ok(vec!["a=b,c".to_string()])
+    );
+    assert_eq!(
+        parse_field_selector("a=b=c"),
+        Err("invalid field selector: unescaped character in value: 61".to_string())
+    );
+
+    for (f, go) in [
+        (1.5e308, "1.5e+308"),
+        (5e-324, "5e-324"),
+        (536870912.0, "5.36870912e+08"),
+        (100000.0, "100000"),
+        (0.0001, "0.0001"),
+        (0.00001, "1e-05"),
+        (-0.0, "-0"),
+        (f64::NAN, "NaN"),
+        (f64::NEG_INFINITY, "-Inf"),
+    ] {
+        assert_eq!(go_float(f), go, "{f}");
+    }
+    for (n, go, secs) in [
+        (0, "0s", "0"),
+        (-1, "-1ns", "-0.000000001"),
+        (-500_000, "-500µs", "-0.0005"),
+        (5_401_500_000_000, "1h30m1.5s", "5401.5"),
+        (
+            i64::MIN,
+            "-2562047h47m16.854775808s",
+            "-9223372036.854775808",
+        ),
+    ] {
+        assert_eq!(go_duration(n), go);
+        assert_eq!(decimal_seconds(n), secs);
+    }
+}
