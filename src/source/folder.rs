@@ -1,7 +1,11 @@
 //! Loads a folder of Kubernetes objects: every `.yaml`, `.yml` and `.json` file below it,
 //! multi-document YAML included, `kind: List` expanded. Errors name the file and the
-//! document.
+//! document. Hidden entries (names starting with `.`) are skipped: they are editors' and
+//! tools' temporary files, and in a Kubernetes ConfigMap volume the `..data` symlink and the
+//! `..<timestamp>` directories behind the visible files, which would otherwise load every
+//! object three times.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -50,22 +54,39 @@ fn is_manifest(p: &Path) -> bool {
     )
 }
 
-/// The manifest files below `dir`, sorted, so loading is deterministic.
+fn is_hidden(name: &std::ffi::OsStr) -> bool {
+    name.as_encoded_bytes().starts_with(b".")
+}
+
+fn io_error(file: &Path, e: std::io::Error) -> LoadError {
+    LoadError {
+        file: file.to_path_buf(),
+        document: 0,
+        message: e.to_string(),
+    }
+}
+
+/// The manifest files below `dir`, sorted, so loading is deterministic. Symlinks are followed
+/// (a ConfigMap volume's files are symlinks), each directory is walked once, so a symlink
+/// loop ends, and hidden entries are skipped.
 pub fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let mut out = Vec::new();
+    let mut visited = BTreeSet::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|e| LoadError {
-            file: d.clone(),
-            document: 0,
-            message: e.to_string(),
-        })?;
+        let real = std::fs::canonicalize(&d).map_err(|e| io_error(&d, e))?;
+        if !visited.insert(real) {
+            continue;
+        }
+        let mut entries = std::fs::read_dir(&d)
+            .and_then(|r| r.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| io_error(&d, e))?;
+        // Sorted, so that a directory reached by two paths is always listed under the same.
+        entries.sort_by_key(|e| std::cmp::Reverse(e.file_name()));
         for entry in entries {
-            let entry = entry.map_err(|e| LoadError {
-                file: d.clone(),
-                document: 0,
-                message: e.to_string(),
-            })?;
+            if is_hidden(&entry.file_name()) {
+                continue;
+            }
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
@@ -129,11 +150,7 @@ pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError
 pub fn load(dir: &Path) -> Result<Vec<Loaded>, LoadError> {
     let mut out = Vec::new();
     for file in manifest_files(dir)? {
-        let text = std::fs::read_to_string(&file).map_err(|e| LoadError {
-            file: file.clone(),
-            document: 0,
-            message: e.to_string(),
-        })?;
+        let text = std::fs::read_to_string(&file).map_err(|e| io_error(&file, e))?;
         out.extend(parse_documents(&file, &text)?);
     }
     Ok(out)
@@ -170,5 +187,36 @@ mod tests {
             .unwrap_err()
             .message
             .starts_with("invalid JSON"));
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "celgate-folder-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn configmap_volume_files_are_listed_once_and_symlink_loops_end() {
+        use std::os::unix::fs::symlink;
+        let d = temp_dir("layout");
+        let data = d.join("..2026_11_23_10_00_00.123456789");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("a.yaml"), "kind: X\n").unwrap();
+        symlink("..2026_11_23_10_00_00.123456789", d.join("..data")).unwrap();
+        symlink("..data/a.yaml", d.join("a.yaml")).unwrap();
+        std::fs::write(d.join(".a.yaml.swp.yaml"), "kind: Y\n").unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        symlink("..", d.join("sub/loop")).unwrap();
+        std::fs::write(d.join("sub/b.yml"), "kind: Z\n").unwrap();
+        assert_eq!(
+            manifest_files(&d).unwrap(),
+            [d.join("a.yaml"), d.join("sub/b.yml")]
+        );
     }
 }
