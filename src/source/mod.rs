@@ -124,32 +124,12 @@ pub fn add_shared(
     Ok(())
 }
 
-/// A folder's manifest files with their modification times and sizes: a change means
-/// "reload". Polling (rather than inotify) also sees Kubernetes' ConfigMap volume updates,
-/// which swap a symlink.
-pub fn fingerprint(
-    dir: &std::path::Path,
-) -> Vec<(std::path::PathBuf, Option<std::time::SystemTime>, u64)> {
-    folder::manifest_files(dir)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|p| {
-            let m = std::fs::metadata(&p).ok();
-            let modified = m.as_ref().and_then(|m| m.modified().ok());
-            let len = m.map_or(0, |m| m.len());
-            (p, modified, len)
-        })
-        .collect()
-}
-
-/// Loads a folder into a snapshot for serving: invalid policies become configuration errors
-/// (not a refusal of the whole folder); an unreadable file is an error, so the caller keeps
-/// its last good snapshot.
-pub fn load_for_serving(
-    dir: &std::path::Path,
+/// Builds a snapshot of a folder's objects for serving: invalid policies become
+/// configuration errors (not a refusal of the whole folder).
+pub fn build_for_serving(
+    objects: Vec<Loaded>,
     version: u16,
     cache: &CompileCache,
 ) -> Result<Snapshot, LoadError> {
-    let objects = folder::load(dir)?;
     snapshot_cached(objects, version, false, cache)
 }
