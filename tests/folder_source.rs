@@ -1,8 +1,8 @@
 //! The policy folder of `celgate serve` never drops enforcement by accident: a change loads
 //! only once the folder is quiet, a folder that binds no policy is refused (unless
-//! `allow_empty`), and a Kubernetes ConfigMap volume is read once per file and swapped
-//! atomically. Each test runs the real server on ephemeral ports and watches its snapshot
-//! and metrics.
+//! `allow_empty`), a Kubernetes ConfigMap volume is read once per file and swapped
+//! atomically, and a binding that names no policy is reported. Each test runs the real
+//! server on ephemeral ports and watches its snapshot and metrics.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -288,6 +288,25 @@ async fn a_configmap_volume_is_read_once_and_swapped_atomically() {
     );
     assert!(metrics(&server).contains("celgate_bindings_loaded 2"));
     assert!(metrics(&server).contains("celgate_source_load_errors_total 0"));
+    server.shutdown().await;
+}
+
+/// A binding that names no policy is reported in `celgate_config_problems` with the cluster
+/// source's reason, and no longer once the policy is added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dangling_binding_is_reported_until_its_policy_exists() {
+    let dir = temp_dir("dangling");
+    std::fs::write(dir.join("a.yaml"), policies(&["a"])).unwrap();
+    let late = policies(&["late"]);
+    let (policy, binding) = late.split_once("---\n").unwrap();
+    std::fs::write(dir.join("late-binding.yaml"), binding).unwrap();
+    let server = serve(&dir, Duration::from_millis(50), false).await;
+    let problem = "celgate_config_problems{kind=\"ValidatingAdmissionPolicyBinding\",name=\"late\",reason=\"PolicyNotFound\"} 1";
+    assert!(metrics(&server).contains(problem), "{}", metrics(&server));
+    std::fs::write(dir.join("late-policy.yaml"), policy).unwrap();
+    wait_until("the policy is loaded", || names(&server) == ["a", "late"]).await;
+    let text = metrics(&server);
+    assert!(!text.contains("name=\"late\""), "{text}");
     server.shutdown().await;
 }
 

@@ -3,6 +3,7 @@
 //! `celgate serve` and by the integration tests, which start the real server on ephemeral
 //! ports.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -17,7 +18,7 @@ use super::tls::{self, Identity};
 use super::{metrics_router, router, serve_plain, serve_tls, AppState, Bound, Limits};
 use crate::source::folder::{self, Fingerprint, FolderSource, NotLoaded, Settle};
 use crate::source::kube::authorizer::{SarAuthorizer, SarOptions};
-use crate::source::kube::{KubeOptions, KubeSource};
+use crate::source::kube::{KubeOptions, KubeSource, Problem};
 
 /// Where the serving certificate comes from.
 #[derive(Debug, Clone)]
@@ -82,12 +83,14 @@ impl Running {
     }
 }
 
-/// The folder source between polls: when to load.
+/// The folder source between polls: when to load, and what was reported.
 struct FolderWatch {
     state: Arc<AppState>,
     source: FolderSource,
     version: u16,
     settle: Settle,
+    /// The misconfigured objects last reported, so that each is logged once.
+    problems: BTreeSet<Problem>,
 }
 
 impl FolderWatch {
@@ -104,6 +107,7 @@ impl FolderWatch {
             source,
             version,
             settle: Settle::default(),
+            problems: BTreeSet::new(),
         }
     }
 
@@ -135,7 +139,7 @@ impl FolderWatch {
             Err(e) => Err(e.to_string()),
         };
         self.settle.handled(expected);
-        let snapshot = match outcome {
+        let (snapshot, problems) = match outcome {
             Ok(built) => built,
             Err(e) => {
                 metrics.source_errors.inc();
@@ -165,8 +169,23 @@ impl FolderWatch {
         if ready && after * 2 < before {
             tracing::warn!(folder = %dir, before, after, "policy folder reload drops most policies");
         }
-        tracing::info!(policies = after, folder = %dir, "policies loaded");
+        tracing::info!(policies = after, problems = problems.len(), folder = %dir, "policies loaded");
         self.state.install(snapshot);
+        self.report(problems);
+    }
+
+    /// Logs each new problem once (and each that went away), and sets the problem gauge.
+    fn report(&mut self, problems: Vec<Problem>) {
+        let current: BTreeSet<Problem> = problems.into_iter().collect();
+        for p in current.difference(&self.problems) {
+            tracing::warn!(kind = %p.kind, name = %p.name, reason = p.reason, message = %p.message, "misconfigured object in the policy folder");
+        }
+        for p in self.problems.difference(&current) {
+            tracing::info!(kind = %p.kind, name = %p.name, reason = p.reason, "policy folder problem resolved");
+        }
+        let list: Vec<Problem> = current.iter().cloned().collect();
+        self.state.metrics.problems(&list);
+        self.problems = current;
     }
 }
 
