@@ -57,6 +57,14 @@ enum Command {
         /// Folder of policies, bindings, params, namespaces and RBAC objects (`--source folder`).
         #[arg(long, value_name = "DIR", default_value = "examples/policies")]
         policies: PathBuf,
+        /// A change to the policy folder is loaded once no file changed for this long
+        /// (`--source folder`), so that a file rewritten in place is not read half-written.
+        #[arg(long, value_name = "DURATION", default_value = "2s")]
+        reload_settle: String,
+        /// Accept a policy folder that binds no policy (`--source folder`); without it such a
+        /// folder is refused: at start celgate stays unready, later the last good snapshot stays.
+        #[arg(long)]
+        allow_empty_policies: bool,
         /// API server URL (`--source kubernetes`); default: the in-cluster service account, or
         /// the kubeconfig.
         #[arg(long, value_name = "URL")]
@@ -189,6 +197,8 @@ fn serve(command: Command) -> ExitCode {
     let Command::Serve {
         source,
         policies,
+        reload_settle,
+        allow_empty_policies,
         kube_api_url,
         authz_cache_ttl,
         authz_timeout,
@@ -251,7 +261,17 @@ fn serve(command: Command) -> ExitCode {
             .ok_or_else(|| format!("{flag} {text:?}: not a duration such as 10s or 500ms"))
     };
     let source = match source {
-        SourceKind::Folder => PolicySource::Folder(policies),
+        SourceKind::Folder => match duration("--reload-settle", &reload_settle) {
+            Ok(settle) => PolicySource::Folder(celgate::source::folder::FolderSource {
+                dir: policies,
+                settle,
+                allow_empty: allow_empty_policies,
+            }),
+            Err(e) => {
+                eprintln!("celgate: {e}");
+                return ExitCode::from(2);
+            }
+        },
         SourceKind::Kubernetes => {
             let api_url = match kube_api_url.map(|u| u.parse()).transpose() {
                 Ok(u) => u,

@@ -69,9 +69,17 @@ fn review(api: &str, data: Json) -> Vec<u8> {
     .unwrap()
 }
 
+/// A folder source whose changes load once quiet for 100 ms.
+fn folder(dir: &Path) -> PolicySource {
+    PolicySource::Folder(celgate::source::folder::FolderSource {
+        settle: Duration::from_millis(100),
+        ..celgate::source::folder::FolderSource::new(dir)
+    })
+}
+
 async fn serve(policies: &Path, cert: CertSource, limits: Limits) -> Running {
     let cfg = ServeConfig {
-        source: PolicySource::Folder(policies.to_path_buf()),
+        source: folder(policies),
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
         cert,
@@ -602,7 +610,7 @@ async fn client_certificates_are_required_with_client_ca() {
     std::fs::write(dir.join("client-ca.pem"), ca_cert.pem()).unwrap();
 
     let cfg = ServeConfig {
-        source: PolicySource::Folder(dir.clone()),
+        source: folder(&dir),
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: None,
         cert: CertSource::SelfSigned {

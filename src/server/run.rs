@@ -3,10 +3,12 @@
 //! `celgate serve` and by the integration tests, which start the real server on ephemeral
 //! ports.
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -14,8 +16,9 @@ use tokio::task::JoinHandle;
 
 use super::tls::{self, Identity};
 use super::{metrics_router, router, serve_plain, serve_tls, AppState, Bound, Limits};
+use crate::source::folder::{self, Fingerprint, FolderSource, NotLoaded, Settle};
 use crate::source::kube::authorizer::{SarAuthorizer, SarOptions};
-use crate::source::kube::{KubeOptions, KubeSource};
+use crate::source::kube::{KubeOptions, KubeSource, Problem};
 
 /// Where the serving certificate comes from.
 #[derive(Debug, Clone)]
@@ -32,7 +35,7 @@ pub enum CertSource {
 #[derive(Debug, Clone)]
 pub enum PolicySource {
     /// A folder of manifests, reloaded when its files change.
-    Folder(PathBuf),
+    Folder(FolderSource),
     /// The cluster's policies, bindings, params and namespaces, through the API server.
     Kubernetes {
         /// The API server; `None`: in-cluster configuration or the kubeconfig.
@@ -80,16 +83,109 @@ impl Running {
     }
 }
 
-fn load(state: &AppState, dir: &std::path::Path, version: u16) {
-    match crate::source::load_for_serving(dir, version, &state.compiled) {
-        Ok(snapshot) => {
-            tracing::info!(policies = snapshot.policies.len(), folder = %dir.display(), "policies loaded");
-            state.install(snapshot);
+/// The folder source between polls: when to load, and what was reported.
+struct FolderWatch {
+    state: Arc<AppState>,
+    source: FolderSource,
+    version: u16,
+    settle: Settle,
+    /// The misconfigured objects last reported, so that each is logged once.
+    problems: BTreeSet<Problem>,
+}
+
+impl FolderWatch {
+    fn new(state: Arc<AppState>, source: FolderSource, version: u16) -> FolderWatch {
+        // Present from the start, so that an alert on it need not handle its absence.
+        for reason in ["empty", "unsettled"] {
+            state
+                .metrics
+                .source_reload_refused
+                .with_label_values(&[reason]);
         }
-        Err(e) => {
-            state.metrics.source_errors.inc();
-            tracing::error!(error = %e, "policy folder not loaded; the last good snapshot stays");
+        FolderWatch {
+            state,
+            source,
+            version,
+            settle: Settle::default(),
+            problems: BTreeSet::new(),
         }
+    }
+
+    /// Loads the folder if it is still in the `expected` state (and stays so while it is
+    /// read), and swaps the snapshot in unless it would enforce nothing.
+    async fn load(&mut self, expected: Fingerprint) {
+        let (dir, version, state) = (self.source.dir.clone(), self.version, self.state.clone());
+        let wanted = expected.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let objects = folder::load_settled(&dir, &wanted)?;
+            crate::source::build_for_serving(objects, version, &state.compiled)
+                .map_err(NotLoaded::Invalid)
+        })
+        .await;
+        let dir = self.source.dir.display();
+        let metrics = &self.state.metrics;
+        let outcome = match built {
+            Ok(Ok(built)) => Ok(built),
+            Ok(Err(NotLoaded::Changed(now))) => {
+                metrics
+                    .source_reload_refused
+                    .with_label_values(&["unsettled"])
+                    .inc();
+                tracing::warn!(folder = %dir, settle = ?self.source.settle, "policy folder changed while being read; loading it once it has been quiet for the settle interval");
+                self.settle.changed(now, Instant::now());
+                return;
+            }
+            Ok(Err(NotLoaded::Invalid(e))) => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        self.settle.handled(expected);
+        let (snapshot, problems) = match outcome {
+            Ok(built) => built,
+            Err(e) => {
+                metrics.source_errors.inc();
+                tracing::error!(error = %e, "policy folder not loaded; the last good snapshot stays");
+                return;
+            }
+        };
+        let ready = self.state.ready.load(Ordering::Acquire);
+        let before = self.state.snapshot.load().policies.len();
+        let after = snapshot.policies.len();
+        // A folder that binds no policy enforces nothing: far more often a deleted or
+        // half-replaced folder than an intent, so it takes --allow-empty-policies.
+        if after == 0 && !self.source.allow_empty {
+            metrics
+                .source_reload_refused
+                .with_label_values(&["empty"])
+                .inc();
+            if ready {
+                tracing::error!(folder = %dir, policies = before, "policy folder binds no policy: refused, the last good snapshot stays (start with --allow-empty-policies to accept an empty folder)");
+            } else {
+                tracing::error!(folder = %dir, "policy folder binds no policy: not ready until it binds one (start with --allow-empty-policies to accept an empty folder)");
+            }
+            return;
+        }
+        // Losing many policies at once is legitimate (a policy set replaced), but worth a
+        // line above the usual one.
+        if ready && after * 2 < before {
+            tracing::warn!(folder = %dir, before, after, "policy folder reload drops most policies");
+        }
+        tracing::info!(policies = after, problems = problems.len(), folder = %dir, "policies loaded");
+        self.state.install(snapshot);
+        self.report(problems);
+    }
+
+    /// Logs each new problem once (and each that went away), and sets the problem gauge.
+    fn report(&mut self, problems: Vec<Problem>) {
+        let current: BTreeSet<Problem> = problems.into_iter().collect();
+        for p in current.difference(&self.problems) {
+            tracing::warn!(kind = %p.kind, name = %p.name, reason = p.reason, message = %p.message, "misconfigured object in the policy folder");
+        }
+        for p in self.problems.difference(&current) {
+            tracing::info!(kind = %p.kind, name = %p.name, reason = p.reason, "policy folder problem resolved");
+        }
+        let list: Vec<Problem> = current.iter().cloned().collect();
+        self.state.metrics.problems(&list);
+        self.problems = current;
     }
 }
 
@@ -114,10 +210,14 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, String> {
     if let Some(t) = identity.not_after() {
         state.metrics.certificate_expiry.set(t);
     }
+    let mut folder_watch = None;
     let cluster = match &cfg.source {
-        PolicySource::Folder(dir) => {
-            let (state, dir, version) = (state.clone(), dir.clone(), cfg.version);
-            let _ = tokio::task::spawn_blocking(move || load(&state, &dir, version)).await;
+        PolicySource::Folder(source) => {
+            let mut watch = FolderWatch::new(state.clone(), source.clone(), cfg.version);
+            // The first load does not wait for a quiet period: only for a read during which
+            // nothing changed.
+            watch.load(folder::fingerprint(&source.dir)).await;
+            folder_watch = Some(watch);
             None
         }
         PolicySource::Kubernetes {
@@ -156,13 +256,8 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, String> {
         )));
     }
     // Watchers end with the process; they hold no request state.
-    if let PolicySource::Folder(dir) = &cfg.source {
-        tokio::spawn(watch_folder(
-            state.clone(),
-            dir.clone(),
-            cfg.clone(),
-            rx.clone(),
-        ));
+    if let Some(watch) = folder_watch {
+        tokio::spawn(watch_folder(watch, cfg.poll, rx.clone()));
     }
     if let Some(c) = &cluster {
         tokio::spawn(report_cluster(state.clone(), c.clone(), rx.clone()));
@@ -238,26 +333,22 @@ async fn report_cluster(
     }
 }
 
-/// Reloads the policy folder when its files change; a broken file keeps the last good
+/// Reloads the policy folder once a change has settled; a broken file keeps the last good
 /// snapshot (logged and counted).
-async fn watch_folder(
-    state: Arc<AppState>,
-    dir: PathBuf,
-    cfg: ServeConfig,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut last = crate::source::fingerprint(&dir);
+async fn watch_folder(mut watch: FolderWatch, poll: Duration, mut stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tokio::time::sleep(cfg.poll) => {}
+            _ = tokio::time::sleep(poll) => {}
         }
-        let now = crate::source::fingerprint(&dir);
-        if now == last {
-            continue;
+        let now = folder::fingerprint(&watch.source.dir);
+        if watch
+            .settle
+            .observe(now, Instant::now(), watch.source.settle)
+        {
+            if let Some(state) = watch.settle.pending().cloned() {
+                watch.load(state).await;
+            }
         }
-        last = now;
-        let (s, d, version) = (state.clone(), dir.clone(), cfg.version);
-        let _ = tokio::task::spawn_blocking(move || load(&s, &d, version)).await;
     }
 }

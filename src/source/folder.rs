@@ -1,12 +1,48 @@
 //! Loads a folder of Kubernetes objects: every `.yaml`, `.yml` and `.json` file below it,
 //! multi-document YAML included, `kind: List` expanded. Errors name the file and the
-//! document.
+//! document. Hidden entries (names starting with `.`) are skipped: they are editors' and
+//! tools' temporary files, and in a Kubernetes ConfigMap volume the `..data` symlink and the
+//! `..<timestamp>` directories behind the visible files, which would otherwise load every
+//! object three times.
+//!
+//! For `celgate serve` it also owns change detection: a [`Fingerprint`] of the files without
+//! reading them, a [`Settle`] tracker that asks for a load only once the folder has been quiet
+//! for a while, and [`load_settled`], which refuses a read during which the folder changed.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Deserialize;
 use serde_json::Value as Json;
+
+/// How long the folder must be unchanged before a change is loaded (`--reload-settle`).
+pub const DEFAULT_SETTLE: Duration = Duration::from_secs(2);
+
+/// A policy folder as `celgate serve` watches it.
+#[derive(Debug, Clone)]
+pub struct FolderSource {
+    pub dir: PathBuf,
+    /// A change is loaded once no file changed for this long (`--reload-settle`): a file
+    /// rewritten in place is not read half-written.
+    pub settle: Duration,
+    /// Accept a folder in which no policy is bound (`--allow-empty-policies`); without it such
+    /// a folder is refused: at start the service stays unready, later the last good snapshot
+    /// stays.
+    pub allow_empty: bool,
+}
+
+impl FolderSource {
+    /// `dir` with the default settle interval, empty folders refused.
+    pub fn new(dir: impl Into<PathBuf>) -> FolderSource {
+        FolderSource {
+            dir: dir.into(),
+            settle: DEFAULT_SETTLE,
+            allow_empty: false,
+        }
+    }
+}
 
 /// One object and where it came from.
 #[derive(Debug, Clone)]
@@ -50,22 +86,39 @@ fn is_manifest(p: &Path) -> bool {
     )
 }
 
-/// The manifest files below `dir`, sorted, so loading is deterministic.
+fn is_hidden(name: &std::ffi::OsStr) -> bool {
+    name.as_encoded_bytes().starts_with(b".")
+}
+
+fn io_error(file: &Path, e: std::io::Error) -> LoadError {
+    LoadError {
+        file: file.to_path_buf(),
+        document: 0,
+        message: e.to_string(),
+    }
+}
+
+/// The manifest files below `dir`, sorted, so loading is deterministic. Symlinks are followed
+/// (a ConfigMap volume's files are symlinks), each directory is walked once, so a symlink
+/// loop ends, and hidden entries are skipped.
 pub fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let mut out = Vec::new();
+    let mut visited = BTreeSet::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|e| LoadError {
-            file: d.clone(),
-            document: 0,
-            message: e.to_string(),
-        })?;
+        let real = std::fs::canonicalize(&d).map_err(|e| io_error(&d, e))?;
+        if !visited.insert(real) {
+            continue;
+        }
+        let mut entries = std::fs::read_dir(&d)
+            .and_then(|r| r.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| io_error(&d, e))?;
+        // Sorted, so that a directory reached by two paths is always listed under the same.
+        entries.sort_by_key(|e| std::cmp::Reverse(e.file_name()));
         for entry in entries {
-            let entry = entry.map_err(|e| LoadError {
-                file: d.clone(),
-                document: 0,
-                message: e.to_string(),
-            })?;
+            if is_hidden(&entry.file_name()) {
+                continue;
+            }
             let path = entry.path();
             if path.is_dir() {
                 stack.push(path);
@@ -129,14 +182,164 @@ pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError
 pub fn load(dir: &Path) -> Result<Vec<Loaded>, LoadError> {
     let mut out = Vec::new();
     for file in manifest_files(dir)? {
-        let text = std::fs::read_to_string(&file).map_err(|e| LoadError {
-            file: file.clone(),
-            document: 0,
-            message: e.to_string(),
-        })?;
+        let text = std::fs::read_to_string(&file).map_err(|e| io_error(&file, e))?;
         out.extend(parse_documents(&file, &text)?);
     }
     Ok(out)
+}
+
+/// What a file's metadata says of its version: any write changes it. The change time and
+/// inode catch a rewrite that keeps the size and sets the modification time back, and a
+/// replacement by rename (a ConfigMap volume's files are new files behind the same path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    #[cfg(unix)]
+    changed: (i64, i64),
+    #[cfg(unix)]
+    inode: (u64, u64),
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Result<Stamp, String> {
+        let m = std::fs::metadata(path).map_err(|e| e.to_string())?;
+        #[cfg(unix)]
+        use std::os::unix::fs::MetadataExt;
+        Ok(Stamp {
+            len: m.len(),
+            modified: m.modified().ok(),
+            #[cfg(unix)]
+            changed: (m.ctime(), m.ctime_nsec()),
+            #[cfg(unix)]
+            inode: (m.dev(), m.ino()),
+        })
+    }
+}
+
+/// The state of a folder's manifest files, from their metadata only (cheap enough to take at
+/// every poll): two equal fingerprints mean no file was added, removed or written between
+/// them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Fingerprint {
+    files: Vec<(PathBuf, Result<Stamp, String>)>,
+    /// The folder could not be listed.
+    error: Option<String>,
+}
+
+impl Fingerprint {
+    /// The number of manifest files seen.
+    pub fn files(&self) -> usize {
+        self.files.len()
+    }
+}
+
+/// Takes the fingerprint of the manifest files below `dir`.
+pub fn fingerprint(dir: &Path) -> Fingerprint {
+    match manifest_files(dir) {
+        Ok(files) => Fingerprint {
+            files: files
+                .into_iter()
+                .map(|p| {
+                    let s = Stamp::of(&p);
+                    (p, s)
+                })
+                .collect(),
+            error: None,
+        },
+        Err(e) => Fingerprint {
+            files: Vec::new(),
+            error: Some(e.to_string()),
+        },
+    }
+}
+
+/// Why [`load_settled`] returned no objects.
+#[derive(Debug)]
+pub enum NotLoaded {
+    /// The folder is not as expected, or changed while it was read: what was read may be a
+    /// mix of old and new files, or a file cut short. Carries the folder's state after the
+    /// read, to wait on.
+    Changed(Fingerprint),
+    /// The folder was stable and a file is unreadable or invalid.
+    Invalid(LoadError),
+}
+
+/// Every object below `dir`, provided the folder's fingerprint is `expected` before the read
+/// and still is after it, so that no file changed while it was read.
+pub fn load_settled(dir: &Path, expected: &Fingerprint) -> Result<Vec<Loaded>, NotLoaded> {
+    let before = fingerprint(dir);
+    if before != *expected {
+        return Err(NotLoaded::Changed(before));
+    }
+    let read: Result<Vec<(PathBuf, String)>, LoadError> = match &expected.error {
+        Some(e) => Err(LoadError {
+            file: dir.to_path_buf(),
+            document: 0,
+            message: e.clone(),
+        }),
+        None => expected
+            .files
+            .iter()
+            .map(|(p, _)| {
+                std::fs::read_to_string(p)
+                    .map(|t| (p.clone(), t))
+                    .map_err(|e| io_error(p, e))
+            })
+            .collect(),
+    };
+    let after = fingerprint(dir);
+    if after != *expected {
+        return Err(NotLoaded::Changed(after));
+    }
+    let mut out = Vec::new();
+    for (file, text) in read.map_err(NotLoaded::Invalid)? {
+        out.extend(parse_documents(&file, &text).map_err(NotLoaded::Invalid)?);
+    }
+    Ok(out)
+}
+
+/// Decides when a changed folder is loaded: once its fingerprint has held for the settle
+/// interval, and only if it differs from the one last acted on (loaded, refused or found
+/// invalid), so that a state is acted on once.
+#[derive(Debug, Default)]
+pub struct Settle {
+    handled: Option<Fingerprint>,
+    /// The state seen at the last poll, and since when it has held.
+    seen: Option<(Fingerprint, Instant)>,
+}
+
+impl Settle {
+    /// Records the state seen `at` a poll; true when it is time to load it.
+    pub fn observe(&mut self, now: Fingerprint, at: Instant, settle: Duration) -> bool {
+        if self.handled.as_ref() == Some(&now) {
+            self.seen = None;
+            return false;
+        }
+        match &self.seen {
+            Some((seen, since)) if *seen == now => at.saturating_duration_since(*since) >= settle,
+            _ => {
+                self.seen = Some((now, at));
+                settle.is_zero()
+            }
+        }
+    }
+
+    /// The state whose quiet period is running, to load once [`Self::observe`] says so.
+    pub fn pending(&self) -> Option<&Fingerprint> {
+        self.seen.as_ref().map(|(f, _)| f)
+    }
+
+    /// `state` was acted on: it is not loaded again until the folder changes.
+    pub fn handled(&mut self, state: Fingerprint) {
+        self.handled = Some(state);
+        self.seen = None;
+    }
+
+    /// The folder changed while it was read: its new state starts a new quiet period.
+    pub fn changed(&mut self, state: Fingerprint, at: Instant) {
+        self.seen = Some((state, at));
+    }
 }
 
 #[cfg(test)]
@@ -170,5 +373,89 @@ mod tests {
             .unwrap_err()
             .message
             .starts_with("invalid JSON"));
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "celgate-folder-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn configmap_volume_files_are_listed_once_and_symlink_loops_end() {
+        use std::os::unix::fs::symlink;
+        let d = temp_dir("layout");
+        let data = d.join("..2026_11_23_10_00_00.123456789");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("a.yaml"), "kind: X\n").unwrap();
+        symlink("..2026_11_23_10_00_00.123456789", d.join("..data")).unwrap();
+        symlink("..data/a.yaml", d.join("a.yaml")).unwrap();
+        std::fs::write(d.join(".a.yaml.swp.yaml"), "kind: Y\n").unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        symlink("..", d.join("sub/loop")).unwrap();
+        std::fs::write(d.join("sub/b.yml"), "kind: Z\n").unwrap();
+        assert_eq!(
+            manifest_files(&d).unwrap(),
+            [d.join("a.yaml"), d.join("sub/b.yml")]
+        );
+    }
+
+    #[test]
+    fn load_settled_refuses_a_folder_that_is_not_as_expected() {
+        let d = temp_dir("settled");
+        std::fs::write(d.join("a.yaml"), "kind: X\n").unwrap();
+        let before = fingerprint(&d);
+        assert_eq!(before.files(), 1);
+        assert_eq!(load_settled(&d, &before).unwrap().len(), 1);
+        // Rewritten since the fingerprint: the read is refused, with the new state.
+        std::fs::write(d.join("a.yaml"), "kind: X\n---\nkind: Y\n").unwrap();
+        match load_settled(&d, &before) {
+            Err(NotLoaded::Changed(now)) => assert_eq!(now, fingerprint(&d)),
+            other => panic!("{other:?}"),
+        }
+        std::fs::write(d.join("b.yaml"), "[unclosed\n").unwrap();
+        match load_settled(&d, &fingerprint(&d)) {
+            Err(NotLoaded::Invalid(e)) => assert_eq!(e.file, d.join("b.yaml")),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn settle_waits_for_a_quiet_folder_and_acts_once() {
+        let d = temp_dir("settle");
+        let settle = Duration::from_secs(2);
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut s = Settle::default();
+        let empty = fingerprint(&d);
+        s.handled(empty.clone());
+        assert!(!s.observe(empty.clone(), at(0), settle));
+        std::fs::write(d.join("a.yaml"), "kind: X\n").unwrap();
+        let one = fingerprint(&d);
+        assert!(!s.observe(one.clone(), at(100), settle), "just changed");
+        assert!(
+            !s.observe(one.clone(), at(2000), settle),
+            "not quiet long enough"
+        );
+        std::fs::write(d.join("a.yaml"), "kind: X\n---\nkind: Y\n").unwrap();
+        let two = fingerprint(&d);
+        assert_ne!(one, two);
+        assert!(!s.observe(two.clone(), at(2200), settle), "changed again");
+        assert!(!s.observe(two.clone(), at(4000), settle));
+        assert!(s.observe(two.clone(), at(4200), settle), "quiet for 2 s");
+        assert_eq!(s.pending(), Some(&two));
+        s.handled(two.clone());
+        assert!(!s.observe(two.clone(), at(9000), settle), "acted on once");
+        // Back to a state seen before: a change like any other.
+        assert!(!s.observe(empty.clone(), at(9100), settle));
+        assert!(s.observe(empty, at(11100), settle));
+        // Without a settle interval, the first sight of a change loads it.
+        assert!(s.observe(one, at(11200), Duration::ZERO));
     }
 }

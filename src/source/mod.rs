@@ -124,32 +124,112 @@ pub fn add_shared(
     Ok(())
 }
 
-/// A folder's manifest files with their modification times and sizes: a change means
-/// "reload". Polling (rather than inotify) also sees Kubernetes' ConfigMap volume updates,
-/// which swap a symlink.
-pub fn fingerprint(
-    dir: &std::path::Path,
-) -> Vec<(std::path::PathBuf, Option<std::time::SystemTime>, u64)> {
-    folder::manifest_files(dir)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|p| {
-            let m = std::fs::metadata(&p).ok();
-            let modified = m.as_ref().and_then(|m| m.modified().ok());
-            let len = m.map_or(0, |m| m.len());
-            (p, modified, len)
-        })
-        .collect()
-}
-
-/// Loads a folder into a snapshot for serving: invalid policies become configuration errors
-/// (not a refusal of the whole folder); an unreadable file is an error, so the caller keeps
-/// its last good snapshot.
-pub fn load_for_serving(
-    dir: &std::path::Path,
+/// Builds a snapshot of a folder's objects for serving: invalid policies become
+/// configuration errors (not a refusal of the whole folder). Also returns the folder's
+/// misconfigured policies and bindings (a binding naming no policy, a missing param, ...),
+/// found as for the cluster source, with the same reasons.
+pub fn build_for_serving(
+    objects: Vec<Loaded>,
     version: u16,
     cache: &CompileCache,
-) -> Result<Snapshot, LoadError> {
-    let objects = folder::load(dir)?;
-    snapshot_cached(objects, version, false, cache)
+) -> Result<(Snapshot, Vec<kube::Problem>), LoadError> {
+    let mut b = SnapshotBuilder::new();
+    let (mut policies, mut bindings) = (Vec::new(), Vec::new());
+    for o in objects {
+        let object = std::sync::Arc::new(o.object);
+        if crate::policy::model::API_VERSIONS.contains(&object["apiVersion"].as_str().unwrap_or(""))
+        {
+            match object["kind"].as_str() {
+                Some("ValidatingAdmissionPolicy") => policies.push(object.clone()),
+                Some("ValidatingAdmissionPolicyBinding") => bindings.push(object.clone()),
+                _ => {}
+            }
+        }
+        add_shared(&mut b, object, false).map_err(|message| LoadError {
+            file: o.file,
+            document: o.document,
+            message,
+        })?;
+    }
+    let snapshot = b.build_cached(version, cache);
+    let problems = kube::feedback::problems(
+        &policies,
+        &bindings,
+        &snapshot,
+        |k| folder_param(&snapshot, k),
+        &Default::default(),
+    );
+    Ok((snapshot, problems))
+}
+
+/// Whether the param a binding names is in the folder, and its kind's scope; `None` when
+/// nothing is known of the kind (the policy's own problem).
+fn folder_param(
+    snapshot: &Snapshot,
+    key: &kube::feedback::ParamKey<'_>,
+) -> Option<(crate::policy::snapshot::Scope, bool)> {
+    let kind = (
+        crate::policy::snapshot::group_of(key.api_version).to_string(),
+        key.kind.to_string(),
+    );
+    let scope = *snapshot.kinds.get(&kind)?;
+    let cluster = scope == crate::policy::snapshot::Scope::Cluster;
+    let exists = snapshot.params.get(&kind).is_some_and(|objects| {
+        objects
+            .iter()
+            .any(|o| o.name == key.name && (cluster || o.namespace == key.namespace))
+    });
+    Some((scope, exists))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The folder's problems have the cluster source's reasons; a param is looked up among the
+    /// folder's objects.
+    #[test]
+    fn folder_problems() {
+        let yaml = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: limits}
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints: {resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]}
+  validations: [{expression: "true"}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: present}
+spec: {policyName: limits, validationActions: [Deny], paramRef: {name: cm, namespace: team}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: elsewhere}
+spec: {policyName: limits, validationActions: [Deny], paramRef: {name: cm, namespace: other}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: orphan}
+spec: {policyName: nosuch, validationActions: [Deny]}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cm, namespace: team}
+"#;
+        let objects = folder::parse_documents(std::path::Path::new("f.yaml"), yaml).unwrap();
+        let (snapshot, problems) =
+            build_for_serving(objects, crate::cel::NEWEST_MINOR, &CompileCache::default()).unwrap();
+        assert_eq!(snapshot.policies.len(), 1);
+        let found: Vec<(&str, &str)> = problems
+            .iter()
+            .map(|p| (p.name.as_str(), p.reason))
+            .collect();
+        assert_eq!(
+            found,
+            [("elsewhere", "ParamNotFound"), ("orphan", "PolicyNotFound")]
+        );
+        assert_eq!(problems[1].kind, "ValidatingAdmissionPolicyBinding");
+    }
 }
