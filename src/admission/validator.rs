@@ -3,8 +3,18 @@
 //! messageExpression on what is left, then audit annotations on a fresh 10,000,000. Variables
 //! are computed on first use and cached per expression group; their cost is charged to the
 //! group after the expression that read them.
+//!
+//! Every expression is evaluated inside [`contain`]: a panic in the engine or a library
+//! function becomes that expression's CEL error (`internal error: <panic message>`, the text
+//! cel-go's `Program.Eval` recovers a panic into), so it follows its own policy's
+//! failurePolicy and check metrics like any runtime error, instead of failing the whole
+//! review with a 500.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, Once};
 
 use crate::cel::eval::Activation;
 use crate::cel::{EvalError, Meter, Program, Value, PER_CALL_LIMIT};
@@ -101,7 +111,9 @@ impl<'a, 'p> Lazy<'a, 'p> {
                     values: self.values,
                     lazy: Some(self),
                 };
-                let r = program.eval(&act, &mut meter);
+                let r = contain(&self.policy.name, program.source(), || {
+                    program.eval(&act, &mut meter)
+                });
                 self.cost.set(self.cost.get() + meter.cost);
                 r.map_err(|e| {
                     EvalError::new(format!(
@@ -145,11 +157,14 @@ impl Budget {
     /// it read) comes off the group's budget.
     fn eval<'a>(
         &mut self,
+        policy: &CompiledPolicy,
         program: &Program,
         act: &Act<'a, '_>,
     ) -> Result<Result<Value<'a>, EvalError>, OutOfBudget> {
         let mut meter = Meter::with_limit(PER_CALL_LIMIT);
-        let r = program.eval(act, &mut meter);
+        let r = contain(&policy.name, program.source(), || {
+            program.eval(act, &mut meter)
+        });
         let cost = meter.cost + act.lazy.map_or(0, |l| l.cost.replace(0));
         if cost > self.0 {
             return Err(OutOfBudget);
@@ -157,6 +172,132 @@ impl Budget {
         self.0 -= cost;
         Ok(r)
     }
+}
+
+// Containment needs unwinding: with `panic = "abort"` a contained panic would end the
+// process instead of becoming one policy's error.
+#[cfg(not(panic = "unwind"))]
+compile_error!("celgate must be built with panic = \"unwind\" (see admission::validator::contain)");
+
+/// Panics contained so far, in this process.
+static CONTAINED_PANICS: AtomicU64 = AtomicU64::new(0);
+
+/// How many evaluation panics [`contain`] has turned into errors since the process started
+/// (each is also one policy's `invalid_error` in the check metrics).
+pub fn contained_panics() -> u64 {
+    CONTAINED_PANICS.load(Ordering::Relaxed)
+}
+
+thread_local! {
+    /// How many [`contain`] calls are running on this thread (a composited variable is
+    /// evaluated inside the expression that reads it): while non-zero, the panic hook is
+    /// silent and leaves the panic's location here for the one warning.
+    static CONTAINING: Cell<u32> = const { Cell::new(0) };
+    static PANIC_LOCATION: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Marks this thread as containing panics for its lifetime.
+struct Containing;
+
+impl Containing {
+    fn enter() -> Containing {
+        CONTAINING.with(|c| c.set(c.get().saturating_add(1)));
+        Containing
+    }
+}
+
+impl Drop for Containing {
+    fn drop(&mut self) {
+        CONTAINING.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
+/// Wraps the process's panic hook (once) so that a panic [`contain`] will catch prints
+/// nothing: a request that makes a policy panic must not write a backtrace to stderr each
+/// time. Any other panic goes to the previous hook as before.
+fn install_quiet_hook() {
+    static INSTALL: Once = Once::new();
+    // `set_hook` may not be called while this thread panics.
+    if std::thread::panicking() {
+        return;
+    }
+    INSTALL.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if CONTAINING.with(Cell::get) > 0 {
+                let location = info
+                    .location()
+                    .map(|l| format!("{}:{}", l.file(), l.line()));
+                PANIC_LOCATION.with(|p| *p.borrow_mut() = location);
+                return;
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// The text of a panic payload (`panic!` with a literal or with format arguments).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "panic with a non-text payload"
+    }
+}
+
+/// Runs one expression's evaluation, turning a panic into its error:
+/// `internal error: <panic message>`, as cel-go's `Program.Eval` recovers one. The panic is
+/// counted ([`contained_panics`]) and logged at warn level once per policy name, with the
+/// expression and where it panicked; later panics of that policy are quiet (they still show
+/// in its check metrics as `invalid_error`).
+///
+/// Free when nothing panics (`catch_unwind` only adds a landing pad; the hook is installed
+/// once). Unwind safety: after a panic the evaluation's meter and evaluator are dropped; the
+/// one shared state it mutates, a composited variable's cache, is never borrowed across an
+/// evaluation, so the variable that panicked is simply left uncomputed.
+pub fn contain<T>(
+    policy: &str,
+    expression: &str,
+    evaluate: impl FnOnce() -> Result<T, EvalError>,
+) -> Result<T, EvalError> {
+    install_quiet_hook();
+    let containing = Containing::enter();
+    let result = panic::catch_unwind(AssertUnwindSafe(evaluate));
+    drop(containing);
+    let payload = match result {
+        Ok(r) => return r,
+        Err(payload) => payload,
+    };
+    let message = panic_message(payload.as_ref()).to_string();
+    CONTAINED_PANICS.fetch_add(1, Ordering::Relaxed);
+    let location = PANIC_LOCATION.with(|p| p.borrow_mut().take());
+    warn_once(policy, expression, &message, location.as_deref());
+    Err(EvalError::new(format!("internal error: {message}")))
+}
+
+/// The first contained panic of each policy is logged. The set holds policy names, which
+/// administrators choose, not requests: it grows with the policies installed, not traffic.
+/// Returns whether this call logged.
+fn warn_once(policy: &str, expression: &str, message: &str, location: Option<&str>) -> bool {
+    static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let first = match WARNED.lock() {
+        Ok(mut warned) => warned.insert(policy.to_string()),
+        // A poisoned set still holds its names; nothing panics while holding it anyway.
+        Err(poisoned) => poisoned.into_inner().insert(policy.to_string()),
+    };
+    if first {
+        tracing::warn!(
+            policy,
+            expression,
+            panic = message,
+            location = location.unwrap_or("unknown"),
+            "an expression panicked; it is this policy's evaluation error (internal error) \
+             under its failurePolicy; further panics of this policy are not logged"
+        );
+    }
+    first
 }
 
 fn runtime_error(expression: &str, e: &EvalError) -> String {
@@ -225,7 +366,7 @@ fn match_conditions(
     for (_, compiled) in &policy.match_conditions {
         match compiled {
             Err(e) => errors.push(compile_error(e)),
-            Ok(program) => match budget.eval(program, &act) {
+            Ok(program) => match budget.eval(policy, program, &act) {
                 Err(OutOfBudget) => {
                     return (
                         Some(fail_or_skip(policy, OUT_OF_BUDGET.to_string())),
@@ -285,7 +426,7 @@ fn validations(policy: &CompiledPolicy, b: &Bindings<'_>) -> Vec<Decision> {
     for v in &policy.validations {
         let r = match &v.program {
             Err(e) => Err(compile_error(e)),
-            Ok(program) => match budget.eval(program, &act) {
+            Ok(program) => match budget.eval(policy, program, &act) {
                 Err(OutOfBudget) => return vec![error_decision(policy, OUT_OF_BUDGET.to_string())],
                 Ok(Ok(Value::Bool(ok))) => Ok(ok),
                 Ok(Ok(_)) => Err(runtime_error(&v.expression, &EvalError::no_such_overload())),
@@ -305,7 +446,7 @@ fn validations(policy: &CompiledPolicy, b: &Bindings<'_>) -> Vec<Decision> {
     for v in &policy.validations {
         let m = match &v.message_program {
             Some(Ok(program)) if group_error.is_none() => {
-                match budget.eval(program, &message_act) {
+                match budget.eval(policy, program, &message_act) {
                     Err(OutOfBudget) => {
                         group_error = Some(OUT_OF_BUDGET.to_string());
                         None
@@ -385,7 +526,7 @@ fn audit_annotations(
     for (key, compiled) in &policy.audit_annotations {
         let error = match compiled {
             Err(e) => Some(compile_error(e)),
-            Ok(program) => match budget.eval(program, &act) {
+            Ok(program) => match budget.eval(policy, program, &act) {
                 Err(OutOfBudget) => return Err(OUT_OF_BUDGET.to_string()),
                 Ok(Ok(Value::String(s))) => {
                     let v = s.as_str().trim();
@@ -408,4 +549,60 @@ fn audit_annotations(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_the_expressions_error() {
+        let before = contained_panics();
+        let r: Result<(), EvalError> = contain("p-contain", "x", || panic!("boom {}", 7));
+        assert_eq!(r.unwrap_err().message(), "internal error: boom 7");
+        let r: Result<(), EvalError> = contain("p-contain", "x", || panic!("literal"));
+        assert_eq!(r.unwrap_err().message(), "internal error: literal");
+        assert!(contained_panics() >= before + 2);
+        // Results and errors pass through unchanged, and the thread is usable afterwards.
+        assert_eq!(contain("p-contain", "x", || Ok(5)).unwrap(), 5);
+        let e: Result<(), EvalError> = contain("p-contain", "x", || Err(EvalError::new("e")));
+        assert_eq!(e.unwrap_err().message(), "e");
+        assert_eq!(CONTAINING.with(Cell::get), 0);
+    }
+
+    #[test]
+    fn nested_containment_catches_at_the_innermost() {
+        let outer = contain("p-nested", "outer", || {
+            let inner: Result<u8, EvalError> = contain("p-nested", "inner", || panic!("deep"));
+            assert_eq!(CONTAINING.with(Cell::get), 1);
+            Ok(inner.unwrap_err().message().to_string())
+        });
+        assert_eq!(outer.unwrap(), "internal error: deep");
+        assert_eq!(CONTAINING.with(Cell::get), 0);
+    }
+
+    #[test]
+    fn the_hook_is_silent_for_contained_panics_and_records_where() {
+        install_quiet_hook();
+        let containing = Containing::enter();
+        let r = panic::catch_unwind(|| panic!("quiet"));
+        drop(containing);
+        assert!(r.is_err());
+        // The hook took the quiet branch (which alone records the location) rather than
+        // printing through the previous hook.
+        let location = PANIC_LOCATION.with(|p| p.borrow_mut().take());
+        assert!(
+            location
+                .as_deref()
+                .is_some_and(|l| l.contains("validator.rs")),
+            "{location:?}"
+        );
+    }
+
+    #[test]
+    fn each_policy_is_warned_about_once() {
+        assert!(warn_once("p-warn-once", "e", "m", None));
+        assert!(!warn_once("p-warn-once", "e", "m", Some("f.rs:1")));
+        assert!(warn_once("p-warn-other", "e", "m", None));
+    }
 }

@@ -107,10 +107,21 @@ fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")
 }
 
-/// apimachinery's `maskTrailingDash`: a generateName prefix may end in `-`.
+/// apimachinery's `maskTrailingDash`: a generateName prefix may end in `-`. Go drops the
+/// last two *bytes* (`name[:len(name)-2] + "a"`), which may cut a multi-byte character
+/// (`é-`). Go's result then holds a stray byte that no validator pattern matches (they are
+/// ASCII classes) and that counts one byte in the length limits; here the stray bytes become
+/// as many `_`, which no DNS pattern matches either and which count the same, so every
+/// check, and every message, is Go's.
 fn mask_trailing_dash(s: &str) -> String {
     if s.len() > 1 && s.ends_with('-') {
-        return format!("{}a", &s[..s.len() - 2]);
+        let cut = s.len() - 2;
+        let mut boundary = cut;
+        while !s.is_char_boundary(boundary) {
+            boundary -= 1;
+        }
+        let stray = cut - boundary;
+        return format!("{}{}a", &s[..boundary], "_".repeat(stray));
     }
     s.to_string()
 }
@@ -429,6 +440,36 @@ mod tests {
         assert_eq!(
             validate_named("uri", "x"),
             vec!["parse \"x\": invalid URI for request"]
+        );
+    }
+
+    /// Go cuts the two bytes before a trailing dash even inside a character: the result is
+    /// invalid (a stray byte), with the length Go counts, not a panic.
+    #[test]
+    fn prefixes_cut_inside_a_character() {
+        let label = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+        assert_eq!(mask_trailing_dash("é-"), "_a");
+        assert_eq!(mask_trailing_dash("a€-"), "a__a");
+        assert_eq!(mask_trailing_dash("ab-"), "aa");
+        assert_eq!(validate_named("dns1123LabelPrefix", "é-"), vec![label]);
+        for name in [
+            "dns1123LabelPrefix",
+            "dns1123SubdomainPrefix",
+            "dns1035LabelPrefix",
+        ] {
+            for s in ["é-", "-", "€-", "a😀-", "😀--"] {
+                assert!(!validate_named(name, s).is_empty(), "{name} {s}");
+            }
+        }
+        // Go: 61 ASCII bytes, `é`, `-` is 64 bytes; masked, 61 + 1 stray + `a` = 63: not
+        // over the limit, only the pattern fails.
+        let s = format!("{}é-", "a".repeat(61));
+        assert_eq!(validate_named("dns1123LabelPrefix", &s), vec![label]);
+        // One more byte and the length fails too.
+        let s = format!("{}é-", "a".repeat(62));
+        assert_eq!(
+            validate_named("dns1123LabelPrefix", &s),
+            vec!["must be no more than 63 characters", label]
         );
     }
 }

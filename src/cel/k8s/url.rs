@@ -14,6 +14,8 @@ use crate::cel::functions::{str_arg, R};
 use crate::cel::library::{Cost, Register};
 use crate::cel::value::{Map, Opaque, OwnedMap, Value};
 
+use super::go_quote;
+
 /// The fields of Go's `url.URL` that the library reads.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GoUrl {
@@ -83,21 +85,20 @@ fn unescape(s: &str, mode: Mode) -> Result<String, String> {
     while i < b.len() {
         match b[i] {
             b'%' => {
+                // Go quotes the escape's three bytes, which may end inside a multi-byte
+                // character (`%€`): they are cut as bytes, never as `str`.
                 if i + 2 >= b.len() || !is_hex(b[i + 1]) || !is_hex(b[i + 2]) {
                     let end = (i + 3).min(b.len());
-                    return Err(format!("invalid URL escape {:?}", &s[i..end]));
+                    return Err(format!("invalid URL escape {}", go_quote(&b[i..end])));
                 }
-                if mode == Mode::Host && unhex(b[i + 1]) < 8 && &s[i..i + 3] != "%25" {
-                    return Err(format!("invalid URL escape {:?}", &s[i..i + 3]));
+                if mode == Mode::Host && unhex(b[i + 1]) < 8 && &b[i..i + 3] != b"%25" {
+                    return Err(format!("invalid URL escape {}", go_quote(&b[i..i + 3])));
                 }
                 i += 3;
             }
             c => {
                 if mode == Mode::Host && c < 0x80 && should_escape(c, mode) {
-                    return Err(format!(
-                        "invalid character {:?} in host name",
-                        (c as char).to_string()
-                    ));
+                    return Err(format!("invalid character {} in host name", go_quote(&[c])));
                 }
                 i += 1;
             }
@@ -163,12 +164,18 @@ fn parse_host(host: &str) -> Result<String, String> {
         let i = host.rfind(']').ok_or("missing ']' in host")?;
         let port = &host[i + 1..];
         if !valid_optional_port(port) {
-            return Err(format!("invalid port {port:?} after host"));
+            return Err(format!(
+                "invalid port {} after host",
+                go_quote(port.as_bytes())
+            ));
         }
     } else if let Some(i) = host.rfind(':') {
         let port = &host[i..];
         if !valid_optional_port(port) {
-            return Err(format!("invalid port {port:?} after host"));
+            return Err(format!(
+                "invalid port {} after host",
+                go_quote(port.as_bytes())
+            ));
         }
     }
     unescape(host, Mode::Host)
@@ -247,7 +254,7 @@ fn parse(raw: &str, via_request: bool) -> Result<GoUrl, String> {
 }
 
 fn url_error(raw: &str, msg: &str) -> String {
-    format!("parse {raw:?}: {msg}")
+    format!("parse {}: {msg}", go_quote(raw.as_bytes()))
 }
 
 /// Go's `url.ParseRequestURI`.
@@ -527,6 +534,37 @@ mod tests {
             .unwrap_err()
             .message()
             .contains("invalid character \" \" in host name"));
+    }
+
+    /// Escapes and host names are cut as Go cuts them, in bytes: a cut inside a character is
+    /// quoted with `\x` escapes, as `strconv.Quote` does, never a panic.
+    #[test]
+    fn escapes_cut_inside_a_character() {
+        let msg = |s: &str| to_url(s).unwrap_err().message().to_string();
+        let prefix = "URL parse error during conversion from string: ";
+        assert_eq!(
+            msg("/%€"),
+            format!(r#"{prefix}parse "/%€": invalid URL escape "%\xe2\x82""#)
+        );
+        assert_eq!(
+            msg("/%é"),
+            format!(r#"{prefix}parse "/%é": invalid URL escape "%é""#)
+        );
+        assert_eq!(
+            msg("/a%1€"),
+            format!(r#"{prefix}parse "/a%1€": invalid URL escape "%1\xe2""#)
+        );
+        assert_eq!(
+            msg("https://%€/"),
+            format!(r#"{prefix}parse "https://%€/": invalid URL escape "%\xe2\x82""#)
+        );
+        assert_eq!(
+            msg("https://h:€/"),
+            format!(r#"{prefix}parse "https://h:€/": invalid port ":€" after host"#)
+        );
+        assert!(parse_request_uri("/%€").is_err());
+        assert!(parse_url("/a#%€").is_err());
+        assert!(parse_url("/a?x=%€").unwrap().query().is_empty());
     }
 
     #[test]
