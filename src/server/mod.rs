@@ -3,10 +3,11 @@
 //!
 //! Requests read the current snapshot through an `ArcSwap` (no locks); evaluation runs on
 //! tokio's blocking pool, whose threads have a stack sized for the engine, so the async
-//! workers never block and never run the evaluator. Bad input gets a clear HTTP answer: 415
-//! for a wrong content type, 413 over the body limit, 400 for malformed JSON or a review
-//! without a request, 429 when too many reviews are in flight, 503 before the policy source
-//! first loaded, 504 past the API server's `?timeout=`.
+//! workers never block and never run the evaluator. The evaluation stops at the request's
+//! deadline, so that its thread is free for other reviews soon after. Bad input gets a clear
+//! HTTP answer: 415 for a wrong content type, 413 over the body limit, 400 for malformed JSON
+//! or a review without a request, 429 when too many reviews are in flight, 503 before the
+//! policy source first loaded, 504 past the API server's `?timeout=`.
 
 pub mod metrics;
 pub mod run;
@@ -71,7 +72,7 @@ pub struct AppState {
     pub limits: Limits,
     /// Compiled policies kept across reloads.
     pub compiled: crate::policy::snapshot::CompileCache,
-    inflight: Semaphore,
+    inflight: Arc<Semaphore>,
 }
 
 impl AppState {
@@ -80,7 +81,7 @@ impl AppState {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             ready: AtomicBool::new(false),
             metrics: Metrics::new(),
-            inflight: Semaphore::new(limits.max_inflight),
+            inflight: Arc::new(Semaphore::new(limits.max_inflight)),
             compiled: Default::default(),
             limits,
         })
@@ -180,6 +181,11 @@ async fn validate(
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    // The API server gives up at its `?timeout=`, counted from when it sent the request.
+    let timeout = deadline(&query, s.limits.default_timeout);
+    let deadline_at = started
+        .checked_add(timeout)
+        .unwrap_or(started + s.limits.default_timeout);
     // Before the first complete snapshot there is nothing to enforce yet: answering "allowed"
     // would let everything through. A 503 makes the API server apply the webhook's own
     // failurePolicy (the readiness probe normally keeps requests away until then).
@@ -240,7 +246,7 @@ async fn validate(
         }
         Ok(Ok(c)) => c.to_bytes(),
     };
-    let Ok(permit) = s.inflight.try_acquire() else {
+    let Ok(permit) = s.inflight.clone().try_acquire_owned() else {
         return refuse(
             &s,
             StatusCode::TOO_MANY_REQUESTS,
@@ -248,19 +254,38 @@ async fn validate(
             "too many reviews in flight".into(),
         );
     };
-    let timeout = deadline(&query, s.limits.default_timeout);
     let snapshot = s.snapshot.load_full();
-    let work = tokio::task::spawn_blocking(move || crate::admission::answer(&snapshot, &bytes));
-    let result = tokio::time::timeout(timeout, work).await;
-    drop(permit);
-    let answer = match result {
+    let mut work = tokio::task::spawn_blocking(move || {
+        // Held while the evaluation runs, past a 504 too: max_inflight bounds the threads
+        // really busy.
+        let _permit = permit;
+        // Waited in the pool's queue past the deadline: nobody waits for the answer.
+        if Instant::now() >= deadline_at {
+            return None;
+        }
+        Some(crate::admission::answer(
+            &snapshot,
+            &bytes,
+            Some(deadline_at),
+        ))
+    });
+    let answer = match tokio::time::timeout_at(deadline_at.into(), &mut work).await {
         Err(_) => {
-            return refuse(
-                &s,
-                StatusCode::GATEWAY_TIMEOUT,
-                "timeout",
-                format!("no decision within {timeout:?}"),
-            )
+            // The evaluation stops at the deadline too, within a few milliseconds: its
+            // checks and the request are counted when it has.
+            let s2 = s.clone();
+            let elapsed = started.elapsed();
+            tokio::spawn(async move {
+                let operation = match work.await {
+                    Ok(Some(Ok(a))) => {
+                        s2.metrics.record(&a.verdict.checks, &a.operation);
+                        a.operation
+                    }
+                    _ => String::new(),
+                };
+                s2.metrics.answered(&operation, "timeout", elapsed);
+            });
+            return timed_out(timeout);
         }
         Ok(Err(e)) => {
             return refuse(
@@ -270,23 +295,27 @@ async fn validate(
                 format!("evaluation failed: {e}"),
             )
         }
-        Ok(Ok(Err(e))) => return refuse(&s, StatusCode::BAD_REQUEST, "malformed", e.0),
-        Ok(Ok(Ok(a))) => a,
+        Ok(Ok(None)) => {
+            s.metrics.answered("", "timeout", started.elapsed());
+            return timed_out(timeout);
+        }
+        Ok(Ok(Some(Err(e)))) => return refuse(&s, StatusCode::BAD_REQUEST, "malformed", e.0),
+        Ok(Ok(Some(Ok(a)))) => a,
     };
+    s.metrics.record(&answer.verdict.checks, &answer.operation);
+    // Stopped at the deadline (the timer had not fired yet): the verdict is incomplete.
+    if answer.verdict.timed_out {
+        s.metrics
+            .answered(&answer.operation, "timeout", started.elapsed());
+        return timed_out(timeout);
+    }
     let decision = if answer.verdict.allowed() {
         "allowed"
     } else {
         "denied"
     };
-    s.metrics.record(&answer.verdict.checks, &answer.operation);
     s.metrics
-        .requests
-        .with_label_values(&[&answer.operation, decision])
-        .inc();
-    s.metrics
-        .request_seconds
-        .with_label_values(&[&answer.operation, decision])
-        .observe(started.elapsed().as_secs_f64());
+        .answered(&answer.operation, decision, started.elapsed());
     if let Some(first) = answer.verdict.denials.first() {
         tracing::info!(
             uid = %answer.uid,
@@ -299,6 +328,14 @@ async fn validate(
     }
     let body = serde_json::to_vec(&answer.review).unwrap_or_default();
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// 504: no decision by the deadline (counted as the `timeout` decision of
+/// `celgate_requests_total`).
+fn timed_out(timeout: Duration) -> Response {
+    let message = format!("no decision within {timeout:?}");
+    tracing::warn!(%message, "request timed out");
+    (StatusCode::GATEWAY_TIMEOUT, message).into_response()
 }
 
 /// Serves `app` over TLS on `listener` until `shutdown` turns true, then stops accepting and
