@@ -124,6 +124,21 @@ enum Command {
         /// Deadline of a review when the API server sends no `?timeout=`.
         #[arg(long, value_name = "DURATION", default_value = "10s")]
         default_timeout: String,
+        /// Webhook connections open at once (lowered to fit the open-file limit). At the cap no
+        /// connection is accepted until one ends, and the one idle the longest is closed.
+        #[arg(long, value_name = "N", default_value_t = 1024)]
+        max_connections: usize,
+        /// Metrics connections open at once.
+        #[arg(long, value_name = "N", default_value_t = 16)]
+        metrics_max_connections: usize,
+        /// A connection without a request for this long is closed (longer than the API
+        /// server's 90 s, so that it closes its idle connections first).
+        #[arg(long, value_name = "DURATION", default_value = "120s")]
+        idle_timeout: String,
+        /// Time a client has for the TLS handshake, to start its first request, and to send a
+        /// request's headers and body.
+        #[arg(long, value_name = "DURATION", default_value = "10s")]
+        client_timeout: String,
         /// The Kubernetes version whose CEL libraries are available (1.N).
         #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
         k8s_version: String,
@@ -218,6 +233,10 @@ fn serve(command: Command) -> ExitCode {
         max_inflight,
         eval_threads,
         default_timeout,
+        max_connections,
+        metrics_max_connections,
+        idle_timeout,
+        client_timeout,
         k8s_version,
     } = command
     else {
@@ -259,17 +278,45 @@ fn serve(command: Command) -> ExitCode {
         Duration::ZERO => Err(format!("{flag} {text:?}: must be more than zero")),
         d => Ok(d),
     };
-    let default_timeout = match positive("--default-timeout", &default_timeout) {
+    let timeouts = (|| {
+        Ok::<_, String>((
+            positive("--default-timeout", &default_timeout)?,
+            positive("--idle-timeout", &idle_timeout)?,
+            positive("--client-timeout", &client_timeout)?,
+        ))
+    })();
+    let (default_timeout, idle_timeout, client_timeout) = match timeouts {
         Ok(t) => t,
         Err(e) => {
             eprintln!("celgate: {e}");
             return ExitCode::from(2);
         }
     };
+    if max_connections == 0 || metrics_max_connections == 0 {
+        eprintln!("celgate: --max-connections and --metrics-max-connections must be at least 1");
+        return ExitCode::from(2);
+    }
+    // Connections must not use up the descriptors: accept would then fail, and so would
+    // reading policy and certificate files.
+    let fd_limit = celgate::server::conn::raise_fd_limit();
+    let fitted =
+        celgate::server::conn::fit_to_fd_limit(max_connections, metrics_max_connections, fd_limit);
+    if fitted < max_connections {
+        tracing::warn!(
+            max_connections,
+            open_files = fd_limit,
+            lowered_to = fitted,
+            "--max-connections lowered to fit the open-file limit"
+        );
+    }
     let limits = Limits {
         max_body: max_body_bytes,
         max_inflight,
         default_timeout,
+        client_timeout,
+        idle_timeout,
+        max_connections: fitted,
+        metrics_max_connections,
         ..Limits::default()
     };
     let source = match source {

@@ -1058,8 +1058,205 @@ async fn slow_reviews_stop_at_their_deadline_and_do_not_hold_up_others() {
     assert!(server.log_lines() < 50, "{} log lines", server.log_lines());
 }
 
+/// At an open-file limit of 128, 300 connections that finish the TLS handshake and send
+/// nothing: the server keeps under its connection cap (closing the connections idle the
+/// longest), a good review is still answered, and the server neither spins on failed accepts
+/// nor floods its log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_flood_at_a_low_open_file_limit() {
+    let dir = temp_dir("flood");
+    write_policy(&dir, "Deny");
+    let server = Process::spawn(&dir, &[], Some(128));
+    let addr = server.webhook;
+    let tls = TlsConnector::from(client_tls(&server.ca, b"http/1.1", None));
+    let flood: Vec<_> = (0..300)
+        .map(|_| {
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                let tcp = TcpStream::connect(addr).await.ok()?;
+                let name = ServerName::try_from("localhost").unwrap();
+                tokio::time::timeout(Duration::from_secs(5), tls.connect(name, tcp))
+                    .await
+                    .ok()?
+                    .ok()
+            })
+        })
+        .collect();
+    let mut held = Vec::new();
+    for f in flood {
+        held.push(f.await.unwrap());
+    }
+
+    // With the flood's connections still open on the client's side: idle, not spinning.
+    let before = server.cpu();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let spent = server.cpu() - before;
+    assert!(
+        spent < Duration::from_millis(300),
+        "{spent:?} of CPU in 1 s"
+    );
+
+    let t = std::time::Instant::now();
+    let (status, body) = tokio::time::timeout(
+        Duration::from_secs(5),
+        call(
+            addr,
+            &server.ca,
+            false,
+            "/validate",
+            "application/json",
+            review("admission.k8s.io/v1", json!({"debug": "1"})),
+        ),
+    )
+    .await
+    .expect("a good review is answered despite the flood")
+    .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(answer(&body)["response"]["allowed"], false);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let lines = server.log_lines();
+    assert!(lines < 100, "{lines} log lines");
+    // More connections than open files were served (each closing an older idle one).
+    let connected = held.iter().filter(|c| c.is_some()).count();
+    assert!(connected > 128, "only {connected} handshakes completed");
+}
+
+/// Idle connections are closed: one that never sends a request after the handshake (client
+/// timeout), and HTTP/1.1 and HTTP/2 connections idle after a request (idle timeout), which
+/// are kept open until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = temp_dir("idle");
+    write_policy(&dir, "Deny");
+    let idle = Duration::from_millis(800);
+    let limits = Limits {
+        idle_timeout: idle,
+        client_timeout: Duration::from_secs(5),
+        ..Limits::default()
+    };
+    let server = serve_self_signed(&dir, limits).await;
+    let ca = server.ca_pem.clone().unwrap();
+    let addr = server.bound.webhook;
+
+    // HTTP/1.1 keep-alive: the connection stays for the idle timeout after the answer.
+    let mut s = raw_tls(addr, &ca).await;
+    let body = review("admission.k8s.io/v1", json!({}));
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&body).await.unwrap();
+    let t = std::time::Instant::now();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(4), s.read_to_end(&mut buf))
+        .await
+        .expect("an idle HTTP/1.1 connection is closed")
+        .ok();
+    let open = t.elapsed();
+    assert!(String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 200"));
+    assert!(
+        open >= idle - Duration::from_millis(100),
+        "closed after {open:?}"
+    );
+
+    // HTTP/2: a second request within the idle timeout reuses the connection; then GOAWAY.
+    let (sender, driver) = h2_connection(addr, &ca).await;
+    assert_eq!(post(&sender, "/validate", body.clone()).await.0, 200);
+    tokio::time::sleep(idle / 2).await;
+    assert_eq!(post(&sender, "/validate", body.clone()).await.0, 200);
+    let t = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(4), driver)
+        .await
+        .expect("an idle HTTP/2 connection is closed")
+        .unwrap();
+    assert!(t.elapsed() >= idle - Duration::from_millis(100));
+    server.shutdown().await;
+
+    // No request after the handshake: closed after the client timeout.
+    let limits = Limits {
+        client_timeout: Duration::from_millis(500),
+        ..Limits::default()
+    };
+    let server = serve_self_signed(&dir, limits).await;
+    let mut s = raw_tls(server.bound.webhook, &ca_of(&server)).await;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(4), s.read_to_end(&mut buf))
+        .await
+        .expect("a connection without a request is closed")
+        .ok();
+    server.shutdown().await;
+}
+
 fn ca_of(server: &Running) -> String {
     server.ca_pem.clone().unwrap()
+}
+
+/// At the connection cap, the connection idle the longest is closed to let a new one in; the
+/// metrics listener has a cap of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_capped_and_the_longest_idle_goes_first() {
+    use tokio::io::AsyncReadExt;
+    let dir = temp_dir("cap");
+    write_policy(&dir, "Deny");
+    let limits = Limits {
+        max_connections: 3,
+        metrics_max_connections: 2,
+        ..Limits::default()
+    };
+    let server = serve_self_signed(&dir, limits).await;
+    let ca = ca_of(&server);
+    let addr = server.bound.webhook;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(raw_tls(addr, &ca).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, _) = tokio::time::timeout(
+        Duration::from_secs(5),
+        call(
+            addr,
+            &ca,
+            true,
+            "/validate",
+            "application/json",
+            review("admission.k8s.io/v1", json!({})),
+        ),
+    )
+    .await
+    .expect("a new connection gets in at the cap")
+    .unwrap();
+    assert_eq!(status, 200);
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(Duration::from_secs(2), held[0].read(&mut buf))
+        .await
+        .expect("the oldest idle connection was closed")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), held[2].read(&mut buf))
+            .await
+            .is_err(),
+        "the youngest stays open"
+    );
+
+    let metrics = server.bound.metrics.unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        idle.push(TcpStream::connect(metrics).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let text = tokio::time::timeout(Duration::from_secs(5), plain_get(metrics, "/metrics"))
+        .await
+        .expect("metrics are served at the cap");
+    assert!(text.contains("celgate_requests_total"));
+    let n = tokio::time::timeout(Duration::from_secs(2), idle[0].read(&mut buf))
+        .await
+        .expect("the oldest idle metrics connection was closed")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    server.shutdown().await;
 }
 
 /// 1,000 reviews with distinct made-up operations do not add series to /metrics.

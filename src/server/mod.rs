@@ -7,8 +7,10 @@
 //! deadline, so that its thread is free for other reviews soon after. Bad input gets a clear
 //! HTTP answer: 415 for a wrong content type, 413 over the body limit, 400 for malformed JSON
 //! or a review without a request, 429 when too many reviews are in flight, 503 before the
-//! policy source first loaded, 504 past the API server's `?timeout=`.
+//! policy source first loaded, 504 past the API server's `?timeout=`. Connections are capped
+//! and timed by [`conn`].
 
+pub mod conn;
 pub mod metrics;
 pub mod run;
 pub mod tls;
@@ -26,9 +28,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use http_body_util::BodyExt;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
@@ -45,10 +44,19 @@ pub struct Limits {
     pub max_inflight: usize,
     /// Deadline when the API server sends no `?timeout=`.
     pub default_timeout: Duration,
-    /// Time a client has to finish the TLS handshake, and to send its headers and body.
+    /// Time a client has to finish the TLS handshake, to start its first request, and to
+    /// send a request's headers and body.
     pub client_timeout: Duration,
     /// Time in-flight requests get to finish on shutdown.
     pub drain_timeout: Duration,
+    /// Webhook connections open at once; at the cap the one idle the longest is closed.
+    pub max_connections: usize,
+    /// Metrics connections open at once.
+    pub metrics_max_connections: usize,
+    /// A connection without a request for this long is closed. Longer than the API server's
+    /// own idle timeout for webhook connections (Go's `IdleConnTimeout`, 90 s), so that the
+    /// client closes first and never sends on a connection the server is closing.
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -59,6 +67,20 @@ impl Default for Limits {
             default_timeout: Duration::from_secs(10),
             client_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(25),
+            max_connections: 1024,
+            metrics_max_connections: 16,
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+impl Limits {
+    fn connections(&self, max_connections: usize) -> conn::ConnLimits {
+        conn::ConnLimits {
+            max_connections,
+            idle_timeout: self.idle_timeout,
+            client_timeout: self.client_timeout,
+            drain_timeout: self.drain_timeout,
         }
     }
 }
@@ -339,85 +361,42 @@ fn timed_out(timeout: Duration) -> Response {
 }
 
 /// Serves `app` over TLS on `listener` until `shutdown` turns true, then stops accepting and
-/// lets in-flight requests finish (up to the drain timeout).
+/// lets in-flight requests finish (up to the drain timeout). HTTP/2 when the client picked it
+/// by ALPN, else HTTP/1.1.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: Router,
     limits: Limits,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = shutdown.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-        };
-        // Without this, Nagle's algorithm holds back the last segment of a TLS flight until
-        // the client's delayed ACK (40 ms): every new connection's first answer would wait.
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
-        }
-        let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(app.clone());
-        let client_timeout = limits.client_timeout;
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let stream = match tokio::time::timeout(client_timeout, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
+    let handshake = move |tcp| {
+        let accept = acceptor.accept(tcp);
+        async move {
+            let stream = accept.await?;
+            let protocol = if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                conn::Protocol::Http2
+            } else {
+                conn::Protocol::Http1
             };
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(client_timeout);
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .keep_alive_interval(Some(Duration::from_secs(30)));
-            let conn = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .into_owned();
-            if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(limits.drain_timeout, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("shutdown: in-flight requests did not finish in time");
-    }
+            Ok((stream, protocol))
+        }
+    };
+    let limits = limits.connections(limits.max_connections);
+    conn::serve(listener, handshake, app, limits, "webhook", shutdown).await;
 }
 
-/// Serves plain HTTP (the metrics port) until `shutdown` turns true.
-pub async fn serve_plain(listener: TcpListener, app: Router, mut shutdown: watch::Receiver<bool>) {
-    let stop = async move {
-        let _ = shutdown.changed().await;
-    };
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await
-    {
-        tracing::warn!(error = %e, "metrics listener failed");
-    }
+/// Serves plain HTTP/1.1 (the metrics port) until `shutdown` turns true.
+pub async fn serve_plain(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: watch::Receiver<bool>,
+) {
+    let handshake = |tcp| std::future::ready(Ok((tcp, conn::Protocol::Http1)));
+    let limits = limits.connections(limits.metrics_max_connections);
+    conn::serve(listener, handshake, app, limits, "metrics", shutdown).await;
 }
 
 /// Where the listeners are bound (port 0 picks a free port, for tests).
