@@ -124,6 +124,29 @@ enum Command {
         /// Reviews evaluated at once; more are refused with 429.
         #[arg(long, default_value_t = 512)]
         max_inflight: usize,
+        /// Threads that evaluate reviews; 0: four per core (eight with `--source kubernetes`,
+        /// whose evaluations may wait on the API server). More threads than cores, so that a
+        /// few slow reviews (each stopped at its deadline) cannot hold up the fast ones.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        eval_threads: usize,
+        /// Deadline of a review when the API server sends no `?timeout=`.
+        #[arg(long, value_name = "DURATION", default_value = "10s")]
+        default_timeout: String,
+        /// Webhook connections open at once (lowered to fit the open-file limit). At the cap no
+        /// connection is accepted until one ends, and the one idle the longest is closed.
+        #[arg(long, value_name = "N", default_value_t = 1024)]
+        max_connections: usize,
+        /// Metrics connections open at once.
+        #[arg(long, value_name = "N", default_value_t = 16)]
+        metrics_max_connections: usize,
+        /// A connection without a request for this long is closed (longer than the API
+        /// server's 90 s, so that it closes its idle connections first).
+        #[arg(long, value_name = "DURATION", default_value = "120s")]
+        idle_timeout: String,
+        /// Time a client has for the TLS handshake, to start its first request, and to send a
+        /// request's headers and body.
+        #[arg(long, value_name = "DURATION", default_value = "10s")]
+        client_timeout: String,
         /// The Kubernetes version whose CEL libraries are available (1.N).
         #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
         k8s_version: String,
@@ -218,6 +241,12 @@ fn serve(command: Command) -> ExitCode {
         log_level,
         max_body_bytes,
         max_inflight,
+        eval_threads,
+        default_timeout,
+        max_connections,
+        metrics_max_connections,
+        idle_timeout,
+        client_timeout,
         k8s_version,
     } = command
     else {
@@ -249,16 +278,56 @@ fn serve(command: Command) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let limits = Limits {
-        max_body: max_body_bytes,
-        max_inflight,
-        ..Limits::default()
-    };
     let duration = |flag: &str, text: &str| {
         celgate::cel::functions::parse_go_duration(text)
             .filter(|n| *n >= 0)
             .map(|n| Duration::from_nanos(n as u64))
             .ok_or_else(|| format!("{flag} {text:?}: not a duration such as 10s or 500ms"))
+    };
+    let positive = |flag: &str, text: &str| match duration(flag, text)? {
+        Duration::ZERO => Err(format!("{flag} {text:?}: must be more than zero")),
+        d => Ok(d),
+    };
+    let timeouts = (|| {
+        Ok::<_, String>((
+            positive("--default-timeout", &default_timeout)?,
+            positive("--idle-timeout", &idle_timeout)?,
+            positive("--client-timeout", &client_timeout)?,
+        ))
+    })();
+    let (default_timeout, idle_timeout, client_timeout) = match timeouts {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("celgate: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if max_connections == 0 || metrics_max_connections == 0 {
+        eprintln!("celgate: --max-connections and --metrics-max-connections must be at least 1");
+        return ExitCode::from(2);
+    }
+    // Connections must not use up the descriptors: accept would then fail, and so would
+    // reading policy and certificate files.
+    let fd_limit = celgate::server::conn::raise_fd_limit();
+    let fitted =
+        celgate::server::conn::fit_to_fd_limit(max_connections, metrics_max_connections, fd_limit);
+    if fitted < max_connections {
+        tracing::warn!(
+            max_connections,
+            open_files = fd_limit,
+            lowered_to = fitted,
+            "--max-connections lowered to fit the open-file limit"
+        );
+    }
+    let limits = Limits {
+        max_body: max_body_bytes,
+        max_inflight,
+        default_timeout,
+        client_timeout,
+        idle_timeout,
+        max_connections: fitted,
+        metrics_max_connections,
+        ..Limits::default()
     };
     let source = match source {
         SourceKind::Folder => match duration("--reload-settle", &reload_settle) {
@@ -328,14 +397,19 @@ fn serve(command: Command) -> ExitCode {
     };
     // The blocking pool runs the evaluator, which recurses once per nesting level of an
     // expression: give its threads (and the workers) a stack sized for the deepest one.
-    // Evaluation is CPU work: as many evaluation threads as cores, so that a burst queues
-    // instead of multiplying threads that then fight for the cores. In a cluster an
-    // evaluation may also wait on the API server (a SubjectAccessReview, a namespace GET):
-    // more threads then keep such waits from holding up the other reviews.
+    // Evaluation is CPU work, but one thread per core would let as many slow reviews (each
+    // running up to its deadline) hold up every other review queued behind them. Four per
+    // core: up to three slow reviews per core leave threads for the fast ones, which the
+    // kernel's scheduler then shares the cores with (a fast review needs well under its time
+    // slice), while a burst of fast reviews still queues rather than multiplying threads.
+    // Threads are started on demand and their stacks are touched only as deep as used. In a
+    // cluster an evaluation may also wait on the API server (a SubjectAccessReview, a
+    // namespace GET): eight per core keep such waits from holding up the other reviews.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let evaluators = match cfg.source {
-        PolicySource::Folder(_) => cores,
-        PolicySource::Kubernetes { .. } => cores * 8,
+    let evaluators = match (eval_threads, &cfg.source) {
+        (n, _) if n > 0 => n,
+        (_, PolicySource::Folder(_)) => cores * 4,
+        (_, PolicySource::Kubernetes { .. }) => cores * 8,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -768,3 +768,589 @@ async fn cluster_source_end_to_end() {
     }
     server.shutdown().await;
 }
+
+// ---- Hardening: deadlines, evaluation threads, connections, metric labels ----
+
+/// A policy whose validations each run a comprehension over `object.items` inside another,
+/// stopped only by the per-expression cost limit (a review without `items` passes at once),
+/// with `bindings` bindings: each binding evaluates it again.
+fn write_slow_policy(dir: &Path, validations: usize, bindings: usize) {
+    let expression = r#"  - expression: "!has(object.items) || object.items.all(a, object.items.all(b, a + b >= 0))""#;
+    let mut text = format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: slow}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}}]
+  validations:
+{}
+"#,
+        vec![expression; validations].join("\n")
+    );
+    for i in 0..bindings {
+        text += &format!(
+            "---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {{name: slow-{i}}}\nspec: {{policyName: slow, validationActions: [Deny]}}\n"
+        );
+    }
+    std::fs::write(dir.join("policy.yaml"), text).unwrap();
+}
+
+/// A ConfigMap review whose object has 1,000 `items`: the slow policy spends its whole cost
+/// budget on it (about a second per binding in a debug build).
+fn slow_review() -> Vec<u8> {
+    let mut r: Json = serde_json::from_slice(&review("admission.k8s.io/v1", json!({}))).unwrap();
+    r["request"]["object"]["items"] = (0..1000).collect::<Vec<u32>>().into();
+    serde_json::to_vec(&r).unwrap()
+}
+
+type H2Sender = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
+
+/// An HTTP/2 connection to the webhook, to send many requests on.
+async fn h2_connection(addr: SocketAddr, ca_pem: &str) -> (H2Sender, tokio::task::JoinHandle<()>) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    // A request's HEADERS and DATA frames are separate writes: without this the second waits
+    // for the server's delayed ACK (40 ms).
+    tcp.set_nodelay(true).unwrap();
+    let tls = TlsConnector::from(client_tls(ca_pem, b"h2", None))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .unwrap();
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    (sender, driver)
+}
+
+async fn post(sender: &H2Sender, path: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
+    let req = hyper::Request::builder()
+        .method("POST")
+        .uri(format!("https://localhost{path}"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let resp = sender.clone().send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec();
+    (status, body)
+}
+
+/// Polls /metrics until it has `line` (up to `within`); the last text either way.
+async fn metrics_with(addr: SocketAddr, line: &str, within: Duration) -> (bool, String) {
+    let until = std::time::Instant::now() + within;
+    loop {
+        let text = plain_get(addr, "/metrics").await;
+        if text.contains(line) {
+            return (true, text);
+        }
+        if std::time::Instant::now() >= until {
+            return (false, text);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The real `celgate serve` binary in a child process, for what belongs to the process: the
+/// runtime's evaluation threads, the open-file limit. Killed when dropped.
+struct Process {
+    child: std::process::Child,
+    webhook: SocketAddr,
+    metrics: SocketAddr,
+    ca: String,
+    /// Lines written to standard error so far.
+    log_lines: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Process {
+    /// Serves `policies` with a self-signed certificate on ephemeral ports; with `nofile`, under
+    /// that limit of open files (soft and hard).
+    fn spawn(policies: &Path, extra: &[&str], nofile: Option<u64>) -> Process {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let ca_path = policies.join("ca.pem");
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"));
+        cmd.args(["serve", "--policies"])
+            .arg(policies)
+            .args(["--self-signed", "--ca-out"])
+            .arg(&ca_path)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+            ])
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        if let Some(n) = nofile {
+            // SAFETY: between fork and exec only setrlimit runs, which is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd.spawn().expect("celgate starts");
+        let stderr = child.stderr.take().unwrap();
+        let log_lines = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let counter = log_lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if line.contains(r#""message":"serving""#) {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("celgate says it is serving");
+        let field = |name: &str| -> SocketAddr {
+            let start = line.find(&format!(r#""{name}":""#)).unwrap() + name.len() + 4;
+            let rest = &line[start..];
+            let value = &rest[..rest.find('"').unwrap()];
+            value
+                .trim_start_matches("Some(")
+                .trim_end_matches(')')
+                .parse()
+                .unwrap()
+        };
+        Process {
+            webhook: field("webhook"),
+            metrics: field("metrics"),
+            ca: std::fs::read_to_string(&ca_path).unwrap(),
+            child,
+            log_lines,
+        }
+    }
+
+    /// CPU time the process has used (user and system).
+    fn cpu(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // The fields after the command name, which is in parentheses.
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        // SAFETY: sysconf only reads a configuration value.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+        Duration::from_millis(ticks * 1000 / per_second)
+    }
+
+    fn log_lines(&self) -> u64 {
+        self.log_lines.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Two reviews that would evaluate for seconds are stopped at their deadline (504), their
+/// threads are free a moment later, and meanwhile normal reviews are answered at once: the
+/// deadline reaches the evaluator, and the real binary's evaluation pool has more threads than
+/// slow reviews.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_reviews_stop_at_their_deadline_and_do_not_hold_up_others() {
+    let dir = temp_dir("deadline");
+    write_slow_policy(&dir, 10, 4);
+    let server = Process::spawn(&dir, &[], None);
+    let (sender, _driver) = h2_connection(server.webhook, &server.ca).await;
+    let normal = review("admission.k8s.io/v1", json!({}));
+    let (status, body) = post(&sender, "/validate?timeout=10s", normal.clone()).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    // The same reviews alone, for the scale of this machine's noise.
+    let mut alone = Vec::new();
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        assert_eq!(
+            post(&sender, "/validate?timeout=10s", normal.clone())
+                .await
+                .0,
+            200
+        );
+        alone.push(t.elapsed());
+    }
+    alone.sort();
+
+    let deadline = Duration::from_millis(1500);
+    let started = std::time::Instant::now();
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                let (status, _) = post(&sender, "/validate?timeout=1500ms", slow_review()).await;
+                (status, started.elapsed())
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut fast = Vec::new();
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        let (status, _) = tokio::time::timeout(
+            Duration::from_secs(2),
+            post(&sender, "/validate?timeout=10s", normal.clone()),
+        )
+        .await
+        .expect("a normal review is not held up by slow ones");
+        assert_eq!(status, 200);
+        fast.push(t.elapsed());
+    }
+    assert!(
+        started.elapsed() < deadline,
+        "the normal reviews ran while the slow ones were evaluated"
+    );
+    fast.sort();
+    assert!(
+        fast[fast.len() / 2] < Duration::from_millis(50),
+        "normal reviews beside two slow ones: {fast:?} (alone: {alone:?})"
+    );
+    for s in slow {
+        let (status, took) = s.await.unwrap();
+        assert_eq!(status, 504);
+        assert!(took < deadline + Duration::from_secs(1), "504 at {took:?}");
+    }
+    // Each evaluation stopped soon after its deadline: its checks and the request are counted
+    // when it has, and the process is idle again.
+    let (ended, text) = metrics_with(
+        server.metrics,
+        r#"celgate_requests_total{decision="timeout",operation="CREATE"} 2"#,
+        Duration::from_secs(1),
+    )
+    .await;
+    assert!(
+        ended,
+        "the evaluations did not end after their deadline:\n{text}"
+    );
+    assert!(
+        text.contains(r#"error_type="deadline_exceeded",policy="slow""#),
+        "{text}"
+    );
+    let before = server.cpu();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let spent = server.cpu() - before;
+    assert!(
+        spent < Duration::from_millis(300),
+        "still evaluating: {spent:?} of CPU in 1 s"
+    );
+    let t = std::time::Instant::now();
+    let (status, _) = post(&sender, "/validate?timeout=10s", normal).await;
+    assert_eq!(status, 200);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(server.log_lines() < 50, "{} log lines", server.log_lines());
+}
+
+/// At an open-file limit of 128, 300 connections that finish the TLS handshake and send
+/// nothing: the server keeps under its connection cap (closing the connections idle the
+/// longest), a good review is still answered, and the server neither spins on failed accepts
+/// nor floods its log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_flood_at_a_low_open_file_limit() {
+    let dir = temp_dir("flood");
+    write_policy(&dir, "Deny");
+    let server = Process::spawn(&dir, &[], Some(128));
+    let addr = server.webhook;
+    let tls = TlsConnector::from(client_tls(&server.ca, b"http/1.1", None));
+    let flood: Vec<_> = (0..300)
+        .map(|_| {
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                let tcp = TcpStream::connect(addr).await.ok()?;
+                let name = ServerName::try_from("localhost").unwrap();
+                tokio::time::timeout(Duration::from_secs(5), tls.connect(name, tcp))
+                    .await
+                    .ok()?
+                    .ok()
+            })
+        })
+        .collect();
+    let mut held = Vec::new();
+    for f in flood {
+        held.push(f.await.unwrap());
+    }
+
+    // With the flood's connections still open on the client's side: idle, not spinning.
+    let before = server.cpu();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let spent = server.cpu() - before;
+    assert!(
+        spent < Duration::from_millis(300),
+        "{spent:?} of CPU in 1 s"
+    );
+
+    let t = std::time::Instant::now();
+    let (status, body) = tokio::time::timeout(
+        Duration::from_secs(5),
+        call(
+            addr,
+            &server.ca,
+            false,
+            "/validate",
+            "application/json",
+            review("admission.k8s.io/v1", json!({"debug": "1"})),
+        ),
+    )
+    .await
+    .expect("a good review is answered despite the flood")
+    .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(answer(&body)["response"]["allowed"], false);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let lines = server.log_lines();
+    assert!(lines < 100, "{lines} log lines");
+    // More connections than open files were served (each closing an older idle one).
+    let connected = held.iter().filter(|c| c.is_some()).count();
+    assert!(connected > 128, "only {connected} handshakes completed");
+}
+
+/// Idle connections are closed: one that never sends a request after the handshake (client
+/// timeout), and HTTP/1.1 and HTTP/2 connections idle after a request (idle timeout), which
+/// are kept open until then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = temp_dir("idle");
+    write_policy(&dir, "Deny");
+    let idle = Duration::from_millis(800);
+    let limits = Limits {
+        idle_timeout: idle,
+        client_timeout: Duration::from_secs(5),
+        ..Limits::default()
+    };
+    let server = serve_self_signed(&dir, limits).await;
+    let ca = server.ca_pem.clone().unwrap();
+    let addr = server.bound.webhook;
+
+    // HTTP/1.1 keep-alive: the connection stays for the idle timeout after the answer.
+    let mut s = raw_tls(addr, &ca).await;
+    let body = review("admission.k8s.io/v1", json!({}));
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&body).await.unwrap();
+    let t = std::time::Instant::now();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(4), s.read_to_end(&mut buf))
+        .await
+        .expect("an idle HTTP/1.1 connection is closed")
+        .ok();
+    let open = t.elapsed();
+    assert!(String::from_utf8_lossy(&buf).starts_with("HTTP/1.1 200"));
+    assert!(
+        open >= idle - Duration::from_millis(100),
+        "closed after {open:?}"
+    );
+
+    // HTTP/2: a second request within the idle timeout reuses the connection; then GOAWAY.
+    let (sender, driver) = h2_connection(addr, &ca).await;
+    assert_eq!(post(&sender, "/validate", body.clone()).await.0, 200);
+    tokio::time::sleep(idle / 2).await;
+    assert_eq!(post(&sender, "/validate", body.clone()).await.0, 200);
+    let t = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(4), driver)
+        .await
+        .expect("an idle HTTP/2 connection is closed")
+        .unwrap();
+    assert!(t.elapsed() >= idle - Duration::from_millis(100));
+    server.shutdown().await;
+
+    // No request after the handshake: closed after the client timeout.
+    let limits = Limits {
+        client_timeout: Duration::from_millis(500),
+        ..Limits::default()
+    };
+    let server = serve_self_signed(&dir, limits).await;
+    let mut s = raw_tls(server.bound.webhook, &ca_of(&server)).await;
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(4), s.read_to_end(&mut buf))
+        .await
+        .expect("a connection without a request is closed")
+        .ok();
+    server.shutdown().await;
+}
+
+fn ca_of(server: &Running) -> String {
+    server.ca_pem.clone().unwrap()
+}
+
+/// At the connection cap, the connection idle the longest is closed to let a new one in; the
+/// metrics listener has a cap of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_capped_and_the_longest_idle_goes_first() {
+    use tokio::io::AsyncReadExt;
+    let dir = temp_dir("cap");
+    write_policy(&dir, "Deny");
+    let limits = Limits {
+        max_connections: 3,
+        metrics_max_connections: 2,
+        ..Limits::default()
+    };
+    let server = serve_self_signed(&dir, limits).await;
+    let ca = ca_of(&server);
+    let addr = server.bound.webhook;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(raw_tls(addr, &ca).await);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (status, _) = tokio::time::timeout(
+        Duration::from_secs(5),
+        call(
+            addr,
+            &ca,
+            true,
+            "/validate",
+            "application/json",
+            review("admission.k8s.io/v1", json!({})),
+        ),
+    )
+    .await
+    .expect("a new connection gets in at the cap")
+    .unwrap();
+    assert_eq!(status, 200);
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(Duration::from_secs(2), held[0].read(&mut buf))
+        .await
+        .expect("the oldest idle connection was closed")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), held[2].read(&mut buf))
+            .await
+            .is_err(),
+        "the youngest stays open"
+    );
+
+    let metrics = server.bound.metrics.unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        idle.push(TcpStream::connect(metrics).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let text = tokio::time::timeout(Duration::from_secs(5), plain_get(metrics, "/metrics"))
+        .await
+        .expect("metrics are served at the cap");
+    assert!(text.contains("celgate_requests_total"));
+    let n = tokio::time::timeout(Duration::from_secs(2), idle[0].read(&mut buf))
+        .await
+        .expect("the oldest idle metrics connection was closed")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    server.shutdown().await;
+}
+
+/// 1,000 reviews with distinct made-up operations do not add series to /metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_metrics_have_a_fixed_set_of_operation_labels() {
+    let dir = temp_dir("labels");
+    write_policy(&dir, "Deny");
+    let server = serve_self_signed(&dir, Limits::default()).await;
+    let (sender, _driver) = h2_connection(server.bound.webhook, &ca_of(&server)).await;
+    let before = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    let series = |text: &str| text.lines().filter(|l| !l.starts_with('#')).count();
+    for chunk in (0..1000).collect::<Vec<u32>>().chunks(50) {
+        let sends: Vec<_> = chunk
+            .iter()
+            .map(|i| {
+                let mut r: Json =
+                    serde_json::from_slice(&review("admission.k8s.io/v1", json!({}))).unwrap();
+                r["request"]["operation"] = format!("OP{i}").into();
+                let sender = sender.clone();
+                tokio::spawn(async move {
+                    post(&sender, "/validate", serde_json::to_vec(&r).unwrap())
+                        .await
+                        .0
+                })
+            })
+            .collect();
+        for s in sends {
+            s.await.unwrap();
+        }
+    }
+    let after = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    assert!(!after.contains("OP1"), "a label copied from a request");
+    assert!(
+        series(&after) < series(&before) + 50,
+        "{} series after, {} before",
+        series(&after),
+        series(&before)
+    );
+    server.shutdown().await;
+}
+
+/// An evaluation stopped by the per-expression cost limit is counted as `out_of_budget`, and
+/// one stopped by the deadline (here the default one, no `?timeout=`) as `deadline_exceeded`
+/// with a `timeout` decision, not as ordinary denials (`invalid_error`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_stops_have_their_own_error_type() {
+    let dir = temp_dir("stops");
+    write_slow_policy(&dir, 1, 1);
+    let server = serve_self_signed(&dir, Limits::default()).await;
+    let (sender, _driver) = h2_connection(server.bound.webhook, &ca_of(&server)).await;
+    let (status, body) = post(&sender, "/validate", slow_review()).await;
+    assert_eq!(status, 200);
+    let a = answer(&body);
+    assert!(
+        a["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("operation cancelled: actual cost limit exceeded"),
+        "{a}"
+    );
+    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    assert!(metrics.contains(r#"celgate_validating_admission_policy_check_total{enforcement_action="deny",error_type="out_of_budget",policy="slow",policy_binding="slow-0"} 1"#), "{metrics}");
+    server.shutdown().await;
+
+    write_slow_policy(&dir, 10, 4);
+    let limits = Limits {
+        default_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let server = serve_self_signed(&dir, limits).await;
+    let (sender, _driver) = h2_connection(server.bound.webhook, &ca_of(&server)).await;
+    let t = std::time::Instant::now();
+    let (status, body) = post(&sender, "/validate", slow_review()).await;
+    assert_eq!(status, 504, "{}", String::from_utf8_lossy(&body));
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let (counted, text) = metrics_with(
+        server.bound.metrics.unwrap(),
+        r#"celgate_requests_total{decision="timeout",operation="CREATE"} 1"#,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(counted, "{text}");
+    assert!(
+        text.contains(r#"error_type="deadline_exceeded",policy="slow",policy_binding="slow-0"}"#),
+        "{text}"
+    );
+    assert!(!text.contains(r#"error_type="invalid_error""#), "{text}");
+    server.shutdown().await;
+}

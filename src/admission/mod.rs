@@ -10,13 +10,15 @@ pub mod request;
 pub mod response;
 pub mod validator;
 
+use std::cell::Cell;
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::Value as Json;
 
 use crate::cel::k8s::authz::AuthorizerValue;
 use crate::cel::vap::Slots;
-use crate::cel::Value;
+use crate::cel::{EvalError, Meter, Value};
 use crate::matching::{is_exempt, Match};
 use crate::policy::compile::{CompiledPolicy, FailurePolicy};
 use crate::policy::snapshot::{
@@ -54,7 +56,8 @@ pub struct Denial {
 pub struct Check {
     pub policy: String,
     pub binding: String,
-    /// `no_error`, `compile_error`, `out_of_budget` or `invalid_error`.
+    /// `no_error`, `compile_error`, `out_of_budget` or `invalid_error` (in-tree), or our own
+    /// `deadline_exceeded` or `memory_limit` (see [`error_type`]).
     pub error_type: &'static str,
     /// `deny`, `warn`, `audit` or `allow`.
     pub action: &'static str,
@@ -74,6 +77,9 @@ pub struct Verdict {
     pub audited: Vec<AuditedFailure>,
     /// Metric records.
     pub checks: Vec<Check>,
+    /// The deadline passed before every evaluation was done: the verdict is incomplete and
+    /// must not be sent (the server answers 504).
+    pub timed_out: bool,
 }
 
 impl Verdict {
@@ -113,13 +119,74 @@ pub struct Answer {
     pub operation: String,
 }
 
+/// When the evaluation of a request must stop (the API server's `?timeout=`), shared by every
+/// expression evaluated for it. Every meter carries the instant, so that comprehensions stop
+/// at it; once an expression was stopped, the remaining expressions are not run and the
+/// remaining (policy, binding, param) evaluations are skipped: past the deadline nobody waits
+/// for the answer, and the evaluation thread is needed by other reviews.
+#[derive(Debug, Default)]
+pub struct Deadline {
+    at: Option<Instant>,
+    passed: Cell<bool>,
+}
+
+/// The text of the engine's deadline stop (cel-go's interrupt).
+pub const INTERRUPTED: &str = "operation interrupted";
+
+impl Deadline {
+    pub fn new(at: Option<Instant>) -> Deadline {
+        Deadline {
+            at,
+            passed: Cell::new(false),
+        }
+    }
+
+    /// A meter with `limit` that stops at the deadline.
+    pub fn meter(&self, limit: u64) -> Meter {
+        let mut meter = Meter::with_limit(limit);
+        meter.deadline = self.at;
+        meter
+    }
+
+    /// Whether an evaluation was already stopped by the deadline.
+    pub fn passed(&self) -> bool {
+        self.passed.get()
+    }
+
+    /// Notes an evaluation error: a cancellation past the deadline marks it passed. The clock
+    /// is read only for cancellations, never on the way of a normal evaluation.
+    pub fn note(&self, e: &EvalError) {
+        if e.is_cancelled() && self.at.is_some_and(|d| Instant::now() >= d) {
+            self.passed.set(true);
+        }
+    }
+
+    /// Whether `now` is past the deadline (marking it passed).
+    fn reached(&self, now: Instant) -> bool {
+        if self.at.is_some_and(|d| now >= d) {
+            self.passed.set(true);
+        }
+        self.passed.get()
+    }
+
+    /// The error of an expression not run because the deadline passed.
+    pub fn interrupted() -> EvalError {
+        EvalError::Cancelled(INTERRUPTED.into())
+    }
+}
+
 /// Parses an AdmissionReview body (JSON) and answers it: the whole request path, shared by
-/// `celgate eval` and the server.
-pub fn answer(snapshot: &Snapshot, body: &[u8]) -> Result<Answer, request::ReviewError> {
+/// `celgate eval` and the server. Evaluation stops at `deadline` (then the verdict says
+/// `timed_out`).
+pub fn answer(
+    snapshot: &Snapshot,
+    body: &[u8],
+    deadline: Option<Instant>,
+) -> Result<Answer, request::ReviewError> {
     let doc = crate::cel::json::Doc::parse(body)
         .map_err(|e| request::ReviewError(format!("malformed JSON: {e}")))?;
     let req = Request::from_review(&doc)?;
-    let verdict = admit(snapshot, &req);
+    let verdict = admit(snapshot, &req, deadline);
     let review = response::review(&req, &verdict);
     Ok(Answer {
         review,
@@ -129,9 +196,9 @@ pub fn answer(snapshot: &Snapshot, body: &[u8]) -> Result<Answer, request::Revie
     })
 }
 
-/// [`answer`], keeping only the AdmissionReview.
+/// [`answer`] without a deadline, keeping only the AdmissionReview.
 pub fn review_answer(snapshot: &Snapshot, body: &[u8]) -> Result<Json, request::ReviewError> {
-    answer(snapshot, body).map(|a| a.review)
+    answer(snapshot, body, None).map(|a| a.review)
 }
 
 /// The operations VAP handles.
@@ -139,8 +206,9 @@ fn handled(operation: &str) -> bool {
     matches!(operation, "CREATE" | "UPDATE" | "DELETE" | "CONNECT")
 }
 
-/// Evaluates `req` against every policy of `snapshot`.
-pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
+/// Evaluates `req` against every policy of `snapshot`, stopping at `deadline`.
+pub fn admit(snapshot: &Snapshot, req: &Request<'_>, deadline: Option<Instant>) -> Verdict {
+    let deadline = Deadline::new(deadline);
     let mut verdict = Verdict::default();
     let attrs = &req.attributes;
     if !handled(&attrs.operation) || is_exempt(&attrs.group, &attrs.resource) {
@@ -154,7 +222,7 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
     };
     let authz = AuthorizerValue::new(backend);
     let preset = authz.request_resource(req.resource_attributes());
-    for index in snapshot.index.candidates(&attrs.group, &attrs.resource) {
+    'policies: for index in snapshot.index.candidates(&attrs.group, &attrs.resource) {
         let entry = &snapshot.policies[index];
         let policy = &entry.policy;
         let config_error = match &policy.matcher {
@@ -189,7 +257,13 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
                 }
             };
             for param in params {
-                let started = std::time::Instant::now();
+                let started = Instant::now();
+                // The clock is read here anyway (for the check metrics): past the deadline,
+                // stop rather than start another evaluation.
+                if deadline.reached(started) {
+                    verdict.timed_out = true;
+                    break 'policies;
+                }
                 let bindings = bind(
                     policy,
                     req,
@@ -198,8 +272,9 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
                     &authz,
                     &preset,
                 );
-                let (result, condition_errors) = validate(policy, &bindings);
+                let (result, condition_errors) = validate(policy, &bindings, &deadline);
                 let elapsed = started.elapsed();
+                verdict.timed_out |= deadline.passed();
                 let Some(result) = result else {
                     if condition_errors > 0 {
                         verdict.checks.push(check(
@@ -241,6 +316,9 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>) -> Verdict {
         }
         for (key, values) in collector {
             verdict.annotations.push((policy.name.clone(), key, values));
+        }
+        if verdict.timed_out {
+            break;
         }
     }
     verdict
@@ -302,12 +380,29 @@ fn check(
     }
 }
 
-/// The in-tree `error_type` label of a decision message (§8.1).
+/// The engine's per-expression cost limit stop.
+const COST_LIMIT: &str = "operation cancelled: actual cost limit exceeded";
+/// The engine's memory limit stop.
+const MEMORY_LIMIT: &str = "memory limit exceeded";
+
+/// The `error_type` label of an error decision's message (§8.1): the in-tree values, except
+/// that an evaluation stopped for a limit is not an ordinary `invalid_error` (in-tree it is):
+/// the per-expression cost limit is `out_of_budget`, as the in-tree label of the group budget
+/// (both say the policy costs too much for this request), and two labels of our own say
+/// `deadline_exceeded` (the request's `?timeout=` passed) and `memory_limit`.
+///
+/// By message for now: a stop is the last part of an expression's error. An error text that
+/// quotes input (a missing key named like a stop) can mislabel its own check, but only among
+/// these fixed values.
 fn error_type(message: &str) -> &'static str {
     if message.starts_with("compilation") {
         "compile_error"
-    } else if message.starts_with(validator::OUT_OF_BUDGET) {
+    } else if message.starts_with(validator::OUT_OF_BUDGET) || message.contains(COST_LIMIT) {
         "out_of_budget"
+    } else if message.contains(INTERRUPTED) {
+        "deadline_exceeded"
+    } else if message.contains(MEMORY_LIMIT) {
+        "memory_limit"
     } else {
         "invalid_error"
     }
@@ -614,5 +709,61 @@ fn bind<'a>(
             None,
         ),
         audit: fill(s.validation, validation_len, req, ns, params, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_stops_are_not_ordinary_errors() {
+        let expr = |e: &str| format!("expression 'x.all(a, true)' resulted in error: {e}");
+        assert_eq!(
+            error_type("compilation error: undeclared reference"),
+            "compile_error"
+        );
+        assert_eq!(error_type(validator::OUT_OF_BUDGET), "out_of_budget");
+        assert_eq!(
+            error_type(&expr("operation cancelled: actual cost limit exceeded")),
+            "out_of_budget"
+        );
+        assert_eq!(error_type(&expr(INTERRUPTED)), "deadline_exceeded");
+        assert_eq!(
+            error_type(&expr(
+                "composited variable \"v\" fails to evaluate: operation interrupted"
+            )),
+            "deadline_exceeded"
+        );
+        assert_eq!(
+            error_type(&expr("operation cancelled: memory limit exceeded")),
+            "memory_limit"
+        );
+        assert_eq!(error_type(&expr("no such key: a")), "invalid_error");
+        // As in-tree: a messageExpression that ran out of budget is an ordinary error.
+        assert_eq!(
+            error_type(&format!(
+                "failed messageExpression: {}",
+                validator::OUT_OF_BUDGET
+            )),
+            "invalid_error"
+        );
+    }
+
+    #[test]
+    fn the_deadline_is_seen_only_on_cancellations() {
+        let none = Deadline::new(None);
+        assert_eq!(none.meter(7).deadline, None);
+        none.note(&EvalError::cost_limit());
+        assert!(!none.passed());
+        let past = Deadline::new(Some(Instant::now()));
+        assert!(past.meter(7).deadline.is_some());
+        past.note(&EvalError::new("no such key: a"));
+        assert!(
+            !past.passed(),
+            "an ordinary error says nothing of the deadline"
+        );
+        past.note(&Deadline::interrupted());
+        assert!(past.passed());
     }
 }

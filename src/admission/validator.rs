@@ -16,8 +16,9 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 
+use super::Deadline;
 use crate::cel::eval::Activation;
-use crate::cel::{EvalError, Meter, Program, Value, PER_CALL_LIMIT};
+use crate::cel::{EvalError, Program, Value, PER_CALL_LIMIT};
 use crate::policy::compile::{CompiledPolicy, FailurePolicy};
 
 pub const BUDGET: u64 = 10_000_000;
@@ -82,15 +83,17 @@ struct Lazy<'a, 'p> {
     values: &'p [Value<'a>],
     cache: RefCell<Vec<Option<Result<Value<'a>, EvalError>>>>,
     cost: Cell<u64>,
+    deadline: &'p Deadline,
 }
 
 impl<'a, 'p> Lazy<'a, 'p> {
-    fn new(policy: &'p CompiledPolicy, values: &'p [Value<'a>]) -> Self {
+    fn new(policy: &'p CompiledPolicy, values: &'p [Value<'a>], deadline: &'p Deadline) -> Self {
         Lazy {
             policy,
             values,
             cache: RefCell::new(vec![None; policy.variables.len()]),
             cost: Cell::new(0),
+            deadline,
         }
     }
 
@@ -106,7 +109,7 @@ impl<'a, 'p> Lazy<'a, 'p> {
                 "composited variable {name:?} fails to compile: {e}"
             ))),
             Ok(program) => {
-                let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+                let mut meter = self.deadline.meter(PER_CALL_LIMIT);
                 let act = Act {
                     values: self.values,
                     lazy: Some(self),
@@ -114,6 +117,9 @@ impl<'a, 'p> Lazy<'a, 'p> {
                 let r = contain(&self.policy.name, program.source(), || {
                     program.eval(&act, &mut meter)
                 });
+                if let Err(e) = &r {
+                    self.deadline.note(e);
+                }
                 self.cost.set(self.cost.get() + meter.cost);
                 r.map_err(|e| {
                     EvalError::new(format!(
@@ -147,24 +153,31 @@ impl<'a> Activation<'a> for Act<'a, '_> {
     }
 }
 
-/// A group's running budget.
-struct Budget(u64);
+/// A group's running budget, and the request's deadline.
+struct Budget<'d>(u64, &'d Deadline);
 
 struct OutOfBudget;
 
-impl Budget {
+impl Budget<'_> {
     /// Evaluates one expression with the per-call limit; its cost (and the cost of variables
-    /// it read) comes off the group's budget.
+    /// it read) comes off the group's budget. Once the deadline stopped an expression, the
+    /// others are not run.
     fn eval<'a>(
         &mut self,
         policy: &CompiledPolicy,
         program: &Program,
         act: &Act<'a, '_>,
     ) -> Result<Result<Value<'a>, EvalError>, OutOfBudget> {
-        let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+        if self.1.passed() {
+            return Ok(Err(Deadline::interrupted()));
+        }
+        let mut meter = self.1.meter(PER_CALL_LIMIT);
         let r = contain(&policy.name, program.source(), || {
             program.eval(act, &mut meter)
         });
+        if let Err(e) = &r {
+            self.1.note(e);
+        }
         let cost = meter.cost + act.lazy.map_or(0, |l| l.cost.replace(0));
         if cost > self.0 {
             return Err(OutOfBudget);
@@ -324,22 +337,27 @@ fn error_decision(policy: &CompiledPolicy, message: String) -> Decision {
 }
 
 /// Evaluates the policy for one param; `None` when its matchConditions exclude the request.
-/// Also returns how many match conditions errored (for the metrics).
-pub fn validate(policy: &CompiledPolicy, b: &Bindings<'_>) -> (Option<ParamResult>, u64) {
+/// Also returns how many match conditions errored (for the metrics). Every expression stops
+/// at `deadline`.
+pub fn validate(
+    policy: &CompiledPolicy,
+    b: &Bindings<'_>,
+    deadline: &Deadline,
+) -> (Option<ParamResult>, u64) {
     let mut condition_errors = 0;
     if !policy.match_conditions.is_empty() {
-        let (early, errors) = match_conditions(policy, &b.condition);
+        let (early, errors) = match_conditions(policy, &b.condition, deadline);
         condition_errors = errors;
         if let Some(early) = early {
             return (early, condition_errors);
         }
     }
-    (evaluate(policy, b), condition_errors)
+    (evaluate(policy, b, deadline), condition_errors)
 }
 
-fn evaluate(policy: &CompiledPolicy, b: &Bindings<'_>) -> Option<ParamResult> {
-    let mut decisions = validations(policy, b);
-    match audit_annotations(policy, &b.audit) {
+fn evaluate(policy: &CompiledPolicy, b: &Bindings<'_>, deadline: &Deadline) -> Option<ParamResult> {
+    let mut decisions = validations(policy, b, deadline);
+    match audit_annotations(policy, &b.audit, deadline) {
         Ok(audit) => Some(ParamResult { decisions, audit }),
         Err(message) => {
             // An audit-annotation group failure replaces the whole result for this param.
@@ -358,9 +376,10 @@ fn evaluate(policy: &CompiledPolicy, b: &Bindings<'_>) -> Option<ParamResult> {
 fn match_conditions(
     policy: &CompiledPolicy,
     values: &[Value<'_>],
+    deadline: &Deadline,
 ) -> (Option<Option<ParamResult>>, u64) {
     let act = Act { values, lazy: None };
-    let mut budget = Budget(MATCH_CONDITIONS_BUDGET);
+    let mut budget = Budget(MATCH_CONDITIONS_BUDGET, deadline);
     let mut errors: Vec<String> = Vec::new();
     let mut any_false = false;
     for (_, compiled) in &policy.match_conditions {
@@ -415,13 +434,13 @@ fn fail_or_skip(policy: &CompiledPolicy, message: String) -> Option<ParamResult>
     })
 }
 
-fn validations(policy: &CompiledPolicy, b: &Bindings<'_>) -> Vec<Decision> {
-    let lazy = Lazy::new(policy, &b.validation);
+fn validations(policy: &CompiledPolicy, b: &Bindings<'_>, deadline: &Deadline) -> Vec<Decision> {
+    let lazy = Lazy::new(policy, &b.validation, deadline);
     let act = Act {
         values: &b.validation,
         lazy: Some(&lazy),
     };
-    let mut budget = Budget(BUDGET);
+    let mut budget = Budget(BUDGET, deadline);
     let mut results: Vec<Result<bool, String>> = Vec::with_capacity(policy.validations.len());
     for v in &policy.validations {
         let r = match &v.program {
@@ -436,7 +455,7 @@ fn validations(policy: &CompiledPolicy, b: &Bindings<'_>) -> Vec<Decision> {
         results.push(r);
     }
     // Every messageExpression, passing validations included, on the budget that is left.
-    let message_lazy = Lazy::new(policy, &b.message);
+    let message_lazy = Lazy::new(policy, &b.message, deadline);
     let message_act = Act {
         values: &b.message,
         lazy: Some(&message_lazy),
@@ -511,16 +530,17 @@ fn usable_message(s: &str) -> Option<String> {
 fn audit_annotations(
     policy: &CompiledPolicy,
     values: &[Value<'_>],
+    deadline: &Deadline,
 ) -> Result<Vec<AuditResult>, String> {
     if policy.audit_annotations.is_empty() {
         return Ok(Vec::new());
     }
-    let lazy = Lazy::new(policy, values);
+    let lazy = Lazy::new(policy, values, deadline);
     let act = Act {
         values,
         lazy: Some(&lazy),
     };
-    let mut budget = Budget(BUDGET);
+    let mut budget = Budget(BUDGET, deadline);
     let mut out = Vec::new();
     let ignore = policy.failure_policy == FailurePolicy::Ignore;
     for (key, compiled) in &policy.audit_annotations {

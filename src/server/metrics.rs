@@ -1,6 +1,10 @@
 //! Prometheus metrics: the in-tree ValidatingAdmissionPolicy metrics (§8.1) with the same
 //! labels and meaning under a `celgate_` prefix, plus requests by operation and decision,
 //! what is loaded, snapshot age and certificate expiry.
+//!
+//! Every label value is either one of a fixed set or the name of a loaded object: none is
+//! copied from a request, whose `operation` could otherwise add a series per distinct value
+//! (memory that is never freed, and a `/metrics` page without bound).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -124,7 +128,7 @@ impl Metrics {
             match_condition_errors: counter(&r, "celgate_admission_match_condition_evaluation_errors_total", "Admission match condition evaluation errors count, identified by name of resource containing the match condition and broken out for each kind containing matchConditions (webhook or policy), operation and admission type (validate or admit).", &mc_labels),
             match_condition_exclusions: counter(&r, "celgate_admission_match_condition_exclusions_total", "Admission match condition evaluation exclusions count, identified by name of resource containing the match condition and broken out for each kind containing matchConditions (webhook or policy), operation and admission type (validate or admit).", &mc_labels),
             match_condition_seconds: histogram(&r, "celgate_admission_match_condition_evaluation_seconds", "Admission match condition evaluation time in seconds, identified by name and broken out for each kind containing matchConditions (webhook or policy), operation and type (validate or admit).", &mc_labels, &[0.001, 0.005, 0.01, 0.025, 0.1, 0.2, 0.25]),
-            requests: counter(&r, "celgate_requests_total", "AdmissionReview requests answered, by operation and decision (allowed, denied).", &["operation", "decision"]),
+            requests: counter(&r, "celgate_requests_total", "AdmissionReview requests answered, by operation (CREATE, UPDATE, DELETE, CONNECT or other) and decision (allowed, denied, or timeout: 504 past the request's deadline).", &["operation", "decision"]),
             request_seconds: histogram(&r, "celgate_request_duration_seconds", "Time to answer an AdmissionReview, from the request to the answer.", &["operation", "decision"], REQUEST_BUCKETS),
             bad_requests: counter(&r, "celgate_bad_requests_total", "Requests refused before evaluation, by reason.", &["reason"]),
             policies: gauge("celgate_policies_loaded", "ValidatingAdmissionPolicies with at least one binding in the current snapshot."),
@@ -140,6 +144,7 @@ impl Metrics {
 
     /// Records the in-tree check metrics of one request.
     pub fn record(&self, checks: &[Check], operation: &str) {
+        let operation = operation_label(operation);
         for c in checks {
             let labels = [
                 c.policy.as_str(),
@@ -157,6 +162,15 @@ impl Metrics {
                     .inc_by(c.match_condition_errors);
             }
         }
+    }
+
+    /// Counts an answered request and its latency.
+    pub fn answered(&self, operation: &str, decision: &str, elapsed: Duration) {
+        let labels = [operation_label(operation), decision];
+        self.requests.with_label_values(&labels).inc();
+        self.request_seconds
+            .with_label_values(&labels)
+            .observe(elapsed.as_secs_f64());
     }
 
     pub fn snapshot_built(&self, at: SystemTime) {
@@ -202,6 +216,18 @@ impl Metrics {
         // Encoding into a Vec cannot fail for well-formed metric families.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
         out
+    }
+}
+
+/// The `operation` label: the request's operation when it is one of admission's, else
+/// `other`, so that requests cannot add series.
+pub fn operation_label(operation: &str) -> &'static str {
+    match operation {
+        "CREATE" => "CREATE",
+        "UPDATE" => "UPDATE",
+        "DELETE" => "DELETE",
+        "CONNECT" => "CONNECT",
+        _ => "other",
     }
 }
 

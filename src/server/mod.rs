@@ -3,11 +3,14 @@
 //!
 //! Requests read the current snapshot through an `ArcSwap` (no locks); evaluation runs on
 //! tokio's blocking pool, whose threads have a stack sized for the engine, so the async
-//! workers never block and never run the evaluator. Bad input gets a clear HTTP answer: 415
-//! for a wrong content type, 413 over the body limit, 400 for malformed JSON or a review
-//! without a request, 429 when too many reviews are in flight, 503 before the policy source
-//! first loaded, 504 past the API server's `?timeout=`.
+//! workers never block and never run the evaluator. The evaluation stops at the request's
+//! deadline, so that its thread is free for other reviews soon after. Bad input gets a clear
+//! HTTP answer: 415 for a wrong content type, 413 over the body limit, 400 for malformed JSON
+//! or a review without a request, 429 when too many reviews are in flight, 503 before the
+//! policy source first loaded, 504 past the API server's `?timeout=`. Connections are capped
+//! and timed by [`conn`].
 
+pub mod conn;
 pub mod metrics;
 pub mod run;
 pub mod tls;
@@ -25,9 +28,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use http_body_util::BodyExt;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
@@ -44,10 +44,19 @@ pub struct Limits {
     pub max_inflight: usize,
     /// Deadline when the API server sends no `?timeout=`.
     pub default_timeout: Duration,
-    /// Time a client has to finish the TLS handshake, and to send its headers and body.
+    /// Time a client has to finish the TLS handshake, to start its first request, and to
+    /// send a request's headers and body.
     pub client_timeout: Duration,
     /// Time in-flight requests get to finish on shutdown.
     pub drain_timeout: Duration,
+    /// Webhook connections open at once; at the cap the one idle the longest is closed.
+    pub max_connections: usize,
+    /// Metrics connections open at once.
+    pub metrics_max_connections: usize,
+    /// A connection without a request for this long is closed. Longer than the API server's
+    /// own idle timeout for webhook connections (Go's `IdleConnTimeout`, 90 s), so that the
+    /// client closes first and never sends on a connection the server is closing.
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -58,6 +67,20 @@ impl Default for Limits {
             default_timeout: Duration::from_secs(10),
             client_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(25),
+            max_connections: 1024,
+            metrics_max_connections: 16,
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+impl Limits {
+    fn connections(&self, max_connections: usize) -> conn::ConnLimits {
+        conn::ConnLimits {
+            max_connections,
+            idle_timeout: self.idle_timeout,
+            client_timeout: self.client_timeout,
+            drain_timeout: self.drain_timeout,
         }
     }
 }
@@ -71,7 +94,7 @@ pub struct AppState {
     pub limits: Limits,
     /// Compiled policies kept across reloads.
     pub compiled: crate::policy::snapshot::CompileCache,
-    inflight: Semaphore,
+    inflight: Arc<Semaphore>,
 }
 
 impl AppState {
@@ -80,7 +103,7 @@ impl AppState {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             ready: AtomicBool::new(false),
             metrics: Metrics::new(),
-            inflight: Semaphore::new(limits.max_inflight),
+            inflight: Arc::new(Semaphore::new(limits.max_inflight)),
             compiled: Default::default(),
             limits,
         })
@@ -180,6 +203,11 @@ async fn validate(
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    // The API server gives up at its `?timeout=`, counted from when it sent the request.
+    let timeout = deadline(&query, s.limits.default_timeout);
+    let deadline_at = started
+        .checked_add(timeout)
+        .unwrap_or(started + s.limits.default_timeout);
     // Before the first complete snapshot there is nothing to enforce yet: answering "allowed"
     // would let everything through. A 503 makes the API server apply the webhook's own
     // failurePolicy (the readiness probe normally keeps requests away until then).
@@ -240,7 +268,7 @@ async fn validate(
         }
         Ok(Ok(c)) => c.to_bytes(),
     };
-    let Ok(permit) = s.inflight.try_acquire() else {
+    let Ok(permit) = s.inflight.clone().try_acquire_owned() else {
         return refuse(
             &s,
             StatusCode::TOO_MANY_REQUESTS,
@@ -248,19 +276,38 @@ async fn validate(
             "too many reviews in flight".into(),
         );
     };
-    let timeout = deadline(&query, s.limits.default_timeout);
     let snapshot = s.snapshot.load_full();
-    let work = tokio::task::spawn_blocking(move || crate::admission::answer(&snapshot, &bytes));
-    let result = tokio::time::timeout(timeout, work).await;
-    drop(permit);
-    let answer = match result {
+    let mut work = tokio::task::spawn_blocking(move || {
+        // Held while the evaluation runs, past a 504 too: max_inflight bounds the threads
+        // really busy.
+        let _permit = permit;
+        // Waited in the pool's queue past the deadline: nobody waits for the answer.
+        if Instant::now() >= deadline_at {
+            return None;
+        }
+        Some(crate::admission::answer(
+            &snapshot,
+            &bytes,
+            Some(deadline_at),
+        ))
+    });
+    let answer = match tokio::time::timeout_at(deadline_at.into(), &mut work).await {
         Err(_) => {
-            return refuse(
-                &s,
-                StatusCode::GATEWAY_TIMEOUT,
-                "timeout",
-                format!("no decision within {timeout:?}"),
-            )
+            // The evaluation stops at the deadline too, within a few milliseconds: its
+            // checks and the request are counted when it has.
+            let s2 = s.clone();
+            let elapsed = started.elapsed();
+            tokio::spawn(async move {
+                let operation = match work.await {
+                    Ok(Some(Ok(a))) => {
+                        s2.metrics.record(&a.verdict.checks, &a.operation);
+                        a.operation
+                    }
+                    _ => String::new(),
+                };
+                s2.metrics.answered(&operation, "timeout", elapsed);
+            });
+            return timed_out(timeout);
         }
         Ok(Err(e)) => {
             return refuse(
@@ -270,23 +317,27 @@ async fn validate(
                 format!("evaluation failed: {e}"),
             )
         }
-        Ok(Ok(Err(e))) => return refuse(&s, StatusCode::BAD_REQUEST, "malformed", e.0),
-        Ok(Ok(Ok(a))) => a,
+        Ok(Ok(None)) => {
+            s.metrics.answered("", "timeout", started.elapsed());
+            return timed_out(timeout);
+        }
+        Ok(Ok(Some(Err(e)))) => return refuse(&s, StatusCode::BAD_REQUEST, "malformed", e.0),
+        Ok(Ok(Some(Ok(a)))) => a,
     };
+    s.metrics.record(&answer.verdict.checks, &answer.operation);
+    // Stopped at the deadline (the timer had not fired yet): the verdict is incomplete.
+    if answer.verdict.timed_out {
+        s.metrics
+            .answered(&answer.operation, "timeout", started.elapsed());
+        return timed_out(timeout);
+    }
     let decision = if answer.verdict.allowed() {
         "allowed"
     } else {
         "denied"
     };
-    s.metrics.record(&answer.verdict.checks, &answer.operation);
     s.metrics
-        .requests
-        .with_label_values(&[&answer.operation, decision])
-        .inc();
-    s.metrics
-        .request_seconds
-        .with_label_values(&[&answer.operation, decision])
-        .observe(started.elapsed().as_secs_f64());
+        .answered(&answer.operation, decision, started.elapsed());
     if let Some(first) = answer.verdict.denials.first() {
         tracing::info!(
             uid = %answer.uid,
@@ -301,86 +352,51 @@ async fn validate(
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// 504: no decision by the deadline (counted as the `timeout` decision of
+/// `celgate_requests_total`).
+fn timed_out(timeout: Duration) -> Response {
+    let message = format!("no decision within {timeout:?}");
+    tracing::warn!(%message, "request timed out");
+    (StatusCode::GATEWAY_TIMEOUT, message).into_response()
+}
+
 /// Serves `app` over TLS on `listener` until `shutdown` turns true, then stops accepting and
-/// lets in-flight requests finish (up to the drain timeout).
+/// lets in-flight requests finish (up to the drain timeout). HTTP/2 when the client picked it
+/// by ALPN, else HTTP/1.1.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     app: Router,
     limits: Limits,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let acceptor = TlsAcceptor::from(tls);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = shutdown.changed() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
-        };
-        // Without this, Nagle's algorithm holds back the last segment of a TLS flight until
-        // the client's delayed ACK (40 ms): every new connection's first answer would wait.
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
-        }
-        let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(app.clone());
-        let client_timeout = limits.client_timeout;
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
-            let stream = match tokio::time::timeout(client_timeout, acceptor.accept(tcp)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
+    let handshake = move |tcp| {
+        let accept = acceptor.accept(tcp);
+        async move {
+            let stream = accept.await?;
+            let protocol = if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                conn::Protocol::Http2
+            } else {
+                conn::Protocol::Http1
             };
-            let mut builder = auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(client_timeout);
-            builder
-                .http2()
-                .timer(TokioTimer::new())
-                .keep_alive_interval(Some(Duration::from_secs(30)));
-            let conn = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .into_owned();
-            if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(limits.drain_timeout, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("shutdown: in-flight requests did not finish in time");
-    }
+            Ok((stream, protocol))
+        }
+    };
+    let limits = limits.connections(limits.max_connections);
+    conn::serve(listener, handshake, app, limits, "webhook", shutdown).await;
 }
 
-/// Serves plain HTTP (the metrics port) until `shutdown` turns true.
-pub async fn serve_plain(listener: TcpListener, app: Router, mut shutdown: watch::Receiver<bool>) {
-    let stop = async move {
-        let _ = shutdown.changed().await;
-    };
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await
-    {
-        tracing::warn!(error = %e, "metrics listener failed");
-    }
+/// Serves plain HTTP/1.1 (the metrics port) until `shutdown` turns true.
+pub async fn serve_plain(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: watch::Receiver<bool>,
+) {
+    let handshake = |tcp| std::future::ready(Ok((tcp, conn::Protocol::Http1)));
+    let limits = limits.connections(limits.metrics_max_connections);
+    conn::serve(listener, handshake, app, limits, "metrics", shutdown).await;
 }
 
 /// Where the listeners are bound (port 0 picks a free port, for tests).

@@ -252,6 +252,7 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, String> {
         tasks.push(tokio::spawn(serve_plain(
             l,
             metrics_router(state.clone()),
+            cfg.limits.clone(),
             rx.clone(),
         )));
     }

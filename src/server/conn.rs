@@ -1,0 +1,733 @@
+//! The connections of both listeners: how many may be open, when one is closed, and an accept
+//! loop that survives running out of file descriptors.
+//!
+//! - A cap on open connections. At the cap the listener accepts nothing (new connections wait
+//!   in the kernel's backlog, no descriptor is used) and asks the connection idle the longest
+//!   to close, so that connections that send nothing cannot lock the API server out.
+//! - Per connection, a watchdog that requests and reads keep informed: the TLS handshake and
+//!   the first request must come within the client timeout; an HTTP/1.1 request head within
+//!   the client timeout of its first byte; and a connection without a request in flight for the
+//!   idle timeout is closed gracefully (HTTP/1.1: closed; HTTP/2: GOAWAY), forcibly if it has not
+//!   ended one client timeout later. The protocol comes from ALPN (HTTP/2 over TLS requires it).
+//! - Accept errors (EMFILE, ENFILE: out of descriptors) pause the loop, 10 ms doubling up to
+//!   1 s, and are logged at most once a second with the number left unlogged.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+
+/// The protocol a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    Http2,
+}
+
+/// Limits of one listener's connections.
+#[derive(Debug, Clone)]
+pub struct ConnLimits {
+    /// Connections open at once (at least 1).
+    pub max_connections: usize,
+    /// A connection without a request in flight for this long is closed.
+    pub idle_timeout: Duration,
+    /// Time for the TLS handshake, for the first request to start, and for a request head.
+    pub client_timeout: Duration,
+    /// Time in-flight requests get to finish on shutdown.
+    pub drain_timeout: Duration,
+}
+
+/// How often, at the cap, one more idle connection is asked to close while none has ended.
+const EVICT_EVERY: Duration = Duration::from_millis(100);
+/// HTTP/2 pings find peers that went away without closing.
+const H2_PING: Duration = Duration::from_secs(30);
+/// Accept errors: the first pause, and the longest.
+const FIRST_PAUSE: Duration = Duration::from_millis(10);
+const LONGEST_PAUSE: Duration = Duration::from_secs(1);
+
+/// What the watchdog of one connection knows. Times are milliseconds since the listener's
+/// start, so that connections compare.
+struct Activity {
+    epoch: Instant,
+    http1: AtomicBool,
+    /// Requests whose answer is not produced yet.
+    inflight: AtomicU32,
+    /// The accept, the handshake's end, or the end of the last request.
+    last: AtomicU64,
+    /// One more than the time of the first byte read while no request was in flight (HTTP/1.1:
+    /// a request head has started); 0 when none.
+    head: AtomicU64,
+    /// Whether a request was seen.
+    served: AtomicBool,
+    /// Asked to close at the cap (not picked again).
+    evicted: AtomicBool,
+    close: Notify,
+}
+
+impl Activity {
+    fn new(epoch: Instant) -> Activity {
+        let a = Activity {
+            epoch,
+            http1: AtomicBool::new(false),
+            inflight: AtomicU32::new(0),
+            last: AtomicU64::new(0),
+            head: AtomicU64::new(0),
+            served: AtomicBool::new(false),
+            evicted: AtomicBool::new(false),
+            close: Notify::new(),
+        };
+        a.last.store(a.now(), Ordering::Relaxed);
+        a
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn at(&self, ms: u64) -> Instant {
+        self.epoch + Duration::from_millis(ms)
+    }
+
+    fn handshaken(&self, protocol: Protocol) {
+        self.http1
+            .store(protocol == Protocol::Http1, Ordering::Relaxed);
+        self.last.store(self.now(), Ordering::Relaxed);
+    }
+
+    fn begin(&self) {
+        self.inflight.fetch_add(1, Ordering::Relaxed);
+        self.head.store(0, Ordering::Relaxed);
+        self.served.store(true, Ordering::Relaxed);
+    }
+
+    fn end(&self) {
+        self.last.store(self.now(), Ordering::Relaxed);
+        self.inflight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Bytes arrived: on an idle HTTP/1.1 connection, the start of a request head. (HTTP/2
+    /// frames arrive on idle connections too: pings, settings.)
+    fn read(&self) {
+        if self.http1.load(Ordering::Relaxed)
+            && self.inflight.load(Ordering::Relaxed) == 0
+            && self.head.load(Ordering::Relaxed) == 0
+        {
+            self.head.store(self.now() + 1, Ordering::Relaxed);
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.inflight.load(Ordering::Relaxed) == 0
+    }
+
+    /// When the connection times out as it stands, and why; `None` while a request is in
+    /// flight.
+    fn deadline(&self, limits: &ConnLimits) -> Option<(Instant, &'static str)> {
+        if !self.idle() {
+            return None;
+        }
+        let head = self.head.load(Ordering::Relaxed);
+        let last = self.at(self.last.load(Ordering::Relaxed));
+        Some(if head != 0 {
+            (
+                self.at(head - 1) + limits.client_timeout,
+                "request head not received in time",
+            )
+        } else if !self.served.load(Ordering::Relaxed) {
+            (last + limits.client_timeout, "no request in time")
+        } else {
+            (last + limits.idle_timeout, "idle")
+        })
+    }
+
+    /// When to look again: the deadline, or sooner (a request head may start meanwhile).
+    fn next_check(&self, limits: &ConnLimits) -> Instant {
+        let soon = Instant::now() + limits.client_timeout.min(limits.idle_timeout);
+        self.deadline(limits).map_or(soon, |(d, _)| d.min(soon))
+    }
+
+    fn expired(&self, limits: &ConnLimits) -> Option<&'static str> {
+        self.deadline(limits)
+            .filter(|(d, _)| Instant::now() >= *d)
+            .map(|(_, why)| why)
+    }
+}
+
+/// The open connections of a listener, for picking one to close at the cap.
+struct Registry {
+    epoch: Instant,
+    next: AtomicU64,
+    open: Mutex<std::collections::HashMap<u64, Arc<Activity>>>,
+}
+
+/// A connection's place in the registry, given up when it ends.
+struct Entry {
+    registry: Arc<Registry>,
+    id: u64,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.registry.lock().remove(&self.id);
+    }
+}
+
+impl Registry {
+    fn new() -> Registry {
+        Registry {
+            epoch: Instant::now(),
+            next: AtomicU64::new(0),
+            open: Mutex::new(Default::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, Arc<Activity>>> {
+        // A panic while holding the lock leaves a consistent map: keep using it.
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn add(self: &Arc<Self>) -> (Arc<Activity>, Entry) {
+        let activity = Arc::new(Activity::new(self.epoch));
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, activity.clone());
+        (
+            activity,
+            Entry {
+                registry: self.clone(),
+                id,
+            },
+        )
+    }
+
+    /// Asks the connection idle the longest (not asked yet) to close; false when every
+    /// connection has a request in flight.
+    fn evict_one(&self) -> bool {
+        let open = self.lock();
+        let oldest = open
+            .values()
+            .filter(|a| a.idle() && !a.evicted.load(Ordering::Relaxed))
+            .min_by_key(|a| a.last.load(Ordering::Relaxed));
+        match oldest {
+            Some(a) => {
+                a.evicted.store(true, Ordering::Relaxed);
+                a.close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A line at most once a second, with how many were left out.
+#[derive(Debug, Default)]
+pub struct RateLimited {
+    last: Option<Instant>,
+    suppressed: u64,
+}
+
+impl RateLimited {
+    /// `Some(suppressed since the last line)` when a line may be written now.
+    pub fn ready(&mut self, now: Instant) -> Option<u64> {
+        if self
+            .last
+            .is_some_and(|l| now.duration_since(l) < Duration::from_secs(1))
+        {
+            self.suppressed += 1;
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.suppressed))
+    }
+}
+
+/// The pause after each failed accept: 10 ms, doubling up to 1 s; reset by a success.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    pause: Option<Duration>,
+}
+
+impl Backoff {
+    pub fn failed(&mut self) -> Duration {
+        let next = self
+            .pause
+            .map_or(FIRST_PAUSE, |p| (p * 2).min(LONGEST_PAUSE));
+        self.pause = Some(next);
+        next
+    }
+
+    pub fn succeeded(&mut self) {
+        self.pause = None;
+    }
+}
+
+/// Serves `app` on the connections of `listener`, each set up by `handshake` (TLS, or none),
+/// until `shutdown` turns true; then stops accepting, asks every connection to finish and
+/// waits for them (up to the drain timeout). `name` names the listener in logs.
+pub async fn serve<H, F, S>(
+    listener: TcpListener,
+    handshake: H,
+    app: Router,
+    limits: ConnLimits,
+    name: &'static str,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    H: Fn(TcpStream) -> F + Send + Sync + 'static,
+    F: Future<Output = io::Result<(S, Protocol)>> + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let handshake = Arc::new(handshake);
+    let max = limits.max_connections.clamp(1, u32::MAX as usize);
+    let slots = Arc::new(Semaphore::new(max));
+    let registry = Arc::new(Registry::new());
+    let mut backoff = Backoff::default();
+    let mut error_log = RateLimited::default();
+    let mut cap_log = RateLimited::default();
+    'accept: loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            // At the cap: accept nothing until a connection ends, and ask the one idle the
+            // longest to end (one more every EVICT_EVERY while none has).
+            Err(_) => loop {
+                let evicted = registry.evict_one();
+                if let Some(suppressed) = cap_log.ready(Instant::now()) {
+                    tracing::warn!(
+                        listener = name,
+                        max_connections = max,
+                        evicted,
+                        suppressed,
+                        "connection limit reached; closing the connection idle the longest"
+                    );
+                }
+                tokio::select! {
+                    p = slots.clone().acquire_owned() => match p {
+                        Ok(p) => break p,
+                        Err(_) => break 'accept,
+                    },
+                    _ = tokio::time::sleep(EVICT_EVERY) => {}
+                    _ = shutdown.changed() => break 'accept,
+                }
+            },
+        };
+        let (tcp, peer) = tokio::select! {
+            _ = shutdown.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => {
+                    backoff.succeeded();
+                    a
+                }
+                Err(e) => {
+                    // Out of descriptors (EMFILE, ENFILE) or memory: retrying at once would
+                    // spin. Pause, and log once a second at most.
+                    let pause = backoff.failed();
+                    if let Some(suppressed) = error_log.ready(Instant::now()) {
+                        tracing::warn!(listener = name, error = %e, ?pause, suppressed, "accept failed");
+                    }
+                    drop(permit);
+                    tokio::select! {
+                        _ = shutdown.changed() => break,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                    continue;
+                }
+            },
+        };
+        // Without this, Nagle's algorithm holds back the last segment of a TLS flight until
+        // the client's delayed ACK (40 ms): every new connection's first answer would wait.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+        }
+        let (activity, entry) = registry.add();
+        tokio::spawn(connection(
+            tcp,
+            peer,
+            handshake.clone(),
+            app.clone(),
+            limits.clone(),
+            activity,
+            (entry, permit),
+            shutdown.clone(),
+        ));
+    }
+    drop(listener);
+    // Every connection saw the shutdown and finishes; each gives its slot back as it ends.
+    let all = u32::try_from(max).unwrap_or(u32::MAX);
+    if tokio::time::timeout(limits.drain_timeout, slots.acquire_many(all))
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            listener = name,
+            "shutdown: in-flight requests did not finish in time"
+        );
+    }
+}
+
+/// One connection: the handshake, then HTTP until it ends or the watchdog ends it. `slot` is
+/// held until then.
+#[allow(clippy::too_many_arguments)]
+async fn connection<H, F, S>(
+    tcp: TcpStream,
+    peer: std::net::SocketAddr,
+    handshake: Arc<H>,
+    app: Router,
+    limits: ConnLimits,
+    activity: Arc<Activity>,
+    slot: (Entry, OwnedSemaphorePermit),
+    mut shutdown: watch::Receiver<bool>,
+) where
+    H: Fn(TcpStream) -> F + Send + Sync + 'static,
+    F: Future<Output = io::Result<(S, Protocol)>> + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let _slot = slot;
+    let (io, protocol) = tokio::select! {
+        r = tokio::time::timeout(limits.client_timeout, handshake(tcp)) => match r {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "handshake timed out");
+                return;
+            }
+        },
+        _ = activity.close.notified() => return,
+        _ = shutdown.changed() => return,
+    };
+    activity.handshaken(protocol);
+    let io = TokioIo::new(Watched {
+        inner: io,
+        activity: activity.clone(),
+    });
+    let service = Tracked {
+        inner: TowerToHyperService::new(app),
+        activity: activity.clone(),
+    };
+    let result = match protocol {
+        Protocol::Http1 => {
+            // The watchdog times request heads: hyper's own header timer would also run
+            // between requests and cut keep-alive at the client timeout.
+            let conn = hyper::server::conn::http1::Builder::new()
+                .header_read_timeout(None)
+                .serve_connection(io, service);
+            drive(
+                conn,
+                |c| c.graceful_shutdown(),
+                &activity,
+                &limits,
+                &mut shutdown,
+            )
+            .await
+        }
+        Protocol::Http2 => {
+            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .keep_alive_interval(Some(H2_PING))
+                .serve_connection(io, service);
+            drive(
+                conn,
+                |c| c.graceful_shutdown(),
+                &activity,
+                &limits,
+                &mut shutdown,
+            )
+            .await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+/// Runs `conn` until it ends, or until the watchdog, the cap or the shutdown ends it: then
+/// gracefully, and forcibly (dropped) if it has not ended in time.
+async fn drive<C, E>(
+    conn: C,
+    graceful: impl FnOnce(Pin<&mut C>),
+    activity: &Activity,
+    limits: &ConnLimits,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Result<(), E>
+where
+    C: Future<Output = Result<(), E>>,
+{
+    let mut conn = std::pin::pin!(conn);
+    let (why, grace) = loop {
+        let wake = activity.next_check(limits);
+        tokio::select! {
+            r = conn.as_mut() => return r,
+            _ = tokio::time::sleep_until(wake.into()) => {
+                if let Some(why) = activity.expired(limits) {
+                    break (why, limits.client_timeout);
+                }
+            }
+            _ = activity.close.notified() => break ("connection limit", limits.client_timeout),
+            _ = shutdown.changed() => break ("shutting down", limits.drain_timeout),
+        }
+    };
+    tracing::debug!(why, "closing connection");
+    graceful(conn.as_mut());
+    tokio::time::timeout(grace, conn).await.unwrap_or(Ok(()))
+}
+
+/// The connection's stream, telling the watchdog when bytes arrive.
+struct Watched<S> {
+    inner: S,
+    activity: Arc<Activity>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            this.activity.read();
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// The service, counting requests in flight for the watchdog.
+struct Tracked<S> {
+    inner: S,
+    activity: Arc<Activity>,
+}
+
+/// A request in flight, until its answer is produced (or it is dropped).
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn new(activity: &Arc<Activity>) -> Busy {
+        activity.begin();
+        Busy(activity.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
+impl<S, R> hyper::service::Service<R> for Tracked<S>
+where
+    S: hyper::service::Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = TrackedFuture<S::Future>;
+
+    fn call(&self, req: R) -> Self::Future {
+        TrackedFuture {
+            busy: Busy::new(&self.activity),
+            inner: self.inner.call(req),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    struct TrackedFuture<F> {
+        #[pin]
+        inner: F,
+        busy: Busy,
+    }
+}
+
+impl<F: Future> Future for TrackedFuture<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().inner.poll(cx)
+    }
+}
+
+/// Raises the soft limit on open files to the hard limit (as Go programs do at start), and
+/// returns the soft limit then in force; `None` where it cannot be read.
+pub fn raise_fd_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct it is given, which lives across the call.
+        if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+            return None;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            // SAFETY: setrlimit only reads the struct it is given.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+                lim = raised;
+            }
+        }
+        #[allow(clippy::unnecessary_cast)] // rlim_t is u64 on Linux, not everywhere
+        Some(lim.rlim_cur as u64)
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Descriptors kept for everything but connections: listeners, the runtime, policy and
+/// certificate files, API server clients, standard streams.
+pub const RESERVED_FDS: usize = 64;
+
+/// The connection caps that fit `fd_limit`: the webhook's is lowered (to at least 1) when the
+/// webhook's and the metrics listener's caps and the reserve do not fit.
+pub fn fit_to_fd_limit(webhook: usize, metrics: usize, fd_limit: Option<u64>) -> usize {
+    let Some(limit) = fd_limit.and_then(|l| usize::try_from(l).ok()) else {
+        return webhook;
+    };
+    webhook
+        .min(limit.saturating_sub(RESERVED_FDS + metrics))
+        .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_errors_back_off_and_are_logged_once_a_second() {
+        let mut b = Backoff::default();
+        let pauses: Vec<u64> = (0..9).map(|_| b.failed().as_millis() as u64).collect();
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        b.succeeded();
+        assert_eq!(b.failed(), Duration::from_millis(10));
+
+        let mut log = RateLimited::default();
+        let t = Instant::now();
+        assert_eq!(log.ready(t), Some(0));
+        for ms in 1..1000 {
+            assert_eq!(log.ready(t + Duration::from_millis(ms)), None);
+        }
+        assert_eq!(log.ready(t + Duration::from_millis(1000)), Some(999));
+        assert_eq!(log.ready(t + Duration::from_millis(1001)), None);
+    }
+
+    #[test]
+    fn caps_fit_the_descriptor_limit() {
+        assert_eq!(fit_to_fd_limit(1024, 16, None), 1024);
+        assert_eq!(fit_to_fd_limit(1024, 16, Some(1 << 20)), 1024);
+        assert_eq!(fit_to_fd_limit(1024, 16, Some(128)), 48);
+        assert_eq!(fit_to_fd_limit(1024, 16, Some(10)), 1);
+    }
+
+    #[test]
+    fn the_watchdog_times_heads_first_requests_and_idleness() {
+        let limits = ConnLimits {
+            max_connections: 1,
+            idle_timeout: Duration::from_secs(100),
+            client_timeout: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(1),
+        };
+        let a = Activity::new(Instant::now());
+        a.handshaken(Protocol::Http1);
+        let start = a.at(a.last.load(Ordering::Relaxed));
+        assert_eq!(
+            a.deadline(&limits),
+            Some((start + limits.client_timeout, "no request in time"))
+        );
+        a.begin();
+        assert_eq!(a.deadline(&limits), None);
+        a.read(); // the body of a request in flight
+        a.end();
+        let last = a.at(a.last.load(Ordering::Relaxed));
+        assert_eq!(
+            a.deadline(&limits),
+            Some((last + limits.idle_timeout, "idle"))
+        );
+        a.read(); // the next request's head starts
+        let head = a.at(a.head.load(Ordering::Relaxed) - 1);
+        assert_eq!(
+            a.deadline(&limits),
+            Some((
+                head + limits.client_timeout,
+                "request head not received in time"
+            ))
+        );
+        // HTTP/2 frames on an idle connection are not request heads.
+        let h2 = Activity::new(Instant::now());
+        h2.handshaken(Protocol::Http2);
+        h2.begin();
+        h2.end();
+        h2.read();
+        assert_eq!(h2.deadline(&limits).map(|(_, why)| why), Some("idle"));
+    }
+
+    #[test]
+    fn at_the_cap_the_longest_idle_connection_is_asked_to_close() {
+        let r = Arc::new(Registry::new());
+        let (busy, _e1) = r.add();
+        std::thread::sleep(Duration::from_millis(5));
+        let (old, _e2) = r.add();
+        std::thread::sleep(Duration::from_millis(5));
+        let (young, _e3) = r.add();
+        busy.begin();
+        assert!(r.evict_one());
+        assert!(old.evicted.load(Ordering::Relaxed));
+        assert!(!young.evicted.load(Ordering::Relaxed));
+        assert!(r.evict_one());
+        assert!(young.evicted.load(Ordering::Relaxed));
+        assert!(
+            !r.evict_one(),
+            "a connection with a request in flight stays"
+        );
+        drop(_e2);
+        assert_eq!(r.lock().len(), 2);
+    }
+}
