@@ -2,9 +2,19 @@
 # celgate: a multi-stage build into a distroless image (no shell, no package manager),
 # running as the non-root user 65532.
 #   docker build -t celgate .
-#   docker run --rm -p 8443:8443 celgate      # the bundled example policies, self-signed
+#   docker run --rm -p 8443:8443 -p 9090:9090 celgate   # the bundled example policies,
+#                                                        # self-signed; metrics on :9090
+# For a cluster, push it and name it to the chart (charts/celgate/README.md):
+#   docker build -t REGISTRY/celgate:0.1.0 . && docker push REGISTRY/celgate:0.1.0
+#
+# Both base images are pinned by the digest of their multi-platform index, so a rebuild starts
+# from the same bytes; the tag beside the digest only says what it was. To update one, read the
+# tag's current index digest and replace the digest here, e.g.:
+#   docker buildx imagetools inspect rust:1.95-bookworm            # the "Digest:" line
+#   docker buildx imagetools inspect gcr.io/distroless/cc-debian12:nonroot
+# (or `crane digest IMAGE:TAG`, or `skopeo inspect --raw docker://IMAGE:TAG | sha256sum`).
 
-FROM rust:1.95-bookworm AS build
+FROM rust:1.95-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1 AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
@@ -19,7 +29,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release --locked --bin celgate \
     && install -D target/release/celgate /out/celgate
 
-FROM gcr.io/distroless/cc-debian12:nonroot
+FROM gcr.io/distroless/cc-debian12:nonroot@sha256:9dac0a79194e45a7da0158a9c6da57b217585af0786db3845d1f0ec1a0dd182f
 COPY --from=build /out/celgate /usr/local/bin/celgate
 COPY examples/policies /etc/celgate/policies
 USER 65532:65532

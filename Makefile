@@ -9,7 +9,8 @@ test:
 	cargo test --all-targets
 	bash .ci/chart-test
 
-# Re-render deploy/celgate.yaml from the chart.
+# Regenerate deploy/celgate.yaml (the chart rendered) and charts/celgate/README.md (from
+# values.yaml's comments: .ci/chart_readme.py), then run the chart check.
 chart:
 	bash .ci/chart-test --write
 

@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
 """Renders and lints charts/celgate with its default values and with each certificate mode,
 validates every rendered object against the Kubernetes schemas (oldest and newest supported
-minor), checks the properties the chart promises, and checks that deploy/celgate.yaml is the
-chart's current rendering.
+minor), checks the properties the chart promises (among them: no render without
+image.repository, the webhook fail-open until celgate is seen ready, namespace-scoped param
+Roles), and checks that deploy/celgate.yaml and charts/celgate/README.md are current.
 
     python3 .ci/chart-check.py            # check (CI)
-    python3 .ci/chart-check.py --write    # re-render deploy/celgate.yaml
+    python3 .ci/chart-check.py --write    # regenerate deploy/celgate.yaml and the chart README
 
 Needs helm-python-sdk (Helm's Go SDK, no helm binary) and kubernetes-validate from PyPI.
 """
 
 import copy
 import pathlib
+import shutil
 import sys
+import tempfile
 
 import helm_python as helm
 import kubernetes_validate
 import yaml
+
+import chart_readme
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "celgate"
@@ -31,6 +36,9 @@ CRD_REQUIRED = {
     ("cert-manager.io/v1", "Certificate"): ["secretName", "issuerRef"],
     ("monitoring.coreos.com/v1", "ServiceMonitor"): ["selector"],
 }
+
+# Every rendering names an image: the chart has no default (celgate publishes none).
+IMAGE = {"image": {"repository": "registry.example.com/celgate"}}
 
 VARIANTS = {
     "default": {},
@@ -53,18 +61,36 @@ VARIANTS = {
         "networkPolicy": {"enabled": True, "apiServerCIDRs": ["10.0.0.1/32"]},
         "celgate": {"events": False, "k8sVersion": "1.33"},
         "rbac": {"paramResources": [{"apiGroups": ["policy.example.com"], "resources": ["limits"]}]},
+        "webhook": {"failOpenUntilReady": False},
+    },
+    "namespaced-params": {
+        "rbac": {
+            "paramResources": [
+                {"apiGroups": [""], "resources": ["configmaps"], "namespaces": ["team-a", "team-b"]},
+                {"apiGroups": ["policy.example.com"], "resources": ["limits"]},
+                {"apiGroups": ["policy.example.com"], "resources": ["quotas"], "namespaces": ["team-a"]},
+            ]
+        }
     },
 }
 
-# Values the schema must refuse.
+# Values the schema or the templates must refuse, with a text the error must hold.
+SCHEMA = "don't meet the specifications of the schema"
 INVALID = {
-    "failurePolicy": {"webhook": {"failurePolicy": "Sometimes"}},
-    "timeout": {"webhook": {"timeoutSeconds": 60}},
-    "unknown key": {"webhok": {}},
-    "certificate mode": {"certificates": {"mode": "selfmade"}},
+    "failurePolicy": ({"webhook": {"failurePolicy": "Sometimes"}}, SCHEMA),
+    "failOpenUntilReady": ({"webhook": {"failOpenUntilReady": "yes"}}, SCHEMA),
+    "timeout": ({"webhook": {"timeoutSeconds": 60}}, SCHEMA),
+    "unknown key": ({"webhok": {}}, SCHEMA),
+    "certificate mode": ({"certificates": {"mode": "selfmade"}}, SCHEMA),
+    "param namespace name": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": ["configmaps"], "namespaces": ["Team_A"]}]}}, SCHEMA),
+    "param entry without resources": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": []}]}}, SCHEMA),
 }
+# A render without image.repository is refused with the commands that make an image.
+NO_IMAGE_HINT = ["image.repository is required", "docker build -t REGISTRY/celgate:0.1.0 .",
+                 "docker push REGISTRY/celgate:0.1.0", "--set image.repository=REGISTRY/celgate"]
 
 failures = []
+passed = []
 
 
 def fail(message):
@@ -72,8 +98,20 @@ def fail(message):
     print(f"FAIL {message}")
 
 
-def render(values):
-    chart = helm.Chart.load(str(CHART))
+def ok(message):
+    passed.append(message)
+    print(f"ok   {message}")
+
+
+def with_image(values):
+    merged = copy.deepcopy(values)
+    merged.setdefault("image", {}).setdefault("repository", IMAGE["image"]["repository"])
+    return merged
+
+
+def render(values, chart_dir=CHART):
+    """The rendered objects as one YAML text, the objects, and the NOTES."""
+    chart = helm.Chart.load(str(chart_dir))
     manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
     text = "".join(
         f"---\n# Source: {path}\n{body.strip()}\n"
@@ -81,7 +119,8 @@ def render(values):
         if body.strip() and not path.endswith("NOTES.txt")
     )
     objects = [o for o in yaml.safe_load_all(text) if o]
-    return text, objects
+    notes = "".join(body for path, body in manifests.items() if path.endswith("NOTES.txt"))
+    return text, objects, notes
 
 
 def validate(variant, obj):
@@ -120,7 +159,11 @@ def check_promises(variant, objects):
     excluded = w["namespaceSelector"]["matchExpressions"][0]
     if excluded["operator"] != "NotIn" or not {"kube-system", NAMESPACE} <= set(excluded["values"]):
         fail(f"{variant}: kube-system and the release namespace must be excluded: {excluded}")
-    if w["failurePolicy"] != "Fail" or w["matchPolicy"] != "Equivalent" or w["timeoutSeconds"] != 5:
+    # No cluster to look celgate's Deployment up in: fail-open, unless told otherwise.
+    fail_open = variant_values(variant).get("webhook", {}).get("failOpenUntilReady", True)
+    if w["failurePolicy"] != ("Ignore" if fail_open else "Fail"):
+        fail(f"{variant}: failurePolicy {w['failurePolicy']} before celgate is seen ready")
+    if w["matchPolicy"] != "Equivalent" or w["timeoutSeconds"] != 5:
         fail(f"{variant}: webhook defaults changed: {w}")
     conditions = {c["name"] for c in w.get("matchConditions", [])}
     if not {"not-an-auth-review", "not-a-lease", "not-a-node-heartbeat"} <= conditions:
@@ -157,61 +200,191 @@ def check_promises(variant, objects):
         fail(f"{variant}: anti-affinity expected")
     if find(objects, "PodDisruptionBudget") is None:
         fail(f"{variant}: PodDisruptionBudget expected")
+    if c["image"] != f"{IMAGE['image']['repository']}:0.1.0":
+        fail(f"{variant}: image {c['image']}")
     role = find(objects, "ClusterRole")
     verbs = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
     if any(v - {"get", "list", "watch"} for k, v in verbs.items() if k[0] != ("authorization.k8s.io",)):
         fail(f"{variant}: the ClusterRole may only read, besides SubjectAccessReviews: {verbs}")
+    check_params(variant, objects, verbs)
     for kind in ["HorizontalPodAutoscaler", "ServiceMonitor", "NetworkPolicy"]:
         if (find(objects, kind) is not None) != autoscaled:
             fail(f"{variant}: {kind} is optional and off by default")
+
+
+def check_params(variant, objects, cluster_verbs):
+    """Each rbac.paramResources entry is read access: cluster-wide without namespaces, else a
+    Role bound to celgate's service account in each namespace and nothing cluster-wide."""
+    entries = variant_values(variant).get("rbac", {}).get(
+        "paramResources", [{"apiGroups": [""], "resources": ["configmaps"]}]
+    )
+    wanted = {}  # namespace ("" for cluster-wide) -> {(apiGroups, resources)}
+    for e in entries:
+        for ns in e.get("namespaces") or [""]:
+            wanted.setdefault(ns, set()).add((tuple(e["apiGroups"]), tuple(e["resources"])))
+    granted = {k for k in cluster_verbs if k[0] not in [("admissionregistration.k8s.io",), ("authorization.k8s.io",)]}
+    granted.discard((("",), ("namespaces",)))
+    if granted != wanted.get("", set()):
+        fail(f"{variant}: ClusterRole param rules {granted}, expected {wanted.get('', set())}")
+    roles = {
+        o["metadata"]["namespace"]: o
+        for o in objects
+        if o["kind"] == "Role" and o["metadata"]["name"] == f"{RELEASE}-params"
+    }
+    bindings = {
+        o["metadata"]["namespace"]: o
+        for o in objects
+        if o["kind"] == "RoleBinding" and o["metadata"]["name"] == f"{RELEASE}-params"
+    }
+    namespaced = {ns for ns in wanted if ns}
+    if set(roles) != namespaced or set(bindings) != namespaced:
+        fail(f"{variant}: param Roles in {sorted(roles)}, bindings in {sorted(bindings)}, expected {sorted(namespaced)}")
+        return
+    for ns in namespaced:
+        rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in roles[ns]["rules"]}
+        if set(rules) != wanted[ns] or any(v != {"get", "list", "watch"} for v in rules.values()):
+            fail(f"{variant}: param Role in {ns} grants {rules}, expected read access to {wanted[ns]}")
+        b = bindings[ns]
+        subject = b["subjects"][0]
+        if b["roleRef"]["name"] != f"{RELEASE}-params" or (subject["name"], subject["namespace"]) != (RELEASE, NAMESPACE):
+            fail(f"{variant}: param RoleBinding in {ns} must bind the Role to celgate's service account: {b}")
+
+
+def check_fail_open():
+    """The webhook's failurePolicy follows celgate's Deployment as the chart's lookup sees
+    it. The SDK's lookup answers nothing (no cluster), so the cluster's answer is put in
+    place of the lookup in a copy of the chart."""
+    lookup = '{{- $dep := lookup "apps/v1" "Deployment" .Release.Namespace (include "celgate.fullname" .) }}'
+    cases = [
+        ("no Deployment (first install)", "{{- $dep := dict }}", {}, "Ignore"),
+        ("no replica available", '{{- $dep := dict "status" (dict "replicas" 2) }}', {}, "Ignore"),
+        ("a replica available", '{{- $dep := dict "status" (dict "availableReplicas" 1) }}', {}, "Fail"),
+        ("available, failurePolicy Ignore", '{{- $dep := dict "status" (dict "availableReplicas" 2) }}',
+         {"webhook": {"failurePolicy": "Ignore"}}, "Ignore"),
+        ("unavailable, failOpenUntilReady false", "{{- $dep := dict }}",
+         {"webhook": {"failOpenUntilReady": False}}, "Fail"),
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = pathlib.Path(tmp) / "celgate"
+        shutil.copytree(CHART, chart)
+        helpers = chart / "templates" / "_helpers.tpl"
+        original = helpers.read_text()
+        if original.count(lookup) != 1:
+            fail("fail-open: the Deployment lookup in _helpers.tpl changed; update this check")
+            return
+        for what, answer, values, expected in cases:
+            helpers.write_text(original.replace(lookup, answer))
+            try:
+                _, objects, notes = render(with_image(values), chart)
+            except helm.HelmError as e:
+                fail(f"fail-open: {what}: not rendered: {e}")
+                continue
+            policy = find(objects, "ValidatingWebhookConfiguration")["webhooks"][0]["failurePolicy"]
+            wanted = values.get("webhook", {}).get("failurePolicy", "Fail")
+            hinted = "--reuse-values" in notes
+            if policy != expected or hinted != (policy != wanted):
+                fail(f"fail-open: {what}: failurePolicy {policy} (expected {expected}), arming hint in NOTES: {hinted}")
+            else:
+                ok(f"fail-open: {what}: failurePolicy {policy}")
 
 
 def variant_values(variant):
     return VARIANTS[variant]
 
 
+NAMESPACE_OBJECT = f"""---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: {NAMESPACE}
+"""
+
+DEPLOY_HEADER = f"""\
+# celgate: plain manifests rendered from charts/celgate by `make chart` (release "{RELEASE}" in
+# namespace "{NAMESPACE}", created here) with the chart's default values, except:
+#   certificates.mode=certManager: the serving certificate is issued by cert-manager in the
+#     cluster (install cert-manager first), never committed;
+#   image.repository={IMAGE["image"]["repository"]}: celgate publishes no image; use yours.
+# The webhook is registered with failurePolicy Ignore (the chart's webhook.failOpenUntilReady),
+# so that pods that never become ready cannot refuse every write; arm it once they are ready.
+# Apply:
+#   docker build -t REGISTRY/celgate:0.1.0 . && docker push REGISTRY/celgate:0.1.0
+#   sed 's|{IMAGE["image"]["repository"]}:|REGISTRY/celgate:|' deploy/celgate.yaml | kubectl apply -f -
+#   kubectl -n {NAMESPACE} rollout status deployment/{RELEASE}
+#   kubectl patch validatingwebhookconfiguration {RELEASE} --type=json \\
+#     -p '[{{"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Fail"}}]'
+# Remove the webhook first, so that no request waits on pods that are going away:
+#   kubectl delete validatingwebhookconfiguration {RELEASE} && kubectl delete -f deploy/celgate.yaml
+"""
+
+
+def check_rendering(variant, values):
+    before = len(failures)
+    report = helm.lint(str(CHART), with_image(values), strict=True, namespace=NAMESPACE)
+    problems = [m for m in report.get("messages", []) if m.get("severity", 0) >= 2] + [
+        {"error": e} for e in report.get("errors", []) or []
+    ]
+    for m in problems:
+        fail(f"{variant}: lint: {m.get('path', '')} {m['error']}")
+    try:
+        _, objects, _ = render(with_image(values))
+    except helm.HelmError as e:
+        fail(f"{variant}: not rendered: {e}")
+        return
+    for obj in objects:
+        validate(variant, obj)
+    check_promises(variant, objects)
+    if len(failures) == before:
+        ok(f"{variant}: {len(objects)} objects rendered, linted and validated")
+
+
+def check_refused(what, values, needles):
+    try:
+        render(values)
+        fail(f"invalid values accepted: {what}")
+        return
+    except helm.HelmError as e:
+        message = str(e)
+    missing = [n for n in needles if n not in message]
+    if missing:
+        fail(f"{what}: refused, but the error lacks {missing}: {message}")
+    else:
+        ok(f"invalid values refused: {what}")
+
+
+def check_generated(path, text, write):
+    if write:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path.relative_to(ROOT)}")
+    elif not path.exists() or path.read_text() != text:
+        fail(f"{path.relative_to(ROOT)} is not current: run make chart")
+    else:
+        ok(f"{path.relative_to(ROOT)} is current")
+
+
 def main():
     write = "--write" in sys.argv[1:]
     for variant, values in VARIANTS.items():
-        before = len(failures)
-        report = helm.lint(str(CHART), copy.deepcopy(values), strict=True, namespace=NAMESPACE)
-        problems = [m for m in report.get("messages", []) if m.get("severity", 0) >= 2] + [
-            {"error": e} for e in report.get("errors", []) or []
-        ]
-        for m in problems:
-            fail(f"{variant}: lint: {m.get('path', '')} {m['error']}")
-        _, objects = render(copy.deepcopy(values))
-        for obj in objects:
-            validate(variant, obj)
-        check_promises(variant, objects)
-        if len(failures) == before:
-            print(f"ok   {variant}: {len(objects)} objects rendered, linted and validated")
-    for what, values in INVALID.items():
-        try:
-            render(values)
-            fail(f"invalid values accepted: {what}")
-        except helm.HelmError:
-            print(f"ok   invalid values refused: {what}")
+        check_rendering(variant, values)
+    check_fail_open()
+    for what, (values, needle) in INVALID.items():
+        check_refused(what, with_image(values), [needle])
+    check_refused("no image.repository", {}, NO_IMAGE_HINT)
+    check_refused("empty image.repository", {"image": {"repository": ""}}, NO_IMAGE_HINT)
     # The plain manifests: default values, with certificates from cert-manager, because a
     # committed rendering of mode "generated" would hand every user the same private key.
-    text, _ = render(VARIANTS["cert-manager"])
-    header = (
-        "# celgate: plain manifests rendered from charts/celgate (release \"celgate\" in namespace\n"
-        "# \"celgate-system\") with default values, except certificates.mode=certManager: the serving\n"
-        "# certificate is issued by cert-manager in the cluster, never committed. Create the\n"
-        "# namespace first. Regenerate with: python3 .ci/chart-check.py --write\n"
-    )
-    rendered = header + text
-    if write:
-        DEPLOY.parent.mkdir(exist_ok=True)
-        DEPLOY.write_text(rendered)
-        print(f"wrote {DEPLOY.relative_to(ROOT)}")
-    elif not DEPLOY.exists() or DEPLOY.read_text() != rendered:
-        fail("deploy/celgate.yaml is not the chart's current rendering: run python3 .ci/chart-check.py --write")
+    text, _, _ = render(with_image(VARIANTS["cert-manager"]))
+    validate("deploy/celgate.yaml", yaml.safe_load(NAMESPACE_OBJECT))
+    check_generated(DEPLOY, DEPLOY_HEADER + NAMESPACE_OBJECT + text, write)
+    readme, undescribed = chart_readme.render()
+    if undescribed:
+        fail("values without a comment in values.yaml (the README describes every value): " + ", ".join(undescribed))
+    check_generated(chart_readme.README, readme, write)
+    # The plain closing line CI reads as the check's count.
+    print(f"chart-check: {len(passed)} passed, {len(failures)} failed")
     if failures:
-        print(f"chart check: {len(failures)} failure(s)")
         sys.exit(1)
-    print("chart check: all renderings linted and valid")
 
 
 if __name__ == "__main__":

@@ -46,3 +46,29 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- $svc := include "celgate.fullname" . -}}
 {{- list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) (printf "%s.%s.svc.cluster.local" $svc .Release.Namespace) | toJson }}
 {{- end }}
+
+{{/* The image, which must be given: celgate publishes none yet. */}}
+{{- define "celgate.image" -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion }}
+{{- $hint := printf `image.repository is required: celgate publishes no image yet. Build and push one from the repository's Dockerfile, then install with it:
+  docker build -t REGISTRY/celgate:%s .
+  docker push REGISTRY/celgate:%s
+  helm install celgate charts/celgate --namespace celgate-system --create-namespace --set image.repository=REGISTRY/celgate` $tag $tag }}
+{{- printf "%s:%s" (required $hint .Values.image.repository) $tag }}
+{{- end }}
+
+{{/*
+"true" once celgate has been seen ready: its Deployment, as the cluster has it when the chart
+is rendered, has an available replica (ready through /readyz, which needs the first complete
+snapshot). Empty on a first install, and wherever the chart is rendered without a cluster
+(helm template, --dry-run), where lookup answers nothing.
+*/}}
+{{- define "celgate.rolledOut" -}}
+{{- $dep := lookup "apps/v1" "Deployment" .Release.Namespace (include "celgate.fullname" .) }}
+{{- if and $dep $dep.status (gt (int ($dep.status.availableReplicas | default 0)) 0) }}true{{ end }}
+{{- end }}
+
+{{/* The failurePolicy registered now: see webhook.failOpenUntilReady in values.yaml. */}}
+{{- define "celgate.failurePolicy" -}}
+{{- if and .Values.webhook.failOpenUntilReady (not (include "celgate.rolledOut" .)) }}Ignore{{ else }}{{ .Values.webhook.failurePolicy }}{{ end }}
+{{- end }}
