@@ -38,6 +38,9 @@ pub struct Metrics {
     pub bindings: IntGauge,
     pub compile_errors: IntGauge,
     pub source_errors: IntCounter,
+    /// Follows [`crate::admission::validator::contained_panics`] (a process-wide count) each
+    /// time the metrics are read.
+    pub evaluation_panics: IntCounter,
     pub source_reload_refused: IntCounterVec,
     pub snapshot_timestamp: Gauge,
     pub certificate_expiry: Gauge,
@@ -101,6 +104,13 @@ impl Metrics {
         .expect("metric definitions are constants");
         r.register(Box::new(source_errors.clone()))
             .expect("each metric is registered once");
+        let evaluation_panics = IntCounter::new(
+            "celgate_evaluation_panics_total",
+            "Expression evaluations that panicked; each became that expression's CEL error (internal error), handled by its policy's failurePolicy.",
+        )
+        .expect("metric definitions are constants");
+        r.register(Box::new(evaluation_panics.clone()))
+            .expect("each metric is registered once");
         let vec = |name: &str, help: &str, labels: &[&str]| {
             let g = IntGaugeVec::new(Opts::new(name, help), labels)
                 .expect("metric definitions are constants");
@@ -135,6 +145,7 @@ impl Metrics {
             bindings: gauge("celgate_bindings_loaded", "ValidatingAdmissionPolicyBindings of loaded policies in the current snapshot."),
             compile_errors: gauge("celgate_policy_compile_errors", "Expressions of loaded policies that do not compile, and policies or bindings that fail validation."),
             source_errors,
+            evaluation_panics,
             source_reload_refused: counter(&r, "celgate_source_reload_refused_total", "Policy folder states not swapped in, by reason: empty (no policy would be enforced; see --allow-empty-policies), unsettled (files changed while being read); the last good snapshot stays.", &["reason"]),
             snapshot_timestamp: fgauge("celgate_snapshot_timestamp_seconds", "When the current snapshot was built (Unix time); its age is time() minus this."),
             certificate_expiry: fgauge("celgate_certificate_expiry_timestamp_seconds", "When the serving certificate expires (Unix time)."),
@@ -212,6 +223,11 @@ impl Metrics {
 
     /// The text exposition of every metric.
     pub fn encode(&self) -> Vec<u8> {
+        let panics = crate::admission::validator::contained_panics();
+        let counted = self.evaluation_panics.get();
+        if panics > counted {
+            self.evaluation_panics.inc_by(panics - counted);
+        }
         let mut out = Vec::new();
         // Encoding into a Vec cannot fail for well-formed metric families.
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
@@ -234,5 +250,25 @@ pub fn operation_label(operation: &str) -> &'static str {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contained_panics_are_exported() {
+        let metrics = Metrics::new();
+        let r: Result<(), crate::cel::EvalError> =
+            crate::admission::validator::contain("metrics-test", "true", || panic!("boom"));
+        assert!(r.is_err());
+        let text = String::from_utf8(metrics.encode()).unwrap_or_default();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("celgate_evaluation_panics_total "))
+            .unwrap_or_default();
+        let count: u64 = line.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        assert!(count >= 1, "{line:?}");
     }
 }
