@@ -789,7 +789,7 @@ impl DeadlineCheck {
         if self.left == 0 {
             self.left = DEADLINE_EVERY;
             if self.deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(EvalError::Cancelled("operation interrupted".into()));
+                return Err(EvalError::deadline());
             }
         }
         Ok(())

@@ -24,7 +24,7 @@ pub mod value;
 pub mod vap;
 
 pub use env::{Env, Program, NEWEST_MINOR};
-pub use error::{CompileError, EvalError};
+pub use error::{CancelReason, CompileError, EvalError};
 pub use eval::{Activation, Meter, PER_CALL_LIMIT};
 pub use types::Type;
 pub use value::Value;
