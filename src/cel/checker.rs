@@ -9,7 +9,6 @@ use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
 use super::env::{Env, VarKind};
 use super::error::CompileError;
 use super::eval::{Callee, Comprehension as CNode, Evaluator, Meter, Node, RegexOp};
-use super::functions;
 use super::json::Key;
 use super::library::{functions as table, Function, Overload};
 use super::types::{join, Bindings, Type};
@@ -594,7 +593,7 @@ impl<'e> Checker<'e> {
             return Ok(None);
         };
         let pattern = p.as_str().to_string();
-        let re = match functions::compile_regex(&pattern) {
+        let re = match super::regex::compile_regex(&pattern) {
             Ok(re) => re,
             Err(err) if op == RegexOp::Matches => {
                 return Err(self.err(e, format!("invalid matches argument: {}", err.message())));

@@ -15,6 +15,7 @@ use super::error::EvalError;
 use super::ext;
 use super::json::Key;
 use super::library::{Function, Overload};
+use super::regex::Regex;
 use super::types::Type;
 use super::value::{List, Map, OwnedMap, Str, Value};
 
@@ -58,7 +59,7 @@ pub enum Node {
     Regex {
         op: RegexOp,
         args: Box<[Node]>,
-        re: Arc<regex::Regex>,
+        re: Arc<Regex>,
         pattern_size: u64,
     },
     List {
@@ -453,7 +454,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         (overload.imp)(vals)
     }
 
-    fn regex(&mut self, op: RegexOp, args: &[Node], re: &regex::Regex, pattern_size: u64) -> R<'a> {
+    fn regex(&mut self, op: RegexOp, args: &[Node], re: &Regex, pattern_size: u64) -> R<'a> {
         let target = self.eval(&args[0])?;
         let limit = match args.get(2) {
             Some(n) => Some(self.eval(n)?),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::error::EvalError;
 use super::functions::{format_double, format_duration, int_arg, list_arg, str_arg, R};
+use super::regex::Regex;
 use super::value::Value;
 
 fn index_error(i: i64) -> EvalError {
@@ -746,11 +747,11 @@ pub fn regex_error(e: EvalError) -> EvalError {
     EvalError::new(format!("Illegal regex: {}", e.message()))
 }
 
-pub fn find_with<'a>(re: &regex::Regex, s: &str) -> Value<'a> {
-    Value::string(re.find(s).map_or("", |m| m.as_str()))
+pub fn find_with<'a>(re: &Regex, s: &str) -> Value<'a> {
+    Value::string(re.find(s).and_then(|m| s.get(m.range())).unwrap_or(""))
 }
 
-pub fn find_all_with<'a>(re: &regex::Regex, s: &str, n: i64) -> Value<'a> {
+pub fn find_all_with<'a>(re: &Regex, s: &str, n: i64) -> Value<'a> {
     if n == 0 {
         return Value::list(Vec::new());
     }
@@ -758,18 +759,18 @@ pub fn find_all_with<'a>(re: &regex::Regex, s: &str, n: i64) -> Value<'a> {
     Value::list(
         re.find_iter(s)
             .take(limit)
-            .map(|m| Value::string(m.as_str()))
+            .map(|m| Value::string(s.get(m.range()).unwrap_or("")))
             .collect(),
     )
 }
 
 pub fn find<'a>(a: &[Value<'a>]) -> R<'a> {
-    let re = super::functions::compile_regex(str_arg(&a[1])?).map_err(regex_error)?;
+    let re = super::regex::compile_regex(str_arg(&a[1])?).map_err(regex_error)?;
     Ok(find_with(&re, str_arg(&a[0])?))
 }
 
 pub fn find_all<'a>(a: &[Value<'a>]) -> R<'a> {
-    let re = super::functions::compile_regex(str_arg(&a[1])?).map_err(regex_error)?;
+    let re = super::regex::compile_regex(str_arg(&a[1])?).map_err(regex_error)?;
     let n = match a.get(2) {
         Some(v) => int_arg(v)?,
         None => -1,
@@ -834,7 +835,7 @@ mod tests {
 
     #[test]
     fn find_all_keeps_empty_matches() {
-        let re = regex::Regex::new("[0-9]*").unwrap();
+        let re = super::super::regex::compile_regex("[0-9]*").unwrap();
         let Value::List(l) = find_all_with(&re, "1, 2", -1) else {
             panic!()
         };

@@ -220,54 +220,8 @@ pub fn ends_with<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Bool(str_arg(&a[0])?.ends_with(str_arg(&a[1])?)))
 }
 
-/// Compiles a pattern with RE2 semantics (Rust's `regex` is RE2-compatible). A syntax error
-/// reads as Go's `regexp` error: ``error parsing regexp: missing closing ): `(x` ``.
-pub fn compile_regex(pattern: &str) -> Result<regex::Regex, EvalError> {
-    regex::Regex::new(pattern).map_err(|e| EvalError::new(go_regex_error(pattern, &e)))
-}
-
-/// Go's wording for a pattern that does not compile: its `regexp/syntax` error code and the
-/// fragment it blames.
-fn go_regex_error(pattern: &str, e: &regex::Error) -> String {
-    use regex_syntax::ast::ErrorKind as K;
-    let Err(ast) = regex_syntax::ast::parse::Parser::new().parse(pattern) else {
-        return format!(
-            "error parsing regexp: {}",
-            e.to_string().lines().last().unwrap_or("invalid")
-        );
-    };
-    let span = ast.span();
-    let fragment = pattern
-        .get(span.start.offset..span.end.offset)
-        .unwrap_or(pattern);
-    let from_start = pattern.get(span.start.offset..).unwrap_or(pattern);
-    let (code, expr) = match ast.kind() {
-        K::GroupUnclosed => ("missing closing )", pattern),
-        K::GroupUnopened => ("unexpected )", pattern),
-        K::ClassUnclosed => ("missing closing ]", from_start),
-        K::ClassRangeInvalid => ("invalid character class range", fragment),
-        K::ClassEscapeInvalid
-        | K::EscapeUnrecognized
-        | K::EscapeHexInvalid
-        | K::EscapeHexEmpty
-        | K::EscapeHexInvalidDigit => ("invalid escape sequence", fragment),
-        K::EscapeUnexpectedEof => ("trailing backslash at end of expression", ""),
-        K::RepetitionMissing => ("missing argument to repetition operator", fragment),
-        K::RepetitionCountInvalid | K::RepetitionCountDecimalEmpty | K::RepetitionCountUnclosed => {
-            ("invalid repeat count", fragment)
-        }
-        K::GroupNameInvalid
-        | K::GroupNameEmpty
-        | K::GroupNameDuplicate { .. }
-        | K::GroupNameUnexpectedEof => ("invalid named capture", fragment),
-        K::NestLimitExceeded(_) => ("expression nests too deeply", pattern),
-        _ => ("invalid or unsupported Perl syntax", fragment),
-    };
-    format!("error parsing regexp: {code}: `{expr}`")
-}
-
 pub fn matches<'a>(a: &[Value<'a>]) -> R<'a> {
-    let re = compile_regex(str_arg(&a[1])?)?;
+    let re = super::regex::compile_regex(str_arg(&a[1])?)?;
     Ok(Value::Bool(re.is_match(str_arg(&a[0])?)))
 }
 

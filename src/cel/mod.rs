@@ -18,6 +18,7 @@ pub mod k8s;
 pub mod lexer;
 pub mod library;
 pub mod parser;
+pub mod regex;
 pub mod time;
 pub mod types;
 pub mod value;
