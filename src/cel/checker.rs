@@ -556,10 +556,7 @@ impl<'e> Checker<'e> {
             matching = candidates.clone();
         }
         let first = matching[0];
-        let imp = if matching
-            .iter()
-            .all(|o| std::ptr::fn_addr_eq(o.imp, first.imp))
-        {
+        let imp = if matching.iter().all(|o| o.imp.same(&first.imp)) {
             Callee::Static(first)
         } else {
             Callee::Dispatch(matching.into_boxed_slice())

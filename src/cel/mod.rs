@@ -26,6 +26,6 @@ pub mod vap;
 
 pub use env::{Env, Program, NEWEST_MINOR};
 pub use error::{CancelReason, CompileError, EvalError};
-pub use eval::{Activation, Meter, PER_CALL_LIMIT};
+pub use eval::{Activation, Meter, DEFAULT_MEMORY_LIMIT, PER_CALL_LIMIT};
 pub use types::Type;
 pub use value::Value;

@@ -1,24 +1,112 @@
 //! Regular expressions as cel-go runs them (Go's `regexp`, RE2 syntax): compiling a pattern
-//! with Go's parse limits and Go's ASCII Perl classes, with Go's error texts.
+//! with Go's parse limits and Go's ASCII Perl classes, Go's error texts, the bounds on a
+//! pattern compiled at run time, and the per-evaluation cache of those patterns.
+//!
+//! A constant pattern is compiled once, when the expression is compiled. A pattern that is a
+//! run-time value (`c.name.matches(object.metadata.annotations.re)`) is compiled during the
+//! evaluation, where its cost is cel-go's (⌈0.1·(1+size(string))⌉ · ⌈0.25·size(pattern)⌉,
+//! charged before compiling) but its time is ours: Rust's automata are built per class
+//! instance, in UTF-8, so `\pL{300}` takes a hundred milliseconds to build, and 200 elements
+//! doing so would run for seconds within the cost limit. Hence, for run-time patterns:
+//! a length bound and an estimate of the compiled size, both checked before the automaton is
+//! built (tens of microseconds), and a cache per evaluation that also keeps failures, so
+//! that each distinct pattern is compiled (or refused) once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use regex_automata::meta;
 use regex_syntax::ast::{self, Ast};
-use regex_syntax::hir::{self, Hir};
+use regex_syntax::hir::{self, Class, Hir, HirKind};
 
 use super::error::EvalError;
+use super::eval::Meter;
 
 /// A compiled pattern.
 pub type Regex = meta::Regex;
+
+/// The longest pattern compiled at run time, in bytes. Parsing is linear but not cheap: up
+/// to about a microsecond per byte for the worst shapes (measured in a release build on a
+/// busy machine), so this keeps a parse to about 15 ms. Far above any pattern a policy
+/// carries in an object or a parameter (an allow-list of 300 registries fits).
+pub const MAX_RUNTIME_PATTERN: usize = 16 << 10;
+
+/// The largest compiled form of a pattern compiled at run time, in estimated automaton
+/// states ([`estimate`]). Building costs 0.1 to 0.5 µs a state (measured as above), so this
+/// keeps one compile to about 10 ms, and a search's worst case (a state set per input byte)
+/// in proportion. `.{0,500}`, `\w{1000}` (ASCII, as in Go) or a 3,000-way alternation of
+/// short words fit; `\pL{10}` (each instance of a large Unicode class is built anew) does
+/// not.
+pub const MAX_RUNTIME_STATES: u64 = 25_000;
 
 /// Go's largest count in `x{n,m}`, which is also the bound on the product of nested counts
 /// (`maxRepeat` of `regexp/syntax`).
 const GO_MAX_REPEAT: u32 = 1000;
 
-/// Compiles a pattern: Go's syntax limits and error texts, with Rust's own size limit for
-/// what the automaton may take.
+/// The bytes a compiled run-time pattern is counted for against the memory ceiling: a fixed
+/// part (the matcher's structures) and a part per estimated state.
+const REGEX_BASE_BYTES: u64 = 4 << 10;
+const REGEX_STATE_BYTES: u64 = 16;
+
+/// Compiles a constant pattern (when the expression is compiled): Go's syntax limits and
+/// error texts, with Rust's own size limit for what the automaton may take.
 pub fn compile_regex(pattern: &str) -> Result<Regex, EvalError> {
     let hir = parse(pattern).map_err(EvalError::new)?;
     build(&hir).map_err(EvalError::new)
+}
+
+/// Compiles a pattern met at run time, refusing one longer than [`MAX_RUNTIME_PATTERN`] or
+/// whose estimated compiled size exceeds [`MAX_RUNTIME_STATES`] before building anything.
+/// Returns the regex and its estimated size in states.
+pub fn compile_runtime_regex(pattern: &str) -> Result<(Regex, u64), EvalError> {
+    if pattern.len() > MAX_RUNTIME_PATTERN {
+        return Err(EvalError::new(too_large()));
+    }
+    let hir = parse(pattern).map_err(EvalError::new)?;
+    let states = estimate(&hir);
+    if states > MAX_RUNTIME_STATES {
+        return Err(EvalError::new(too_large()));
+    }
+    Ok((build(&hir).map_err(EvalError::new)?, states))
+}
+
+/// A pattern's outcome: the matcher, or why it does not compile.
+type Compiled = Result<Arc<Regex>, EvalError>;
+
+/// The patterns compiled at run time during one evaluation, with their outcome: a pattern
+/// met again (the same annotation read for each of 200 containers) is neither compiled nor
+/// refused twice.
+#[derive(Debug, Default)]
+pub struct RegexCache {
+    /// Created on the first run-time pattern: most evaluations have none.
+    map: Option<HashMap<Box<str>, Compiled>>,
+}
+
+impl RegexCache {
+    /// `pattern` compiled: from the cache, or compiled now (after a look at the deadline),
+    /// its size counted against the memory ceiling and [`Meter::regexes_compiled`] counted.
+    pub fn get(&mut self, pattern: &str, meter: &mut Meter) -> Result<Arc<Regex>, EvalError> {
+        if let Some(hit) = self.map.as_ref().and_then(|m| m.get(pattern)) {
+            return hit.clone();
+        }
+        meter.check_deadline()?;
+        meter.regexes_compiled += 1;
+        let (result, bytes) = match compile_runtime_regex(pattern) {
+            Ok((re, states)) => (
+                Ok(Arc::new(re)),
+                REGEX_BASE_BYTES + states.saturating_mul(REGEX_STATE_BYTES),
+            ),
+            Err(e) => {
+                let len = e.message().len() as u64;
+                (Err(e), len)
+            }
+        };
+        meter.alloc(bytes.saturating_add(pattern.len() as u64))?;
+        self.map
+            .get_or_insert_with(HashMap::new)
+            .insert(pattern.into(), result.clone());
+        result
+    }
 }
 
 fn too_large() -> String {
@@ -225,6 +313,41 @@ fn ascii_perl(kind: ast::ClassPerlKind, span: ast::Span) -> ast::ClassSetItem {
     }
 }
 
+/// An estimate of the compiled automaton's size, in states, from the pattern's tree (where
+/// `x{n}` is one node, not n copies): a literal is a state per byte, an ASCII class one per
+/// range, a class with non-ASCII members its UTF-8 sequences' bytes plus a fixed part for
+/// building it (the dominant cost: each instance is built anew), a repetition its operand
+/// times its largest count. Tens of microseconds for any pattern within the length bound.
+pub fn estimate(hir: &Hir) -> u64 {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => 1,
+        HirKind::Literal(l) => l.0.len() as u64,
+        HirKind::Class(Class::Bytes(c)) => c.ranges().len() as u64,
+        HirKind::Class(Class::Unicode(c)) => {
+            if c.ranges().last().is_none_or(|r| r.end().is_ascii()) {
+                return c.ranges().len().max(1) as u64;
+            }
+            let bytes: u64 = c
+                .ranges()
+                .iter()
+                .flat_map(|r| regex_syntax::utf8::Utf8Sequences::new(r.start(), r.end()))
+                .map(|s| s.len() as u64)
+                .sum();
+            20 + bytes
+        }
+        HirKind::Repetition(r) => {
+            let copies = u64::from(r.max.unwrap_or(r.min.saturating_add(1)).max(1));
+            estimate(&r.sub).saturating_mul(copies).saturating_add(1)
+        }
+        HirKind::Capture(c) => estimate(&c.sub).saturating_add(2),
+        HirKind::Concat(v) => v.iter().map(estimate).fold(0, u64::saturating_add),
+        HirKind::Alternation(v) => v
+            .iter()
+            .map(estimate)
+            .fold(v.len() as u64, u64::saturating_add),
+    }
+}
+
 /// Go's wording for a pattern that does not parse: its `regexp/syntax` error code and the
 /// fragment it blames.
 fn go_parse_error(pattern: &str, e: &ast::Error) -> String {
@@ -336,5 +459,37 @@ mod tests {
             error(r"\p{Foo}"),
             "error parsing regexp: invalid character class range: `\\p{Foo}`"
         );
+    }
+
+    #[test]
+    fn runtime_patterns_are_bounded_before_building() {
+        assert!(compile_runtime_regex(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").is_ok());
+        assert!(compile_runtime_regex(".{0,500}").is_ok());
+        assert!(
+            compile_runtime_regex(r"\w{1000}").is_ok(),
+            "ASCII \\w is small"
+        );
+        assert!(compile_runtime_regex(&["abc"; 3000].join("|")).is_ok());
+        for big in [r"\pL{300}", r"[\pL\pN]{100}", ".{1000}", r"\pL{10}"] {
+            assert_eq!(
+                compile_runtime_regex(big).unwrap_err().message(),
+                "error parsing regexp: expression too large",
+                "{big}"
+            );
+        }
+        let long = "a".repeat(MAX_RUNTIME_PATTERN + 1);
+        assert!(compile_runtime_regex(&long).is_err());
+    }
+
+    #[test]
+    fn the_cache_compiles_each_pattern_once_failures_included() {
+        let mut cache = RegexCache::default();
+        let mut meter = Meter::default();
+        for _ in 0..3 {
+            assert!(cache.get("a+", &mut meter).is_ok());
+            assert!(cache.get(r"\pL{1000}", &mut meter).is_err());
+        }
+        assert_eq!(meter.regexes_compiled, 2);
+        assert!(meter.memory > 0);
     }
 }
