@@ -604,3 +604,396 @@ fn quantity_semver_url_format_libraries() {
         json!("9999-12-31T23:59:59.999999999Z")
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Memory and time bombs (issue 10): every builder's memory bounded, every long operation
+// stopped by the deadline, run-time regexes cached and bounded.
+
+/// A policy's composited variables evaluated as the admission layer does: each compiled
+/// against those declared before it, evaluated on first use with a meter of its own, its
+/// value cached.
+struct Vars<'a, 'p> {
+    programs: &'p [celgate::cel::Program],
+    values: &'p [Value<'a>],
+    cache: std::cell::RefCell<Vec<Option<Result<Value<'a>, celgate::cel::EvalError>>>>,
+    /// Bytes built by each variable's evaluation.
+    memory: std::cell::RefCell<Vec<u64>>,
+}
+
+impl<'a> celgate::cel::Activation<'a> for Vars<'a, '_> {
+    fn var(&self, slot: usize) -> Value<'a> {
+        self.values.get(slot).cloned().unwrap_or(Value::Null)
+    }
+
+    fn lazy(&self, index: usize) -> Result<Value<'a>, celgate::cel::EvalError> {
+        if let Some(Some(v)) = self.cache.borrow().get(index) {
+            return v.clone();
+        }
+        let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+        let r = self.programs[index].eval(self, &mut meter);
+        self.memory.borrow_mut().push(meter.memory);
+        self.cache.borrow_mut()[index] = Some(r.clone());
+        r
+    }
+}
+
+/// The environment with `variables` declared (name, expression), each compiled in order.
+fn with_variables(vars: &[(String, String)]) -> (Env, usize, Vec<celgate::cel::Program>) {
+    let (base, slots) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
+    let mut fields = Vec::new();
+    let mut programs = Vec::new();
+    for (name, expr) in vars {
+        let mut env = base.clone();
+        env.declare_lazy("variables", fields.clone());
+        let p = env.compile(expr).unwrap_or_else(|e| panic!("{name}: {e}"));
+        fields.push((name.clone(), p.result_type().clone()));
+        programs.push(p);
+    }
+    let mut env = base;
+    env.declare_lazy("variables", fields);
+    (env, slots.object, programs)
+}
+
+/// `l0` a list of 1,000 ints, each next variable the previous one concatenated to itself.
+fn doubling(times: usize) -> Vec<(String, String)> {
+    let mut vars = vec![("l0".to_string(), "lists.range(1000)".to_string())];
+    for i in 1..=times {
+        vars.push((
+            format!("l{i}"),
+            format!("variables.l{} + variables.l{}", i - 1, i - 1),
+        ));
+    }
+    vars
+}
+
+#[test]
+fn a_list_doubled_forty_times_is_a_view_not_a_copy() {
+    let vars = doubling(40);
+    let (env, object, programs) = with_variables(&vars);
+    let size = 1000u64 << 40;
+    let object_json = json!({});
+    let mut values = vec![Value::Null; env.variables().len()];
+    values[object] = Value::from_json(&object_json);
+    let act = Vars {
+        programs: &programs,
+        values: &values,
+        cache: std::cell::RefCell::new(vec![None; programs.len()]),
+        memory: std::cell::RefCell::new(Vec::new()),
+    };
+    let run = |expr: &str| {
+        let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+        let r = env
+            .compile(expr)
+            .unwrap()
+            .eval(&act, &mut meter)
+            .map(|v| v.to_json())
+            .map_err(|e| e.to_string());
+        (r, meter.cost)
+    };
+    assert_eq!(
+        run("size(variables.l40)").0,
+        Ok(json!(size)),
+        "the size is kept, not counted"
+    );
+    // Indexing walks down the tree: element i is i % 1000 everywhere.
+    for i in [0, 999, 1000, 123_456_789_012, size - 1] {
+        assert_eq!(
+            run(&format!("variables.l40[{i}]")).0,
+            Ok(json!(i % 1000)),
+            "[{i}]"
+        );
+    }
+    assert!(run(&format!("variables.l40[{size}]")).0.is_err());
+    // Iteration walks it in place: exists() stops at the first match, charged per element.
+    let (found, cost) = run("variables.l40.exists(x, x == 999)");
+    assert_eq!(found, Ok(json!(true)));
+    assert!(cost < 10_000, "{cost}");
+    assert_eq!(
+        run("variables.l40.exists_one(x, x == 5)").0,
+        Err("operation cancelled: actual cost limit exceeded".to_string()),
+        "walking it all is charged per element"
+    );
+    // `in` is charged the list's size (cel-go): within the limit on l9, not on l40.
+    assert_eq!(run("999 in variables.l9").0, Ok(json!(true)));
+    assert_eq!(run("1000 in variables.l9").0, Ok(json!(false)));
+    assert_eq!(
+        run("999 in variables.l40").0,
+        Err("operation cancelled: actual cost limit exceeded".to_string())
+    );
+    assert_eq!(
+        run("variables.l2 == lists.range(1000) + lists.range(1000) + lists.range(2000).map(x, x % 1000)").0,
+        Ok(json!(true))
+    );
+    assert_eq!(
+        run("variables.l3.slice(3995, 4000)").0,
+        Ok(json!([995, 996, 997, 998, 999]))
+    );
+    // Each concatenation built a node, not a list: 40 variables, a few kilobytes in all
+    // (l0's 1,000 slots aside).
+    let memory: u64 = act.memory.borrow().iter().sum();
+    assert!(memory < 64 << 10, "{memory} bytes built");
+}
+
+#[test]
+fn what_the_view_would_flatten_stops_at_the_memory_ceiling() {
+    let vars = doubling(40);
+    let (env, object, programs) = with_variables(&vars);
+    let object_json = json!({});
+    let mut values = vec![Value::Null; env.variables().len()];
+    values[object] = Value::from_json(&object_json);
+    let act = Vars {
+        programs: &programs,
+        values: &values,
+        cache: std::cell::RefCell::new(vec![None; programs.len()]),
+        memory: std::cell::RefCell::new(Vec::new()),
+    };
+    // Each of these is charged a little (cel-go's units) and would build the whole list:
+    // stopped by the ceiling (a small one here, to keep the test quick) or the cost limit,
+    // never past the ceiling.
+    for expr in [
+        "'%s'.format([variables.l40]).size() > 0",
+        "[variables.l40].flatten().size() > 0",
+        "variables.l40.map(x, optional.of(x)).size() > 0",
+        "[[variables.l40]].flatten(2).size() > 0",
+        "variables.l40.slice(0, 100000000).size() > 0",
+    ] {
+        let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+        meter.memory_limit = 4 << 20;
+        let r = env.compile(expr).unwrap().eval(&act, &mut meter);
+        let e = r.expect_err(expr);
+        assert!(e.is_cancelled(), "{expr}: {e}");
+        assert!(
+            meter.memory <= 4 << 20,
+            "{expr}: {} bytes built",
+            meter.memory
+        );
+    }
+    // With the default ceiling, the one cheapest by cost and heaviest by memory.
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+    let e = env
+        .compile("[variables.l40].flatten().size() > 0")
+        .unwrap()
+        .eval(&act, &mut meter)
+        .unwrap_err();
+    assert_eq!(e.to_string(), "operation cancelled: memory limit exceeded");
+    assert_eq!(
+        e.cancel_reason(),
+        Some(celgate::cel::CancelReason::MemoryLimit)
+    );
+}
+
+/// Evaluates `expr` over `object` with a meter set up by `setup`.
+fn eval_metered(
+    expr: &str,
+    object: &serde_json::Value,
+    setup: impl FnOnce(&mut Meter),
+) -> (Result<serde_json::Value, celgate::cel::EvalError>, Meter) {
+    let (env, slots) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
+    let program = env.compile(expr).unwrap_or_else(|e| panic!("{expr}: {e}"));
+    let mut vars = vec![Value::Null; env.variables().len()];
+    vars[slots.object] = Value::from_json(object);
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+    setup(&mut meter);
+    let r = program.eval(&vars, &mut meter).map(|v| v.to_json());
+    (r, meter)
+}
+
+#[test]
+fn builders_stop_at_the_memory_ceiling_with_a_clear_error() {
+    let object = json!({
+        "s": "a".repeat(2000),
+        "big": "b".repeat(4000),
+        "huge": "c".repeat(40000),
+        "words": vec!["x".repeat(600); 1000],
+    });
+    // Each is within the cost limit and builds over 1 MiB.
+    for expr in [
+        "lists.range(40000).size() > 0",
+        "object.s.replace('', object.big).size() > 0",
+        "object.s.replace('a', object.big).size() > 0",
+        "object.huge.split('').size() > 0",
+        "object.words.join(object.big).size() > 0",
+        "'%s'.format([lists.range(30).map(i, object.words)]).size() > 0",
+        "'%.2000000f'.format([1.5]).size() > 0",
+        "'%x'.format([object.words.join('')]).size() > 0",
+        "[object.words, object.words, object.words].flatten().map(w, w + w).size() > 0",
+        "lists.range(200).map(i, object.big + object.s).size() > 0",
+        "object.huge.findAll('').size() > 0",
+        "lists.range(3000).map(i, [i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i]).size() > 0",
+    ] {
+        let (r, meter) = eval_metered(expr, &object, |m| m.memory_limit = 1 << 20);
+        let e = r.expect_err(expr);
+        assert_eq!(
+            e.to_string(),
+            "operation cancelled: memory limit exceeded",
+            "{expr}"
+        );
+        assert_eq!(
+            e.cancel_reason(),
+            Some(celgate::cel::CancelReason::MemoryLimit)
+        );
+        assert!(meter.cost < PER_CALL_LIMIT, "{expr}");
+        // Under the default ceiling, the same expression evaluates.
+        let (r, _) = eval_metered(expr, &object, |_| {});
+        assert_eq!(r.unwrap(), json!(true), "{expr}");
+    }
+    // A memory stop is a cancellation: `||` does not absorb it.
+    let (r, _) = eval_metered("lists.range(40000).size() > 0 || true", &object, |m| {
+        m.memory_limit = 1 << 20
+    });
+    assert!(r.unwrap_err().is_cancelled());
+}
+
+#[test]
+fn a_runtime_regex_is_compiled_once_per_evaluation_and_charged_each_time() {
+    // The pattern (from the object) is far over what a run-time pattern may compile to: it
+    // is refused before any automaton is built, once, then from the cache.
+    let containers: Vec<_> = (0..200)
+        .map(|i| json!({"name": format!("c-{i}")}))
+        .collect();
+    let expr = "object.spec.containers.all(c, !c.name.matches(object.metadata.?annotations.?re.orValue('^$')))";
+    let run = |re: &str| {
+        let object = json!({
+            "metadata": {"annotations": {"re": re}},
+            "spec": {"containers": containers},
+        });
+        let start = std::time::Instant::now();
+        let (r, meter) = eval_metered(expr, &object, |_| {});
+        (r, meter, start.elapsed())
+    };
+    let (r, meter, elapsed) = run(r"\pL{1000}");
+    assert_eq!(
+        r.unwrap_err().to_string(),
+        "error parsing regexp: expression too large"
+    );
+    assert_eq!(meter.regexes_compiled, 1, "199 cache hits");
+    // 200 calls, each charged ⌈0.1·(1+4)⌉·⌈0.25·9⌉ = 3 (names `c-0`...`c-199`: 3 to 5
+    // characters, ⌈0.1·6⌉ = 1) as cel-go charges a run-time pattern, whether it compiles or not.
+    assert!(meter.cost >= 200 * 3, "{}", meter.cost);
+    assert!(elapsed < std::time::Duration::from_secs(10), "{elapsed:?}");
+
+    // A valid pattern: compiled once, charged per call as well.
+    let (r, ok_meter, _) = run("^x-[0-9]+$");
+    assert_eq!(r.unwrap(), json!(true));
+    assert_eq!(ok_meter.regexes_compiled, 1);
+    assert!(ok_meter.cost >= 200 * 3);
+
+    // Distinct patterns per element: each compiled (or refused) once, the refusals fast.
+    let object = json!({"spec": {"containers": (0..200)
+        .map(|i| json!({"name": format!("\\pL{{{}}}", 300 + i)}))
+        .collect::<Vec<_>>()}});
+    let start = std::time::Instant::now();
+    let (r, meter) = eval_metered(
+        "object.spec.containers.all(c, !'x'.matches(c.name))",
+        &object,
+        |_| {},
+    );
+    assert!(r.is_err());
+    assert_eq!(meter.regexes_compiled, 200);
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn a_passed_deadline_stops_every_long_operation() {
+    let n = 30_000;
+    let object = json!({
+        "long": "ab,".repeat(n),
+        "list": (0..n).collect::<Vec<_>>(),
+        "strings": vec!["ab"; n],
+        "small": (0..700).collect::<Vec<_>>(),
+        "pattern": "b+",
+    });
+    let past = |m: &mut Meter| m.deadline = Some(std::time::Instant::now());
+    // 1,089 optionals, built without a comprehension reaching a deadline check.
+    let unwrap = format!(
+        "({}).unwrapOpt().size() > 0",
+        ["lists.range(99).map(i, optional.of(i))"; 11].join(" + ")
+    );
+    for expr in [
+        unwrap.as_str(),
+        "object.strings.join(',').size() > 0",
+        "object.long.split(',').size() > 0",
+        "object.long.replace(',', ';').size() > 0",
+        "!object.long.matches('x$')",
+        "object.long.matches(object.pattern)",
+        "!'x'.matches(object.pattern)",
+        "object.long.find('x$') == ''",
+        "object.long.findAll('b').size() > 0",
+        "object.long.indexOf('x') < 0",
+        "object.list.indexOf(-1) < 0",
+        "object.list.lastIndexOf(-1) < 0",
+        "object.list.isSorted()",
+        "object.list.sum() > 0",
+        "sets.contains(object.small, object.small)",
+        "sets.equivalent(object.small, object.small)",
+        "!sets.intersects(object.small, [-1, -2])",
+        "object.small.distinct().size() > 0",
+        "[object.list] == [object.list]",
+        "[object.list] in [[object.list]]",
+        "'%s'.format([object.list]).size() > 0",
+        "[object.list].flatten().size() > 0",
+        "object.list.slice(0, 30000).size() > 0",
+        "(object.list + object.list).size() > 0 && object.list.includes(-1) == false",
+        "object.strings.map(s, optional.of(s)).size() > 0",
+    ] {
+        let (r, _) = eval_metered(expr, &object, past);
+        let e = r.expect_err(expr);
+        assert_eq!(e.to_string(), "operation interrupted", "{expr}");
+        assert_eq!(
+            e.cancel_reason(),
+            Some(celgate::cel::CancelReason::Deadline),
+            "{expr}"
+        );
+        // Without a deadline it evaluates (to true).
+        let (r, _) = eval_metered(expr, &object, |_| {});
+        assert_eq!(r.unwrap(), json!(true), "{expr}");
+    }
+    // Short work never looks at the clock.
+    for expr in [
+        "['a', 'b'].join(',') == 'a,b'",
+        "'a,b'.split(',').size() == 2",
+        "object.small.slice(0, 10).size() == 10",
+    ] {
+        let (r, _) = eval_metered(expr, &object, past);
+        assert_eq!(r.unwrap(), json!(true), "{expr}");
+    }
+}
+
+#[test]
+fn cancellations_say_which_limit_stopped_them() {
+    let object = json!({});
+    let (r, _) = eval_metered(
+        "lists.range(2000).all(i, lists.range(2000).all(j, true))",
+        &object,
+        |_| {},
+    );
+    let e = r.unwrap_err();
+    assert_eq!(
+        e.cancel_reason(),
+        Some(celgate::cel::CancelReason::CostLimit)
+    );
+    assert_eq!(e.cancel_reason().map(|r| r.label()), Some("cost_limit"));
+    let (r, _) = eval_metered("lists.range(200).all(i, true)", &object, |m| {
+        m.deadline = Some(std::time::Instant::now())
+    });
+    assert_eq!(
+        r.unwrap_err().cancel_reason().map(|r| r.label()),
+        Some("deadline")
+    );
+    let (r, _) = eval_metered("'a'.matches(['['][0])", &object, |_| {});
+    assert_eq!(r.unwrap_err().cancel_reason(), None);
+    let (r, _) = eval_metered("1 / 0 == 1", &object, |_| {});
+    assert_eq!(r.unwrap_err().cancel_reason(), None);
+}

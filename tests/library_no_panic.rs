@@ -52,10 +52,13 @@ fn table() -> Vec<(&'static str, &'static Overload)> {
 /// Calls an implementation as the evaluator does: its cost is charged first, and a call the
 /// per-call limit refuses is not made (`None`).
 fn call(overload: &Overload, args: &[V]) -> Option<Result<V, EvalError>> {
-    if overload.cost.charge(args) > PER_CALL_LIMIT {
-        return None;
+    let mut meter = celgate::cel::Meter::with_limit(PER_CALL_LIMIT);
+    let mut regexes = celgate::cel::regex::RegexCache::default();
+    let mut cx = celgate::cel::eval::Ctx::new(&mut meter, &mut regexes);
+    match overload.cost.charge_in(&mut cx, args) {
+        Ok(cost) if cost <= PER_CALL_LIMIT => Some(overload.imp.call(&mut cx, args)),
+        _ => None,
     }
-    Some((overload.imp)(args))
 }
 
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {

@@ -18,7 +18,7 @@ use serde_json::Value as Json;
 
 use crate::cel::k8s::authz::AuthorizerValue;
 use crate::cel::vap::Slots;
-use crate::cel::{EvalError, Meter, Value};
+use crate::cel::{CancelReason, EvalError, Meter, Value};
 use crate::matching::{is_exempt, Match};
 use crate::policy::compile::{CompiledPolicy, FailurePolicy};
 use crate::policy::snapshot::{
@@ -130,9 +130,6 @@ pub struct Deadline {
     passed: Cell<bool>,
 }
 
-/// The text of the engine's deadline stop (cel-go's interrupt).
-pub const INTERRUPTED: &str = "operation interrupted";
-
 impl Deadline {
     pub fn new(at: Option<Instant>) -> Deadline {
         Deadline {
@@ -171,7 +168,7 @@ impl Deadline {
 
     /// The error of an expression not run because the deadline passed.
     pub fn interrupted() -> EvalError {
-        EvalError::Cancelled(INTERRUPTED.into())
+        EvalError::Cancelled(CancelReason::Deadline)
     }
 }
 
@@ -380,11 +377,6 @@ fn check(
     }
 }
 
-/// The engine's per-expression cost limit stop.
-const COST_LIMIT: &str = "operation cancelled: actual cost limit exceeded";
-/// The engine's memory limit stop.
-const MEMORY_LIMIT: &str = "memory limit exceeded";
-
 /// The `error_type` label of an error decision's message (§8.1): the in-tree values, except
 /// that an evaluation stopped for a limit is not an ordinary `invalid_error` (in-tree it is):
 /// the per-expression cost limit is `out_of_budget`, as the in-tree label of the group budget
@@ -397,11 +389,13 @@ const MEMORY_LIMIT: &str = "memory limit exceeded";
 fn error_type(message: &str) -> &'static str {
     if message.starts_with("compilation") {
         "compile_error"
-    } else if message.starts_with(validator::OUT_OF_BUDGET) || message.contains(COST_LIMIT) {
+    } else if message.starts_with(validator::OUT_OF_BUDGET)
+        || message.contains(CancelReason::CostLimit.message())
+    {
         "out_of_budget"
-    } else if message.contains(INTERRUPTED) {
+    } else if message.contains(CancelReason::Deadline.message()) {
         "deadline_exceeded"
-    } else if message.contains(MEMORY_LIMIT) {
+    } else if message.contains(CancelReason::MemoryLimit.message()) {
         "memory_limit"
     } else {
         "invalid_error"
@@ -728,7 +722,10 @@ mod tests {
             error_type(&expr("operation cancelled: actual cost limit exceeded")),
             "out_of_budget"
         );
-        assert_eq!(error_type(&expr(INTERRUPTED)), "deadline_exceeded");
+        assert_eq!(
+            error_type(&expr(CancelReason::Deadline.message())),
+            "deadline_exceeded"
+        );
         assert_eq!(
             error_type(&expr(
                 "composited variable \"v\" fails to evaluate: operation interrupted"

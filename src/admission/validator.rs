@@ -121,6 +121,9 @@ impl<'a, 'p> Lazy<'a, 'p> {
                     self.deadline.note(e);
                 }
                 self.cost.set(self.cost.get() + meter.cost);
+                // Any error, a cancellation included, becomes an ordinary error value of the
+                // reading expression, as in-tree (`composition.go` wraps the variable's error),
+                // so `variables.x || true` is true even when `x` ran out of cost.
                 r.map_err(|e| {
                     EvalError::new(format!(
                         "composited variable {name:?} fails to evaluate: {e}"

@@ -9,7 +9,6 @@ use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
 use super::env::{Env, VarKind};
 use super::error::CompileError;
 use super::eval::{Callee, Comprehension as CNode, Evaluator, Meter, Node, RegexOp};
-use super::functions;
 use super::json::Key;
 use super::library::{functions as table, Function, Overload};
 use super::types::{join, Bindings, Type};
@@ -557,10 +556,7 @@ impl<'e> Checker<'e> {
             matching = candidates.clone();
         }
         let first = matching[0];
-        let imp = if matching
-            .iter()
-            .all(|o| std::ptr::fn_addr_eq(o.imp, first.imp))
-        {
+        let imp = if matching.iter().all(|o| o.imp.same(&first.imp)) {
             Callee::Static(first)
         } else {
             Callee::Dispatch(matching.into_boxed_slice())
@@ -594,7 +590,7 @@ impl<'e> Checker<'e> {
             return Ok(None);
         };
         let pattern = p.as_str().to_string();
-        let re = match functions::compile_regex(&pattern) {
+        let re = match super::regex::compile_regex(&pattern) {
             Ok(re) => re,
             Err(err) if op == RegexOp::Matches => {
                 return Err(self.err(e, format!("invalid matches argument: {}", err.message())));

@@ -153,8 +153,9 @@ impl Program {
         &self.source
     }
 
-    /// Evaluates against `activation`, charging `meter`; stops with
-    /// `operation cancelled: actual cost limit exceeded` when the meter's limit is passed.
+    /// Evaluates against `activation`, charging `meter`; stops with a cancellation
+    /// ([`EvalError::cancel_reason`]) when the meter's cost limit, memory ceiling or deadline
+    /// is passed.
     pub fn eval<'a>(
         &self,
         activation: &dyn Activation<'a>,

@@ -110,14 +110,47 @@ pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-/// An evaluation error. `Cancelled` (the cost limit) stops the whole evaluation: it is never
-/// absorbed by `&&`, `||` or a comprehension, exactly as cel-go's cancellation panic.
+/// An evaluation error. `Cancelled` stops the whole evaluation: it is never absorbed by `&&`,
+/// `||` or a comprehension, exactly as cel-go's cancellation panic.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EvalError {
     /// An ordinary CEL error value, with cel-go's message.
     Value(String),
-    /// The evaluation was cancelled: cost limit exceeded.
-    Cancelled(String),
+    /// The evaluation was stopped: by its cost limit, its deadline or its memory ceiling.
+    Cancelled(CancelReason),
+}
+
+/// Why an evaluation was stopped. Each has its own message, so that a log or a denial says
+/// which limit was hit, and [`CancelReason::label`] names it for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CancelReason {
+    /// The cost limit (cel-go's `CostLimit`): `operation cancelled: actual cost limit exceeded`.
+    CostLimit,
+    /// The request's deadline passed: cel-go's interrupt, `operation interrupted`.
+    Deadline,
+    /// The evaluation built more bytes than its memory ceiling allows (celgate's own limit,
+    /// cel-go has none): `operation cancelled: memory limit exceeded`.
+    MemoryLimit,
+}
+
+impl CancelReason {
+    /// The error message, cel-go's wording for the two limits cel-go has.
+    pub fn message(self) -> &'static str {
+        match self {
+            CancelReason::CostLimit => "operation cancelled: actual cost limit exceeded",
+            CancelReason::Deadline => "operation interrupted",
+            CancelReason::MemoryLimit => "operation cancelled: memory limit exceeded",
+        }
+    }
+
+    /// A short stable name for metrics labels: `cost_limit`, `deadline`, `memory_limit`.
+    pub fn label(self) -> &'static str {
+        match self {
+            CancelReason::CostLimit => "cost_limit",
+            CancelReason::Deadline => "deadline",
+            CancelReason::MemoryLimit => "memory_limit",
+        }
+    }
 }
 
 impl EvalError {
@@ -138,17 +171,34 @@ impl EvalError {
     }
 
     pub fn cost_limit() -> Self {
-        EvalError::Cancelled("operation cancelled: actual cost limit exceeded".into())
+        EvalError::Cancelled(CancelReason::CostLimit)
+    }
+
+    pub fn deadline() -> Self {
+        EvalError::Cancelled(CancelReason::Deadline)
+    }
+
+    pub fn memory_limit() -> Self {
+        EvalError::Cancelled(CancelReason::MemoryLimit)
     }
 
     pub fn message(&self) -> &str {
         match self {
-            EvalError::Value(m) | EvalError::Cancelled(m) => m,
+            EvalError::Value(m) => m,
+            EvalError::Cancelled(r) => r.message(),
         }
     }
 
     pub fn is_cancelled(&self) -> bool {
         matches!(self, EvalError::Cancelled(_))
+    }
+
+    /// Why the evaluation was stopped, for a cancellation; `None` for an ordinary error.
+    pub fn cancel_reason(&self) -> Option<CancelReason> {
+        match self {
+            EvalError::Cancelled(r) => Some(*r),
+            EvalError::Value(_) => None,
+        }
     }
 }
 
@@ -172,5 +222,27 @@ mod tests {
             e.to_string(),
             "ERROR: <input>:1:4: Syntax error: mismatched input '<EOF>'\n | a +\n | ...^"
         );
+    }
+
+    #[test]
+    fn cancellations_say_which_limit() {
+        for (e, text, label) in [
+            (
+                EvalError::cost_limit(),
+                "operation cancelled: actual cost limit exceeded",
+                "cost_limit",
+            ),
+            (EvalError::deadline(), "operation interrupted", "deadline"),
+            (
+                EvalError::memory_limit(),
+                "operation cancelled: memory limit exceeded",
+                "memory_limit",
+            ),
+        ] {
+            assert!(e.is_cancelled());
+            assert_eq!(e.to_string(), text);
+            assert_eq!(e.cancel_reason().map(CancelReason::label), Some(label));
+        }
+        assert_eq!(EvalError::new("x").cancel_reason(), None);
     }
 }

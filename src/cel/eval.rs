@@ -6,6 +6,11 @@
 //! expansions would be (`all` costs 3 per element plus its predicate, `map` 12 plus its
 //! transform...). The limit is checked on every charge, so an expression stops as soon as it
 //! goes over, including inside a comprehension.
+//!
+//! Two limits cel-go's units do not give are kept beside the cost: a memory ceiling, since
+//! some calls build far more than they are charged (`flatten`, `format`, `replace`...), and
+//! the request's deadline, which every loop whose length depends on the input watches. Library
+//! functions that build or scan reach both through an explicit [`Ctx`].
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,8 +18,10 @@ use std::time::Instant;
 use super::ast::MacroKind;
 use super::error::EvalError;
 use super::ext;
+use super::functions::search_watch;
 use super::json::Key;
 use super::library::{Function, Overload};
+use super::regex::{Regex, RegexCache};
 use super::types::Type;
 use super::value::{List, Map, OwnedMap, Str, Value};
 
@@ -58,7 +65,7 @@ pub enum Node {
     Regex {
         op: RegexOp,
         args: Box<[Node]>,
-        re: Arc<regex::Regex>,
+        re: Arc<Regex>,
         pattern_size: u64,
     },
     List {
@@ -163,22 +170,40 @@ impl<'a> Activation<'a> for Vec<Value<'a>> {
     }
 }
 
+/// The default memory ceiling of one evaluation, in bytes built (see [`Meter::memory`]).
+///
+/// The largest value a policy within cel-go's cost limit can legitimately build is a list of
+/// about a million elements (`lists.range(n)` costs n + 11): 32 MiB of element slots. Twice
+/// that leaves room for the strings around it, and four evaluations at the ceiling still fit
+/// the 512 MiB the chart gives the webhook.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 64 << 20;
+
+/// The bytes one element slot of a built list takes (map entries take two).
+pub const VALUE_BYTES: u64 = std::mem::size_of::<Value<'static>>() as u64;
+
 /// What one evaluation may spend, and what it spent.
 #[derive(Debug, Clone)]
 pub struct Meter {
     pub cost: u64,
     pub limit: u64,
-    /// Checked every 100 comprehension iterations, as cel-go's interrupt check.
+    /// Past it, the evaluation stops with `operation interrupted`: comprehensions look every
+    /// 100 iterations (cel-go's interrupt check), long builders and scans every few
+    /// thousand steps, and a regex is never compiled past it.
     pub deadline: Option<Instant>,
+    /// Bytes built so far: owned strings and bytes, the slots of built lists and maps,
+    /// run-time regexes. Cumulative (nothing is given back when a temporary is dropped), and
+    /// counted where values are built, never on values borrowed from the request.
+    pub memory: u64,
+    /// Past it, the evaluation stops with `operation cancelled: memory limit exceeded`,
+    /// before the allocation that would exceed it.
+    pub memory_limit: u64,
+    /// Patterns compiled at run time (not counting compile-time constants and cache hits).
+    pub regexes_compiled: u64,
 }
 
 impl Default for Meter {
     fn default() -> Self {
-        Meter {
-            cost: 0,
-            limit: PER_CALL_LIMIT,
-            deadline: None,
-        }
+        Meter::with_limit(PER_CALL_LIMIT)
     }
 }
 
@@ -188,6 +213,9 @@ impl Meter {
             cost: 0,
             limit,
             deadline: None,
+            memory: 0,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            regexes_compiled: 0,
         }
     }
 
@@ -199,12 +227,78 @@ impl Meter {
         }
         Ok(())
     }
+
+    /// Counts `bytes` about to be built; refuses them (uncounted) past the memory ceiling.
+    #[inline]
+    pub fn alloc(&mut self, bytes: u64) -> Result<(), EvalError> {
+        let memory = self.memory.saturating_add(bytes);
+        if memory > self.memory_limit {
+            return Err(EvalError::memory_limit());
+        }
+        self.memory = memory;
+        Ok(())
+    }
+
+    /// `operation interrupted` once the deadline has passed.
+    pub fn check_deadline(&self) -> Result<(), EvalError> {
+        match self.deadline {
+            Some(d) if Instant::now() >= d => Err(EvalError::deadline()),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What a library function that builds or scans in proportion to its input gets besides its
+/// arguments: the evaluation's meter (memory ceiling, deadline) and its cache of run-time
+/// regexes. Passed explicitly, so the engine keeps no hidden state.
+pub struct Ctx<'c> {
+    meter: &'c mut Meter,
+    regexes: &'c mut RegexCache,
+}
+
+impl<'c> Ctx<'c> {
+    pub fn new(meter: &'c mut Meter, regexes: &'c mut RegexCache) -> Self {
+        Ctx { meter, regexes }
+    }
+
+    /// Counts `bytes` about to be built (see [`Meter::alloc`]).
+    #[inline]
+    pub fn alloc(&mut self, bytes: usize) -> Result<(), EvalError> {
+        self.meter.alloc(bytes as u64)
+    }
+
+    /// Counts `n` element slots of a list about to be built.
+    #[inline]
+    pub fn alloc_values(&mut self, n: usize) -> Result<(), EvalError> {
+        self.meter.alloc((n as u64).saturating_mul(VALUE_BYTES))
+    }
+
+    /// A deadline check for a loop of `every` steps between two looks at the clock.
+    pub fn ticker(&self, every: u32) -> Ticker {
+        Ticker::new(self.meter.deadline, every)
+    }
+
+    pub fn check_deadline(&self) -> Result<(), EvalError> {
+        self.meter.check_deadline()
+    }
+
+    /// What the meter may still spend before the cost limit.
+    pub fn remaining_cost(&self) -> u64 {
+        self.meter.limit.saturating_sub(self.meter.cost)
+    }
+
+    /// `pattern` compiled, from this evaluation's cache (a failure is cached too).
+    pub fn regex(&mut self, pattern: &str) -> Result<Arc<Regex>, EvalError> {
+        self.regexes.get(pattern, self.meter)
+    }
 }
 
 pub(crate) struct Evaluator<'a, 'x> {
     act: &'x dyn Activation<'a>,
     locals: Vec<Value<'a>>,
     pub meter: &'x mut Meter,
+    /// Patterns compiled at run time during this evaluation.
+    regexes: RegexCache,
 }
 
 type R<'a> = Result<Value<'a>, EvalError>;
@@ -215,6 +309,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             act,
             locals: Vec::new(),
             meter,
+            regexes: RegexCache::default(),
         }
     }
 
@@ -289,6 +384,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                     }
                 }
                 self.meter.charge(10)?;
+                self.meter.alloc(out.len() as u64 * VALUE_BYTES)?;
                 Ok(Value::list(out))
             }
             Node::Map { entries } => {
@@ -307,6 +403,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                     }
                 }
                 self.meter.charge(30)?;
+                self.meter.alloc(out.len() as u64 * 2 * VALUE_BYTES)?;
                 Ok(Value::Map(Map::Owned(Arc::new(OwnedMap::from_entries(
                     out,
                 )?))))
@@ -449,11 +546,13 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 .copied()
                 .ok_or_else(EvalError::no_such_overload)?,
         };
-        self.meter.charge(overload.cost.charge(vals))?;
-        (overload.imp)(vals)
+        let mut cx = Ctx::new(self.meter, &mut self.regexes);
+        let cost = overload.cost.charge_in(&mut cx, vals)?;
+        cx.meter.charge(cost)?;
+        overload.imp.call(&mut cx, vals)
     }
 
-    fn regex(&mut self, op: RegexOp, args: &[Node], re: &regex::Regex, pattern_size: u64) -> R<'a> {
+    fn regex(&mut self, op: RegexOp, args: &[Node], re: &Regex, pattern_size: u64) -> R<'a> {
         let target = self.eval(&args[0])?;
         let limit = match args.get(2) {
             Some(n) => Some(self.eval(n)?),
@@ -462,18 +561,22 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         let s = target.as_str().ok_or_else(EvalError::no_such_overload)?;
         self.meter
             .charge(super::library::regex_cost(target.cost_size(), pattern_size))?;
-        Ok(match op {
-            RegexOp::Matches => Value::Bool(re.is_match(s)),
-            RegexOp::Find => ext::find_with(re, s),
+        let mut cx = Ctx::new(self.meter, &mut self.regexes);
+        match op {
+            RegexOp::Matches => {
+                search_watch(&cx, s)?;
+                Ok(Value::Bool(re.is_match(s)))
+            }
+            RegexOp::Find => ext::find_with(&mut cx, re, &target),
             RegexOp::FindAll => {
                 let n = match limit {
                     Some(Value::Int(n)) => n,
                     None => -1,
                     Some(_) => return Err(EvalError::no_such_overload()),
                 };
-                ext::find_all_with(re, s, n)
+                ext::find_all_with(&mut cx, re, &target, n)
             }
-        })
+        }
     }
 
     /// Evaluates `body` with the iteration variables pushed, popping them whatever happens.
@@ -542,7 +645,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         slot: usize,
     ) -> R<'a> {
         use MacroKind::*;
-        let mut deadline = DeadlineCheck::new(self.meter.deadline);
+        let mut deadline = Ticker::new(self.meter.deadline, DEADLINE_EVERY);
         match c.kind {
             All | Exists => self.quantify(c, items, c.kind == Exists, slot),
             ExistsOne => {
@@ -591,6 +694,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                     }
                 }
                 self.meter.charge(1)?;
+                // Each element was charged 12 or 13: the cost bounds the slots, counted here.
+                self.meter.alloc(out.len() as u64 * VALUE_BYTES)?;
                 Ok(Value::list(out))
             }
             TransformMap | TransformMapEntry => {
@@ -621,6 +726,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                     }
                 }
                 self.meter.charge(1)?;
+                self.meter.alloc(out.len() as u64 * 2 * VALUE_BYTES)?;
                 Ok(Value::Map(super::value::Map::Owned(Arc::new(out))))
             }
             OptMap | OptFlatMap | SortBy => Err(EvalError::no_such_overload()),
@@ -668,7 +774,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         let cond_cost = if exists { 3 } else { 2 };
         let mut error: Option<EvalError> = None;
         let last = items.len().saturating_sub(1);
-        let mut deadline = DeadlineCheck::new(self.meter.deadline);
+        let mut deadline = Ticker::new(self.meter.deadline, DEADLINE_EVERY);
         for (i, item) in items.into_iter().enumerate() {
             deadline.tick()?;
             self.meter.charge(cond_cost + 1)?;
@@ -722,16 +828,20 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         let Value::List(l) = &range else {
             return Err(EvalError::no_such_overload());
         };
+        // Keys and items, counted before they are copied (the list may be a view of any
+        // size); the cost then bounds the rest.
+        self.meter
+            .alloc((l.len() as u64).saturating_mul(2 * VALUE_BYTES))?;
         let items = l.to_vec();
         let mut keys = Vec::with_capacity(items.len());
-        let mut deadline = DeadlineCheck::new(self.meter.deadline);
+        let mut deadline = Ticker::new(self.meter.deadline, DEADLINE_EVERY);
         for item in &items {
             deadline.tick()?;
             keys.push(self.with_vars(item.clone(), None, &c.body)?);
             self.meter.charge(12)?;
         }
-        let n = items.len() as u64;
-        self.meter.charge(2 * n * n + 11)?;
+        self.meter
+            .charge(super::library::sort_cost(items.len() as u64))?;
         ext::sort_by_keys(items, keys)
     }
 }
@@ -766,33 +876,60 @@ impl<'a> Bind<'a> for (Value<'a>, Option<Value<'a>>) {
 
 /// How many comprehension iterations run between two looks at the clock (cel-go's interrupt
 /// check frequency).
-const DEADLINE_EVERY: usize = 100;
+const DEADLINE_EVERY: u32 = 100;
 
-/// Counts iterations down to the next look at the clock, for a loop with no deadline nothing
-/// but a decrement.
-struct DeadlineCheck {
+/// How many steps of a library builder or scan (an element, or a kilobyte of text) run
+/// between two looks at the clock: tens of microseconds of work, so that a deadline stops it
+/// within a millisecond, while a short input never reads the clock.
+pub const STEPS_PER_CHECK: u32 = 1024;
+
+/// Counts steps of work down to the next look at the clock; for a loop with no deadline
+/// nothing but a decrement.
+#[derive(Debug, Clone, Copy)]
+pub struct Ticker {
     deadline: Option<Instant>,
-    left: usize,
+    left: u32,
+    every: u32,
 }
 
-impl DeadlineCheck {
-    fn new(deadline: Option<Instant>) -> Self {
-        DeadlineCheck {
+impl Ticker {
+    pub fn new(deadline: Option<Instant>, every: u32) -> Self {
+        let every = every.max(1);
+        Ticker {
             deadline,
-            left: DEADLINE_EVERY,
+            left: every,
+            every,
         }
     }
 
+    /// One step.
     #[inline]
-    fn tick(&mut self) -> Result<(), EvalError> {
-        self.left -= 1;
-        if self.left == 0 {
-            self.left = DEADLINE_EVERY;
-            if self.deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(EvalError::Cancelled("operation interrupted".into()));
-            }
+    pub fn tick(&mut self) -> Result<(), EvalError> {
+        self.steps(1)
+    }
+
+    /// `n` steps at once; the clock is read when the count runs out.
+    #[inline]
+    pub fn steps(&mut self, n: u32) -> Result<(), EvalError> {
+        if self.left > n {
+            self.left -= n;
+            return Ok(());
+        }
+        self.left = self.every;
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(EvalError::deadline());
         }
         Ok(())
+    }
+
+    /// The steps for handling `bytes` bytes of text: one per kilobyte, at least one.
+    #[inline]
+    pub fn bytes(&mut self, bytes: usize) -> Result<(), EvalError> {
+        self.steps(
+            u32::try_from(bytes >> 10)
+                .unwrap_or(u32::MAX)
+                .saturating_add(1),
+        )
     }
 }
 

@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use super::error::EvalError;
+use super::eval::{Ctx, Ticker, STEPS_PER_CHECK};
 use super::time::{Civil, Timestamp};
 use super::value::{List, Str, Value};
 
@@ -26,7 +27,9 @@ fn overflow<'a>(kind: &str) -> R<'a> {
 // ---------------------------------------------------------------------------------------
 // Arithmetic
 
-pub fn add<'a>(a: &[Value<'a>]) -> R<'a> {
+/// `+`. Strings and bytes are copied, their bytes counted against the memory ceiling; lists
+/// are joined as a view (cel-go charges the concatenation 1, so it must not copy).
+pub fn add<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
     use Value::*;
     match (&a[0], &a[1]) {
         (Int(x), Int(y)) => x
@@ -39,12 +42,17 @@ pub fn add<'a>(a: &[Value<'a>]) -> R<'a> {
             .map_or_else(|| overflow("uint"), Ok),
         (Double(x), Double(y)) => Ok(Double(x + y)),
         (String(x), String(y)) => {
-            let mut s = std::string::String::with_capacity(x.as_str().len() + y.as_str().len());
+            let len = x.as_str().len() + y.as_str().len();
+            cx.alloc(len)?;
+            let mut s = std::string::String::with_capacity(len);
             s.push_str(x.as_str());
             s.push_str(y.as_str());
             Ok(Value::string(s))
         }
-        (Bytes(x), Bytes(y)) => Ok(Bytes([x.as_ref(), y.as_ref()].concat().into())),
+        (Bytes(x), Bytes(y)) => {
+            cx.alloc(x.len() + y.len())?;
+            Ok(Bytes([x.as_ref(), y.as_ref()].concat().into()))
+        }
         (List(x), List(y)) => {
             if y.is_empty() {
                 return Ok(a[0].clone());
@@ -52,9 +60,7 @@ pub fn add<'a>(a: &[Value<'a>]) -> R<'a> {
             if x.is_empty() {
                 return Ok(a[1].clone());
             }
-            let mut v = x.to_vec();
-            v.extend(y.iter());
-            Ok(Value::list(v))
+            concat_lists(cx, x, y)
         }
         (Duration(x), Duration(y)) => x
             .checked_add(*y)
@@ -63,6 +69,30 @@ pub fn add<'a>(a: &[Value<'a>]) -> R<'a> {
         (Timestamp(t), Duration(d)) | (Duration(d), Timestamp(t)) => timestamp_add(*t, *d),
         _ => no_overload(),
     }
+}
+
+/// The bytes a concatenation view takes.
+const CONCAT_BYTES: usize = 64;
+
+/// `x + y` for lists: a view of both, or, when the view would be too deep or longer than any
+/// size, a flat copy, every slot of which counts against the memory ceiling.
+fn concat_lists<'a>(cx: &mut Ctx<'_>, x: &List<'a>, y: &List<'a>) -> R<'a> {
+    if let Some(view) = List::concat(x.clone(), y.clone()) {
+        cx.alloc(CONCAT_BYTES)?;
+        return Ok(Value::List(view));
+    }
+    let len = x
+        .len()
+        .checked_add(y.len())
+        .ok_or_else(EvalError::memory_limit)?;
+    cx.alloc_values(len)?;
+    let mut ticker = cx.ticker(STEPS_PER_CHECK);
+    let mut v = Vec::with_capacity(len);
+    for e in x.iter().chain(y.iter()) {
+        ticker.tick()?;
+        v.push(e);
+    }
+    Ok(Value::list(v))
 }
 
 pub fn sub<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -159,12 +189,46 @@ pub fn not<'a>(a: &[Value<'a>]) -> R<'a> {
 // ---------------------------------------------------------------------------------------
 // Equality, ordering, membership
 
-pub fn eq<'a>(a: &[Value<'a>]) -> R<'a> {
-    Ok(Value::Bool(a[0].equals(&a[1])))
+pub fn eq<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(equal(cx, &a[0], &a[1])?))
 }
 
-pub fn ne<'a>(a: &[Value<'a>]) -> R<'a> {
-    Ok(Value::Bool(!a[0].equals(&a[1])))
+pub fn ne<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(!equal(cx, &a[0], &a[1])?))
+}
+
+/// CEL equality. Comparing lists or maps walks them, whatever `==` was charged (cel-go charges
+/// by the outer sizes: `[big] == [big]` costs 1), so that walk watches the deadline.
+#[inline]
+pub fn equal(cx: &Ctx<'_>, x: &Value<'_>, y: &Value<'_>) -> Result<bool, EvalError> {
+    match (x, y) {
+        (Value::List(_), Value::List(_))
+        | (Value::Map(_), Value::Map(_))
+        | (Value::Optional(_), Value::Optional(_)) => {
+            x.equals_watching(y, &mut cx.ticker(STEPS_PER_CHECK))
+        }
+        _ => Ok(x.equals(y)),
+    }
+}
+
+/// Whether `list` has an element equal to `x`, watching the deadline.
+pub fn list_contains(cx: &Ctx<'_>, list: &List<'_>, x: &Value<'_>) -> Result<bool, EvalError> {
+    list_contains_ticking(list, x, &mut cx.ticker(STEPS_PER_CHECK))
+}
+
+/// `list_contains` within a longer walk, sharing its ticker.
+pub fn list_contains_ticking(
+    list: &List<'_>,
+    x: &Value<'_>,
+    ticker: &mut Ticker,
+) -> Result<bool, EvalError> {
+    for e in list.iter() {
+        ticker.tick()?;
+        if e.equals_watching(x, ticker)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 fn order<'a>(a: &[Value<'a>], test: fn(Ordering) -> bool) -> R<'a> {
@@ -187,9 +251,9 @@ pub fn ge<'a>(a: &[Value<'a>]) -> R<'a> {
     order(a, |o| o != Ordering::Less)
 }
 
-pub fn in_<'a>(a: &[Value<'a>]) -> R<'a> {
+pub fn in_<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
     match &a[1] {
-        Value::List(l) => Ok(Value::Bool(l.iter().any(|e| e.equals(&a[0])))),
+        Value::List(l) => Ok(Value::Bool(list_contains(cx, l, &a[0])?)),
         Value::Map(m) => Ok(Value::Bool(m.contains_key(&a[0]))),
         _ => no_overload(),
     }
@@ -220,56 +284,27 @@ pub fn ends_with<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Bool(str_arg(&a[0])?.ends_with(str_arg(&a[1])?)))
 }
 
-/// Compiles a pattern with RE2 semantics (Rust's `regex` is RE2-compatible). A syntax error
-/// reads as Go's `regexp` error: ``error parsing regexp: missing closing ): `(x` ``.
-pub fn compile_regex(pattern: &str) -> Result<regex::Regex, EvalError> {
-    regex::Regex::new(pattern).map_err(|e| EvalError::new(go_regex_error(pattern, &e)))
+/// `matches` with a pattern known only at run time (a constant one is compiled with the
+/// expression): through the evaluation's cache.
+pub fn matches<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+    let re = cx.regex(str_arg(&a[1])?)?;
+    let s = str_arg(&a[0])?;
+    search_watch(cx, s)?;
+    Ok(Value::Bool(re.is_match(s)))
 }
 
-/// Go's wording for a pattern that does not compile: its `regexp/syntax` error code and the
-/// fragment it blames.
-fn go_regex_error(pattern: &str, e: &regex::Error) -> String {
-    use regex_syntax::ast::ErrorKind as K;
-    let Err(ast) = regex_syntax::ast::parse::Parser::new().parse(pattern) else {
-        return format!(
-            "error parsing regexp: {}",
-            e.to_string().lines().last().unwrap_or("invalid")
-        );
-    };
-    let span = ast.span();
-    let fragment = pattern
-        .get(span.start.offset..span.end.offset)
-        .unwrap_or(pattern);
-    let from_start = pattern.get(span.start.offset..).unwrap_or(pattern);
-    let (code, expr) = match ast.kind() {
-        K::GroupUnclosed => ("missing closing )", pattern),
-        K::GroupUnopened => ("unexpected )", pattern),
-        K::ClassUnclosed => ("missing closing ]", from_start),
-        K::ClassRangeInvalid => ("invalid character class range", fragment),
-        K::ClassEscapeInvalid
-        | K::EscapeUnrecognized
-        | K::EscapeHexInvalid
-        | K::EscapeHexEmpty
-        | K::EscapeHexInvalidDigit => ("invalid escape sequence", fragment),
-        K::EscapeUnexpectedEof => ("trailing backslash at end of expression", ""),
-        K::RepetitionMissing => ("missing argument to repetition operator", fragment),
-        K::RepetitionCountInvalid | K::RepetitionCountDecimalEmpty | K::RepetitionCountUnclosed => {
-            ("invalid repeat count", fragment)
-        }
-        K::GroupNameInvalid
-        | K::GroupNameEmpty
-        | K::GroupNameDuplicate { .. }
-        | K::GroupNameUnexpectedEof => ("invalid named capture", fragment),
-        K::NestLimitExceeded(_) => ("expression nests too deeply", pattern),
-        _ => ("invalid or unsupported Perl syntax", fragment),
-    };
-    format!("error parsing regexp: {code}: `{expr}`")
+/// A regex search cannot be stopped once started; it is linear in the text (times the
+/// automaton's size, bounded for run-time patterns), so a long text gets a look at the
+/// deadline first.
+pub fn search_watch(cx: &Ctx<'_>, text: &str) -> Result<(), EvalError> {
+    if text.len() >= LONG_TEXT {
+        cx.check_deadline()?;
+    }
+    Ok(())
 }
 
-pub fn matches<'a>(a: &[Value<'a>]) -> R<'a> {
-    let re = compile_regex(str_arg(&a[1])?)?;
-    Ok(Value::Bool(re.is_match(str_arg(&a[0])?)))
-}
+/// A text long enough that one pass over it is worth a look at the clock first.
+pub const LONG_TEXT: usize = 64 << 10;
 
 // ---------------------------------------------------------------------------------------
 // Conversions
@@ -682,7 +717,59 @@ pub fn int_arg(v: &Value<'_>) -> Result<i64, EvalError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::eval::Meter;
+    use super::super::regex::RegexCache;
+    use super::super::value::MAX_CONCAT_DEPTH;
     use super::*;
+
+    #[test]
+    fn concatenation_is_a_view_until_too_deep_then_a_counted_copy() {
+        let mut meter = Meter::default();
+        let mut regexes = RegexCache::default();
+        let mut cx = Ctx::new(&mut meter, &mut regexes);
+        let mut l = Value::list(vec![Value::Int(0)]);
+        for i in 1..=150 {
+            l = add(&mut cx, &[l, Value::list(vec![Value::Int(i)])]).unwrap();
+            let Value::List(list) = &l else { panic!() };
+            assert!(list.concat_depth() <= MAX_CONCAT_DEPTH);
+        }
+        let Value::List(list) = &l else { panic!() };
+        assert_eq!(list.len(), 151);
+        assert!(list
+            .iter()
+            .enumerate()
+            .all(|(i, v)| v.equals(&Value::Int(i as i64))));
+        assert!((0..151).all(|i| list.get(i).unwrap().equals(&Value::Int(i as i64))));
+        assert!(list.get(151).is_none());
+        // Two copies of at most 150 slots, plus the views.
+        assert!(
+            meter.memory < 2 * 150 * 32 + 150 * 64 + 1024,
+            "{}",
+            meter.memory
+        );
+    }
+
+    #[test]
+    fn a_concatenation_longer_than_an_int_is_refused() {
+        let mut meter = Meter::default();
+        let mut regexes = RegexCache::default();
+        let mut cx = Ctx::new(&mut meter, &mut regexes);
+        let mut l = Value::list(vec![Value::Int(0); 1024]);
+        let mut doublings = 0;
+        let err = loop {
+            match add(&mut cx, &[l.clone(), l.clone()]) {
+                Ok(v) => l = v,
+                Err(e) => break e,
+            }
+            doublings += 1;
+        };
+        assert_eq!(
+            doublings, 52,
+            "1024 · 2^52 = 2^62 fits an int, 2^63 does not"
+        );
+        assert!(err.is_cancelled());
+        assert_eq!(size(&[l]).unwrap().debug_string(), (1i64 << 62).to_string());
+    }
 
     #[test]
     fn doubles_print_like_go() {

@@ -6,15 +6,51 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use super::error::EvalError;
+use super::eval::{Ctx, Ticker, STEPS_PER_CHECK};
 use super::ext;
 use super::functions as f;
 use super::types::{parse_signature, Signature};
 use super::value::Value;
 
+/// A function of its arguments alone: bounded work, no sizeable allocation.
 pub type Imp = for<'a> fn(&[Value<'a>]) -> Result<Value<'a>, EvalError>;
+/// A function whose work or result grows with its input: it counts what it builds and
+/// watches the deadline through the evaluation's [`Ctx`].
+pub type CxImp = for<'a> fn(&mut Ctx<'_>, &[Value<'a>]) -> Result<Value<'a>, EvalError>;
 pub type CostFn = for<'a> fn(&[Value<'a>]) -> u64;
+/// A cost rule that walks its arguments (a list's elements): it may stop counting once the
+/// cost passes what the meter has left, and it watches the deadline.
+pub type WalkCostFn = for<'a> fn(&mut Ctx<'_>, &[Value<'a>]) -> Result<u64, EvalError>;
 /// How a library adds a function: `add(name, [(signature, since)], imp, cost)`.
 pub type Register<'r> = &'r mut dyn FnMut(&'static str, &[(&str, u16)], Imp, Cost);
+
+/// An overload's implementation.
+#[derive(Clone, Copy)]
+pub enum Implementation {
+    Pure(Imp),
+    WithCtx(CxImp),
+}
+
+impl Implementation {
+    #[inline(always)]
+    pub fn call<'a>(&self, cx: &mut Ctx<'_>, args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+        match self {
+            Implementation::Pure(f) => f(args),
+            Implementation::WithCtx(f) => f(cx, args),
+        }
+    }
+
+    /// Whether both are the same function.
+    pub fn same(&self, other: &Implementation) -> bool {
+        match (self, other) {
+            (Implementation::Pure(a), Implementation::Pure(b)) => std::ptr::fn_addr_eq(*a, *b),
+            (Implementation::WithCtx(a), Implementation::WithCtx(b)) => {
+                std::ptr::fn_addr_eq(*a, *b)
+            }
+            _ => false,
+        }
+    }
+}
 
 /// How a call is charged once its arguments are known.
 #[derive(Clone, Copy)]
@@ -24,6 +60,7 @@ pub enum Cost {
     /// ⌈factor · size(argument i)⌉.
     Traverse(usize, f64),
     Custom(CostFn),
+    Walk(WalkCostFn),
 }
 
 /// `⌈x⌉` for a non-negative cost, as cel-go's `math.Ceil` on the float product (so that the
@@ -57,15 +94,17 @@ fn size_f64(n: u64) -> f64 {
 }
 
 impl Cost {
+    /// The charge for a call with these arguments.
     #[inline]
-    pub fn charge(&self, args: &[Value<'_>]) -> u64 {
-        match self {
+    pub fn charge_in(&self, cx: &mut Ctx<'_>, args: &[Value<'_>]) -> Result<u64, EvalError> {
+        Ok(match self {
             Cost::One => 1,
             Cost::Traverse(i, factor) => args
                 .get(*i)
                 .map_or(1, |v| ceil(size_f64(v.cost_size()) * factor)),
             Cost::Custom(f) => f(args),
-        }
+            Cost::Walk(f) => f(cx, args)?,
+        })
     }
 }
 
@@ -73,7 +112,7 @@ pub struct Overload {
     pub sig: Signature,
     /// The Kubernetes minor version (1.N) whose environment introduced it; 0 for always.
     pub since: u16,
-    pub imp: Imp,
+    pub imp: Implementation,
     pub cost: Cost,
 }
 
@@ -108,6 +147,16 @@ struct Builder {
 
 impl Builder {
     fn add(&mut self, name: &'static str, sigs: &[(&str, u16)], imp: Imp, cost: Cost) {
+        self.add_imp(name, sigs, Implementation::Pure(imp), cost);
+    }
+
+    fn add_imp(
+        &mut self,
+        name: &'static str,
+        sigs: &[(&str, u16)],
+        imp: Implementation,
+        cost: Cost,
+    ) {
         let f = self.fns.entry(name).or_insert_with(|| Function {
             name,
             overloads: Vec::new(),
@@ -121,13 +170,28 @@ impl Builder {
     }
 
     fn always(&mut self, name: &'static str, sigs: &[&str], imp: Imp, cost: Cost) {
-        let sigs: Vec<(&str, u16)> = sigs.iter().map(|s| (*s, since::ALWAYS)).collect();
-        self.add(name, &sigs, imp, cost);
+        self.at(since::ALWAYS, name, sigs, imp, cost);
     }
 
     fn at(&mut self, v: u16, name: &'static str, sigs: &[&str], imp: Imp, cost: Cost) {
         let sigs: Vec<(&str, u16)> = sigs.iter().map(|s| (*s, v)).collect();
         self.add(name, &sigs, imp, cost);
+    }
+
+    /// `add` for a function that needs the evaluation's context.
+    fn add_cx(&mut self, name: &'static str, sigs: &[(&str, u16)], imp: CxImp, cost: Cost) {
+        self.add_imp(name, sigs, Implementation::WithCtx(imp), cost);
+    }
+
+    /// `always` for a function that needs the evaluation's context.
+    fn always_cx(&mut self, name: &'static str, sigs: &[&str], imp: CxImp, cost: Cost) {
+        self.at_cx(since::ALWAYS, name, sigs, imp, cost);
+    }
+
+    /// `at` for a function that needs the evaluation's context.
+    fn at_cx(&mut self, v: u16, name: &'static str, sigs: &[&str], imp: CxImp, cost: Cost) {
+        let sigs: Vec<(&str, u16)> = sigs.iter().map(|s| (*s, v)).collect();
+        self.add_imp(name, &sigs, Implementation::WithCtx(imp), cost);
     }
 }
 
@@ -220,24 +284,55 @@ fn cost_string_conversion(a: &[Value<'_>]) -> u64 {
 
 /// One traversal of a list: 1 per scalar element, 0.1·len per string or bytes element,
 /// nested lists and maps traversed recursively (Kubernetes `cost.go`); 0.1·len for a string.
-pub fn cost_traversal(a: &[Value<'_>]) -> u64 {
-    fn walk(v: &Value<'_>) -> f64 {
-        match v {
+///
+/// Working this out walks the list (as Kubernetes does), which a concatenated list can make
+/// as long as any size: the walk stops once the cost is past what the meter has left (any
+/// such cost cancels alike) and watches the deadline (elements may cost 0).
+pub fn cost_traversal(cx: &mut Ctx<'_>, a: &[Value<'_>]) -> Result<u64, EvalError> {
+    fn walk(v: &Value<'_>, ticker: &mut Ticker, cap: f64) -> Result<f64, EvalError> {
+        Ok(match v {
             Value::String(_) | Value::Bytes(_) => 0.1 * v.cost_size() as f64,
-            Value::List(l) => l.iter().map(|e| walk(&e)).sum(),
-            Value::Map(m) => m.entries().iter().map(|(k, v)| walk(k) + walk(v)).sum(),
+            Value::List(l) => walk_all(l.iter(), ticker, cap)?,
+            Value::Map(m) => {
+                let mut sum = 0.0;
+                for (k, v) in m.entries() {
+                    ticker.tick()?;
+                    sum += walk(&k, ticker, cap)? + walk(&v, ticker, cap)?;
+                    if sum > cap {
+                        break;
+                    }
+                }
+                sum
+            }
             _ => 1.0,
+        })
+    }
+    fn walk_all<'a>(
+        items: impl Iterator<Item = Value<'a>>,
+        ticker: &mut Ticker,
+        cap: f64,
+    ) -> Result<f64, EvalError> {
+        let mut sum = 0.0;
+        for e in items {
+            ticker.tick()?;
+            sum += walk(&e, ticker, cap)?;
+            if sum > cap {
+                break;
+            }
         }
+        Ok(sum)
     }
-    match &a[0] {
+    let cap = cx.remaining_cost().saturating_add(1) as f64;
+    let mut ticker = cx.ticker(STEPS_PER_CHECK);
+    Ok(match &a[0] {
         Value::String(_) => (0.1 * a[0].cost_size() as f64).ceil() as u64,
-        Value::List(l) => (l.iter().map(|e| walk(&e)).sum::<f64>()).ceil().max(1.0) as u64,
+        Value::List(l) => walk_all(l.iter(), &mut ticker, cap)?.ceil().max(1.0) as u64,
         _ => 1,
-    }
+    })
 }
 
 fn standard(b: &mut Builder) {
-    b.always(
+    b.always_cx(
         "_+_",
         &[
             "(int, int) int",
@@ -294,13 +389,13 @@ fn standard(b: &mut Builder) {
     );
     b.always("-_", &["(int) int", "(double) double"], f::neg, Cost::One);
     b.always("!_", &["(bool) bool"], f::not, Cost::One);
-    b.always("_==_", &["(A, A) bool"], f::eq, Cost::Custom(cost_compare));
-    b.always("_!=_", &["(A, A) bool"], f::ne, Cost::Custom(cost_compare));
+    b.always_cx("_==_", &["(A, A) bool"], f::eq, Cost::Custom(cost_compare));
+    b.always_cx("_!=_", &["(A, A) bool"], f::ne, Cost::Custom(cost_compare));
     ordering(b, "_<_", f::lt);
     ordering(b, "_<=_", f::le);
     ordering(b, "_>_", f::gt);
     ordering(b, "_>=_", f::ge);
-    b.always(
+    b.always_cx(
         "@in",
         &["(A, list(A)) bool", "(A, map(A, B)) bool"],
         f::in_,
@@ -339,7 +434,7 @@ fn standard(b: &mut Builder) {
         f::ends_with,
         Cost::Traverse(0, 0.1),
     );
-    b.always(
+    b.always_cx(
         "matches",
         &["(string, string) bool", "string.(string) bool"],
         f::matches,
@@ -470,8 +565,8 @@ fn standard(b: &mut Builder) {
 }
 
 fn strings(b: &mut Builder) {
-    b.always("charAt", &["string.(int) string"], ext::char_at, Cost::One);
-    b.add(
+    b.always_cx("charAt", &["string.(int) string"], ext::char_at, Cost::One);
+    b.add_cx(
         "indexOf",
         &[
             ("string.(string) int", since::ALWAYS),
@@ -479,9 +574,9 @@ fn strings(b: &mut Builder) {
             ("list(A).(A) int", since::ALWAYS),
         ],
         ext::index_of,
-        Cost::Custom(cost_traversal),
+        Cost::Walk(cost_traversal),
     );
-    b.add(
+    b.add_cx(
         "lastIndexOf",
         &[
             ("string.(string) int", since::ALWAYS),
@@ -489,21 +584,21 @@ fn strings(b: &mut Builder) {
             ("list(A).(A) int", since::ALWAYS),
         ],
         ext::last_index_of,
-        Cost::Custom(cost_traversal),
+        Cost::Walk(cost_traversal),
     );
-    b.always(
+    b.always_cx(
         "lowerAscii",
         &["string.() string"],
         ext::lower_ascii,
         Cost::Traverse(0, 0.1),
     );
-    b.always(
+    b.always_cx(
         "upperAscii",
         &["string.() string"],
         ext::upper_ascii,
         Cost::Traverse(0, 0.1),
     );
-    b.always(
+    b.always_cx(
         "replace",
         &[
             "string.(string, string) string",
@@ -512,7 +607,7 @@ fn strings(b: &mut Builder) {
         ext::replace,
         Cost::Traverse(0, 0.2),
     );
-    b.always(
+    b.always_cx(
         "split",
         &[
             "string.(string) list(string)",
@@ -521,45 +616,45 @@ fn strings(b: &mut Builder) {
         ext::split,
         Cost::Traverse(0, 0.2),
     );
-    b.always(
+    b.always_cx(
         "substring",
         &["string.(int) string", "string.(int, int) string"],
         ext::substring,
         Cost::Traverse(0, 0.1),
     );
-    b.always(
+    b.always_cx(
         "trim",
         &["string.() string"],
         ext::trim,
         Cost::Traverse(0, 0.1),
     );
-    b.always(
+    b.always_cx(
         "join",
         &["list(string).() string", "list(string).(string) string"],
         ext::join,
-        Cost::Custom(cost_join),
+        Cost::Walk(cost_join),
     );
-    b.at(
+    b.at_cx(
         since::STRINGS_V2,
         "format",
         &["string.(list(dyn)) string"],
         ext::format,
         Cost::Traverse(0, 0.1),
     );
-    b.at(
+    b.at_cx(
         since::STRINGS_V2,
         "strings.quote",
         &["(string) string"],
         ext::quote,
         Cost::Traverse(0, 0.1),
     );
-    b.always(
+    b.always_cx(
         "find",
         &["string.(string) string"],
         ext::find,
         Cost::Custom(cost_regex),
     );
-    b.always(
+    b.always_cx(
         "findAll",
         &[
             "string.(string) list(string)",
@@ -570,29 +665,46 @@ fn strings(b: &mut Builder) {
     );
 }
 
-fn cost_join(a: &[Value<'_>]) -> u64 {
-    let Value::List(l) = &a[0] else { return 1 };
+/// `join`: 0.2 per code point of the result, worked out from the list before joining (a walk
+/// that stops past what the meter has left, as [`cost_traversal`]).
+fn cost_join(cx: &mut Ctx<'_>, a: &[Value<'_>]) -> Result<u64, EvalError> {
+    let Value::List(l) = &a[0] else { return Ok(1) };
     let sep = a.get(1).map_or(0, |s| s.cost_size());
-    let total: u64 =
-        l.iter().map(|e| e.cost_size()).sum::<u64>() + sep * (l.len().saturating_sub(1) as u64);
-    (total as f64 * 0.2).ceil() as u64
+    // Past this many code points, the charge is past what is left.
+    let cap = cx.remaining_cost().saturating_add(1).saturating_mul(5);
+    let mut ticker = cx.ticker(STEPS_PER_CHECK);
+    let mut total = sep.saturating_mul(l.len().saturating_sub(1) as u64);
+    for e in l.iter() {
+        ticker.tick()?;
+        total = total.saturating_add(e.cost_size());
+        if total > cap {
+            break;
+        }
+    }
+    Ok((total as f64 * 0.2).ceil() as u64)
 }
 
 fn cost_list_result(a: &[Value<'_>]) -> u64 {
     a[0].cost_size() + 11
 }
 
-fn cost_sort(a: &[Value<'_>]) -> u64 {
-    let n = a[0].cost_size();
-    2 * n * n + 11
+/// 2·n² + 11 (saturating: a concatenated list can be longer than any square fits).
+pub fn cost_sort(a: &[Value<'_>]) -> u64 {
+    sort_cost(a[0].cost_size())
+}
+
+pub fn sort_cost(n: u64) -> u64 {
+    n.saturating_mul(n).saturating_mul(2).saturating_add(11)
 }
 
 fn cost_sets(a: &[Value<'_>]) -> u64 {
-    1 + a[0].cost_size() * a[1].cost_size()
+    a[0].cost_size()
+        .saturating_mul(a[1].cost_size())
+        .saturating_add(1)
 }
 
 fn cost_sets_equivalent(a: &[Value<'_>]) -> u64 {
-    2 * cost_sets(a)
+    cost_sets(a).saturating_mul(2)
 }
 
 fn lists_and_sets(b: &mut Builder) {
@@ -600,90 +712,90 @@ fn lists_and_sets(b: &mut Builder) {
         "isSorted",
         &["list(A).() bool"],
         ext::is_sorted,
-        Cost::Custom(cost_traversal),
+        Cost::Walk(cost_traversal),
     );
-    b.always(
+    b.always_cx(
         "sum",
         &["list(A).() A"],
         ext::sum,
-        Cost::Custom(cost_traversal),
+        Cost::Walk(cost_traversal),
     );
     b.always(
         "min",
         &["list(A).() A"],
         ext::min,
-        Cost::Custom(cost_traversal),
+        Cost::Walk(cost_traversal),
     );
     b.always(
         "max",
         &["list(A).() A"],
         ext::max,
-        Cost::Custom(cost_traversal),
+        Cost::Walk(cost_traversal),
     );
-    b.at(
+    b.at_cx(
         since::K8S_LISTS_V1,
         "includes",
         &["dyn.(dyn) bool"],
         ext::includes,
-        Cost::Custom(cost_traversal),
+        Cost::Walk(cost_traversal),
     );
-    b.at(
+    b.at_cx(
         since::LISTS_V3,
         "slice",
         &["list(A).(int, int) list(A)"],
         ext::slice,
         Cost::Custom(cost_list_result),
     );
-    b.at(
+    b.at_cx(
         since::LISTS_V3,
         "flatten",
         &["list(list(A)).() list(A)", "list(A).(int) list(dyn)"],
         ext::flatten,
         Cost::Custom(cost_list_result),
     );
-    b.at(
+    b.at_cx(
         since::LISTS_V3,
         "sort",
         &["list(A).() list(A)"],
         ext::sort,
         Cost::Custom(cost_sort),
     );
-    b.at(
+    b.at_cx(
         since::LISTS_V3,
         "distinct",
         &["list(A).() list(A)"],
         ext::distinct,
         Cost::Custom(cost_sort),
     );
-    b.at(
+    b.at_cx(
         since::LISTS_V3,
         "reverse",
         &["list(A).() list(A)"],
         ext::reverse,
         Cost::Custom(cost_list_result),
     );
-    b.at(
+    b.at_cx(
         since::LISTS_V3,
         "lists.range",
         &["(int) list(int)"],
         ext::range,
         Cost::Custom(cost_range),
     );
-    b.at(
+    b.at_cx(
         since::SETS,
         "sets.contains",
         &["(list(A), list(A)) bool"],
         ext::sets_contains,
         Cost::Custom(cost_sets),
     );
-    b.at(
+    b.at_cx(
         since::SETS,
         "sets.equivalent",
         &["(list(A), list(A)) bool"],
         ext::sets_equivalent,
         Cost::Custom(cost_sets_equivalent),
     );
-    b.at(
+    b.at_cx(
         since::SETS,
         "sets.intersects",
         &["(list(A), list(A)) bool"],
@@ -752,14 +864,14 @@ fn optional(b: &mut Builder) {
         Cost::One,
     );
     b.at(v, "last", &["list(A).() optional(A)"], ext::last, Cost::One);
-    b.at(
+    b.at_cx(
         v,
         "optional.unwrap",
         &["(list(optional(A))) list(A)"],
         ext::unwrap_opt,
         Cost::One,
     );
-    b.at(
+    b.at_cx(
         v,
         "unwrapOpt",
         &["list(optional(A)).() list(A)"],

@@ -18,13 +18,14 @@ pub mod k8s;
 pub mod lexer;
 pub mod library;
 pub mod parser;
+pub mod regex;
 pub mod time;
 pub mod types;
 pub mod value;
 pub mod vap;
 
 pub use env::{Env, Program, NEWEST_MINOR};
-pub use error::{CompileError, EvalError};
-pub use eval::{Activation, Meter, PER_CALL_LIMIT};
+pub use error::{CancelReason, CompileError, EvalError};
+pub use eval::{Activation, Meter, DEFAULT_MEMORY_LIMIT, PER_CALL_LIMIT};
 pub use types::Type;
 pub use value::Value;

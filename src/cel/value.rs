@@ -16,6 +16,7 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::error::EvalError;
+use super::eval::Ticker;
 use super::json::{Item, Key, Ref};
 
 /// A string: borrowed from the request JSON or the program, or shared.
@@ -46,14 +47,34 @@ impl Str<'_> {
     }
 }
 
-/// A list: a JSON array in place (a `serde_json` array or a [`super::json::Doc`] node), or
-/// owned elements.
+/// A list: a JSON array in place (a `serde_json` array or a [`super::json::Doc`] node), owned
+/// elements, or two lists joined without copying.
 #[derive(Clone, Debug)]
 pub enum List<'a> {
     Json(&'a [Json]),
     Doc(Ref<'a, 'a>),
     Owned(Arc<Vec<Value<'a>>>),
+    /// `a + b`: a view of two lists, as cel-go's `concatList`. cel-go charges list
+    /// concatenation 1 whatever the sizes, which is honest only if it copies nothing: a
+    /// policy doubling a list forty times through its variables builds forty small nodes
+    /// here, not a trillion elements. Size is kept, indexing walks down the tree, iteration
+    /// walks it with an explicit stack: nothing recurses.
+    Concat(Arc<Concat<'a>>),
 }
+
+/// The two halves of a concatenated list, with its length and the depth of its tree.
+#[derive(Debug)]
+pub struct Concat<'a> {
+    left: List<'a>,
+    right: List<'a>,
+    len: usize,
+    depth: u32,
+}
+
+/// The deepest tree of concatenations kept as a view; a deeper one is copied flat by its
+/// builder. Doubling a list even 60 times overflows any size, so this refuses nothing a
+/// view could serve, and keeps `Drop` (which recurses through the tree) shallow.
+pub const MAX_CONCAT_DEPTH: u32 = 64;
 
 impl<'a> List<'a> {
     pub fn len(&self) -> usize {
@@ -64,6 +85,7 @@ impl<'a> List<'a> {
                 _ => 0,
             },
             List::Owned(v) => v.len(),
+            List::Concat(c) => c.len,
         }
     }
 
@@ -71,11 +93,52 @@ impl<'a> List<'a> {
         self.len() == 0
     }
 
-    pub fn get(&self, i: usize) -> Option<Value<'a>> {
+    /// The depth of the concatenation tree: 0 for a flat list.
+    pub fn concat_depth(&self) -> u32 {
         match self {
-            List::Json(a) => a.get(i).map(Value::from_json),
-            List::Doc(r) => r.element(i).map(Value::from_doc),
-            List::Owned(v) => v.get(i).cloned(),
+            List::Concat(c) => c.depth,
+            _ => 0,
+        }
+    }
+
+    /// `a + b` as a view, or `None` when the length would not fit an `int` (CEL's `size()`)
+    /// or the tree would be deeper than [`MAX_CONCAT_DEPTH`] (the caller then copies, within
+    /// the memory ceiling).
+    pub fn concat(a: List<'a>, b: List<'a>) -> Option<List<'a>> {
+        let len = a
+            .len()
+            .checked_add(b.len())
+            .filter(|&n| i64::try_from(n).is_ok())?;
+        let depth = a.concat_depth().max(b.concat_depth()) + 1;
+        if depth > MAX_CONCAT_DEPTH {
+            return None;
+        }
+        Some(List::Concat(Arc::new(Concat {
+            left: a,
+            right: b,
+            len,
+            depth,
+        })))
+    }
+
+    pub fn get(&self, i: usize) -> Option<Value<'a>> {
+        let (mut list, mut i) = (self, i);
+        loop {
+            return match list {
+                List::Json(a) => a.get(i).map(Value::from_json),
+                List::Doc(r) => r.element(i).map(Value::from_doc),
+                List::Owned(v) => v.get(i).cloned(),
+                List::Concat(c) => {
+                    let left = c.left.len();
+                    if i < left {
+                        list = &c.left;
+                    } else {
+                        list = &c.right;
+                        i -= left;
+                    }
+                    continue;
+                }
+            };
         }
     }
 
@@ -85,6 +148,15 @@ impl<'a> List<'a> {
             List::Json(a) => ListIter::Json(a.iter()),
             List::Doc(r) => ListIter::Doc(r.children()),
             List::Owned(v) => ListIter::Owned(v.iter()),
+            List::Concat(c) => {
+                let mut it = ConcatIter {
+                    pending: Vec::with_capacity(c.depth as usize),
+                    leaf: Box::new(ListIter::Owned([].iter())),
+                    left: c.len,
+                };
+                it.descend(self);
+                ListIter::Concat(it)
+            }
         }
     }
 
@@ -97,6 +169,42 @@ pub enum ListIter<'a, 'l> {
     Json(std::slice::Iter<'a, Json>),
     Doc(super::json::Children<'a, 'a>),
     Owned(std::slice::Iter<'l, Value<'a>>),
+    Concat(ConcatIter<'a, 'l>),
+}
+
+/// Walks a concatenation tree left to right: the current flat list's iterator, and the right
+/// halves still to visit.
+pub struct ConcatIter<'a, 'l> {
+    pending: Vec<&'l List<'a>>,
+    /// Always the iterator of a flat list (never `Concat`).
+    leaf: Box<ListIter<'a, 'l>>,
+    left: usize,
+}
+
+impl<'a, 'l> ConcatIter<'a, 'l> {
+    /// Goes down the left edge from `list`, remembering the right halves, to its first flat
+    /// list.
+    fn descend(&mut self, mut list: &'l List<'a>) {
+        while let List::Concat(c) = list {
+            self.pending.push(&c.right);
+            list = &c.left;
+        }
+        *self.leaf = list.iter();
+    }
+}
+
+impl<'a> Iterator for ConcatIter<'a, '_> {
+    type Item = Value<'a>;
+    fn next(&mut self) -> Option<Value<'a>> {
+        loop {
+            if let Some(v) = self.leaf.next() {
+                self.left -= 1;
+                return Some(v);
+            }
+            let next = self.pending.pop()?;
+            self.descend(next);
+        }
+    }
 }
 
 impl<'a> Iterator for ListIter<'a, '_> {
@@ -106,6 +214,7 @@ impl<'a> Iterator for ListIter<'a, '_> {
             ListIter::Json(it) => it.next().map(Value::from_json),
             ListIter::Doc(it) => it.next().map(Value::from_doc),
             ListIter::Owned(it) => it.next().cloned(),
+            ListIter::Concat(it) => it.next(),
         }
     }
 
@@ -114,6 +223,7 @@ impl<'a> Iterator for ListIter<'a, '_> {
             ListIter::Json(it) => it.size_hint(),
             ListIter::Doc(it) => it.size_hint(),
             ListIter::Owned(it) => it.size_hint(),
+            ListIter::Concat(it) => (it.left, Some(it.left)),
         }
     }
 }
@@ -490,6 +600,58 @@ impl<'a> Value<'a> {
             },
             (Opaque(a), Opaque(b)) => a.type_name() == b.type_name() && a.equals(b.as_ref()),
             _ => false,
+        }
+    }
+
+    /// [`Value::equals`] for values that may be large lists or maps: a step of `ticker` per
+    /// element (and per kilobyte of string) compared, so a deadline stops the walk.
+    pub fn equals_watching(
+        &self,
+        other: &Value<'_>,
+        ticker: &mut Ticker,
+    ) -> Result<bool, EvalError> {
+        use Value::*;
+        Ok(match (self, other) {
+            (List(a), List(b)) => {
+                if a.len() != b.len() {
+                    return Ok(false);
+                }
+                for (x, y) in a.iter().zip(b.iter()) {
+                    ticker.tick()?;
+                    if !x.equals_watching(&y, ticker)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            (Map(a), Map(b)) => {
+                if a.len() != b.len() {
+                    return Ok(false);
+                }
+                for (k, v) in a.entries() {
+                    ticker.tick()?;
+                    match b.get(&k) {
+                        Some(bv) if v.equals_watching(&bv, ticker)? => {}
+                        _ => return Ok(false),
+                    }
+                }
+                true
+            }
+            (Optional(Some(x)), Optional(Some(y))) => x.equals_watching(y, ticker)?,
+            (String(a), String(b)) => {
+                ticker.bytes(a.as_str().len())?;
+                a.as_str() == b.as_str()
+            }
+            _ => self.equals(other),
+        })
+    }
+
+    /// The string, when it is borrowed for `'a` (from the request or the program): pieces of
+    /// it (`split`, `findAll`) can then be borrowed too instead of copied.
+    pub fn borrowed_str(&self) -> Option<&'a str> {
+        match self {
+            Value::String(Str::Borrowed(s) | Str::Counted(s, _)) => Some(s),
+            _ => None,
         }
     }
 

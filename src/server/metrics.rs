@@ -268,7 +268,11 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("celgate_evaluation_panics_total "))
             .unwrap_or_default();
-        let count: u64 = line.rsplit(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        let count: u64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
         assert!(count >= 1, "{line:?}");
     }
 }
