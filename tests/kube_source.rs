@@ -2,12 +2,13 @@
 //! over HTTP: the snapshot follows every change (list, added, modified, deleted, bookmarks,
 //! dropped watches, 410 Gone), param kinds start and stop, namespace labels change matching,
 //! readiness waits for the initial lists, the v1beta1 fallback, staleness while the API
-//! server is down, SubjectAccessReview checks and Events for misconfigured objects.
+//! server is down, prompt recovery after an outage (and after a late start) with staleness
+//! counted until the re-list, SubjectAccessReview checks and Events for misconfigured objects.
 
 mod fake_apiserver;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use celgate::policy::snapshot::Snapshot;
@@ -620,4 +621,184 @@ async fn one_replica_reports_events() {
     assert_eq!(lease["spec"]["holderIdentity"], "celgate-b");
     assert_eq!(lease["spec"]["leaseTransitions"], 1);
     drop(b);
+}
+
+/// The production timing (debounce, recheck, param grace, retry cap): the recovery bounds
+/// below are the service's, not a test setting's.
+fn production_options() -> KubeOptions {
+    KubeOptions {
+        events: false,
+        instance: "celgate-test".into(),
+        ..KubeOptions::default()
+    }
+}
+
+/// The time from the API server's return within which the source must follow.
+const RECOVERY: Duration = Duration::from_secs(2);
+
+fn policy_store(source: &KubeSource) -> celgate::source::kube::SourceStatus {
+    source
+        .status()
+        .into_iter()
+        .find(|s| s.name.starts_with("validatingadmissionpolicies"))
+        .expect("the policies store")
+}
+
+/// A policy denying pods named `name`, bound everywhere.
+fn deny_pods_named(fake: &Fake, name: &str) {
+    let mut p = policy(&format!("no-{name}"), false);
+    p["spec"]["validations"][0]["expression"] = json!(format!("object.metadata.name != '{name}'"));
+    fake.apply(p);
+    fake.apply(binding(
+        &format!("no-{name}"),
+        &format!("no-{name}"),
+        json!({}),
+        None,
+    ));
+}
+
+/// The API server stops for 3 s and comes back with a fresh watch cache, so every watch
+/// celgate resumes gets `410 Gone`: the policies created meanwhile and right after are
+/// enforced within 2 s of its return, and until the re-list has brought them the policies'
+/// copy reports itself stale, counted from the start of the outage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_within_two_seconds_after_an_outage_that_expired_every_watch() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    with_no_bad_in_prod(&fake);
+    let options = KubeOptions {
+        // Frequent rechecks: anything that took the API server's answer alone for the copy
+        // being current again, before its re-list, would show at once.
+        recheck: Duration::from_millis(200),
+        ..production_options()
+    };
+    let (source, latest) = start(addr, options, false);
+    eventually("ready", || source.ready()).await;
+    assert_eq!(policy_store(&source).objects, 1);
+
+    let connections = fake.connections();
+    let outage = Instant::now();
+    fake.set_unreachable(true);
+    eventually("staleness reported during the outage", || {
+        source.status().iter().all(|s| !s.stale.is_zero())
+    })
+    .await;
+    // Long enough for an unchecked backoff to grow past the bound (kube-runtime's default
+    // would be sleeping 3.2-6.4 s by the end).
+    tokio::time::sleep_until((outage + Duration::from_secs(3)).into()).await;
+    let status = source.status();
+    assert!(
+        status.iter().all(|s| s.stale >= Duration::from_secs(2)),
+        "{status:?}"
+    );
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+    // Trying, but not hammering: three watches, at most about two tries a second each.
+    let tries = fake.connections() - connections;
+    assert!((3..=3 * (6 + 5)).contains(&tries), "{tries} connections");
+
+    // The API server restarts with a fresh watch cache; a policy is created before celgate
+    // reconnects, and another right after.
+    fake.expire_watches();
+    deny_pods_named(&fake, "worse");
+    fake.set_unreachable(false);
+    let back = Instant::now();
+    deny_pods_named(&fake, "worst");
+    loop {
+        let store = policy_store(&source);
+        if store.objects == 1 {
+            // Not yet re-listed: not current, and stale since the outage began.
+            assert!(
+                store.stale >= back - outage - Duration::from_millis(500),
+                "not re-listed, yet stale for only {:?}: {store:?}",
+                store.stale
+            );
+        }
+        if allowed(&latest, review("team", "worse", 1)) == Some(false)
+            && allowed(&latest, review("team", "worst", 1)) == Some(false)
+        {
+            break;
+        }
+        assert!(
+            back.elapsed() < RECOVERY,
+            "not enforced {RECOVERY:?} after the API server came back: {:?}",
+            source.status()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        fake.count("validatingadmissionpolicies?") >= 2,
+        "listed again: {:?}",
+        fake.requests.lock().unwrap()
+    );
+    eventually("every copy current again", || {
+        source.status().iter().all(|s| s.stale.is_zero())
+    })
+    .await;
+}
+
+/// Started while the API server is not there yet: ready within 2 s of its appearance,
+/// params included (the param grace period does not hold it up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_within_two_seconds_of_a_late_api_server() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.set_unreachable(true);
+    with_limits(&fake, "1");
+    let (source, latest) = start(addr, production_options(), false);
+    // Long enough for an unchecked start-up backoff to be sleeping past the bound.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!source.ready());
+    let tries = fake.connections();
+    assert!((3..=20).contains(&tries), "{tries} connections");
+    fake.set_unreachable(false);
+    let back = Instant::now();
+    while !source.ready() {
+        assert!(
+            back.elapsed() < RECOVERY,
+            "not ready {RECOVERY:?} after the API server appeared: {:?}",
+            source.status()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(allowed(&latest, review("team", "p", 1)), Some(true));
+    assert_eq!(allowed(&latest, review("team", "p", 2)), Some(false));
+}
+
+/// A param kind whose discovery failed is looked up again within about the retry cap, not
+/// at the next recheck (10 s): its params are in use within 2 s of discovery working again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_param_kind_lookup_is_retried_promptly() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    with_limits(&fake, "1");
+    fake.fail_discovery("v1", true);
+    let options = KubeOptions {
+        param_grace: Duration::from_millis(500),
+        ..production_options()
+    };
+    let (source, latest) = start(addr, options, false);
+    eventually("ready after the grace period", || source.ready()).await;
+    let r = respond(&latest, review("team", "p", 1)).await;
+    assert_eq!(r["allowed"], false);
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not yet synced"),
+        "{r}"
+    );
+    let lookups = || {
+        let requests = fake.requests.lock().unwrap();
+        requests.iter().filter(|r| *r == "GET /api/v1").count()
+    };
+    eventually("looked up again while failing", || lookups() >= 3).await;
+    fake.fail_discovery("v1", false);
+    let back = Instant::now();
+    while allowed(&latest, review("team", "p", 1)) != Some(true) {
+        assert!(
+            back.elapsed() < RECOVERY,
+            "params not in use {RECOVERY:?} after discovery came back: {:?}",
+            source.status()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(allowed(&latest, review("team", "p", 2)), Some(false));
 }

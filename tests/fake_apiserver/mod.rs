@@ -1,8 +1,8 @@
 //! An in-process fake Kubernetes API server for the cluster source's tests: discovery, list
 //! and watch (chunked JSON event streams with replay from a resourceVersion, bookmarks,
 //! dropped connections and `410 Gone`), SubjectAccessReview and Event creation. Tests drive
-//! it (`apply`, `delete`, `drop_watches`, `expire_watches`, `set_down`, `stall`) and inspect
-//! what the client asked for.
+//! it (`apply`, `delete`, `drop_watches`, `expire_watches`, `set_down`, `set_unreachable`,
+//! `stall`) and inspect what the client asked for.
 
 #![allow(dead_code)]
 
@@ -17,8 +17,10 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
 use serde_json::{json, Value as Json};
-use tokio::sync::{broadcast, Notify};
+use tokio::sync::{broadcast, watch, Notify};
 
 /// A served resource.
 #[derive(Clone, Debug)]
@@ -75,6 +77,13 @@ pub struct Fake {
     close: broadcast::Sender<bool>,
     open_watches: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     down: AtomicBool,
+    unreachable: AtomicBool,
+    /// Bumped to cut every open connection.
+    cut: watch::Sender<u64>,
+    /// Connections accepted so far (also those closed at once while unreachable).
+    connections: AtomicUsize,
+    /// Discovery of these group versions (`api/v1`, `apis/group/version`) answers 503.
+    failing_discovery: Mutex<std::collections::BTreeSet<String>>,
     /// Resources whose list and watch are refused with 403 (RBAC not granted).
     forbidden: Mutex<std::collections::BTreeSet<String>>,
     /// Resources whose changes reach no watch (a watch that lags behind).
@@ -116,6 +125,10 @@ impl Fake {
             close,
             open_watches: Mutex::default(),
             down: AtomicBool::new(false),
+            unreachable: AtomicBool::new(false),
+            cut: watch::channel(0).0,
+            connections: AtomicUsize::new(0),
+            failing_discovery: Mutex::default(),
             muted: Mutex::default(),
             forbidden: Mutex::default(),
             stalled: Mutex::default(),
@@ -130,8 +143,35 @@ impl Fake {
         let app = Router::new().fallback(handle).with_state(fake.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        tokio::spawn(accept(listener, app, fake.clone()));
         (fake, addr)
+    }
+
+    /// While unreachable, every connection is closed as soon as it is accepted and open ones
+    /// (watches included) are cut: to a client, a stopped API server. Set before the client
+    /// starts, the server "starts after" it.
+    pub fn set_unreachable(&self, unreachable: bool) {
+        self.unreachable.store(unreachable, Ordering::SeqCst);
+        if unreachable {
+            self.cut.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Connections accepted so far, also those refused while unreachable.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// Discovery of `api_version` answers 500 or, with `false`, works again. (Not 503: kube's
+    /// client retries 503 answers itself, with delays of its own.)
+    pub fn fail_discovery(&self, api_version: &str, fail: bool) {
+        let kind = Kind::new(api_version, "", "", false);
+        let mut f = self.failing_discovery.lock().unwrap();
+        if fail {
+            f.insert(kind.gv_path());
+        } else {
+            f.remove(&kind.gv_path());
+        }
     }
 
     pub fn serve(&self, kind: Kind) {
@@ -214,9 +254,12 @@ impl Fake {
     }
 
     /// Ends every open watch with `410 Gone` and forgets the history, so that clients must
-    /// list again.
+    /// list again: any later watch from an older resourceVersion gets `410 Gone` too (as from
+    /// an API server restarted with a fresh watch cache).
     pub fn expire_watches(&self) {
-        let now = self.rv.load(Ordering::SeqCst);
+        // Past every resourceVersion handed out so far: a client that listed just now must
+        // list again too.
+        let now = self.rv.fetch_add(1, Ordering::SeqCst) + 1;
         for r in self.resources.lock().unwrap().values_mut() {
             r.history.clear();
             r.compacted = now;
@@ -383,6 +426,9 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
     }
     // Discovery of a group version.
     let in_gv: Vec<&Kind> = kinds.iter().filter(|k| k.gv_path() == path).collect();
+    if fake.failing_discovery.lock().unwrap().contains(&path) {
+        return status(StatusCode::INTERNAL_SERVER_ERROR, "discovery failed");
+    }
     if !in_gv.is_empty() {
         let resources: Vec<Json> = in_gv
             .iter()
@@ -447,6 +493,32 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
         "metadata": {"resourceVersion": fake.rv.load(Ordering::SeqCst).to_string()},
         "items": items,
     }))
+}
+
+/// Serves each accepted connection until it ends or is cut; while unreachable, closes it at
+/// once.
+async fn accept(listener: tokio::net::TcpListener, app: Router, fake: Arc<Fake>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        fake.connections.fetch_add(1, Ordering::SeqCst);
+        // Subscribed before the check: a cut that comes after it still reaches this one.
+        let mut cut = fake.cut.subscribe();
+        if fake.unreachable.load(Ordering::SeqCst) {
+            drop(stream);
+            continue;
+        }
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = connection => {}
+                _ = cut.changed() => {}
+            }
+        });
+    }
 }
 
 /// `{group version}/namespaces/{ns}/{plural}[/{name}]` of a namespaced kind.

@@ -15,14 +15,18 @@
 //!   that cannot be listed within `param_grace` does not hold readiness back forever.
 //! - A request in a namespace the snapshot does not have yet reads it with a GET, as the API
 //!   server falls back from its informer.
-//! - When the API server is unreachable the watchers retry with backoff and the last snapshot
-//!   keeps serving; [`SourceStatus::stale`] says for how long each copy may be behind.
+//! - When the API server is unreachable the watchers (and discovery) retry with a backoff
+//!   capped at `retry_max` and the last snapshot keeps serving; [`SourceStatus::stale`] says
+//!   for how long each copy may be behind, until its watch is current again (after a
+//!   `410 Gone`, until the re-list has completed). Once the API server answers again, the
+//!   source follows within about `retry_max` plus a re-list.
 
 pub mod authorizer;
 mod blocking;
 pub mod feedback;
 pub mod lease;
 pub mod namespaces;
+mod retry;
 mod store;
 mod watch;
 
@@ -31,10 +35,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kube::api::{ApiResource, DynamicObject, ListParams};
-use kube::{Api, Client};
+use kube::api::ApiResource;
+use kube::Client;
 use serde_json::Value as Json;
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
 
 use crate::cel::k8s::authz::AuthorizerFactory;
@@ -42,6 +46,7 @@ use crate::policy::snapshot::{
     group_of, CompileCache, NamespaceLookup, Scope, Snapshot, SnapshotBuilder,
 };
 pub use feedback::Problem;
+use retry::Backoff;
 pub use store::{SourceStatus, Store};
 
 const VAP_GROUP: &str = "admissionregistration.k8s.io";
@@ -55,8 +60,11 @@ pub struct KubeOptions {
     pub debounce: Duration,
     /// How long the first snapshot waits for the param kinds named at start.
     pub param_grace: Duration,
-    /// How often failing watches are probed, and unserved param kinds looked up again.
+    /// How often param kinds the cluster does not serve are looked up again.
     pub recheck: Duration,
+    /// The longest wait between tries while the API server does not answer (watches, lists,
+    /// discovery): how soon the source follows once it is back.
+    pub retry_max: Duration,
     /// Report misconfigured policies and bindings as Kubernetes Events.
     pub events: bool,
     /// With several replicas: the Lease that picks the one reporting Events. `None`: this
@@ -73,6 +81,7 @@ impl Default for KubeOptions {
             debounce: Duration::from_millis(200),
             param_grace: Duration::from_secs(10),
             recheck: Duration::from_secs(10),
+            retry_max: Duration::from_secs(1),
             events: true,
             events_lease: None,
             instance: String::new(),
@@ -146,22 +155,27 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A watcher task with its store; aborted when dropped.
 struct Watched {
-    resource: ApiResource,
     store: Arc<Store>,
     _task: Task,
 }
 
 impl Watched {
-    fn start(client: &Client, resource: ApiResource, label: String, changed: &Arc<Notify>) -> Self {
+    fn start(
+        client: &Client,
+        resource: ApiResource,
+        label: String,
+        changed: &Arc<Notify>,
+        retry_max: Duration,
+    ) -> Self {
         let store = Arc::new(Store::new(label));
         let task = tokio::spawn(watch::run(
             client.clone(),
-            resource.clone(),
+            resource,
             store.clone(),
             changed.clone(),
+            retry_max,
         ));
         Watched {
-            resource,
             store,
             _task: Task(task),
         }
@@ -178,11 +192,22 @@ enum ParamKind {
     NotServed {
         checked: Instant,
     },
-    /// Discovery failed (API server unreachable): treated as not yet synced.
+    /// Discovery under way, in its own task so that a slow or unreachable API server holds
+    /// no rebuild up: treated as not yet synced.
+    Resolving {
+        lookup: Lookup,
+        backoff: Backoff,
+    },
+    /// Discovery failed (API server unreachable): treated as not yet synced, and looked up
+    /// again at `retry_at`.
     Unresolved {
-        checked: Instant,
+        retry_at: Instant,
+        backoff: Backoff,
     },
 }
+
+/// What discovery said of a param kind: its resource and scope, `None` if not served.
+type Discovered = Result<Option<(ApiResource, Scope)>, String>;
 
 /// Looks a kind up in discovery: its resource and scope, `None` when the group version does
 /// not serve it.
@@ -278,16 +303,19 @@ async fn run(
     shared: Arc<Shared>,
 ) {
     let changed = Arc::new(Notify::new());
-    let mut delay = Duration::from_millis(500);
+    // Started before the API server (or while it is down): ready within about `retry_max`
+    // once it answers.
+    let mut backoff = Backoff::new(options.retry_max);
     let version = loop {
-        match policy_version(&client).await {
-            Ok(v) => break v,
-            Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?delay, "cannot discover the ValidatingAdmissionPolicy API");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(30));
-            }
-        }
+        let answer = tokio::time::timeout(LOOKUP_TIMEOUT, policy_version(&client)).await;
+        let error = match answer {
+            Ok(Ok(v)) => break v,
+            Ok(Err(e)) => e,
+            Err(_) => "timed out".to_string(),
+        };
+        let delay = backoff.next_delay();
+        tracing::warn!(error = %error, retry_in = ?delay, "cannot discover the ValidatingAdmissionPolicy API");
+        tokio::time::sleep(delay).await;
     };
     *lock(&shared.vap_version) = Some(version.to_string());
     tracing::info!(version, "watching ValidatingAdmissionPolicies");
@@ -302,6 +330,7 @@ async fn run(
             ),
             format!("validatingadmissionpolicies.{version}"),
             &changed,
+            options.retry_max,
         ),
         Watched::start(
             &client,
@@ -313,12 +342,14 @@ async fn run(
             ),
             format!("validatingadmissionpolicybindings.{version}"),
             &changed,
+            options.retry_max,
         ),
         Watched::start(
             &client,
             resource("", "v1", "Namespace", "namespaces"),
             "namespaces.v1".into(),
             &changed,
+            options.retry_max,
         ),
     ];
     // Visible in status (and metrics) from the start: a list that never completes shows.
@@ -344,19 +375,32 @@ async fn run(
     let reports =
         |leadership: &lease::Leadership| options.events_lease.is_none() || leadership.is_leader();
     let mut last_built: Option<Vec<u64>> = None;
+    // Wakes the loop when a param kind's discovery has answered.
+    let resolved = Arc::new(Notify::new());
     loop {
-        let tick = tokio::select! {
-            _ = changed.notified() => false,
-            _ = tokio::time::sleep(options.recheck) => true,
-        };
-        // Coalesce a burst of changes (a re-list, `kubectl apply -f dir/`) into one rebuild.
-        tokio::time::sleep(options.debounce).await;
-        if tick {
-            probe_failing(
-                &client,
-                core.iter().chain(params.values().filter_map(watched)),
-            )
-            .await;
+        // Also awake when a failed lookup is due again, and when the grace for param kinds
+        // ends before the first snapshot.
+        let mut due = next_lookup(&params);
+        let grace_end = started + options.param_grace;
+        if !shared.ready.load(Ordering::Acquire) && grace_end > Instant::now() {
+            due = Some(due.map_or(grace_end, |d| d.min(grace_end)));
+        }
+        let wait = due.map_or(options.recheck, |due| {
+            options
+                .recheck
+                .min(due.saturating_duration_since(Instant::now()))
+        });
+        tokio::select! {
+            _ = changed.notified() => {
+                // Coalesce a burst of changes (a re-list, `kubectl apply -f dir/`) into one
+                // rebuild. Not before the first snapshot: it is built once everything is
+                // listed, and waiting would only delay readiness.
+                if shared.ready.load(Ordering::Acquire) {
+                    tokio::time::sleep(options.debounce).await;
+                }
+            }
+            _ = resolved.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
         }
         if !core.iter().all(|w| w.store.synced()) {
             continue;
@@ -368,10 +412,12 @@ async fn run(
             &client,
             &named_param_kinds(&policy_objects),
             &mut params,
-            &changed,
-            options.recheck,
-        )
-        .await;
+            &Wakers {
+                changed: &changed,
+                resolved: &resolved,
+            },
+            &options,
+        );
         *lock(&shared.stores) = core
             .iter()
             .chain(params.values().filter_map(watched))
@@ -379,7 +425,7 @@ async fn run(
             .collect();
         let pending = params.values().any(|p| match p {
             ParamKind::Watched { watched, .. } => !watched.store.synced(),
-            ParamKind::Unresolved { .. } => true,
+            ParamKind::Resolving { .. } | ParamKind::Unresolved { .. } => true,
             ParamKind::NotServed { .. } => false,
         });
         let ready = shared.ready.load(Ordering::Acquire);
@@ -445,6 +491,9 @@ impl Drop for Task {
     }
 }
 
+/// Time allowed for one discovery request.
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
+
 fn watched(p: &ParamKind) -> Option<&Watched> {
     match p {
         ParamKind::Watched { watched, .. } => Some(watched),
@@ -461,7 +510,7 @@ fn generation(core: &[Watched], params: &BTreeMap<(String, String), ParamKind>) 
                 watched.store.generation() * 2 + u64::from(watched.store.synced())
             }
             ParamKind::NotServed { .. } => u64::MAX,
-            ParamKind::Unresolved { .. } => u64::MAX - 1,
+            ParamKind::Resolving { .. } | ParamKind::Unresolved { .. } => u64::MAX - 1,
         });
     }
     g
@@ -487,14 +536,59 @@ fn param_lookup(
     Some((*scope, watched.store.get(namespace, key.name).is_some()))
 }
 
-/// Starts watchers for newly named param kinds, stops those no policy names any more, and
-/// looks up again kinds that discovery did not resolve.
-async fn reconcile_params(
+/// The notifications a param kind's watch and discovery send to the main loop.
+struct Wakers<'a> {
+    changed: &'a Arc<Notify>,
+    resolved: &'a Arc<Notify>,
+}
+
+/// When the next failed discovery is due again, if one failed.
+fn next_lookup(params: &BTreeMap<(String, String), ParamKind>) -> Option<Instant> {
+    params
+        .values()
+        .filter_map(|p| match p {
+            ParamKind::Unresolved { retry_at, .. } => Some(*retry_at),
+            _ => None,
+        })
+        .min()
+}
+
+/// A param kind's discovery in its own task.
+struct Lookup {
+    answer: oneshot::Receiver<Discovered>,
+    _task: Task,
+}
+
+/// Looks a param kind up in its own task, which wakes `resolved` once the answer is there.
+fn lookup(client: &Client, key: &(String, String), resolved: &Arc<Notify>) -> Lookup {
+    let (client, resolved) = (client.clone(), resolved.clone());
+    let (api_version, kind) = key.clone();
+    let (tx, answer) = oneshot::channel();
+    let task = tokio::spawn(async move {
+        let found = discover(&client, &api_version, &kind);
+        let answer = match tokio::time::timeout(LOOKUP_TIMEOUT, found).await {
+            Ok(answer) => answer.map_err(|e| e.to_string()),
+            Err(_) => Err("timed out".to_string()),
+        };
+        // Sent before the wake, so that the woken loop finds it.
+        let _ = tx.send(answer);
+        resolved.notify_one();
+    });
+    Lookup {
+        answer,
+        _task: Task(task),
+    }
+}
+
+/// Starts watchers for newly named param kinds (once discovery answered), stops those no
+/// policy names any more, and looks up again kinds that discovery did not resolve (with a
+/// backoff capped at `retry_max`) or that the cluster did not serve (every `recheck`).
+fn reconcile_params(
     client: &Client,
     named: &BTreeSet<(String, String)>,
     params: &mut BTreeMap<(String, String), ParamKind>,
-    changed: &Arc<Notify>,
-    recheck: Duration,
+    wakers: &Wakers<'_>,
+    options: &KubeOptions,
 ) {
     params.retain(|key, _| {
         let keep = named.contains(key);
@@ -504,69 +598,75 @@ async fn reconcile_params(
         keep
     });
     for key in named {
-        let due = match params.get(key) {
-            None => true,
-            Some(ParamKind::Watched { .. }) => false,
-            Some(ParamKind::NotServed { checked } | ParamKind::Unresolved { checked }) => {
-                checked.elapsed() >= recheck
-            }
-        };
-        if !due {
-            continue;
-        }
-        let (api_version, kind) = key;
-        let state = match tokio::time::timeout(
-            Duration::from_secs(5),
-            discover(client, api_version, kind),
-        )
-        .await
-        {
-            Ok(Ok(Some((resource, scope)))) => {
-                tracing::info!(%api_version, %kind, plural = %resource.plural, "watching param kind");
-                let label = format!("{}.{} (params)", resource.plural, api_version);
-                ParamKind::Watched {
-                    scope,
-                    watched: Watched::start(client, resource, label, changed),
+        let now = Instant::now();
+        let state = match params.remove(key) {
+            None => ParamKind::Resolving {
+                lookup: lookup(client, key, wakers.resolved),
+                backoff: Backoff::new(options.retry_max),
+            },
+            Some(ParamKind::NotServed { checked }) if checked.elapsed() >= options.recheck => {
+                ParamKind::Resolving {
+                    lookup: lookup(client, key, wakers.resolved),
+                    backoff: Backoff::new(options.retry_max),
                 }
             }
-            Ok(Ok(None)) => {
-                tracing::warn!(%api_version, %kind, "param kind not served by the cluster");
-                ParamKind::NotServed {
-                    checked: Instant::now(),
+            Some(ParamKind::Unresolved { retry_at, backoff }) if retry_at <= now => {
+                ParamKind::Resolving {
+                    lookup: lookup(client, key, wakers.resolved),
+                    backoff,
                 }
             }
-            Ok(Err(e)) => {
-                tracing::warn!(%api_version, %kind, error = %e, "cannot look up param kind");
-                ParamKind::Unresolved {
-                    checked: Instant::now(),
+            Some(ParamKind::Resolving {
+                mut lookup,
+                backoff,
+            }) => match lookup.answer.try_recv() {
+                Err(oneshot::error::TryRecvError::Empty) => {
+                    ParamKind::Resolving { lookup, backoff }
                 }
-            }
-            Err(_) => {
-                tracing::warn!(%api_version, %kind, "param kind lookup timed out");
-                ParamKind::Unresolved {
-                    checked: Instant::now(),
+                Ok(answer) => resolved(client, key, answer, backoff, wakers, options),
+                Err(oneshot::error::TryRecvError::Closed) => {
+                    let answer = Err("the lookup ended without an answer".to_string());
+                    resolved(client, key, answer, backoff, wakers, options)
                 }
-            }
+            },
+            Some(other) => other,
         };
         params.insert(key.clone(), state);
     }
 }
 
-/// Checks that the API server answers for each failing watch (a one-item list): a watch that
-/// resumed without news would otherwise look stale until the next change.
-async fn probe_failing<'a>(client: &Client, watched: impl Iterator<Item = &'a Watched>) {
-    for w in watched {
-        if w.store.status().stale.is_zero() || !w.store.synced() {
-            continue;
+/// The state a param kind's discovery answer leads to.
+fn resolved(
+    client: &Client,
+    key: &(String, String),
+    answer: Discovered,
+    mut backoff: Backoff,
+    wakers: &Wakers<'_>,
+    options: &KubeOptions,
+) -> ParamKind {
+    let (api_version, kind) = key;
+    match answer {
+        Ok(Some((resource, scope))) => {
+            tracing::info!(%api_version, %kind, plural = %resource.plural, "watching param kind");
+            let label = format!("{}.{} (params)", resource.plural, api_version);
+            ParamKind::Watched {
+                scope,
+                watched: Watched::start(client, resource, label, wakers.changed, options.retry_max),
+            }
         }
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &w.resource);
-        if let Ok(Ok(_)) = tokio::time::timeout(
-            Duration::from_secs(5),
-            api.list(&ListParams::default().limit(1)),
-        )
-        .await
-        {
-            w.store.current();
+        Ok(None) => {
+            tracing::warn!(%api_version, %kind, "param kind not served by the cluster");
+            ParamKind::NotServed {
+                checked: Instant::now(),
+            }
+        }
+        Err(e) => {
+            let delay = backoff.next_delay();
+            tracing::warn!(%api_version, %kind, error = %e, retry_in = ?delay, "cannot look up param kind");
+            ParamKind::Unresolved {
+                retry_at: Instant::now() + delay,
+                backoff,
+            }
         }
     }
 }
@@ -606,7 +706,9 @@ impl Inputs {
                     ParamState::Synced(*scope)
                 }
                 ParamKind::Watched { scope, .. } => ParamState::Unsynced(*scope),
-                ParamKind::Unresolved { .. } => ParamState::Unresolved,
+                ParamKind::Resolving { .. } | ParamKind::Unresolved { .. } => {
+                    ParamState::Unresolved
+                }
                 ParamKind::NotServed { .. } => ParamState::NotServed,
             };
             kinds.push((group, kind.clone(), state));
