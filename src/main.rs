@@ -76,6 +76,11 @@ enum Command {
         /// the policy's failurePolicy.
         #[arg(long, value_name = "DURATION", default_value = "2s")]
         authz_timeout: String,
+        /// Longest wait between tries of a failing watch, list or discovery lookup
+        /// (`--source kubernetes`): after an API server outage celgate follows within about
+        /// this long, plus a re-list.
+        #[arg(long, value_name = "DURATION", default_value = "1s")]
+        kube_retry_max: String,
         /// Do not report misconfigured policies and bindings as Kubernetes Events.
         #[arg(long)]
         no_events: bool,
@@ -129,6 +134,11 @@ enum Command {
         /// few slow reviews (each stopped at its deadline) cannot hold up the fast ones.
         #[arg(long, value_name = "N", default_value_t = 0)]
         eval_threads: usize,
+        /// Bytes one expression's evaluation may build (strings, lists, maps, run-time
+        /// regexes); past it the expression stops with `operation cancelled: memory limit
+        /// exceeded`, an error under its policy's failurePolicy.
+        #[arg(long, value_name = "BYTES", default_value_t = celgate::cel::DEFAULT_MEMORY_LIMIT)]
+        cel_memory_limit: u64,
         /// Deadline of a review when the API server sends no `?timeout=`.
         #[arg(long, value_name = "DURATION", default_value = "10s")]
         default_timeout: String,
@@ -225,6 +235,7 @@ fn serve(command: Command) -> ExitCode {
         kube_api_url,
         authz_cache_ttl,
         authz_timeout,
+        kube_retry_max,
         no_events,
         pod_name,
         lease_namespace,
@@ -242,6 +253,7 @@ fn serve(command: Command) -> ExitCode {
         max_body_bytes,
         max_inflight,
         eval_threads,
+        cel_memory_limit,
         default_timeout,
         max_connections,
         metrics_max_connections,
@@ -302,6 +314,10 @@ fn serve(command: Command) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cel_memory_limit == 0 {
+        eprintln!("celgate: --cel-memory-limit must be at least 1");
+        return ExitCode::from(2);
+    }
     if max_connections == 0 || metrics_max_connections == 0 {
         eprintln!("celgate: --max-connections and --metrics-max-connections must be at least 1");
         return ExitCode::from(2);
@@ -327,6 +343,7 @@ fn serve(command: Command) -> ExitCode {
         idle_timeout,
         max_connections: fitted,
         metrics_max_connections,
+        memory_per_expression: cel_memory_limit,
         ..Limits::default()
     };
     let source = match source {
@@ -349,12 +366,13 @@ fn serve(command: Command) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let (cache_ttl, timeout) = match (
+            let (cache_ttl, timeout, retry_max) = match (
                 duration("--authz-cache-ttl", &authz_cache_ttl),
                 duration("--authz-timeout", &authz_timeout),
+                positive("--kube-retry-max", &kube_retry_max),
             ) {
-                (Ok(a), Ok(b)) => (a, b),
-                (Err(e), _) | (_, Err(e)) => {
+                (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                     eprintln!("celgate: {e}");
                     return ExitCode::from(2);
                 }
@@ -375,6 +393,7 @@ fn serve(command: Command) -> ExitCode {
                     events: !no_events,
                     events_lease,
                     instance: pod_name,
+                    retry_max,
                     ..KubeOptions::default()
                 },
                 sar: Some(SarOptions {

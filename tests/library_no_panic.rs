@@ -1032,8 +1032,8 @@ fn a_url_attack_gets_each_policys_own_decision() {
         policy("bystander", "Fail", "object.data.url.size() < 3"),
     ]);
     let body = review(serde_json::json!({"url": "/%€"}));
-    let answer =
-        celgate::admission::answer(&snap, &body, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let answer = celgate::admission::answer(&snap, &body, &Default::default())
+        .unwrap_or_else(|e| panic!("{}", e.0));
     let denials: BTreeMap<&str, &str> = answer
         .verdict
         .denials
@@ -1103,8 +1103,8 @@ fn a_panicking_policy_is_that_policys_error_and_the_review_is_answered() {
     snap.authorizer = Some(Arc::new(PanickingAuthorizer));
     let before = celgate::admission::validator::contained_panics();
     let body = review(serde_json::json!({"url": "ok"}));
-    let answer =
-        celgate::admission::answer(&snap, &body, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let answer = celgate::admission::answer(&snap, &body, &Default::default())
+        .unwrap_or_else(|e| panic!("{}", e.0));
     let messages: Vec<&str> = answer
         .verdict
         .denials
@@ -1127,7 +1127,7 @@ fn a_panicking_policy_is_that_policys_error_and_the_review_is_answered() {
     // Under Ignore alone, the review is allowed.
     let mut snap = snapshot(&[policy("authz-ignore", "Ignore", check)]);
     snap.authorizer = Some(Arc::new(PanickingAuthorizer));
-    let answer =
-        celgate::admission::answer(&snap, &body, None).unwrap_or_else(|e| panic!("{}", e.0));
+    let answer = celgate::admission::answer(&snap, &body, &Default::default())
+        .unwrap_or_else(|e| panic!("{}", e.0));
     assert_eq!(answer.review["response"]["allowed"], true);
 }

@@ -66,7 +66,7 @@ fn review() -> Json {
 }
 
 fn run(snapshot: &Snapshot, body: &[u8]) -> Result<Answer, String> {
-    answer(snapshot, body, None).map_err(|e| e.0)
+    answer(snapshot, body, &Default::default()).map_err(|e| e.0)
 }
 
 fn allowed(a: &Answer) -> bool {

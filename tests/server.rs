@@ -1354,3 +1354,102 @@ async fn limit_stops_have_their_own_error_type() {
     assert!(!text.contains(r#"error_type="invalid_error""#), "{text}");
     server.shutdown().await;
 }
+
+/// `--cel-memory-limit`: an expression that builds more than the ceiling stops with the memory
+/// error under its policy's failurePolicy, labelled `memory_limit` in the check metrics; the
+/// same review passes under the default ceiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_ceiling_is_a_limit_of_its_own() {
+    let dir = temp_dir("memory");
+    std::fs::write(
+        dir.join("policy.yaml"),
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: builder}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations:
+  - expression: "size(lists.range(2000).map(i, string(i)).join(',')) > 0 || true"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: builder}
+spec: {policyName: builder, validationActions: [Deny]}
+"#,
+    )
+    .unwrap();
+    let small = Limits {
+        memory_per_expression: 4 << 10,
+        ..Limits::default()
+    };
+    let server = serve_self_signed(&dir, small).await;
+    let (sender, _driver) = h2_connection(server.bound.webhook, &ca_of(&server)).await;
+    let (status, body) = post(
+        &sender,
+        "/validate",
+        review("admission.k8s.io/v1", json!({})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let a = answer(&body);
+    assert_eq!(a["response"]["allowed"], false, "{a}");
+    assert!(
+        a["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("operation cancelled: memory limit exceeded"),
+        "{a}"
+    );
+    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    assert!(
+        metrics
+            .contains(r#"error_type="memory_limit",policy="builder",policy_binding="builder"} 1"#),
+        "{metrics}"
+    );
+    server.shutdown().await;
+
+    let server = serve_self_signed(&dir, Limits::default()).await;
+    let (sender, _driver) = h2_connection(server.bound.webhook, &ca_of(&server)).await;
+    let (status, body) = post(
+        &sender,
+        "/validate",
+        review("admission.k8s.io/v1", json!({})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        answer(&body)["response"]["allowed"],
+        true,
+        "{}",
+        answer(&body)
+    );
+    server.shutdown().await;
+}
+
+/// Limit flags refuse values that would disable them, before anything starts.
+#[test]
+fn limit_flags_refuse_zero() {
+    for args in [
+        &["--cel-memory-limit", "0"][..],
+        &["--source", "kubernetes", "--kube-retry-max", "0s"][..],
+        &["--source", "kubernetes", "--kube-retry-max", "soon"][..],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+            .args([
+                "serve",
+                "--self-signed",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "off",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(args[args.len() - 2]), "{args:?}: {err}");
+    }
+}

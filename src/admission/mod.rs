@@ -128,13 +128,35 @@ pub struct Answer {
 pub struct Deadline {
     at: Option<Instant>,
     passed: Cell<bool>,
+    /// The memory ceiling every meter of the request carries.
+    memory_limit: u64,
+}
+
+/// What one review's evaluation may spend besides cel-go's cost units: the instant it must be
+/// decided by, and the bytes one expression's evaluation may build.
+#[derive(Debug, Clone, Copy)]
+pub struct EvalLimits {
+    /// The API server's `?timeout=` (none for `celgate eval`).
+    pub deadline: Option<Instant>,
+    /// Bytes one expression may build ([`crate::cel::DEFAULT_MEMORY_LIMIT`] by default).
+    pub memory_per_expression: u64,
+}
+
+impl Default for EvalLimits {
+    fn default() -> Self {
+        EvalLimits {
+            deadline: None,
+            memory_per_expression: crate::cel::DEFAULT_MEMORY_LIMIT,
+        }
+    }
 }
 
 impl Deadline {
-    pub fn new(at: Option<Instant>) -> Deadline {
+    pub fn new(limits: &EvalLimits) -> Deadline {
         Deadline {
-            at,
+            at: limits.deadline,
             passed: Cell::new(false),
+            memory_limit: limits.memory_per_expression,
         }
     }
 
@@ -142,6 +164,7 @@ impl Deadline {
     pub fn meter(&self, limit: u64) -> Meter {
         let mut meter = Meter::with_limit(limit);
         meter.deadline = self.at;
+        meter.memory_limit = self.memory_limit;
         meter
     }
 
@@ -173,17 +196,17 @@ impl Deadline {
 }
 
 /// Parses an AdmissionReview body (JSON) and answers it: the whole request path, shared by
-/// `celgate eval` and the server. Evaluation stops at `deadline` (then the verdict says
-/// `timed_out`).
+/// `celgate eval` and the server. Evaluation stops at the deadline of `limits` (then the
+/// verdict says `timed_out`).
 pub fn answer(
     snapshot: &Snapshot,
     body: &[u8],
-    deadline: Option<Instant>,
+    limits: &EvalLimits,
 ) -> Result<Answer, request::ReviewError> {
     let doc = crate::cel::json::Doc::parse(body)
         .map_err(|e| request::ReviewError(format!("malformed JSON: {e}")))?;
     let req = Request::from_review(&doc)?;
-    let verdict = admit(snapshot, &req, deadline);
+    let verdict = admit(snapshot, &req, limits);
     let review = response::review(&req, &verdict);
     Ok(Answer {
         review,
@@ -193,9 +216,9 @@ pub fn answer(
     })
 }
 
-/// [`answer`] without a deadline, keeping only the AdmissionReview.
+/// [`answer`] with the default limits (no deadline), keeping only the AdmissionReview.
 pub fn review_answer(snapshot: &Snapshot, body: &[u8]) -> Result<Json, request::ReviewError> {
-    answer(snapshot, body, None).map(|a| a.review)
+    answer(snapshot, body, &EvalLimits::default()).map(|a| a.review)
 }
 
 /// The operations VAP handles.
@@ -203,9 +226,9 @@ fn handled(operation: &str) -> bool {
     matches!(operation, "CREATE" | "UPDATE" | "DELETE" | "CONNECT")
 }
 
-/// Evaluates `req` against every policy of `snapshot`, stopping at `deadline`.
-pub fn admit(snapshot: &Snapshot, req: &Request<'_>, deadline: Option<Instant>) -> Verdict {
-    let deadline = Deadline::new(deadline);
+/// Evaluates `req` against every policy of `snapshot`, within `limits`.
+pub fn admit(snapshot: &Snapshot, req: &Request<'_>, limits: &EvalLimits) -> Verdict {
+    let deadline = Deadline::new(limits);
     let mut verdict = Verdict::default();
     let attrs = &req.attributes;
     if !handled(&attrs.operation) || is_exempt(&attrs.group, &attrs.resource) {
@@ -749,11 +772,14 @@ mod tests {
 
     #[test]
     fn the_deadline_is_seen_only_on_cancellations() {
-        let none = Deadline::new(None);
+        let none = Deadline::new(&EvalLimits::default());
         assert_eq!(none.meter(7).deadline, None);
         none.note(&EvalError::cost_limit());
         assert!(!none.passed());
-        let past = Deadline::new(Some(Instant::now()));
+        let past = Deadline::new(&EvalLimits {
+            deadline: Some(Instant::now()),
+            ..EvalLimits::default()
+        });
         assert!(past.meter(7).deadline.is_some());
         past.note(&EvalError::new("no such key: a"));
         assert!(

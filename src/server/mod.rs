@@ -57,6 +57,8 @@ pub struct Limits {
     /// own idle timeout for webhook connections (Go's `IdleConnTimeout`, 90 s), so that the
     /// client closes first and never sends on a connection the server is closing.
     pub idle_timeout: Duration,
+    /// Bytes one expression's evaluation may build.
+    pub memory_per_expression: u64,
 }
 
 impl Default for Limits {
@@ -70,6 +72,7 @@ impl Default for Limits {
             max_connections: 1024,
             metrics_max_connections: 16,
             idle_timeout: Duration::from_secs(120),
+            memory_per_expression: crate::cel::DEFAULT_MEMORY_LIMIT,
         }
     }
 }
@@ -277,6 +280,7 @@ async fn validate(
         );
     };
     let snapshot = s.snapshot.load_full();
+    let memory_per_expression = s.limits.memory_per_expression;
     let mut work = tokio::task::spawn_blocking(move || {
         // Held while the evaluation runs, past a 504 too: max_inflight bounds the threads
         // really busy.
@@ -285,11 +289,11 @@ async fn validate(
         if Instant::now() >= deadline_at {
             return None;
         }
-        Some(crate::admission::answer(
-            &snapshot,
-            &bytes,
-            Some(deadline_at),
-        ))
+        let limits = crate::admission::EvalLimits {
+            deadline: Some(deadline_at),
+            memory_per_expression,
+        };
+        Some(crate::admission::answer(&snapshot, &bytes, &limits))
     });
     let answer = match tokio::time::timeout_at(deadline_at.into(), &mut work).await {
         Err(_) => {
