@@ -6,18 +6,24 @@
 #
 #   bash benches/load/run.sh [seconds per run, default 10]
 #
+# CELGATE_BIN=path serves with that binary instead of building this tree's (to compare two
+# builds on the same machine).
+#
 # Client and server share this machine's cores: figures are for both together.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_PER_RUN="${1:-10}"
 SHARED="${CELGATE_SHARED:-../shared}"
 command -v h2load >/dev/null || { echo "h2load missing: apt-get install nghttp2-client" >&2; exit 1; }
-cargo build --release --quiet
+if [ -z "${CELGATE_BIN:-}" ]; then
+  cargo build --release --quiet
+  CELGATE_BIN=./target/release/celgate
+fi
 work="$(mktemp -d)"
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 python3 benches/load/setup.py "$SHARED" "$work"
 port=$((20000 + RANDOM % 20000))
-./target/release/celgate serve --policies "$work/policies" --self-signed --ca-out "$work/ca.pem" \
+"$CELGATE_BIN" serve --policies "$work/policies" --self-signed --ca-out "$work/ca.pem" \
   --listen "127.0.0.1:$port" --metrics-listen off --log-level warn --max-inflight 4096 &
 server=$!
 for _ in $(seq 1 100); do
