@@ -296,7 +296,13 @@ fn admit_with(
             },
         };
         if let Some(e) = config_error {
-            record(&mut verdict, trace, &policy.name, None, BindingOutcome::Error);
+            record(
+                &mut verdict,
+                trace,
+                &policy.name,
+                None,
+                BindingOutcome::Error,
+            );
             configuration_error(
                 &mut verdict,
                 policy,
@@ -353,9 +359,18 @@ fn admit_with(
                     continue;
                 };
                 if trace {
-                    let errored = result.decisions.iter().any(|d| d.evaluation == Outcome::Error)
-                        || result.audit.iter().any(|a| matches!(a, AuditResult::Error(_)));
-                    let failed = result.decisions.iter().any(|d| d.evaluation == Outcome::Deny);
+                    let errored = result
+                        .decisions
+                        .iter()
+                        .any(|d| d.evaluation == Outcome::Error)
+                        || result
+                            .audit
+                            .iter()
+                            .any(|a| matches!(a, AuditResult::Error(_)));
+                    let failed = result
+                        .decisions
+                        .iter()
+                        .any(|d| d.evaluation == Outcome::Deny);
                     let outcome = match (errored, failed) {
                         (true, _) => BindingOutcome::Error,
                         (false, true) => BindingOutcome::Fail,

@@ -242,12 +242,12 @@ pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             let mut stack = vec![p.clone()];
             let mut seen = std::collections::BTreeSet::new();
             while let Some(d) = stack.pop() {
-                let real = std::fs::canonicalize(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+                let real =
+                    std::fs::canonicalize(&d).map_err(|e| format!("{}: {e}", d.display()))?;
                 if !seen.insert(real) {
                     continue;
                 }
-                let entries =
-                    std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+                let entries = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
                 for entry in entries {
                     let entry = entry.map_err(|e| format!("{}: {e}", d.display()))?;
                     let name = entry.file_name();
@@ -302,9 +302,15 @@ pub fn parse_suite(file: &str, text: &str) -> Result<Suite, String> {
     for (i, case) in suite.cases.iter().enumerate() {
         let at = format!("{file}: cases[{i}] ({:?})", case.name);
         if case.expect.as_ref().is_none_or(Expect::is_empty) && !case.skip {
-            return Err(format!("{at}: expect: a case needs at least one expectation"));
+            return Err(format!(
+                "{at}: expect: a case needs at least one expectation"
+            ));
         }
-        if let Some(re) = case.expect.as_ref().and_then(|e| e.message_matches.as_ref()) {
+        if let Some(re) = case
+            .expect
+            .as_ref()
+            .and_then(|e| e.message_matches.as_ref())
+        {
             regex::Regex::new(re).map_err(|e| format!("{at}: expect.messageMatches: {e}"))?;
         }
         if let Some(op) = &case.operation {
@@ -321,8 +327,15 @@ pub fn parse_suite(file: &str, text: &str) -> Result<Suite, String> {
                 "{at}: review: a case with a review file takes no object, oldObject or userInfo"
             ));
         }
-        if let Some(sa) = case.user_info.as_ref().and_then(|u| u.service_account.as_ref()) {
-            if sa.split_once('/').is_none_or(|(n, s)| n.is_empty() || s.is_empty()) {
+        if let Some(sa) = case
+            .user_info
+            .as_ref()
+            .and_then(|u| u.service_account.as_ref())
+        {
+            if sa
+                .split_once('/')
+                .is_none_or(|(n, s)| n.is_empty() || s.is_empty())
+            {
                 return Err(format!(
                     "{at}: userInfo.serviceAccount: expected namespace/name, got {sa:?}"
                 ));
@@ -378,7 +391,9 @@ fn build(suite: &Suite, base: &Path, version: u16) -> Result<Built, String> {
     }
     for (i, o) in suite.objects.iter().enumerate() {
         if !o.is_object() {
-            return Err(format!("objects[{i}]: must be a Kubernetes object (a mapping)"));
+            return Err(format!(
+                "objects[{i}]: must be a Kubernetes object (a mapping)"
+            ));
         }
         objects.push(Loaded {
             file: PathBuf::from("<inline objects>"),
@@ -401,13 +416,69 @@ fn build(suite: &Suite, base: &Path, version: u16) -> Result<Built, String> {
             }
         }
     }
+    let raw: BTreeMap<String, Json> = objects
+        .iter()
+        .filter(|o| o.object["kind"] == "ValidatingAdmissionPolicy")
+        .filter_map(|o| {
+            let name = o.object["metadata"]["name"].as_str()?;
+            Some((name.to_string(), o.object.clone()))
+        })
+        .collect();
     // Strict: a policy the API server would refuse fails its tests with the server's message.
     let snapshot = crate::source::snapshot(objects, version, true).map_err(|e| e.to_string())?;
+    compile_errors(&snapshot, &raw)?;
     Ok(Built {
         snapshot,
         resources,
         binding_policy,
     })
+}
+
+/// The API server refuses to store a policy with an expression that does not compile; the
+/// engine keeps such a policy (its evaluation fails under the failurePolicy, as for a policy
+/// stored by another version), so a suite checks it here, with the server's wording.
+fn compile_errors(snapshot: &Snapshot, raw: &BTreeMap<String, Json>) -> Result<(), String> {
+    let mut errors = Vec::new();
+    for entry in &snapshot.policies {
+        let p = &entry.policy;
+        let spec = raw.get(&p.name).map(|o| &o["spec"]);
+        let text = |list: &str, i: usize, field: &str| {
+            spec.and_then(|s| s[list][i][field].as_str())
+                .map(|t| serde_json::to_string(t).unwrap_or_default())
+                .unwrap_or_default()
+        };
+        let mut note = |list: &str, i: usize, field: &str, c: &crate::policy::compile::Compiled| {
+            if let Err(e) = c {
+                errors.push(format!(
+                    "spec.{list}[{i}].{field}: Invalid value: {}: {e}",
+                    text(list, i, field)
+                ));
+            }
+        };
+        for (i, (_, c)) in p.match_conditions.iter().enumerate() {
+            note("matchConditions", i, "expression", c);
+        }
+        for (i, (_, c)) in p.variables.iter().enumerate() {
+            note("variables", i, "expression", c);
+        }
+        for (i, v) in p.validations.iter().enumerate() {
+            note("validations", i, "expression", &v.program);
+            if let Some(m) = &v.message_program {
+                note("validations", i, "messageExpression", m);
+            }
+        }
+        for (i, (_, c)) in p.audit_annotations.iter().enumerate() {
+            note("auditAnnotations", i, "valueExpression", c);
+        }
+        if !errors.is_empty() {
+            return Err(format!(
+                "invalid ValidatingAdmissionPolicy {:?}: {}",
+                p.name,
+                errors.join("; ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn run_file(file: &Path, options: &Options, report: &mut Report) {
@@ -441,10 +512,7 @@ fn run_file(file: &Path, options: &Options, report: &mut Report) {
                 .enumerate()
                 .map(|(i, o)| (format!("{} [{}]", case.name, i + 1), Ok(o.clone())))
                 .collect(),
-            Ok(list) => vec![(
-                case.name.clone(),
-                Ok(list.first().cloned().flatten()),
-            )],
+            Ok(list) => vec![(case.name.clone(), Ok(list.first().cloned().flatten()))],
             Err(e) => vec![(case.name.clone(), Err(e.clone()))],
         };
         for (case_name, object) in expanded {
@@ -590,8 +658,10 @@ fn check(
                     "auditAnnotations[{key}]: expected {value:?}, got {v:?}"
                 )),
                 None => {
-                    let keys: Vec<&String> =
-                        got.as_object().map(|m| m.keys().collect()).unwrap_or_default();
+                    let keys: Vec<&String> = got
+                        .as_object()
+                        .map(|m| m.keys().collect())
+                        .unwrap_or_default();
                     out.push(format!(
                         "auditAnnotations[{key}]: missing (present: {keys:?})"
                     ))

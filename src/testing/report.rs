@@ -58,7 +58,7 @@ fn table(report: &Report) -> String {
         };
         let _ = writeln!(out, "{mark} {}  {}  ({})", c.file, c.name, time(c.elapsed));
         for f in &c.failures {
-            let _ = writeln!(out, "    {f}");
+            let _ = writeln!(out, "    {}", f.replace('\n', "\n    "));
         }
     }
     let _ = writeln!(out, "{}", summary(report));

@@ -33,25 +33,85 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("apps", "ControllerRevision", "controllerrevisions", true),
     ("batch", "Job", "jobs", true),
     ("batch", "CronJob", "cronjobs", true),
-    ("autoscaling", "HorizontalPodAutoscaler", "horizontalpodautoscalers", true),
-    ("policy", "PodDisruptionBudget", "poddisruptionbudgets", true),
-    ("networking.k8s.io", "NetworkPolicy", "networkpolicies", true),
+    (
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        true,
+    ),
+    (
+        "policy",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        true,
+    ),
+    (
+        "networking.k8s.io",
+        "NetworkPolicy",
+        "networkpolicies",
+        true,
+    ),
     ("networking.k8s.io", "Ingress", "ingresses", true),
     ("networking.k8s.io", "IngressClass", "ingressclasses", false),
     ("discovery.k8s.io", "EndpointSlice", "endpointslices", true),
     ("coordination.k8s.io", "Lease", "leases", true),
     ("rbac.authorization.k8s.io", "Role", "roles", true),
-    ("rbac.authorization.k8s.io", "RoleBinding", "rolebindings", true),
-    ("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", false),
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding", "clusterrolebindings", false),
+    (
+        "rbac.authorization.k8s.io",
+        "RoleBinding",
+        "rolebindings",
+        true,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "ClusterRole",
+        "clusterroles",
+        false,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+    ),
     ("storage.k8s.io", "StorageClass", "storageclasses", false),
-    ("scheduling.k8s.io", "PriorityClass", "priorityclasses", false),
+    (
+        "scheduling.k8s.io",
+        "PriorityClass",
+        "priorityclasses",
+        false,
+    ),
     ("node.k8s.io", "RuntimeClass", "runtimeclasses", false),
-    ("apiextensions.k8s.io", "CustomResourceDefinition", "customresourcedefinitions", false),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", false),
-    ("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", false),
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration", "validatingwebhookconfigurations", false),
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations", false),
+    (
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicy",
+        "validatingadmissionpolicies",
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        false,
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        false,
+    ),
 ];
 
 /// The kinds a suite knows: built-in ones and its CRDs.
@@ -177,14 +237,21 @@ pub(super) fn build(
             "object: unknown kind {kind:?} of {api_version:?}: give its CustomResourceDefinition in the suite's resources"
         )
     })?;
-    let meta_name = subject["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let meta_name = subject["metadata"]["name"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     let namespace = if kind == "Namespace" && group.is_empty() {
         // A Namespace request carries its own name as namespace (vap-semantics.md C.1).
         meta_name.clone()
     } else if namespaced {
         case.namespace
             .clone()
-            .or_else(|| subject["metadata"]["namespace"].as_str().map(str::to_string))
+            .or_else(|| {
+                subject["metadata"]["namespace"]
+                    .as_str()
+                    .map(str::to_string)
+            })
             .unwrap_or_else(|| "default".to_string())
     } else {
         String::new()
@@ -239,7 +306,9 @@ pub(super) fn build(
     request.insert("dryRun".into(), Json::Bool(case.dry_run.unwrap_or(false)));
     request.insert(
         "options".into(),
-        case.options.clone().unwrap_or_else(|| default_options(operation)),
+        case.options
+            .clone()
+            .unwrap_or_else(|| default_options(operation)),
     );
     Ok(json!({
         "apiVersion": "admission.k8s.io/v1",
