@@ -286,6 +286,14 @@ fn invalid_suites_name_file_line_and_field() {
         "DIR/bad.celgate-test.yaml: kind: expected \"CelgateTest\", got \"Test\""
     );
     let e = invalid(&format!(
+        "{}  expect: {{allowed: true}}\n",
+        head.replace("[policy.yaml]", "[policy.yaml, absent.yaml]")
+    ));
+    assert!(
+        e.starts_with("DIR/bad.celgate-test.yaml: policies[1]: DIR/absent.yaml: "),
+        "{e}"
+    );
+    let e = invalid(&format!(
         "{head}  userInfo: {{serviceAccount: nobody}}\n  expect: {{allowed: true}}\n"
     ));
     assert!(
@@ -464,6 +472,34 @@ fn per_policy_and_binding_results() {
             "policies[owner.example.com]: expected pass, got fail",
             "bindings[other-binding]: expected fail, got skip",
             "bindings[owner-binding]: expected skip, got fail",
+        ],
+    );
+    // An expression error, and a binding whose param is missing: `error`.
+    let policies = format!(
+        "{}\n---\n{}",
+        POLICY.replace(
+            "has(object.metadata.labels) && 'owner' in object.metadata.labels",
+            "object.spec.missing == 1"
+        ),
+        POLICY
+            .replace("owner.example.com", "param.example.com")
+            .replace("owner-binding", "param-binding")
+            .replace(
+                "failurePolicy: Fail",
+                "failurePolicy: Fail\n  paramKind: {apiVersion: v1, kind: ConfigMap}"
+            )
+            .replace(
+                "validationActions: [Deny]",
+                "validationActions: [Deny], paramRef: {name: absent, parameterNotFoundAction: Deny}"
+            )
+    );
+    let suite = "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\npolicies: [policy.yaml]\nobjects:\n- {apiVersion: v1, kind: Namespace, metadata: {name: default}}\ncases:\n- name: x\n  object: {apiVersion: v1, kind: Pod, metadata: {name: a}, spec: {}}\n  expect:\n    bindings: {owner-binding: pass, param-binding: pass}\n";
+    let got = failures(&policies, suite);
+    assert_eq!(
+        got,
+        [
+            "bindings[owner-binding]: expected pass, got error",
+            "bindings[param-binding]: expected pass, got error",
         ],
     );
 }

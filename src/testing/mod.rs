@@ -384,10 +384,16 @@ struct Built {
     binding_policy: BTreeMap<String, String>,
 }
 
-fn build(suite: &Suite, base: &Path, version: u16) -> Result<Built, String> {
+/// The objects a suite names: an unreadable file makes the suite invalid.
+fn suite_objects(suite: &Suite, base: &Path) -> Result<Vec<Loaded>, String> {
     let mut objects = Vec::new();
-    for p in suite.policies.iter().chain(&suite.resources) {
-        objects.extend(load_path(base, p)?);
+    for (field, list) in [
+        ("policies", &suite.policies),
+        ("resources", &suite.resources),
+    ] {
+        for (i, p) in list.iter().enumerate() {
+            objects.extend(load_path(base, p).map_err(|e| format!("{field}[{i}]: {e}"))?);
+        }
     }
     for (i, o) in suite.objects.iter().enumerate() {
         if !o.is_object() {
@@ -401,7 +407,12 @@ fn build(suite: &Suite, base: &Path, version: u16) -> Result<Built, String> {
             object: o.clone(),
         });
     }
-    if suite.cluster_defaults {
+    Ok(objects)
+}
+
+/// The suite's snapshot: a policy the API server would refuse is an error (its cases fail).
+fn build(mut objects: Vec<Loaded>, cluster_defaults: bool, version: u16) -> Result<Built, String> {
+    if cluster_defaults {
         crate::source::add_cluster_defaults(&mut objects);
     }
     let resources = review::Resources::new(objects.iter().map(|o| &o.object));
@@ -503,7 +514,16 @@ fn run_file(file: &Path, options: &Options, report: &mut Report) {
             .as_ref()
             .is_none_or(|re| re.is_match(&format!("{name}: {case}")))
     };
-    let built = build(&suite, base, options.version);
+    let built = match suite_objects(&suite, base) {
+        Ok(objects) => build(objects, suite.cluster_defaults, options.version),
+        Err(e) => {
+            report.invalid.push(InvalidFile {
+                message: format!("{name}: {e}"),
+                file: name,
+            });
+            return;
+        }
+    };
     for (index, case) in suite.cases.iter().enumerate() {
         let objects = case_objects(base, &case.object);
         let expanded = match &objects {
