@@ -48,7 +48,11 @@ fn summary(report: &Report) -> String {
 fn table(report: &Report) -> String {
     let mut out = String::new();
     for f in &report.invalid {
-        let _ = writeln!(out, "! invalid test file {}", f.message);
+        let _ = writeln!(
+            out,
+            "! invalid test file {}",
+            f.message.replace('\n', "\n    ")
+        );
     }
     for c in &report.cases {
         let mark = match c.status {

@@ -165,7 +165,7 @@ fn user_info(case: &Case) -> Json {
     let mut out = Map::new();
     let (username, groups) = match &u.service_account {
         Some(sa) => {
-            let (ns, name) = sa.split_once('/').unwrap_or(("", sa));
+            let (ns, name) = (&sa.namespace, &sa.name);
             (
                 format!("system:serviceaccount:{ns}:{name}"),
                 vec![
@@ -213,7 +213,7 @@ pub(super) fn build(
     object: Option<Json>,
     old_object: Option<Json>,
 ) -> Result<Json, String> {
-    let operation = case.operation.as_deref().unwrap_or("CREATE");
+    let operation = case.operation.map_or("CREATE", |o| o.as_str());
     // A DELETE acts on the existing object: `object` is taken as the old one.
     let (mut object, old_object) = match (operation, object, old_object) {
         ("DELETE", Some(o), None) => (None, Some(o)),
