@@ -436,7 +436,7 @@ fn multi_document_objects_and_unknown_kinds() {
         "pods.yaml",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, labels: {owner: x}}\n",
     );
-    let suite = "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\npolicies: [policy.yaml]\nobjects:\n- {apiVersion: v1, kind: Namespace, metadata: {name: default}}\ncases:\n- name: pods\n  object: pods.yaml\n  expect: {allowed: false}\n- name: widget\n  object: {apiVersion: example.com/v1, kind: Widget, metadata: {name: w}}\n  expect: {allowed: true}\n";
+    let suite = "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\npolicies: [policy.yaml]\nobjects:\n- {apiVersion: v1, kind: Namespace, metadata: {name: default}}\ncases:\n- name: pods\n  object: pods.yaml\n  expect: {allowed: false}\n- name: widget\n  object: {apiVersion: example.com/v1, kind: Widget, metadata: {name: w}}\n  expect: {allowed: true}\n- name: update\n  operation: UPDATE\n  object: pods.yaml\n  expect: {allowed: true}\n";
     let file = write(&dir, "t.celgate-test.yaml", suite);
     let report = run(&[file], &options()).unwrap();
     let summary: Vec<(String, Vec<String>)> = report
@@ -444,7 +444,7 @@ fn multi_document_objects_and_unknown_kinds() {
         .iter()
         .map(|c| (c.name.clone(), c.failures.clone()))
         .collect();
-    assert_eq!(summary.len(), 3, "{summary:?}");
+    assert_eq!(summary.len(), 5, "{summary:?}");
     assert_eq!(summary[0], ("pods [1]".to_string(), vec![]));
     assert_eq!(summary[1].0, "pods [2]");
     assert!(summary[1].1[0].starts_with("allowed: expected false, got true"));
@@ -452,6 +452,11 @@ fn multi_document_objects_and_unknown_kinds() {
     assert!(
         summary[2].1[0].contains("unknown kind \"Widget\" of \"example.com/v1\""),
         "{summary:?}"
+    );
+    assert_eq!(summary[3].0, "update [1]");
+    assert_eq!(
+        summary[3].1,
+        ["oldObject: an UPDATE needs the object as it was (oldObject)"]
     );
 }
 

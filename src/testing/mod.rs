@@ -58,7 +58,8 @@ fn yes() -> bool {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Case {
     pub name: String,
-    /// CREATE (default), UPDATE, DELETE or CONNECT.
+    /// CREATE (default), UPDATE (needs `oldObject`), DELETE (`object` is taken as the old
+    /// object) or CONNECT (only with `review`).
     #[serde(default)]
     pub operation: Option<Operation>,
     /// The object: inline, or a file path (a multi-document file gives one case per document).

@@ -219,6 +219,15 @@ pub(super) fn build(
         ("DELETE", Some(o), None) => (None, Some(o)),
         (_, o, old) => (o, old),
     };
+    match (operation, &old_object) {
+        ("CONNECT", _) => {
+            return Err("operation: a CONNECT case needs a review file (review: path)".into())
+        }
+        ("UPDATE", None) => {
+            return Err("oldObject: an UPDATE needs the object as it was (oldObject)".into())
+        }
+        _ => {}
+    }
     let subject = object
         .as_ref()
         .or(old_object.as_ref())
