@@ -11,3 +11,4 @@ pub mod matching;
 pub mod policy;
 pub mod server;
 pub mod source;
+pub mod testing;

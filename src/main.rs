@@ -195,8 +195,58 @@ enum Command {
         #[arg(long)]
         no_cluster_defaults: bool,
     },
+    /// Run policy test suites: every `*.celgate-test.yaml` under PATH (default `.`). Exit 0
+    /// when every case passed, 1 when one failed, 2 on an invalid test file or bad usage.
+    Test {
+        /// Suite files or folders searched recursively.
+        #[arg(value_name = "PATH", default_value = ".")]
+        paths: Vec<PathBuf>,
+        /// Only run cases whose `FILE: CASE NAME` matches this regular expression.
+        #[arg(long, value_name = "REGEX")]
+        filter: Option<String>,
+        #[arg(long, value_enum, default_value = "table")]
+        output: TestOutput,
+        /// The Kubernetes version whose CEL libraries are available (1.N).
+        #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
+        k8s_version: String,
+    },
     /// Print the version.
     Version,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum TestOutput {
+    Table,
+    Json,
+    Junit,
+    Tap,
+}
+
+/// `celgate test`.
+fn run_test(paths: &[PathBuf], filter: Option<&str>, output: TestOutput, k8s: &str) -> ExitCode {
+    use celgate::testing::report::{render, Format};
+    let options = parse_version(k8s).and_then(|version| {
+        let filter = filter
+            .map(regex::Regex::new)
+            .transpose()
+            .map_err(|e| Usage(format!("--filter: {e}")))?;
+        Ok(celgate::testing::Options { filter, version })
+    });
+    let report = match options.and_then(|o| celgate::testing::run(paths, &o).map_err(Usage)) {
+        Ok(r) => r,
+        Err(Usage(m)) => {
+            eprintln!("celgate: {m}");
+            return ExitCode::from(2);
+        }
+    };
+    let format = match output {
+        TestOutput::Table => Format::Table,
+        TestOutput::Json => Format::Json,
+        TestOutput::Junit => Format::Junit,
+        TestOutput::Tap => Format::Tap,
+    };
+    print!("{}", render(&report, format));
+    ExitCode::from(report.exit_code())
 }
 
 /// `celgate expr` has no RBAC objects to consult: every check has no opinion, so
@@ -572,6 +622,12 @@ fn main() -> ExitCode {
                 }
             }
         }),
+        Command::Test {
+            paths,
+            filter,
+            output,
+            k8s_version,
+        } => on_big_stack(move || run_test(&paths, filter.as_deref(), output, &k8s_version)),
         Command::Expr {
             expr,
             vars,

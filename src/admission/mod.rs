@@ -80,6 +80,27 @@ pub struct Verdict {
     /// The deadline passed before every evaluation was done: the verdict is incomplete and
     /// must not be sent (the server answers 504).
     pub timed_out: bool,
+    /// Per evaluated (policy, binding), its result; filled by [`admit_traced`] only (for
+    /// `celgate test`), so that serving allocates nothing for it. A binding not listed did
+    /// not match.
+    pub results: Vec<BindingResult>,
+}
+
+/// What one (policy, binding) evaluation came to, over all its params.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BindingResult {
+    pub policy: String,
+    /// `None` for a policy-level configuration error (it applies to every binding).
+    pub binding: Option<String>,
+    pub outcome: BindingOutcome,
+}
+
+/// Ordered from best to worst: a binding's result is the worst of its params'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BindingOutcome {
+    Pass,
+    Fail,
+    Error,
 }
 
 impl Verdict {
@@ -228,6 +249,39 @@ fn handled(operation: &str) -> bool {
 
 /// Evaluates `req` against every policy of `snapshot`, within `limits`.
 pub fn admit(snapshot: &Snapshot, req: &Request<'_>, limits: &EvalLimits) -> Verdict {
+    admit_with(snapshot, req, limits, false)
+}
+
+/// [`admit`], also recording [`Verdict::results`].
+pub fn admit_traced(snapshot: &Snapshot, req: &Request<'_>, limits: &EvalLimits) -> Verdict {
+    admit_with(snapshot, req, limits, true)
+}
+
+fn record(
+    verdict: &mut Verdict,
+    trace: bool,
+    policy: &str,
+    binding: Option<&str>,
+    outcome: BindingOutcome,
+) {
+    if !trace {
+        return;
+    }
+    let found = verdict
+        .results
+        .iter_mut()
+        .find(|r| r.policy == policy && r.binding.as_deref() == binding);
+    match found {
+        Some(r) => r.outcome = r.outcome.max(outcome),
+        None => verdict.results.push(BindingResult {
+            policy: policy.to_string(),
+            binding: binding.map(str::to_string),
+            outcome,
+        }),
+    }
+}
+
+fn admit_with(snapshot: &Snapshot, req: &Request<'_>, limits: &EvalLimits, trace: bool) -> Verdict {
     let deadline = Deadline::new(limits);
     let mut verdict = Verdict::default();
     let attrs = &req.attributes;
@@ -257,6 +311,13 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>, limits: &EvalLimits) -> Ver
             },
         };
         if let Some(e) = config_error {
+            record(
+                &mut verdict,
+                trace,
+                &policy.name,
+                None,
+                BindingOutcome::Error,
+            );
             configuration_error(
                 &mut verdict,
                 policy,
@@ -271,6 +332,8 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>, limits: &EvalLimits) -> Ver
                 Ok(Some(p)) => p,
                 Ok(None) => continue,
                 Err(e) => {
+                    let b = Some(binding.name.as_str());
+                    record(&mut verdict, trace, &policy.name, b, BindingOutcome::Error);
                     let message = format!("failed to configure binding: {e}");
                     configuration_error(&mut verdict, policy, Some(&binding.name), &message);
                     continue;
@@ -297,6 +360,8 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>, limits: &EvalLimits) -> Ver
                 verdict.timed_out |= deadline.passed();
                 let Some(result) = result else {
                     if condition_errors > 0 {
+                        let b = Some(binding.name.as_str());
+                        record(&mut verdict, trace, &policy.name, b, BindingOutcome::Error);
                         verdict.checks.push(check(
                             policy,
                             binding,
@@ -308,6 +373,27 @@ pub fn admit(snapshot: &Snapshot, req: &Request<'_>, limits: &EvalLimits) -> Ver
                     }
                     continue;
                 };
+                if trace {
+                    let errored = result
+                        .decisions
+                        .iter()
+                        .any(|d| d.evaluation == Outcome::Error)
+                        || result
+                            .audit
+                            .iter()
+                            .any(|a| matches!(a, AuditResult::Error(_)));
+                    let failed = result
+                        .decisions
+                        .iter()
+                        .any(|d| d.evaluation == Outcome::Deny);
+                    let outcome = match (errored, failed) {
+                        (true, _) => BindingOutcome::Error,
+                        (false, true) => BindingOutcome::Fail,
+                        (false, false) => BindingOutcome::Pass,
+                    };
+                    let b = Some(binding.name.as_str());
+                    record(&mut verdict, trace, &policy.name, b, outcome);
+                }
                 route(
                     &mut verdict,
                     policy,

@@ -1,0 +1,764 @@
+//! `celgate test`: runs policy test suites offline. A suite is a file named
+//! `*.celgate-test.yaml` (`apiVersion: celgate.dev/v1alpha1`, `kind: CelgateTest`) that names
+//! policy manifests and cluster state, and lists cases: each case is built into the
+//! AdmissionReview the API server would send, answered by the engine
+//! ([`crate::admission::admit_traced`]) and checked against its expectations.
+//!
+//! This module owns the suite format, the review construction (with a compact table of
+//! built-in resources) and the checks; [`report`] owns the output formats.
+
+pub mod report;
+mod review;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::Value as Json;
+
+use crate::admission::{BindingOutcome, Verdict};
+use crate::policy::snapshot::Snapshot;
+use crate::source::folder::{self, Loaded};
+
+/// The suffix that makes a file a test suite.
+pub const SUFFIX: &str = ".celgate-test.yaml";
+pub const API_VERSION: &str = "celgate.dev/v1alpha1";
+pub const KIND: &str = "CelgateTest";
+
+/// A test suite file, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Suite {
+    pub api_version: String,
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: Option<Json>,
+    /// Policy and binding manifests: files or folders, relative to the suite file.
+    #[serde(default)]
+    pub policies: Vec<String>,
+    /// Cluster state (namespaces, params, RBAC, CRDs, other objects): files or folders.
+    #[serde(default)]
+    pub resources: Vec<String>,
+    /// Cluster state written inline.
+    #[serde(default)]
+    pub objects: Vec<Json>,
+    /// Add what every cluster has (namespace name labels, kube-root-ca.crt); default true.
+    #[serde(default = "yes")]
+    pub cluster_defaults: bool,
+    pub cases: Vec<Case>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One case, as written.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Case {
+    pub name: String,
+    /// CREATE (default), UPDATE (needs `oldObject`), DELETE (`object` is taken as the old
+    /// object) or CONNECT (only with `review`).
+    #[serde(default)]
+    pub operation: Option<Operation>,
+    /// The object: inline, or a file path (a multi-document file gives one case per document).
+    #[serde(default)]
+    pub object: Option<Json>,
+    #[serde(default)]
+    pub old_object: Option<Json>,
+    /// The request namespace; default: the object's, else `default` for namespaced kinds.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub user_info: Option<UserInfo>,
+    #[serde(default)]
+    pub sub_resource: Option<String>,
+    #[serde(default)]
+    pub dry_run: Option<bool>,
+    #[serde(default)]
+    pub options: Option<Json>,
+    /// A raw AdmissionReview file instead of the fields above.
+    #[serde(default)]
+    pub review: Option<String>,
+    /// Count the case as skipped instead of running it.
+    #[serde(default)]
+    pub skip: bool,
+    #[serde(default)]
+    pub expect: Option<Expect>,
+}
+
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UserInfo {
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub uid: Option<String>,
+    #[serde(default)]
+    pub groups: Option<Vec<String>>,
+    #[serde(default)]
+    pub extra: Option<BTreeMap<String, Vec<String>>>,
+    /// `namespace/name`: the service account's username and groups.
+    #[serde(default)]
+    pub service_account: Option<ServiceAccount>,
+}
+
+/// What a case expects; every field given is checked.
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Expect {
+    #[serde(default)]
+    pub allowed: Option<bool>,
+    #[serde(default)]
+    pub code: Option<u16>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub message_matches: Option<Pattern>,
+    /// The exact warnings, in order.
+    #[serde(default)]
+    pub warnings: Option<Vec<String>>,
+    /// Audit annotations (as returned: `<policy>_<key>` and `validation_failure`): each
+    /// listed key must have this value; unlisted keys are not checked.
+    #[serde(default)]
+    pub audit_annotations: Option<BTreeMap<String, String>>,
+    /// Per policy: `pass`, `fail`, `error` or `skip` (the worst of its bindings).
+    #[serde(default)]
+    pub policies: Option<BTreeMap<String, Expected>>,
+    /// Per binding: `pass`, `fail`, `error` or `skip`.
+    #[serde(default)]
+    pub bindings: Option<BTreeMap<String, Expected>>,
+}
+
+impl Expect {
+    fn is_empty(&self) -> bool {
+        self.allowed.is_none()
+            && self.code.is_none()
+            && self.reason.is_none()
+            && self.message.is_none()
+            && self.message_matches.is_none()
+            && self.warnings.is_none()
+            && self.audit_annotations.is_none()
+            && self.policies.is_none()
+            && self.bindings.is_none()
+    }
+}
+
+/// A request's operation.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    #[serde(rename = "CREATE")]
+    Create,
+    #[serde(rename = "UPDATE")]
+    Update,
+    #[serde(rename = "DELETE")]
+    Delete,
+    #[serde(rename = "CONNECT")]
+    Connect,
+}
+
+impl Operation {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// A regular expression, compiled when the suite is read (so that a bad one is reported
+/// with its line).
+#[derive(Debug, Clone)]
+pub struct Pattern(pub regex::Regex);
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Pattern, D::Error> {
+        let text = String::deserialize(d)?;
+        regex::Regex::new(&text)
+            .map(Pattern)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// `namespace/name` of a service account.
+#[derive(Debug, Clone)]
+pub struct ServiceAccount {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl<'de> Deserialize<'de> for ServiceAccount {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ServiceAccount, D::Error> {
+        let text = String::deserialize(d)?;
+        match text.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Ok(ServiceAccount {
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                })
+            }
+            _ => Err(serde::de::Error::custom(format!(
+                "expected namespace/name, got {text:?}"
+            ))),
+        }
+    }
+}
+
+/// A policy's or binding's result for a request.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Expected {
+    Pass,
+    Fail,
+    Error,
+    Skip,
+}
+
+impl Expected {
+    fn name(self) -> &'static str {
+        match self {
+            Expected::Pass => "pass",
+            Expected::Fail => "fail",
+            Expected::Error => "error",
+            Expected::Skip => "skip",
+        }
+    }
+
+    fn of(outcome: Option<BindingOutcome>) -> Expected {
+        match outcome {
+            None => Expected::Skip,
+            Some(BindingOutcome::Pass) => Expected::Pass,
+            Some(BindingOutcome::Fail) => Expected::Fail,
+            Some(BindingOutcome::Error) => Expected::Error,
+        }
+    }
+}
+
+/// How a run is done.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Only cases whose `file: name` matches run.
+    pub filter: Option<regex::Regex>,
+    /// CEL library version (1.N).
+    pub version: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Pass,
+    Fail,
+    Skip,
+}
+
+/// One case's result.
+#[derive(Debug, Clone)]
+pub struct CaseResult {
+    pub file: String,
+    pub name: String,
+    pub status: Status,
+    pub elapsed: Duration,
+    /// Why it failed, one line per unmet expectation.
+    pub failures: Vec<String>,
+}
+
+/// A suite file that could not be read as one (exit 2).
+#[derive(Debug, Clone)]
+pub struct InvalidFile {
+    pub file: String,
+    pub message: String,
+}
+
+/// Everything a run found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub cases: Vec<CaseResult>,
+    pub invalid: Vec<InvalidFile>,
+}
+
+impl Report {
+    pub fn count(&self, status: Status) -> usize {
+        self.cases.iter().filter(|c| c.status == status).count()
+    }
+
+    /// 0 when every case passed, 1 when one failed, 2 when a suite file is invalid.
+    pub fn exit_code(&self) -> u8 {
+        if !self.invalid.is_empty() {
+            2
+        } else if self.count(Status::Fail) > 0 {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+/// The suite files under `paths` (files are taken as given, folders are walked), sorted.
+pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut stack = vec![p.clone()];
+            let mut seen = std::collections::BTreeSet::new();
+            while let Some(d) = stack.pop() {
+                let real =
+                    std::fs::canonicalize(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+                if !seen.insert(real) {
+                    continue;
+                }
+                let entries = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+                for entry in entries {
+                    let entry = entry.map_err(|e| format!("{}: {e}", d.display()))?;
+                    let name = entry.file_name();
+                    let name = name.to_string_lossy();
+                    // Hidden folders and build output are not searched.
+                    if name.starts_with('.') || name == "target" {
+                        continue;
+                    }
+                    let path = entry.path();
+                    if path.is_dir() {
+                        stack.push(path);
+                    } else if name.ends_with(SUFFIX) {
+                        out.push(path);
+                    }
+                }
+            }
+        } else if p.is_file() {
+            out.push(p.clone());
+        } else {
+            return Err(format!("{}: no such file or folder", p.display()));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Runs every suite under `paths`.
+pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, String> {
+    let mut report = Report::default();
+    for file in find_suites(paths)? {
+        run_file(&file, options, &mut report);
+    }
+    Ok(report)
+}
+
+/// Reads and checks a suite file's text.
+pub fn parse_suite(file: &str, text: &str) -> Result<Suite, String> {
+    let suite: Suite = serde_yaml_ng::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+    if suite.api_version != API_VERSION {
+        return Err(format!(
+            "{file}: apiVersion: expected {API_VERSION:?}, got {:?}",
+            suite.api_version
+        ));
+    }
+    if suite.kind != KIND {
+        return Err(format!(
+            "{file}: kind: expected {KIND:?}, got {:?}",
+            suite.kind
+        ));
+    }
+    for (i, case) in suite.cases.iter().enumerate() {
+        let at = format!("{file}: cases[{i}] ({:?})", case.name);
+        if case.expect.as_ref().is_none_or(Expect::is_empty) && !case.skip {
+            return Err(format!(
+                "{at}: expect: a case needs at least one expectation"
+            ));
+        }
+        if case.review.is_some()
+            && (case.object.is_some() || case.old_object.is_some() || case.user_info.is_some())
+        {
+            return Err(format!(
+                "{at}: review: a case with a review file takes no object, oldObject or userInfo"
+            ));
+        }
+    }
+    Ok(suite)
+}
+
+fn display(file: &Path) -> String {
+    file.display().to_string()
+}
+
+/// Loads a path (file or folder) named in a suite, relative to the suite's folder.
+fn load_path(base: &Path, rel: &str) -> Result<Vec<Loaded>, String> {
+    let path = base.join(rel);
+    if path.is_dir() {
+        folder::load(&path).map_err(|e| e.to_string())
+    } else {
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        folder::parse_documents(&path, &text).map_err(|e| e.to_string())
+    }
+}
+
+/// The objects of a case's `object`/`oldObject`: inline, or every document of a file.
+fn case_objects(base: &Path, value: &Option<Json>) -> Result<Vec<Option<Json>>, String> {
+    match value {
+        None | Some(Json::Null) => Ok(vec![None]),
+        Some(Json::String(rel)) => {
+            let docs = load_path(base, rel)?;
+            if docs.is_empty() {
+                return Err(format!("{rel}: no object in the file"));
+            }
+            Ok(docs.into_iter().map(|d| Some(d.object)).collect())
+        }
+        Some(o @ Json::Object(_)) => Ok(vec![Some(o.clone())]),
+        Some(_) => Err("an object must be a mapping or a file path".into()),
+    }
+}
+
+struct Built {
+    snapshot: Snapshot,
+    resources: review::Resources,
+    /// Binding name to policy name.
+    binding_policy: BTreeMap<String, String>,
+}
+
+/// The objects a suite names: an unreadable file makes the suite invalid.
+fn suite_objects(suite: &Suite, base: &Path) -> Result<Vec<Loaded>, String> {
+    let mut objects = Vec::new();
+    for (field, list) in [
+        ("policies", &suite.policies),
+        ("resources", &suite.resources),
+    ] {
+        for (i, p) in list.iter().enumerate() {
+            objects.extend(load_path(base, p).map_err(|e| format!("{field}[{i}]: {e}"))?);
+        }
+    }
+    for (i, o) in suite.objects.iter().enumerate() {
+        if !o.is_object() {
+            return Err(format!(
+                "objects[{i}]: must be a Kubernetes object (a mapping)"
+            ));
+        }
+        objects.push(Loaded {
+            file: PathBuf::from("<inline objects>"),
+            document: i + 1,
+            object: o.clone(),
+        });
+    }
+    Ok(objects)
+}
+
+/// The suite's snapshot: a policy the API server would refuse is an error (its cases fail).
+fn build(mut objects: Vec<Loaded>, cluster_defaults: bool, version: u16) -> Result<Built, String> {
+    if cluster_defaults {
+        crate::source::add_cluster_defaults(&mut objects);
+    }
+    let resources = review::Resources::new(objects.iter().map(|o| &o.object));
+    let mut binding_policy = BTreeMap::new();
+    for o in &objects {
+        if o.object["kind"] == "ValidatingAdmissionPolicyBinding" {
+            if let (Some(b), Some(p)) = (
+                o.object["metadata"]["name"].as_str(),
+                o.object["spec"]["policyName"].as_str(),
+            ) {
+                binding_policy.insert(b.to_string(), p.to_string());
+            }
+        }
+    }
+    let raw: BTreeMap<String, Json> = objects
+        .iter()
+        .filter(|o| o.object["kind"] == "ValidatingAdmissionPolicy")
+        .filter_map(|o| {
+            let name = o.object["metadata"]["name"].as_str()?;
+            Some((name.to_string(), o.object.clone()))
+        })
+        .collect();
+    // Strict: a policy the API server would refuse fails its tests with the server's message.
+    let snapshot = crate::source::snapshot(objects, version, true).map_err(|e| e.to_string())?;
+    compile_errors(&snapshot, &raw)?;
+    Ok(Built {
+        snapshot,
+        resources,
+        binding_policy,
+    })
+}
+
+/// The API server refuses to store a policy with an expression that does not compile; the
+/// engine keeps such a policy (its evaluation fails under the failurePolicy, as for a policy
+/// stored by another version), so a suite checks it here, with the server's wording.
+fn compile_errors(snapshot: &Snapshot, raw: &BTreeMap<String, Json>) -> Result<(), String> {
+    let mut errors = Vec::new();
+    for entry in &snapshot.policies {
+        let p = &entry.policy;
+        let spec = raw.get(&p.name).map(|o| &o["spec"]);
+        let text = |list: &str, i: usize, field: &str| {
+            spec.and_then(|s| s[list][i][field].as_str())
+                .map(|t| serde_json::to_string(t).unwrap_or_default())
+                .unwrap_or_default()
+        };
+        let mut note = |list: &str, i: usize, field: &str, c: &crate::policy::compile::Compiled| {
+            if let Err(e) = c {
+                errors.push(format!(
+                    "spec.{list}[{i}].{field}: Invalid value: {}: {e}",
+                    text(list, i, field)
+                ));
+            }
+        };
+        for (i, (_, c)) in p.match_conditions.iter().enumerate() {
+            note("matchConditions", i, "expression", c);
+        }
+        for (i, (_, c)) in p.variables.iter().enumerate() {
+            note("variables", i, "expression", c);
+        }
+        for (i, v) in p.validations.iter().enumerate() {
+            note("validations", i, "expression", &v.program);
+            if let Some(m) = &v.message_program {
+                note("validations", i, "messageExpression", m);
+            }
+        }
+        for (i, (_, c)) in p.audit_annotations.iter().enumerate() {
+            note("auditAnnotations", i, "valueExpression", c);
+        }
+        if !errors.is_empty() {
+            return Err(format!(
+                "invalid ValidatingAdmissionPolicy {:?}: {}",
+                p.name,
+                errors.join("; ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn run_file(file: &Path, options: &Options, report: &mut Report) {
+    let name = display(file);
+    let suite = match std::fs::read_to_string(file)
+        .map_err(|e| format!("{name}: {e}"))
+        .and_then(|text| parse_suite(&name, &text))
+    {
+        Ok(s) => s,
+        Err(message) => {
+            report.invalid.push(InvalidFile {
+                file: name,
+                message,
+            });
+            return;
+        }
+    };
+    let base = file.parent().unwrap_or(Path::new("."));
+    let selected = |case: &str| {
+        options
+            .filter
+            .as_ref()
+            .is_none_or(|re| re.is_match(&format!("{name}: {case}")))
+    };
+    let built = match suite_objects(&suite, base) {
+        Ok(objects) => build(objects, suite.cluster_defaults, options.version),
+        Err(e) => {
+            report.invalid.push(InvalidFile {
+                message: format!("{name}: {e}"),
+                file: name,
+            });
+            return;
+        }
+    };
+    for (index, case) in suite.cases.iter().enumerate() {
+        let objects = case_objects(base, &case.object);
+        let expanded = match &objects {
+            Ok(list) if list.len() > 1 => list
+                .iter()
+                .enumerate()
+                .map(|(i, o)| (format!("{} [{}]", case.name, i + 1), Ok(o.clone())))
+                .collect(),
+            Ok(list) => vec![(case.name.clone(), Ok(list.first().cloned().flatten()))],
+            Err(e) => vec![(case.name.clone(), Err(e.clone()))],
+        };
+        for (case_name, object) in expanded {
+            if !selected(&case_name) {
+                continue;
+            }
+            let started = Instant::now();
+            let (status, failures) = if case.skip {
+                (Status::Skip, Vec::new())
+            } else {
+                let failures = match (&built, object) {
+                    (Err(e), _) => vec![e.clone()],
+                    (_, Err(e)) => vec![format!("object: {e}")],
+                    (Ok(b), Ok(object)) => run_case(b, base, case, index, object),
+                };
+                let status = if failures.is_empty() {
+                    Status::Pass
+                } else {
+                    Status::Fail
+                };
+                (status, failures)
+            };
+            report.cases.push(CaseResult {
+                file: name.clone(),
+                name: case_name,
+                status,
+                elapsed: started.elapsed(),
+                failures,
+            });
+        }
+    }
+}
+
+/// Runs one case; the unmet expectations.
+fn run_case(
+    built: &Built,
+    base: &Path,
+    case: &Case,
+    index: usize,
+    object: Option<Json>,
+) -> Vec<String> {
+    let body = match &case.review {
+        Some(rel) => {
+            let path = base.join(rel);
+            std::fs::read_to_string(&path)
+                .map_err(|e| format!("review: {}: {e}", path.display()))
+                .and_then(|text| {
+                    serde_yaml_ng::from_str::<Json>(&text)
+                        .map_err(|e| format!("review: {}: {e}", path.display()))
+                })
+        }
+        None => case_objects(base, &case.old_object)
+            .map_err(|e| format!("oldObject: {e}"))
+            .and_then(|old| {
+                let old = old.into_iter().next().flatten();
+                review::build(&built.resources, case, index, object, old)
+            }),
+    };
+    let body = match body.and_then(|b| serde_json::to_vec(&b).map_err(|e| e.to_string())) {
+        Ok(b) => b,
+        Err(e) => return vec![e],
+    };
+    let doc = match crate::cel::json::Doc::parse(&body) {
+        Ok(d) => d,
+        Err(e) => return vec![format!("the review is not valid JSON: {e}")],
+    };
+    let req = match crate::admission::request::Request::from_review(&doc) {
+        Ok(r) => r,
+        Err(e) => return vec![format!("the review is invalid: {}", e.0)],
+    };
+    let verdict = crate::admission::admit_traced(&built.snapshot, &req, &Default::default());
+    let response = crate::admission::response::response(&req, &verdict);
+    check(built, case.expect.as_ref(), &verdict, &response)
+}
+
+fn check(
+    built: &Built,
+    expect: Option<&Expect>,
+    verdict: &Verdict,
+    response: &Json,
+) -> Vec<String> {
+    let Some(expect) = expect else {
+        return vec!["no expectation".into()];
+    };
+    let mut out = Vec::new();
+    let allowed = verdict.allowed();
+    let status = &response["status"];
+    let message = status["message"].as_str().unwrap_or("");
+    let reason = status["reason"].as_str().unwrap_or("");
+    let code = status["code"].as_u64();
+    if let Some(want) = expect.allowed {
+        if want != allowed {
+            let why = if allowed {
+                String::new()
+            } else {
+                format!(" ({message})")
+            };
+            out.push(format!("allowed: expected {want}, got {allowed}{why}"));
+        }
+    }
+    if let Some(want) = expect.code {
+        // An allowed request has no status; its code is 200 as the API server answers it.
+        let got = code.unwrap_or(200);
+        if u64::from(want) != got {
+            out.push(format!("code: expected {want}, got {got}"));
+        }
+    }
+    if let Some(want) = &expect.reason {
+        if want != reason {
+            out.push(format!("reason: expected {want:?}, got {reason:?}"));
+        }
+    }
+    if let Some(want) = &expect.message {
+        if want != message {
+            out.push(format!("message: expected {want:?}, got {message:?}"));
+        }
+    }
+    if let Some(Pattern(re)) = &expect.message_matches {
+        if !re.is_match(message) {
+            out.push(format!(
+                "messageMatches: {:?} does not match {message:?}",
+                re.as_str()
+            ));
+        }
+    }
+    if let Some(want) = &expect.warnings {
+        if *want != verdict.warnings {
+            out.push(format!(
+                "warnings: expected {want:?}, got {:?}",
+                verdict.warnings
+            ));
+        }
+    }
+    if let Some(want) = &expect.audit_annotations {
+        let got = &response["auditAnnotations"];
+        for (key, value) in want {
+            match got[key].as_str() {
+                Some(v) if v == value => {}
+                Some(v) => out.push(format!(
+                    "auditAnnotations[{key}]: expected {value:?}, got {v:?}"
+                )),
+                None => {
+                    let keys: Vec<&String> = got
+                        .as_object()
+                        .map(|m| m.keys().collect())
+                        .unwrap_or_default();
+                    out.push(format!(
+                        "auditAnnotations[{key}]: missing (present: {keys:?})"
+                    ))
+                }
+            }
+        }
+    }
+    for (policy, want) in expect.policies.iter().flatten() {
+        let got = Expected::of(
+            verdict
+                .results
+                .iter()
+                .filter(|r| &r.policy == policy)
+                .map(|r| r.outcome)
+                .max(),
+        );
+        if got != *want {
+            out.push(format!(
+                "policies[{policy}]: expected {}, got {}",
+                want.name(),
+                got.name()
+            ));
+        }
+    }
+    for (binding, want) in expect.bindings.iter().flatten() {
+        let policy = built.binding_policy.get(binding);
+        let got = Expected::of(
+            verdict
+                .results
+                .iter()
+                .filter(|r| match &r.binding {
+                    Some(b) => b == binding,
+                    // A policy-level configuration error is every binding's.
+                    None => Some(&r.policy) == policy,
+                })
+                .map(|r| r.outcome)
+                .max(),
+        );
+        if got != *want {
+            out.push(format!(
+                "bindings[{binding}]: expected {}, got {}",
+                want.name(),
+                got.name()
+            ));
+        }
+    }
+    out
+}

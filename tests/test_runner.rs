@@ -1,0 +1,510 @@
+//! `celgate test`: the bundled example suites pass, the reports (table, JUnit, JSON, TAP) are
+//! as documented, a failing case fails the run, invalid suite files are refused naming the
+//! file, line and field, and reviews are built as the API server builds them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use celgate::testing::report::{render, Format};
+use celgate::testing::{run, Options, Report};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("celgate-test-runner-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn options() -> Options {
+    Options {
+        filter: None,
+        version: celgate::cel::NEWEST_MINOR,
+    }
+}
+
+fn celgate(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Times vary from run to run: replaced by `T`.
+fn normalise(text: &str) -> String {
+    let ms = regex::Regex::new(r"\(\d+\.\d{3}ms\)").unwrap();
+    let secs = regex::Regex::new(r#"time="\d+\.\d+""#).unwrap();
+    let json = regex::Regex::new(r#""seconds": [0-9.e-]+"#).unwrap();
+    let t = ms.replace_all(text, "(T)");
+    let t = secs.replace_all(&t, r#"time="T""#);
+    json.replace_all(&t, r#""seconds": T"#).into_owned()
+}
+
+const POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: owner.example.com}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [pods]}
+  validations:
+  - expression: "has(object.metadata.labels) && 'owner' in object.metadata.labels"
+    message: pods need an owner label
+    reason: Forbidden
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: owner-binding}
+spec: {policyName: owner.example.com, validationActions: [Deny]}
+"#;
+
+/// A suite with a passing, a failing and a skipped case.
+const SUITE: &str = r#"apiVersion: celgate.dev/v1alpha1
+kind: CelgateTest
+policies: [policy.yaml]
+objects:
+- {apiVersion: v1, kind: Namespace, metadata: {name: default}}
+cases:
+- name: labelled pod
+  object: {apiVersion: v1, kind: Pod, metadata: {name: a, labels: {owner: me}}}
+  expect: {allowed: true, bindings: {owner-binding: pass}}
+- name: unlabelled pod <wrongly expected allowed>
+  object: {apiVersion: v1, kind: Pod, metadata: {name: b}}
+  expect: {allowed: true, code: 200}
+- name: later
+  skip: true
+  object: {apiVersion: v1, kind: Pod, metadata: {name: c}}
+"#;
+
+fn mixed_report() -> (PathBuf, Report) {
+    let dir = temp_dir("mixed");
+    write(&dir, "policy.yaml", POLICY);
+    write(&dir, "owner.celgate-test.yaml", SUITE);
+    let report = run(std::slice::from_ref(&dir), &options()).unwrap();
+    (dir, report)
+}
+
+/// The report with the temporary folder replaced by `DIR`.
+fn rendered(dir: &Path, report: &Report, format: Format) -> String {
+    normalise(&render(report, format)).replace(&dir.display().to_string(), "DIR")
+}
+
+const DENIED: &str = "ValidatingAdmissionPolicy 'owner.example.com' with binding 'owner-binding' denied request: pods need an owner label";
+
+#[test]
+fn table_report() {
+    let (dir, report) = mixed_report();
+    let want = format!(
+        "✓ DIR/owner.celgate-test.yaml  labelled pod  (T)\n\
+         ✗ DIR/owner.celgate-test.yaml  unlabelled pod <wrongly expected allowed>  (T)\n    \
+         allowed: expected true, got false ({DENIED})\n    \
+         code: expected 200, got 403\n\
+         - DIR/owner.celgate-test.yaml  later  (T)\n\
+         1 passed, 1 failed, 1 skipped\n"
+    );
+    assert_eq!(rendered(&dir, &report, Format::Table), want);
+    assert_eq!(report.exit_code(), 1, "a failing case fails the run");
+}
+
+#[test]
+fn junit_report() {
+    let (dir, report) = mixed_report();
+    let want = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="celgate" tests="3" failures="1" errors="0" skipped="1" time="T">
+  <testsuite name="DIR/owner.celgate-test.yaml" tests="3" failures="1" errors="0" skipped="1" time="T">
+    <testcase name="labelled pod" classname="DIR/owner.celgate-test.yaml" time="T"/>
+    <testcase name="unlabelled pod &lt;wrongly expected allowed&gt;" classname="DIR/owner.celgate-test.yaml" time="T">
+      <failure message="allowed: expected true, got false ({d})">allowed: expected true, got false ({d})
+code: expected 200, got 403</failure>
+    </testcase>
+    <testcase name="later" classname="DIR/owner.celgate-test.yaml" time="T">
+      <skipped/>
+    </testcase>
+  </testsuite>
+</testsuites>
+"#,
+        d = DENIED.replace('\'', "&apos;")
+    );
+    assert_eq!(rendered(&dir, &report, Format::Junit), want);
+}
+
+#[test]
+fn json_and_tap_reports() {
+    let (dir, report) = mixed_report();
+    let json: serde_json::Value =
+        serde_json::from_str(&rendered(&dir, &report, Format::Json).replace(": T", ": 0")).unwrap();
+    let want = serde_json::json!({
+        "cases": [
+            {"file": "DIR/owner.celgate-test.yaml", "name": "labelled pod", "status": "pass",
+             "seconds": 0, "failures": []},
+            {"file": "DIR/owner.celgate-test.yaml", "name": "unlabelled pod <wrongly expected allowed>",
+             "status": "fail", "seconds": 0, "failures": [
+                format!("allowed: expected true, got false ({DENIED})"),
+                "code: expected 200, got 403"]},
+            {"file": "DIR/owner.celgate-test.yaml", "name": "later", "status": "skip",
+             "seconds": 0, "failures": []},
+        ],
+        "invalidFiles": [],
+        "passed": 1, "failed": 1, "skipped": 1,
+    });
+    assert_eq!(json, want);
+    let tap = rendered(&dir, &report, Format::Tap);
+    let want = format!(
+        "TAP version 13\n1..3\n\
+         ok 1 - DIR/owner.celgate-test.yaml: labelled pod\n\
+         not ok 2 - DIR/owner.celgate-test.yaml: unlabelled pod <wrongly expected allowed>\n  \
+         ---\n  failures:\n  - \"allowed: expected true, got false ({DENIED})\"\n  \
+         - \"code: expected 200, got 403\"\n  ...\n\
+         ok 3 - DIR/owner.celgate-test.yaml: later # SKIP\n"
+    );
+    assert_eq!(tap, want);
+}
+
+#[test]
+fn the_example_suites_pass() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (code, out, err) = celgate(&["test", "examples/tests"], root);
+    assert_eq!(code, 0, "{out}{err}");
+    let summary = out.lines().last().unwrap_or("");
+    let passed: usize = summary
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        passed >= 16 && summary.ends_with(" passed, 0 failed"),
+        "{out}"
+    );
+    // Every validation of the bundled policies is seen failing by some case.
+    for message in [
+        "privileged containers are not allowed",
+        "allowPrivilegeEscalation to false",
+        "hostPath volumes are not allowed",
+        "images must come from",
+        "deployments need a 'team' label",
+        "at most 5 replicas outside production",
+    ] {
+        let suites = std::fs::read_dir(root.join("examples/tests"))
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect::<String>();
+        assert!(suites.contains(message), "no case expects {message:?}");
+    }
+}
+
+#[test]
+fn exit_codes_and_filter() {
+    let dir = temp_dir("exit");
+    write(&dir, "policy.yaml", POLICY);
+    write(&dir, "owner.celgate-test.yaml", SUITE);
+    let (code, out, _) = celgate(&["test"], &dir);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.ends_with("1 passed, 1 failed, 1 skipped\n"), "{out}");
+    let (code, out, _) = celgate(&["test", "--filter", "labelled pod$"], &dir);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.ends_with("1 passed, 0 failed\n"), "{out}");
+    let (code, _, err) = celgate(&["test", "--filter", "("], &dir);
+    assert_eq!(code, 2);
+    assert!(err.contains("--filter"), "{err}");
+    let (code, _, err) = celgate(&["test", "missing"], &dir);
+    assert_eq!(code, 2);
+    assert!(err.contains("missing: no such file or folder"), "{err}");
+    let (code, out, _) = celgate(&["test", "--output", "junit"], &dir);
+    assert_eq!(code, 1);
+    assert!(out.starts_with("<?xml"), "{out}");
+    // A file not named *.celgate-test.yaml is not a suite.
+    let other = temp_dir("not-a-suite");
+    write(&other, "owner.yaml", SUITE);
+    let (code, out, _) = celgate(&["test"], &other);
+    assert_eq!((code, out.as_str()), (0, "0 passed, 0 failed\n"));
+}
+
+/// The message for an invalid suite, run through the library.
+fn invalid(text: &str) -> String {
+    let dir = temp_dir("invalid");
+    write(&dir, "policy.yaml", POLICY);
+    let file = write(&dir, "bad.celgate-test.yaml", text);
+    let report = run(&[file], &options()).unwrap();
+    assert_eq!(report.exit_code(), 2);
+    assert!(report.cases.is_empty());
+    report.invalid[0]
+        .message
+        .replace(&dir.display().to_string(), "DIR")
+}
+
+#[test]
+fn invalid_suites_name_file_line_and_field() {
+    let head = "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\npolicies: [policy.yaml]\ncases:\n- name: one\n  object: {apiVersion: v1, kind: Pod, metadata: {name: a}}\n";
+    assert_eq!(
+        invalid(&format!("{head}  expect:\n    allowed: maybe\n")),
+        "DIR/bad.celgate-test.yaml: cases[0].expect.allowed: invalid type: string \"maybe\", expected a boolean at line 8 column 14"
+    );
+    let e = invalid(&format!("{head}  expect:\n    alowed: true\n"));
+    assert!(
+        e.starts_with("DIR/bad.celgate-test.yaml: cases[0].expect: unknown field `alowed`")
+            && e.ends_with("at line 8 column 5"),
+        "{e}"
+    );
+    let e = invalid(&format!("{head}  expect:\n    bindings: {{b: passes}}\n"));
+    assert!(
+        e.contains("cases[0].expect.bindings.b: unknown variant `passes`"),
+        "{e}"
+    );
+    assert_eq!(
+        invalid(head),
+        "DIR/bad.celgate-test.yaml: cases[0] (\"one\"): expect: a case needs at least one expectation"
+    );
+    assert_eq!(
+        invalid(&format!("{head}  expect: {{}}\n")),
+        "DIR/bad.celgate-test.yaml: cases[0] (\"one\"): expect: a case needs at least one expectation"
+    );
+    let e = invalid(&format!("{head}  expect: {{messageMatches: \"(\"}}\n"));
+    assert!(
+        e.starts_with("DIR/bad.celgate-test.yaml: cases[0].expect: regex parse error:")
+            && e.ends_with("unclosed group at line 7 column 11"),
+        "{e}"
+    );
+    assert_eq!(
+        invalid(&format!("{head}  operation: PATCH\n  expect: {{allowed: true}}\n")),
+        "DIR/bad.celgate-test.yaml: cases[0].operation: unknown variant `PATCH`, expected one of `CREATE`, `UPDATE`, `DELETE`, `CONNECT` at line 7 column 14"
+    );
+    assert_eq!(
+        invalid(&head.replace("CelgateTest", "Test")),
+        "DIR/bad.celgate-test.yaml: kind: expected \"CelgateTest\", got \"Test\""
+    );
+    let e = invalid(&format!(
+        "{}  expect: {{allowed: true}}\n",
+        head.replace("[policy.yaml]", "[policy.yaml, absent.yaml]")
+    ));
+    assert!(
+        e.starts_with("DIR/bad.celgate-test.yaml: policies[1]: DIR/absent.yaml: "),
+        "{e}"
+    );
+    assert_eq!(
+        invalid(&format!(
+            "{head}  userInfo: {{serviceAccount: nobody}}\n  expect: {{allowed: true}}\n"
+        )),
+        "DIR/bad.celgate-test.yaml: cases[0].userInfo: expected namespace/name, got \"nobody\" at line 7 column 13"
+    );
+}
+
+/// One case's failures, run through the library.
+fn failures(policies: &str, suite: &str) -> Vec<String> {
+    let dir = temp_dir("case");
+    write(&dir, "policy.yaml", policies);
+    let file = write(&dir, "t.celgate-test.yaml", suite);
+    let report = run(&[file], &options()).unwrap();
+    assert!(report.invalid.is_empty(), "{:?}", report.invalid);
+    report.cases.into_iter().flat_map(|c| c.failures).collect()
+}
+
+#[test]
+fn a_policy_the_api_server_refuses_fails_its_cases() {
+    let bad = POLICY.replace(
+        "has(object.metadata.labels) && 'owner' in object.metadata.labels",
+        "object.metadata.labels.exists(",
+    );
+    let got = failures(
+        &bad,
+        "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\npolicies: [policy.yaml]\ncases:\n- name: x\n  object: {apiVersion: v1, kind: Pod, metadata: {name: a}}\n  expect: {allowed: false}\n",
+    );
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].starts_with(
+            "invalid ValidatingAdmissionPolicy \"owner.example.com\": spec.validations[0].expression: Invalid value: \"object.metadata.labels.exists(\": compilation failed: ERROR: <input>:1:31: Syntax error"
+        ),
+        "{got:?}"
+    );
+    let bad = POLICY.replace("validationActions: [Deny]", "validationActions: []");
+    let got = failures(
+        &bad,
+        "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\npolicies: [policy.yaml]\ncases:\n- name: x\n  object: {apiVersion: v1, kind: Pod, metadata: {name: a}}\n  expect: {allowed: false}\n",
+    );
+    assert!(
+        got.len() == 1 && got[0].contains("validationActions: Required value"),
+        "{got:?}"
+    );
+}
+
+/// A policy that denies with every request attribute in its message, to see the review.
+const ECHO: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: echo}
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["", apps, stable.example.com]
+      apiVersions: ["*"]
+      operations: ["*"]
+      resources: ["*/*"]
+  validations:
+  - expression: "false"
+    messageExpression: >-
+      [request.operation, request.resource.group, request.resource.resource,
+       request.kind.kind, request.?namespace.orValue('-'), request.?name.orValue('-'),
+       request.userInfo.username, request.userInfo.groups.join(','),
+       request.?subResource.orValue('-'), string(request.dryRun),
+       request.?options.?kind.orValue('-'),
+       object == null ? '-' : object.metadata.name,
+       object == null ? '-' : object.metadata.?namespace.orValue('-'),
+       oldObject == null ? '-' : oldObject.metadata.name].join(' ')
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: echo}
+spec: {policyName: echo, validationActions: [Deny]}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: crontabs.stable.example.com}
+spec:
+  group: stable.example.com
+  scope: Cluster
+  names: {plural: crontabs, kind: CronTab}
+  versions: [{name: v1, served: true, storage: true}]
+"#;
+
+#[test]
+fn reviews_are_built_as_the_api_server_does() {
+    let suite = r#"apiVersion: celgate.dev/v1alpha1
+kind: CelgateTest
+policies: [policy.yaml]
+objects:
+- {apiVersion: v1, kind: Namespace, metadata: {name: default}}
+- {apiVersion: v1, kind: Namespace, metadata: {name: team}}
+cases:
+- name: defaults
+  object: {apiVersion: v1, kind: Pod, metadata: {name: p}}
+  expect: {message: "CREATE  pods Pod default p celgate-test-user system:authenticated - false CreateOptions p default -"}
+- name: service account, namespace from the case, generateName
+  namespace: team
+  userInfo: {serviceAccount: ci/deployer}
+  object: {apiVersion: apps/v1, kind: Deployment, metadata: {generateName: web-}}
+  expect: {messageMatches: "^CREATE apps deployments Deployment team web-[a-z0-9]{5} system:serviceaccount:ci:deployer system:serviceaccounts,system:serviceaccounts:ci,system:authenticated - false CreateOptions web-[a-z0-9]{5} team -$"}
+- name: a DELETE takes the object as the old one
+  operation: DELETE
+  dryRun: true
+  userInfo: {username: alice, groups: [devs]}
+  object: {apiVersion: v1, kind: Pod, metadata: {name: p, namespace: team}}
+  expect: {message: "DELETE  pods Pod team p alice devs - true DeleteOptions - - p"}
+- name: subresource and a cluster-scoped custom resource
+  operation: UPDATE
+  subResource: status
+  object: {apiVersion: stable.example.com/v1, kind: CronTab, metadata: {name: c}}
+  oldObject: {apiVersion: stable.example.com/v1, kind: CronTab, metadata: {name: c}}
+  expect: {message: "UPDATE stable.example.com crontabs CronTab - c celgate-test-user system:authenticated status false UpdateOptions c - c"}
+- name: a namespace is its own request namespace
+  object: {apiVersion: v1, kind: Namespace, metadata: {name: fresh}}
+  expect: {message: "CREATE  namespaces Namespace fresh fresh celgate-test-user system:authenticated - false CreateOptions fresh - -"}
+"#;
+    let got = failures(
+        ECHO,
+        &suite
+            .replace(
+                "{message: \"",
+                "{message: \"ValidatingAdmissionPolicy 'echo' with binding 'echo' denied request: ",
+            )
+            .replace(
+                "{messageMatches: \"^",
+                "{messageMatches: \"denied request: ",
+            ),
+    );
+    assert!(got.is_empty(), "{got:#?}");
+}
+
+#[test]
+fn multi_document_objects_and_unknown_kinds() {
+    let dir = temp_dir("multi");
+    write(&dir, "policy.yaml", POLICY);
+    write(
+        &dir,
+        "pods.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, labels: {owner: x}}\n",
+    );
+    let suite = "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\npolicies: [policy.yaml]\nobjects:\n- {apiVersion: v1, kind: Namespace, metadata: {name: default}}\ncases:\n- name: pods\n  object: pods.yaml\n  expect: {allowed: false}\n- name: widget\n  object: {apiVersion: example.com/v1, kind: Widget, metadata: {name: w}}\n  expect: {allowed: true}\n- name: update\n  operation: UPDATE\n  object: pods.yaml\n  expect: {allowed: true}\n";
+    let file = write(&dir, "t.celgate-test.yaml", suite);
+    let report = run(&[file], &options()).unwrap();
+    let summary: Vec<(String, Vec<String>)> = report
+        .cases
+        .iter()
+        .map(|c| (c.name.clone(), c.failures.clone()))
+        .collect();
+    assert_eq!(summary.len(), 5, "{summary:?}");
+    assert_eq!(summary[0], ("pods [1]".to_string(), vec![]));
+    assert_eq!(summary[1].0, "pods [2]");
+    assert!(summary[1].1[0].starts_with("allowed: expected false, got true"));
+    assert_eq!(summary[2].0, "widget");
+    assert!(
+        summary[2].1[0].contains("unknown kind \"Widget\" of \"example.com/v1\""),
+        "{summary:?}"
+    );
+    assert_eq!(summary[3].0, "update [1]");
+    assert_eq!(
+        summary[3].1,
+        ["oldObject: an UPDATE needs the object as it was (oldObject)"]
+    );
+}
+
+#[test]
+fn per_policy_and_binding_results() {
+    let policies = format!(
+        "{POLICY}\n---\n{}",
+        POLICY
+            .replace("owner.example.com", "other.example.com")
+            .replace("owner-binding", "other-binding")
+            .replace("[CREATE, UPDATE]", "[UPDATE]")
+    );
+    let suite = "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\npolicies: [policy.yaml]\nobjects:\n- {apiVersion: v1, kind: Namespace, metadata: {name: default}}\ncases:\n- name: x\n  object: {apiVersion: v1, kind: Pod, metadata: {name: a}}\n  expect:\n    policies: {owner.example.com: pass, other.example.com: skip}\n    bindings: {owner-binding: skip, other-binding: fail}\n";
+    let got = failures(&policies, suite);
+    assert_eq!(
+        got,
+        [
+            "policies[owner.example.com]: expected pass, got fail",
+            "bindings[other-binding]: expected fail, got skip",
+            "bindings[owner-binding]: expected skip, got fail",
+        ],
+    );
+    // An expression error, and a binding whose param is missing: `error`.
+    let policies = format!(
+        "{}\n---\n{}",
+        POLICY.replace(
+            "has(object.metadata.labels) && 'owner' in object.metadata.labels",
+            "object.spec.missing == 1"
+        ),
+        POLICY
+            .replace("owner.example.com", "param.example.com")
+            .replace("owner-binding", "param-binding")
+            .replace(
+                "failurePolicy: Fail",
+                "failurePolicy: Fail\n  paramKind: {apiVersion: v1, kind: ConfigMap}"
+            )
+            .replace(
+                "validationActions: [Deny]",
+                "validationActions: [Deny], paramRef: {name: absent, parameterNotFoundAction: Deny}"
+            )
+    );
+    let suite = "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\npolicies: [policy.yaml]\nobjects:\n- {apiVersion: v1, kind: Namespace, metadata: {name: default}}\ncases:\n- name: x\n  object: {apiVersion: v1, kind: Pod, metadata: {name: a}, spec: {}}\n  expect:\n    bindings: {owner-binding: pass, param-binding: pass}\n";
+    let got = failures(&policies, suite);
+    assert_eq!(
+        got,
+        [
+            "bindings[owner-binding]: expected pass, got error",
+            "bindings[param-binding]: expected pass, got error",
+        ],
+    );
+}
