@@ -997,3 +997,22 @@ fn cancellations_say_which_limit_stopped_them() {
     let (r, _) = eval_metered("1 / 0 == 1", &object, |_| {});
     assert_eq!(r.unwrap_err().cancel_reason(), None);
 }
+
+/// `findAll`'s limit applies whether the pattern is a constant (compiled once, taken out of
+/// the arguments) or known only at run time (found by the fuzz target `eval`).
+#[test]
+fn find_all_honours_its_limit_with_a_constant_pattern() {
+    for expr in [
+        "'abab'.findAll('b', 1)",
+        "'abab'.findAll(dyn('b'), 1)",
+        "'abab'.findAll(object.re, 1)",
+    ] {
+        assert_eq!(
+            eval_with(expr, serde_json::json!({"re": "b"})),
+            Ok(serde_json::json!(["b"])),
+            "{expr}"
+        );
+    }
+    assert_eq!(eval("'abab'.findAll('b', -1)"), Ok(serde_json::json!(["b", "b"])));
+    assert_eq!(eval("'abab'.findAll('b', 0)"), Ok(serde_json::json!([])));
+}

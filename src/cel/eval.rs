@@ -554,7 +554,9 @@ impl<'a, 'x> Evaluator<'a, 'x> {
 
     fn regex(&mut self, op: RegexOp, args: &[Node], re: &Regex, pattern_size: u64) -> R<'a> {
         let target = self.eval(&args[0])?;
-        let limit = match args.get(2) {
+        // The constant pattern was taken out of the arguments when the node was compiled:
+        // `findAll`'s limit follows the target directly.
+        let limit = match args.get(1) {
             Some(n) => Some(self.eval(n)?),
             None => None,
         };
