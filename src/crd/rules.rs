@@ -87,7 +87,13 @@ pub const SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
 
 /// Checks the schema and compiles every rule; the causes are those of a rejected CRD.
 pub fn compile(crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
+    // Rules are compiled only for an otherwise valid schema, as the API server does: a
+    // structural or rule-field error hides the compile errors.
     let mut causes = structural::check(&crd.schema, SCHEMA_PATH);
+    check_rule_fields(&crd.schema, SCHEMA_PATH, &mut causes);
+    if !causes.is_empty() {
+        return Err(causes);
+    }
     let root_ty = root_type(&crd.schema);
     let root = compile_node(&crd.schema, root_ty, SCHEMA_PATH, "selfType", &mut causes);
     if !causes.is_empty() {
@@ -113,9 +119,16 @@ fn compile_node(
     causes: &mut Vec<Cause>,
 ) -> Node {
     let mut node = Node::default();
+    // Each rule scope has its own `selfType` (the API server's names are relative to the
+    // scope: `selfType<random>.a.@idx`), so two list-typed fields never share a type.
+    let ty = if schema.validations.is_empty() || type_name == "selfType" {
+        ty
+    } else {
+        cel_type(schema, "selfType").unwrap_or(ty)
+    };
     for (i, rule) in schema.validations.iter().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
-        if let Some(r) = compile_rule(rule, schema, &ty, &at, causes) {
+        if let Some(r) = compile_rule(rule, &ty, &at, causes) {
             node.rules.push(r);
         }
     }
@@ -214,14 +227,25 @@ fn env_for(ty: &Type, old_self: Option<bool>) -> Env {
     env
 }
 
-fn compile_rule(
-    rule: &ValidationRule,
-    schema: &Schema,
-    ty: &Type,
-    at: &str,
-    causes: &mut Vec<Cause>,
-) -> Option<CompiledRule> {
-    let before = causes.len();
+/// The checks of a rule's fields that need no compilation (rule, message, reason,
+/// fieldPath), over the whole schema.
+fn check_rule_fields(schema: &Schema, path: &str, causes: &mut Vec<Cause>) {
+    for (i, rule) in schema.validations.iter().enumerate() {
+        let at = format!("{path}.x-kubernetes-validations[{i}]");
+        check_one_rule(rule, schema, &at, causes);
+    }
+    for (name, sub) in &schema.properties {
+        check_rule_fields(sub, &format!("{path}.properties[{name}]"), causes);
+    }
+    if let Some(items) = schema.items.as_deref() {
+        check_rule_fields(items, &format!("{path}.items"), causes);
+    }
+    if let Some(add) = schema.additional_schema() {
+        check_rule_fields(add, &format!("{path}.additionalProperties"), causes);
+    }
+}
+
+fn check_one_rule(rule: &ValidationRule, schema: &Schema, at: &str, causes: &mut Vec<Cause>) {
     if rule.rule.trim().is_empty() {
         causes.push(Cause::required(format!("{at}.rule"), "rule is not specified"));
     }
@@ -255,6 +279,15 @@ fn compile_rule(
             "fieldPath must be a valid path",
         ));
     }
+}
+
+fn compile_rule(
+    rule: &ValidationRule,
+    ty: &Type,
+    at: &str,
+    causes: &mut Vec<Cause>,
+) -> Option<CompiledRule> {
+    let before = causes.len();
     if rule.rule.trim().is_empty() {
         return None;
     }
@@ -564,7 +597,7 @@ fn failure_message(r: &CompiledRule, activation: &Vec<Value<'static>>, run: &mut
     run.remaining = run.remaining.saturating_sub(meter.cost);
     match result {
         Ok(v) => match v.as_str() {
-            Some(s) if !s.trim().is_empty() && !s.contains('\n') => s.to_string(),
+            Some(s) if !s.trim().is_empty() && !s.contains('\n') => s.trim().to_string(),
             _ => fallback,
         },
         Err(_) => fallback,

@@ -71,6 +71,20 @@ pub fn escape(name: &str) -> Option<String> {
     Some(out)
 }
 
+/// The names a property has in CEL: its escaped name, and for a reserved word that the
+/// grammar accepts after `.` (all but `in`, `true`, `false`, `null`) its plain name too,
+/// which the API server also resolves (`self.namespace`).
+pub fn cel_names(name: &str) -> Vec<String> {
+    let Some(escaped) = escape(name) else {
+        return Vec::new();
+    };
+    let mut out = vec![escaped];
+    if RESERVED.contains(&name) && !matches!(name, "in" | "true" | "false" | "null") {
+        out.push(name.to_string());
+    }
+    out
+}
+
 /// Whether a schema node declares something CEL can see. An untyped node (no `type`,
 /// not int-or-string) is not accessible: its parent does not declare it.
 fn accessible(s: &Schema) -> bool {
@@ -124,14 +138,13 @@ fn object_type(schema: &Schema, name: &str) -> Type {
         if !accessible(sub) {
             continue;
         }
-        let Some(escaped) = escape(prop) else {
+        let Some(t) = cel_type(sub, &format!("{name}.{prop}")) else {
             continue;
         };
-        if fields.iter().any(|(n, _)| *n == escaped) {
-            continue;
-        }
-        if let Some(t) = cel_type(sub, &format!("{name}.{prop}")) {
-            fields.push((escaped, t));
+        for n in cel_names(prop) {
+            if !fields.iter().any(|(f, _)| *f == n) {
+                fields.push((n, t.clone()));
+            }
         }
     }
     Type::Object(Arc::new(ObjectType {
@@ -202,6 +215,10 @@ pub fn to_cel(v: &Json, schema: &Schema, embedded: bool) -> Value<'static> {
                 }
             } else {
                 for (k, x) in m {
+                    // A null (nullable) property reads as absent.
+                    if x.is_null() {
+                        continue;
+                    }
                     let sub = schema.property(k);
                     let meta = embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata");
                     let Some(sub) = sub.or(if meta { Some(&EMPTY) } else { None }) else {
@@ -210,13 +227,14 @@ pub fn to_cel(v: &Json, schema: &Schema, embedded: bool) -> Value<'static> {
                     if sub.type_.is_empty() && !sub.int_or_string && !meta {
                         continue;
                     }
-                    let Some(name) = escape(k) else { continue };
                     let value = if meta && k == "metadata" {
                         metadata_value(x)
                     } else {
                         to_cel(x, sub, sub.embedded_resource)
                     };
-                    entries.push((Value::string(name), value));
+                    for name in cel_names(k) {
+                        entries.push((Value::string(name), value.clone()));
+                    }
                 }
             }
             match OwnedMap::from_entries(entries) {
