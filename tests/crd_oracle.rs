@@ -14,7 +14,7 @@ use celgate::crd::schema::parse_crd;
 use serde_json::Value as Json;
 
 /// Oracle cases that must pass (raise it as behaviour is added, never lower it).
-const MIN_PASSED: usize = 145;
+const MIN_PASSED: usize = 146;
 
 fn shared_dir() -> PathBuf {
     std::env::var_os("CELGATE_SHARED")

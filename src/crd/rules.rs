@@ -23,6 +23,10 @@ pub const PER_CALL_LIMIT: u64 = 1_000_000;
 /// cel-go cost units all rules of one object may spend (`RuntimeCELCostBudget`).
 pub const RUNTIME_BUDGET: u64 = 10_000_000;
 
+/// Longest messageExpression result used as a message (bytes); a longer one falls back to
+/// the static message, as a blank or multi-line one does.
+pub const MAX_MESSAGE_LEN: usize = 5 * 1024;
+
 const REASONS: &[&str] = &[
     "FieldValueDuplicate",
     "FieldValueForbidden",
@@ -597,7 +601,11 @@ fn failure_message(r: &CompiledRule, activation: &Vec<Value<'static>>, run: &mut
     run.remaining = run.remaining.saturating_sub(meter.cost);
     match result {
         Ok(v) => match v.as_str() {
-            Some(s) if !s.trim().is_empty() && !s.contains('\n') => s.trim().to_string(),
+            Some(s)
+                if !s.trim().is_empty() && !s.contains('\n') && s.len() <= MAX_MESSAGE_LEN =>
+            {
+                s.trim().to_string()
+            }
             _ => fallback,
         },
         Err(_) => fallback,
