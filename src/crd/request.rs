@@ -30,6 +30,79 @@ impl CompiledCrd {
     }
 }
 
+impl CompiledCrd {
+    /// Admits `obj` replacing `old` (a PUT or merge patch of the main resource): with a
+    /// status subresource the stored status is kept; CEL rules ratchet.
+    pub fn update(&self, old: &Json, mut obj: Json) -> Result<Json, Status> {
+        if self.info.status_subresource {
+            match old.get("status") {
+                Some(st) => set_field(&mut obj, "status", Some(st.clone())),
+                None => set_field(&mut obj, "status", None),
+            }
+        }
+        self.admit_update(old, obj, true)
+    }
+
+    /// Admits a /status update: only the status is taken from `obj`, and nothing ratchets.
+    pub fn update_status(&self, old: &Json, obj: &Json) -> Result<Json, Status> {
+        let mut next = old.clone();
+        set_field(&mut next, "status", obj.get("status").cloned());
+        self.admit_update(old, next, false)
+    }
+
+    fn admit_update(&self, old: &Json, mut obj: Json, ratchet: bool) -> Result<Json, Status> {
+        defaults::apply(&mut obj, &self.schema);
+        prune::prune_root(&mut obj, &self.schema);
+        let mut causes = validate::validate_root(&obj, &self.schema);
+        if causes.iter().any(validate::is_blocking) {
+            causes.push(validate::skipped_rules_cause());
+        } else {
+            causes.extend(self.validate_rules(&obj, Some(old), ratchet));
+        }
+        if causes.is_empty() {
+            return Ok(obj);
+        }
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Json::as_str)
+            .unwrap_or_default();
+        Err(Status::invalid(&self.info.qualified_kind(), name, causes))
+    }
+}
+
+fn set_field(obj: &mut Json, key: &str, v: Option<Json>) {
+    if let Json::Object(m) = obj {
+        match v {
+            Some(v) => {
+                m.insert(key.to_string(), v);
+            }
+            None => {
+                m.remove(key);
+            }
+        }
+    }
+}
+
+/// RFC 7386 JSON merge patch.
+pub fn merge_patch(target: &mut Json, patch: &Json) {
+    let Json::Object(p) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Json::Object(serde_json::Map::new());
+    }
+    if let Json::Object(t) = target {
+        for (k, v) in p {
+            if v.is_null() {
+                t.remove(k);
+            } else {
+                merge_patch(t.entry(k.clone()).or_insert(Json::Null), v);
+            }
+        }
+    }
+}
+
 /// The rejection of a CRD whose schema or rules are invalid.
 pub fn crd_status(name: &str, causes: Vec<super::errors::Cause>) -> Status {
     Status::invalid("CustomResourceDefinition.apiextensions.k8s.io", name, causes)

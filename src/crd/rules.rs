@@ -459,51 +459,94 @@ struct Run {
     remaining: u64,
     stopped: bool,
     causes: Vec<Cause>,
+    ratchet: bool,
 }
 
 impl CompiledCrd {
     /// Runs the CEL rules on a (defaulted, pruned, schema-valid) object being created.
     pub fn validate_rules_create(&self, obj: &Json) -> Vec<Cause> {
+        self.validate_rules(obj, None, false)
+    }
+
+    /// Runs the CEL rules on an object replacing `old`. Transition rules see the correlated
+    /// old value; with `ratchet`, a rule whose value (and subtree) is unchanged is not
+    /// re-evaluated, except transition rules (`CRDValidationRatcheting`; not for /status).
+    pub fn validate_rules(&self, obj: &Json, old: Option<&Json>, ratchet: bool) -> Vec<Cause> {
         let mut run = Run {
             remaining: RUNTIME_BUDGET,
             stopped: false,
             causes: Vec::new(),
+            ratchet,
         };
-        walk(&self.root, &self.schema, obj, "", &mut run);
+        walk(&self.root, &self.schema, obj, old, false, "", &mut run);
         run.causes
     }
 }
 
-fn walk(node: &Node, schema: &Schema, v: &Json, path: &str, run: &mut Run) {
+/// The item of `old` a list-map item correlates with: same values of all map keys.
+fn correlate_item<'o>(old: &'o [Json], item: &Json, keys: &[String]) -> Option<&'o Json> {
+    old.iter()
+        .find(|o| keys.iter().all(|k| o.get(k) == item.get(k)))
+}
+
+/// Walks the object and its correlated old value. `unchanged_above`: an ancestor is equal
+/// to its old value, so uncorrelatable items below it are unchanged too.
+fn walk(
+    node: &Node,
+    schema: &Schema,
+    v: &Json,
+    old: Option<&Json>,
+    unchanged_above: bool,
+    path: &str,
+    run: &mut Run,
+) {
     if run.stopped {
         return;
     }
+    let unchanged = unchanged_above || old == Some(v);
     if !node.rules.is_empty() {
-        let self_value = to_cel(v, schema, path.is_empty() || schema.embedded_resource);
+        let resource = path.is_empty() || schema.embedded_resource;
+        let self_value = to_cel(v, schema, resource);
+        let old_value = old.map(|o| to_cel(o, schema, resource));
         for r in &node.rules {
             if run.stopped {
                 return;
             }
-            eval_rule(r, schema, &self_value, path, run);
+            if run.ratchet && unchanged && !r.uses_old_self {
+                continue;
+            }
+            eval_rule(r, schema, &self_value, old_value.as_ref(), path, run);
         }
     }
     match v {
         Json::Object(m) => {
+            let old_m = old.and_then(Json::as_object);
             for (name, child) in &node.props {
                 if let (Some(x), Some(s)) = (m.get(name), schema.property(name)) {
-                    walk(child, s, x, &join_field(path, name), run);
+                    let o = old_m.and_then(|om| om.get(name));
+                    walk(child, s, x, o, unchanged, &join_field(path, name), run);
                 }
             }
             if let (Some(child), Some(s)) = (&node.additional, schema.additional_schema()) {
                 for (k, x) in m {
-                    walk(child, s, x, &format!("{path}[{k}]"), run);
+                    let o = old_m.and_then(|om| om.get(k));
+                    walk(child, s, x, o, unchanged, &format!("{path}[{k}]"), run);
                 }
             }
         }
         Json::Array(a) => {
             if let (Some(child), Some(s)) = (&node.items, schema.items.as_deref()) {
+                let list_map = schema.list_type.as_deref() == Some("map")
+                    && !schema.list_map_keys.is_empty();
+                let old_a = old.and_then(Json::as_array);
                 for (i, x) in a.iter().enumerate() {
-                    walk(child, s, x, &format!("{path}[{i}]"), run);
+                    // Only list-map items correlate; atomic and set items have no old value.
+                    let o = if list_map {
+                        old_a.and_then(|oa| correlate_item(oa, x, &schema.list_map_keys))
+                    } else {
+                        None
+                    };
+                    walk(child, s, x, o, unchanged, &format!("{path}[{i}]"), run);
                 }
             }
         }
@@ -520,16 +563,23 @@ fn rule_error_string(r: &ValidationRule) -> &str {
     }
 }
 
-fn eval_rule(r: &CompiledRule, schema: &Schema, self_value: &Value<'static>, path: &str, run: &mut Run) {
+fn eval_rule(
+    r: &CompiledRule,
+    schema: &Schema,
+    self_value: &Value<'static>,
+    old_value: Option<&Value<'static>>,
+    path: &str,
+    run: &mut Run,
+) {
     let value_label = go_quote(&schema.type_);
-    if r.uses_old_self && r.rule.optional_old_self != Some(true) {
-        // A transition rule without an old value (create): not evaluated.
+    if r.uses_old_self && r.rule.optional_old_self != Some(true) && old_value.is_none() {
+        // A transition rule without an old value (create, new key): not evaluated.
         return;
     }
     let old = if r.rule.optional_old_self == Some(true) {
-        Value::optional(None)
+        Value::optional(old_value.cloned())
     } else {
-        Value::Null
+        old_value.cloned().unwrap_or(Value::Null)
     };
     let activation = vec![self_value.clone(), old];
     let mut meter = Meter::with_limit(PER_CALL_LIMIT.min(run.remaining));
