@@ -37,7 +37,8 @@ fn yaml_docs(path: &Path) -> Vec<Json> {
 fn mask(s: &str) -> String {
     let ptr = regex::Regex::new(r"0x[0-9a-f]+").unwrap();
     let st = regex::Regex::new(r"selfType[0-9]*").unwrap();
-    st.replace_all(&ptr.replace_all(s, "0xPTR"), "selfType").into_owned()
+    st.replace_all(&ptr.replace_all(s, "0xPTR"), "selfType")
+        .into_owned()
 }
 
 fn causes_of(v: &Json) -> Vec<(String, String, String)> {
@@ -75,9 +76,17 @@ fn same_status(expected: &Json, ours: &Status) -> Result<(), String> {
         return Err(format!("causes differ:\n  want {want:?}\n  got  {got:?}"));
     }
     if want.len() == 1 {
-        let msg = mask(expected.get("message").and_then(Json::as_str).unwrap_or_default());
+        let msg = mask(
+            expected
+                .get("message")
+                .and_then(Json::as_str)
+                .unwrap_or_default(),
+        );
         if msg != mask(&ours.message) {
-            return Err(format!("message differs:\n  want {msg}\n  got  {}", ours.message));
+            return Err(format!(
+                "message differs:\n  want {msg}\n  got  {}",
+                ours.message
+            ));
         }
     }
     Ok(())
@@ -90,7 +99,10 @@ enum Outcome {
 }
 
 fn run_case(dir: &Path) -> Outcome {
-    let req = yaml_docs(&dir.join("request.yaml")).into_iter().next().unwrap_or(Json::Null);
+    let req = yaml_docs(&dir.join("request.yaml"))
+        .into_iter()
+        .next()
+        .unwrap_or(Json::Null);
     let Ok(text) = std::fs::read_to_string(dir.join("expected.json")) else {
         return Outcome::Fail("no expected.json".into());
     };
@@ -98,16 +110,20 @@ fn run_case(dir: &Path) -> Outcome {
         return Outcome::Fail("bad expected.json".into());
     };
     let objects = yaml_docs(&dir.join("objects.yaml"));
-    if objects.iter().any(|o| o["kind"] == "CustomResourceDefinition") {
+    if objects
+        .iter()
+        .any(|o| o["kind"] == "CustomResourceDefinition")
+    {
         return Outcome::Skip("CRD update (initial CRD)");
     }
     let op = req["op"].as_str().unwrap_or("none");
     let exp_crd = &expected["crd"];
     let crd_rejected = exp_crd["allowed"] == false;
     if crd_rejected
-        && exp_crd["causes"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|c| c["message"].as_str().unwrap_or("").contains("estimated")))
+        && exp_crd["causes"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|c| c["message"].as_str().unwrap_or("").contains("estimated"))
+        })
     {
         return Outcome::Skip("static cost estimation");
     }
@@ -168,7 +184,10 @@ fn run_case(dir: &Path) -> Outcome {
         }
         Err(status) => {
             if exp_req["allowed"] != false {
-                return Outcome::Fail(format!("rejected, the server allowed it: {}", status.message));
+                return Outcome::Fail(format!(
+                    "rejected, the server allowed it: {}",
+                    status.message
+                ));
             }
             match same_status(exp_req, &status) {
                 Ok(()) => Outcome::Pass,
@@ -186,7 +205,11 @@ struct Tally {
 
 fn run_dir(dir: &Path) -> Tally {
     let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir())
+                .collect()
+        })
         .unwrap_or_default();
     cases.sort();
     let mut t = Tally {
@@ -195,7 +218,10 @@ fn run_dir(dir: &Path) -> Tally {
         skipped: BTreeMap::new(),
     };
     for c in cases {
-        let name = c.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = c
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         match run_case(&c) {
             Outcome::Pass => t.passed += 1,
             Outcome::Fail(why) => t.failed.push(format!("{name}: {why}")),
@@ -213,7 +239,11 @@ fn report(label: &str, t: &Tally) {
     for (why, n) in &t.skipped {
         eprintln!("skipped {n}: {why}");
     }
-    eprintln!("{label}: {} passed, {} failed, {skipped} skipped", t.passed, t.failed.len());
+    eprintln!(
+        "{label}: {} passed, {} failed, {skipped} skipped",
+        t.passed,
+        t.failed.len()
+    );
 }
 
 #[test]
@@ -237,5 +267,9 @@ fn crd_golden_cases() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/crd-cases");
     let t = run_dir(&dir);
     report("crd golden", &t);
-    assert!(t.failed.is_empty(), "golden CRD cases failed: {:#?}", t.failed);
+    assert!(
+        t.failed.is_empty(),
+        "golden CRD cases failed: {:#?}",
+        t.failed
+    );
 }

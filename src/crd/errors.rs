@@ -140,11 +140,17 @@ mod tests {
     #[test]
     fn status_message_lists_several_causes_in_brackets() {
         let one = Status::invalid("Widget.g", "t1", vec![Cause::required("spec.a", "")]);
-        assert_eq!(one.message, "Widget.g \"t1\" is invalid: spec.a: Required value");
+        assert_eq!(
+            one.message,
+            "Widget.g \"t1\" is invalid: spec.a: Required value"
+        );
         let two = Status::invalid(
             "Widget.g",
             "t1",
-            vec![Cause::required("spec.a", ""), Cause::forbidden("spec", "no")],
+            vec![
+                Cause::required("spec.a", ""),
+                Cause::forbidden("spec", "no"),
+            ],
         );
         assert_eq!(
             two.message,

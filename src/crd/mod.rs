@@ -4,11 +4,12 @@
 //! create (defaulting, pruning, OpenAPI value validation, CEL rules) with the API server's
 //! error texts and field paths.
 
+pub mod cli;
 pub mod defaults;
 pub mod errors;
 pub mod prune;
-pub mod rules;
 pub mod request;
+pub mod rules;
 pub mod schema;
 pub mod structural;
 pub mod types;

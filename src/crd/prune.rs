@@ -63,7 +63,10 @@ mod tests {
         let mut v = json!({"apiVersion": "g/v1", "kind": "W", "metadata": {"name": "n"},
             "spec": {"a": 1, "b": 2}, "p": {"z": 1}, "extra": true});
         prune_root(&mut v, &s);
-        assert_eq!(v, json!({"apiVersion": "g/v1", "kind": "W", "metadata": {"name": "n"},
-            "spec": {"a": 1}, "p": {"z": 1}}));
+        assert_eq!(
+            v,
+            json!({"apiVersion": "g/v1", "kind": "W", "metadata": {"name": "n"},
+            "spec": {"a": 1}, "p": {"z": 1}})
+        );
     }
 }

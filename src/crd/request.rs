@@ -105,5 +105,9 @@ pub fn merge_patch(target: &mut Json, patch: &Json) {
 
 /// The rejection of a CRD whose schema or rules are invalid.
 pub fn crd_status(name: &str, causes: Vec<super::errors::Cause>) -> Status {
-    Status::invalid("CustomResourceDefinition.apiextensions.k8s.io", name, causes)
+    Status::invalid(
+        "CustomResourceDefinition.apiextensions.k8s.io",
+        name,
+        causes,
+    )
 }

@@ -251,7 +251,10 @@ fn check_rule_fields(schema: &Schema, path: &str, causes: &mut Vec<Cause>) {
 
 fn check_one_rule(rule: &ValidationRule, schema: &Schema, at: &str, causes: &mut Vec<Cause>) {
     if rule.rule.trim().is_empty() {
-        causes.push(Cause::required(format!("{at}.rule"), "rule is not specified"));
+        causes.push(Cause::required(
+            format!("{at}.rule"),
+            "rule is not specified",
+        ));
     }
     if rule.message.contains('\n') {
         causes.push(Cause::invalid(
@@ -317,7 +320,8 @@ fn compile_rule(
         }
     };
     if let Some(v) = rule.optional_old_self {
-        if !uses_old_self {
+        // A rule that does not compile counts as not using oldSelf (the server reports both).
+        if !uses_old_self || program.is_none() {
             causes.push(Cause::invalid(
                 format!("{at}.optionalOldSelf"),
                 &v.to_string(),
@@ -536,8 +540,8 @@ fn walk(
         }
         Json::Array(a) => {
             if let (Some(child), Some(s)) = (&node.items, schema.items.as_deref()) {
-                let list_map = schema.list_type.as_deref() == Some("map")
-                    && !schema.list_map_keys.is_empty();
+                let list_map =
+                    schema.list_type.as_deref() == Some("map") && !schema.list_map_keys.is_empty();
                 let old_a = old.and_then(Json::as_array);
                 for (i, x) in a.iter().enumerate() {
                     // Only list-map items correlate; atomic and set items have no old value.
@@ -581,7 +585,7 @@ fn eval_rule(
     } else {
         old_value.cloned().unwrap_or(Value::Null)
     };
-    let activation = vec![self_value.clone(), old];
+    let activation = [self_value.clone(), old];
     let mut meter = Meter::with_limit(PER_CALL_LIMIT.min(run.remaining));
     let result = r.program.eval(&activation, &mut meter);
     run.remaining = run.remaining.saturating_sub(meter.cost);
@@ -596,7 +600,8 @@ fn eval_rule(
                 _ => field,
             };
             let detail = failure_message(r, &activation, run);
-            run.causes.push(cause_for_reason(&r.rule, at, &value_label, &detail));
+            run.causes
+                .push(cause_for_reason(&r.rule, at, &value_label, &detail));
         }
         Ok(other) => run.causes.push(Cause::invalid(
             field,
@@ -630,14 +635,18 @@ fn eval_rule(
         Err(e) => run.causes.push(Cause::invalid(
             field,
             &value_label,
-            &format!("{} evaluating rule: {}", e.message(), rule_error_string(&r.rule)),
+            &format!(
+                "{} evaluating rule: {}",
+                e.message(),
+                rule_error_string(&r.rule)
+            ),
         )),
     }
 }
 
 /// The message of a failed rule: the messageExpression's result when it is a non-blank
 /// single-line string, else the static message, else `failed rule: <rule>`.
-fn failure_message(r: &CompiledRule, activation: &Vec<Value<'static>>, run: &mut Run) -> String {
+fn failure_message(r: &CompiledRule, activation: &[Value<'static>; 2], run: &mut Run) -> String {
     let fallback = if r.rule.message.trim().is_empty() {
         format!("failed rule: {}", r.rule.rule.trim())
     } else {
@@ -651,9 +660,7 @@ fn failure_message(r: &CompiledRule, activation: &Vec<Value<'static>>, run: &mut
     run.remaining = run.remaining.saturating_sub(meter.cost);
     match result {
         Ok(v) => match v.as_str() {
-            Some(s)
-                if !s.trim().is_empty() && !s.contains('\n') && s.len() <= MAX_MESSAGE_LEN =>
-            {
+            Some(s) if !s.trim().is_empty() && !s.contains('\n') && s.len() <= MAX_MESSAGE_LEN => {
                 s.trim().to_string()
             }
             _ => fallback,
@@ -682,7 +689,10 @@ mod tests {
             parse_field_path(".a.b"),
             Some(vec![Step::Field("a".into()), Step::Field("b".into())])
         );
-        assert_eq!(parse_field_path("['a.b']"), Some(vec![Step::Key("a.b".into())]));
+        assert_eq!(
+            parse_field_path("['a.b']"),
+            Some(vec![Step::Key("a.b".into())])
+        );
         assert_eq!(parse_field_path(".l[0]"), None);
         assert_eq!(parse_field_path("a"), None);
     }

@@ -101,7 +101,10 @@ where
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str("a map of property schemas")
         }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
             let mut out = Vec::new();
             while let Some((k, v)) = m.next_entry::<String, Schema>()? {
                 out.push((k, v));
@@ -114,7 +117,10 @@ where
 
 impl Schema {
     pub fn property(&self, name: &str) -> Option<&Schema> {
-        self.properties.iter().find(|(n, _)| n == name).map(|(_, s)| s)
+        self.properties
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s)
     }
 
     /// The schema of a map's values, when `additionalProperties` is a schema.

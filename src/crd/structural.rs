@@ -25,7 +25,9 @@ pub fn check(schema: &Schema, path: &str) -> Vec<Cause> {
             .properties
             .iter()
             .all(|(n, _)| n == "name" || n == "generateName");
-        if !only_names || !meta.validations.is_empty() || meta.type_ != "object" && !meta.type_.is_empty()
+        if !only_names
+            || !meta.validations.is_empty()
+            || meta.type_ != "object" && !meta.type_.is_empty()
         {
             causes.push(Cause::forbidden(
                 format!("{path}.properties[metadata]"),
@@ -49,7 +51,10 @@ fn walk(s: &Schema, path: &str, causes: &mut Vec<Cause>) {
         walk(sub, &p, causes);
     }
     if s.type_ == "array" && s.items.is_none() {
-        causes.push(Cause::required(format!("{path}.items"), "must be specified"));
+        causes.push(Cause::required(
+            format!("{path}.items"),
+            "must be specified",
+        ));
     }
     if let Some(items) = s.items.as_deref() {
         let p = format!("{path}.items");
@@ -71,7 +76,11 @@ fn walk(s: &Schema, path: &str, causes: &mut Vec<Cause>) {
         }
         walk(add, &p, causes);
     }
-    for (kw, list) in [("allOf", &s.all_of), ("anyOf", &s.any_of), ("oneOf", &s.one_of)] {
+    for (kw, list) in [
+        ("allOf", &s.all_of),
+        ("anyOf", &s.any_of),
+        ("oneOf", &s.one_of),
+    ] {
         for (i, sub) in list.iter().enumerate() {
             value_validation(sub, &format!("{path}.{kw}[{i}]"), causes);
         }
@@ -135,7 +144,10 @@ mod tests {
         let c = check(&s, "r");
         assert_eq!(c.len(), 1);
         assert_eq!(c[0].field, "r.properties[x].type");
-        assert_eq!(c[0].message, "Required value: must not be empty for specified object fields");
+        assert_eq!(
+            c[0].message,
+            "Required value: must not be empty for specified object fields"
+        );
     }
 
     #[test]
@@ -143,7 +155,10 @@ mod tests {
         let s = schema(serde_json::json!({"type": "object", "properties": {"x": {
             "type": "integer", "allOf": [{"x-kubernetes-validations": [{"rule": "true"}]}]}}}));
         let c = check(&s, "r");
-        assert_eq!(c[0].field, "r.properties[x].allOf[0].x-kubernetes-validations");
+        assert_eq!(
+            c[0].field,
+            "r.properties[x].allOf[0].x-kubernetes-validations"
+        );
         assert_eq!(c[0].message, "Forbidden: must be empty to be structural");
     }
 }

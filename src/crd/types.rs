@@ -132,7 +132,10 @@ fn object_type(schema: &Schema, name: &str) -> Type {
     if schema.embedded_resource {
         fields.push(("apiVersion".into(), Type::String));
         fields.push(("kind".into(), Type::String));
-        fields.push(("metadata".into(), metadata_type(&format!("{name}.metadata"))));
+        fields.push((
+            "metadata".into(),
+            metadata_type(&format!("{name}.metadata")),
+        ));
     }
     for (prop, sub) in &schema.properties {
         if !accessible(sub) {
@@ -170,7 +173,8 @@ pub fn metadata_type(name: &str) -> Type {
 pub fn root_type(schema: &Schema) -> Type {
     let mut root = schema.clone();
     root.embedded_resource = true;
-    root.properties.retain(|(n, _)| n != "metadata" && n != "apiVersion" && n != "kind");
+    root.properties
+        .retain(|(n, _)| n != "metadata" && n != "apiVersion" && n != "kind");
     object_type(&root, "selfType")
 }
 
@@ -211,7 +215,10 @@ pub fn to_cel(v: &Json, schema: &Schema, embedded: bool) -> Value<'static> {
             } else if schema.type_.is_empty() && !schema.int_or_string {
                 // Untyped (preserve-unknown-fields): plain JSON.
                 for (k, x) in m {
-                    entries.push((Value::string(k.as_str()), to_cel(x, &Schema::default(), false)));
+                    entries.push((
+                        Value::string(k.as_str()),
+                        to_cel(x, &Schema::default(), false),
+                    ));
                 }
             } else {
                 for (k, x) in m {

@@ -61,7 +61,9 @@ fn type_matches(v: &Json, t: &str) -> bool {
     match t {
         "" => true,
         "integer" => match v {
-            Json::Number(n) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+            Json::Number(n) => {
+                n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+            }
             _ => false,
         },
         "number" => v.is_number(),
@@ -148,17 +150,21 @@ fn validate(v: &Json, s: &Schema, path: &str, causes: &mut Vec<Cause>) {
             }
             if s.list_type.as_deref() == Some("map") && !s.list_map_keys.is_empty() {
                 for (i, x) in a.iter().enumerate() {
-                    let key: Vec<Option<&Json>> = s.list_map_keys.iter().map(|k| x.get(k)).collect();
-                    let dup = a[..i]
-                        .iter()
-                        .any(|y| s.list_map_keys.iter().map(|k| y.get(k)).collect::<Vec<_>>() == key);
+                    let key: Vec<Option<&Json>> =
+                        s.list_map_keys.iter().map(|k| x.get(k)).collect();
+                    let dup = a[..i].iter().any(|y| {
+                        s.list_map_keys.iter().map(|k| y.get(k)).collect::<Vec<_>>() == key
+                    });
                     if dup {
                         let shown_key: Vec<String> = s
                             .list_map_keys
                             .iter()
                             .zip(&key)
                             .map(|(k, v)| {
-                                format!("\"{k}\":{}", v.map(|v| v.to_string()).unwrap_or("null".into()))
+                                format!(
+                                    "\"{k}\":{}",
+                                    v.map(|v| v.to_string()).unwrap_or("null".into())
+                                )
                             })
                             .collect();
                         causes.push(Cause::duplicate(
@@ -249,7 +255,11 @@ fn string_checks(text: &str, s: &Schema, shown: &str, causes: &mut Vec<Cause>) {
         causes.push(Cause::type_invalid(
             shown,
             &go_quote(text),
-            &format!("{shown} in body must be of type {}: {}", s.format, go_quote(text)),
+            &format!(
+                "{shown} in body must be of type {}: {}",
+                s.format,
+                go_quote(text)
+            ),
         ));
     }
 }
@@ -258,9 +268,13 @@ fn string_checks(text: &str, s: &Schema, shown: &str, causes: &mut Vec<Cause>) {
 fn format_ok(format: &str, text: &str) -> bool {
     use base64::Engine;
     match format {
-        "byte" => base64::engine::general_purpose::STANDARD.decode(text).is_ok(),
+        "byte" => base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .is_ok(),
         "date-time" => crate::cel::time::Timestamp::parse_rfc3339(text).is_some(),
-        "date" => crate::cel::time::Timestamp::parse_rfc3339(&format!("{text}T00:00:00Z")).is_some(),
+        "date" => {
+            crate::cel::time::Timestamp::parse_rfc3339(&format!("{text}T00:00:00Z")).is_some()
+        }
         "duration" => crate::cel::functions::parse_go_duration(text).is_some(),
         _ => true,
     }
@@ -269,9 +283,17 @@ fn format_ok(format: &str, text: &str) -> bool {
 fn number_checks(v: &Json, n: f64, s: &Schema, shown: &str, causes: &mut Vec<Cause>) {
     let value = v.to_string();
     if let Some(max) = s.maximum {
-        let bad = if s.exclusive_maximum { n >= max } else { n > max };
+        let bad = if s.exclusive_maximum {
+            n >= max
+        } else {
+            n > max
+        };
         if bad {
-            let op = if s.exclusive_maximum { "less than" } else { "less than or equal to" };
+            let op = if s.exclusive_maximum {
+                "less than"
+            } else {
+                "less than or equal to"
+            };
             causes.push(Cause::invalid(
                 shown,
                 &value,
@@ -280,9 +302,17 @@ fn number_checks(v: &Json, n: f64, s: &Schema, shown: &str, causes: &mut Vec<Cau
         }
     }
     if let Some(min) = s.minimum {
-        let bad = if s.exclusive_minimum { n <= min } else { n < min };
+        let bad = if s.exclusive_minimum {
+            n <= min
+        } else {
+            n < min
+        };
         if bad {
-            let op = if s.exclusive_minimum { "greater than" } else { "greater than or equal to" };
+            let op = if s.exclusive_minimum {
+                "greater than"
+            } else {
+                "greater than or equal to"
+            };
             causes.push(Cause::invalid(
                 shown,
                 &value,
@@ -365,13 +395,21 @@ mod tests {
 
     #[test]
     fn maximum_and_format_texts() {
-        let schema = s(json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        let schema = s(
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
             "n": {"type": "integer", "maximum": 10},
-            "b": {"type": "string", "format": "byte"}}}}}));
+            "b": {"type": "string", "format": "byte"}}}}}),
+        );
         let c = validate_root(&json!({"spec": {"n": 100, "b": "!!!"}}), &schema);
         let texts: Vec<String> = c.iter().map(Cause::render).collect();
-        assert!(texts.contains(&"spec.n: Invalid value: 100: spec.n in body should be less than or equal to 10".to_string()));
-        assert!(texts.contains(&"spec.b: Invalid value: \"!!!\": spec.b in body must be of type byte: \"!!!\"".to_string()));
+        assert!(texts.contains(
+            &"spec.n: Invalid value: 100: spec.n in body should be less than or equal to 10"
+                .to_string()
+        ));
+        assert!(texts.contains(
+            &"spec.b: Invalid value: \"!!!\": spec.b in body must be of type byte: \"!!!\""
+                .to_string()
+        ));
         assert!(c.iter().any(is_blocking));
     }
 }
