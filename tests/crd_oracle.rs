@@ -14,7 +14,7 @@ use celgate::crd::schema::parse_crd;
 use serde_json::Value as Json;
 
 /// Oracle cases that must pass (raise it as behaviour is added, never lower it).
-const MIN_PASSED: usize = 168;
+const MIN_PASSED: usize = 184;
 
 fn shared_dir() -> PathBuf {
     std::env::var_os("CELGATE_SHARED")
@@ -110,12 +110,9 @@ fn run_case(dir: &Path) -> Outcome {
         return Outcome::Fail("bad expected.json".into());
     };
     let objects = yaml_docs(&dir.join("objects.yaml"));
-    if objects
-        .iter()
-        .any(|o| o["kind"] == "CustomResourceDefinition")
-    {
-        return Outcome::Skip("CRD update (initial CRD)");
-    }
+    // A CRD replacing an initial one is checked as a new CRD: the API server's exemptions
+    // for unchanged rules on update are not modelled yet, so a case relying on them fails.
+    let _ = &objects;
     let op = req["op"].as_str().unwrap_or("none");
     let exp_crd = &expected["crd"];
     let crd_rejected = exp_crd["allowed"] == false;

@@ -54,6 +54,19 @@ impl CompiledCrd {
         defaults::apply(&mut obj, &self.schema);
         prune::prune_root(&mut obj, &self.schema);
         let mut causes = validate::validate_root(&obj, &self.schema);
+        if ratchet {
+            // OpenAPI ratcheting: an error on a value equal to the stored one is dropped
+            // (for `required`, the object that lacks the field must be unchanged).
+            causes.retain(|c| {
+                let at = if c.reason == "FieldValueRequired" {
+                    parent_path(&c.field)
+                } else {
+                    c.field.as_str()
+                };
+                let (new, old) = (lookup(&obj, at), lookup(old, at));
+                new.is_none() || new != old
+            });
+        }
         if causes.iter().any(validate::is_blocking) {
             causes.push(validate::skipped_rules_cause());
         } else {
@@ -68,6 +81,42 @@ impl CompiledCrd {
             .unwrap_or_default();
         Err(Status::invalid(&self.info.qualified_kind(), name, causes))
     }
+}
+
+/// The path of the object holding the field `path` names (`spec.a.b` -> `spec.a`).
+fn parent_path(path: &str) -> &str {
+    match path.rfind(['.', '[']) {
+        Some(i) => &path[..i],
+        None => "",
+    }
+}
+
+/// The value at a cause's field path (`spec.l[0].x`, `spec.m[key]`): brackets index a list
+/// or key a map.
+fn lookup<'j>(root: &'j Json, path: &str) -> Option<&'j Json> {
+    let mut cur = root;
+    let mut rest = path;
+    if rest.is_empty() || rest == "<nil>" {
+        return Some(root);
+    }
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let key = &r[..end];
+            cur = match cur {
+                Json::Array(a) => a.get(key.parse::<usize>().ok()?)?,
+                Json::Object(m) => m.get(key)?,
+                _ => return None,
+            };
+            rest = &r[end + 1..];
+        } else {
+            let r = rest.strip_prefix('.').unwrap_or(rest);
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            cur = cur.get(&r[..end])?;
+            rest = &r[end..];
+        }
+    }
+    Some(cur)
 }
 
 fn set_field(obj: &mut Json, key: &str, v: Option<Json>) {
