@@ -7,6 +7,7 @@
 
 pub mod admission;
 pub mod cel;
+pub mod crd;
 pub mod matching;
 pub mod policy;
 pub mod server;

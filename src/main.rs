@@ -210,6 +210,13 @@ enum Command {
         #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
         k8s_version: String,
     },
+    /// CustomResourceDefinition validation rules, offline: whether a CRD is accepted, and
+    /// the API server's answer to a custom resource. Exit 0 accepted, 1 rejected, 2 for
+    /// unreadable input.
+    Crd {
+        #[command(subcommand)]
+        command: CrdCommand,
+    },
     /// Print the version.
     Version,
 }
@@ -247,6 +254,37 @@ fn run_test(paths: &[PathBuf], filter: Option<&str>, output: TestOutput, k8s: &s
     };
     print!("{}", render(&report, format));
     ExitCode::from(report.exit_code())
+}
+
+#[derive(Subcommand)]
+enum CrdCommand {
+    /// Check a CRD: structural schema and every x-kubernetes-validations rule.
+    Check {
+        /// The CRD (YAML or JSON).
+        #[arg(long, value_name = "FILE")]
+        crd: PathBuf,
+        /// Output: text (the Status message) or json.
+        #[arg(short = 'o', long, value_enum, default_value = "text")]
+        output: LogFormat,
+    },
+    /// Validate a custom resource as a create, or as an update of --old.
+    Validate {
+        /// The CRD (YAML or JSON).
+        #[arg(long, value_name = "FILE")]
+        crd: PathBuf,
+        /// The object sent (YAML or JSON).
+        #[arg(long, value_name = "FILE")]
+        object: PathBuf,
+        /// The stored object: validate an update (transition rules, ratcheting).
+        #[arg(long, value_name = "FILE")]
+        old: Option<PathBuf>,
+        /// Validate --object as a /status update of --old.
+        #[arg(long, requires = "old")]
+        status: bool,
+        /// Output: text (the Status message) or json (the stored object or the Status).
+        #[arg(short = 'o', long, value_enum, default_value = "text")]
+        output: LogFormat,
+    },
 }
 
 /// `celgate expr` has no RBAC objects to consult: every check has no opinion, so
@@ -604,6 +642,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { .. } => serve(cli.command),
+        Command::Crd { command } => on_big_stack(move || run_crd(command)),
         Command::Version => {
             println!("celgate {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
@@ -634,6 +673,52 @@ fn main() -> ExitCode {
             k8s_version,
             cost,
         } => on_big_stack(move || run_expr(&expr, &vars, &k8s_version, cost)),
+    }
+}
+
+fn run_crd(command: CrdCommand) -> ExitCode {
+    use celgate::crd::cli;
+    let read = |p: &PathBuf| -> Result<serde_json::Value, Usage> {
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| Usage(format!("cannot read {}: {e}", p.display())))?;
+        cli::read_doc(&text).map_err(|e| Usage(format!("{}: {e}", p.display())))
+    };
+    let answer = match command {
+        CrdCommand::Check { crd, output } => {
+            read(&crd).map(|c| cli::check(&c, matches!(output, LogFormat::Json)))
+        }
+        CrdCommand::Validate {
+            crd,
+            object,
+            old,
+            status,
+            output,
+        } => (|| {
+            let c = read(&crd)?;
+            let o = read(&object)?;
+            let old = old.as_ref().map(read).transpose()?;
+            Ok(cli::validate(
+                &c,
+                o,
+                old.as_ref(),
+                status,
+                matches!(output, LogFormat::Json),
+            ))
+        })(),
+    };
+    match answer {
+        Ok(a) => {
+            println!("{}", a.output);
+            if a.accepted {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(Usage(msg)) => {
+            eprintln!("celgate: {msg}");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -1013,6 +1013,9 @@ fn find_all_honours_its_limit_with_a_constant_pattern() {
             "{expr}"
         );
     }
-    assert_eq!(eval("'abab'.findAll('b', -1)"), Ok(serde_json::json!(["b", "b"])));
+    assert_eq!(
+        eval("'abab'.findAll('b', -1)"),
+        Ok(serde_json::json!(["b", "b"]))
+    );
     assert_eq!(eval("'abab'.findAll('b', 0)"), Ok(serde_json::json!([])));
 }

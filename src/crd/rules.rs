@@ -1,0 +1,706 @@
+//! Compilation of every `x-kubernetes-validations` rule at its schema location (typed
+//! `self`, `oldSelf` for transition rules, string-typed `messageExpression`, checked `reason`
+//! and `fieldPath`), with the API server's CRD error texts; and evaluation of the compiled
+//! rules against a custom resource, with the per-call cost limit and the per-object budget.
+
+use serde_json::Value as Json;
+
+use super::errors::{go_quote, Cause};
+use super::schema::{Crd, Schema, ValidationRule};
+use super::structural;
+use super::types::{cel_type, root_type, to_cel};
+use crate::cel::lexer::{tokenize, Tok};
+use crate::cel::types::Type;
+use crate::cel::{Env, Meter, Program, Value};
+
+/// Kubernetes minor version of the CEL environment CRD rules are compiled for: new
+/// expressions are checked at the compatibility version (1.31 for a 1.32 server).
+pub const CRD_CEL_VERSION: u16 = 31;
+
+/// cel-go cost units one rule evaluation may spend (`PerCallLimit`).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+
+/// cel-go cost units all rules of one object may spend (`RuntimeCELCostBudget`).
+pub const RUNTIME_BUDGET: u64 = 10_000_000;
+
+/// Longest messageExpression result used as a message (bytes); a longer one falls back to
+/// the static message, as a blank or multi-line one does.
+pub const MAX_MESSAGE_LEN: usize = 5 * 1024;
+
+const REASONS: &[&str] = &[
+    "FieldValueDuplicate",
+    "FieldValueForbidden",
+    "FieldValueInvalid",
+    "FieldValueRequired",
+];
+
+/// Identity of the CRD and its kind, for error messages.
+#[derive(Debug, Clone)]
+pub struct CrdInfo {
+    pub name: String,
+    pub group: String,
+    pub kind: String,
+    pub status_subresource: bool,
+}
+
+impl CrdInfo {
+    /// `Widget.group`, the qualified kind of a custom resource error.
+    pub fn qualified_kind(&self) -> String {
+        format!("{}.{}", self.kind, self.group)
+    }
+}
+
+#[derive(Debug)]
+struct CompiledRule {
+    rule: ValidationRule,
+    program: Program,
+    message: Option<Program>,
+    /// The rule references `oldSelf`: a transition rule.
+    uses_old_self: bool,
+}
+
+/// The compiled rules of one schema node and of its children.
+#[derive(Debug, Default)]
+pub struct Node {
+    rules: Vec<CompiledRule>,
+    props: Vec<(String, Node)>,
+    items: Option<Box<Node>>,
+    additional: Option<Box<Node>>,
+}
+
+impl Node {
+    fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+            && self.props.is_empty()
+            && self.items.is_none()
+            && self.additional.is_none()
+    }
+}
+
+/// A CRD whose schema is structural and whose rules all compile.
+#[derive(Debug)]
+pub struct CompiledCrd {
+    pub info: CrdInfo,
+    pub schema: Schema,
+    root: Node,
+}
+
+/// Path of the schema inside the CRD, as the API server names it (the single-version schema
+/// is reported under the internal `spec.validation`).
+pub const SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
+
+/// Checks the schema and compiles every rule; the causes are those of a rejected CRD.
+pub fn compile(crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
+    // Rules are compiled only for an otherwise valid schema, as the API server does: a
+    // structural or rule-field error hides the compile errors.
+    let mut causes = structural::check(&crd.schema, SCHEMA_PATH);
+    check_rule_fields(&crd.schema, SCHEMA_PATH, &mut causes);
+    if !causes.is_empty() {
+        return Err(causes);
+    }
+    let root_ty = root_type(&crd.schema);
+    let root = compile_node(&crd.schema, root_ty, SCHEMA_PATH, "selfType", &mut causes);
+    if !causes.is_empty() {
+        return Err(causes);
+    }
+    Ok(CompiledCrd {
+        info: CrdInfo {
+            name: crd.name.clone(),
+            group: crd.group.clone(),
+            kind: crd.kind.clone(),
+            status_subresource: crd.status_subresource,
+        },
+        schema: crd.schema.clone(),
+        root,
+    })
+}
+
+fn compile_node(
+    schema: &Schema,
+    ty: Type,
+    path: &str,
+    type_name: &str,
+    causes: &mut Vec<Cause>,
+) -> Node {
+    let mut node = Node::default();
+    // Each rule scope has its own `selfType` (the API server's names are relative to the
+    // scope: `selfType<random>.a.@idx`), so two list-typed fields never share a type.
+    let ty = if schema.validations.is_empty() || type_name == "selfType" {
+        ty
+    } else {
+        cel_type(schema, "selfType").unwrap_or(ty)
+    };
+    for (i, rule) in schema.validations.iter().enumerate() {
+        let at = format!("{path}.x-kubernetes-validations[{i}]");
+        if let Some(r) = compile_rule(rule, &ty, &at, causes) {
+            node.rules.push(r);
+        }
+    }
+    for (name, sub) in &schema.properties {
+        let sub_path = format!("{path}.properties[{name}]");
+        let sub_name = format!("{type_name}.{name}");
+        let Some(sub_ty) = cel_type(sub, &sub_name) else {
+            if !sub.validations.is_empty() {
+                // An untyped preserve-unknown-fields node has no CEL declaration.
+                causes.push(Cause {
+                    field: format!("{sub_path}.x-kubernetes-validations"),
+                    reason: "InternalError".into(),
+                    message: "Internal error: failed to construct type information for x-kubernetes-validations rules: unable to convert structural schema to CEL declarations".into(),
+                });
+            }
+            continue;
+        };
+        let child = compile_node(sub, sub_ty, &sub_path, &sub_name, causes);
+        if !child.is_empty() {
+            node.props.push((name.clone(), child));
+        }
+    }
+    if let Some(items) = schema.items.as_deref() {
+        let sub_name = format!("{type_name}.@idx");
+        if let Some(t) = cel_type(items, &sub_name) {
+            let child = compile_node(items, t, &format!("{path}.items"), &sub_name, causes);
+            if !child.is_empty() {
+                node.items = Some(Box::new(child));
+            }
+        }
+    }
+    if let Some(add) = schema.additional_schema() {
+        let sub_name = format!("{type_name}.@elem");
+        if let Some(t) = cel_type(add, &sub_name) {
+            let child = compile_node(
+                add,
+                t,
+                &format!("{path}.additionalProperties"),
+                &sub_name,
+                causes,
+            );
+            if !child.is_empty() {
+                node.additional = Some(Box::new(child));
+            }
+        }
+    }
+    node
+}
+
+/// `apiextensions.ValidationRule{...}` as Go's `%#v` prints it (pointers shown as `(nil)` or
+/// an address placeholder: the real server prints a random address).
+fn rule_go_syntax(r: &ValidationRule) -> String {
+    let reason = match &r.reason {
+        None => "(*apiextensions.FieldValueErrorReason)(nil)".to_string(),
+        Some(_) => "(*apiextensions.FieldValueErrorReason)(0xc000000000)".to_string(),
+    };
+    let old = match r.optional_old_self {
+        None => "(*bool)(nil)".to_string(),
+        Some(_) => "(*bool)(0xc000000000)".to_string(),
+    };
+    format!(
+        "apiextensions.ValidationRule{{Rule:{}, Message:{}, MessageExpression:{}, Reason:{reason}, FieldPath:{}, OptionalOldSelf:{old}}}",
+        go_quote(&r.rule),
+        go_quote(&r.message),
+        go_quote(&r.message_expression),
+        go_quote(&r.field_path),
+    )
+}
+
+/// Whether the expression refers to the `oldSelf` variable (not a field named so).
+fn references_old_self(src: &str) -> bool {
+    let Ok(tokens) = tokenize(src) else {
+        return src.contains("oldSelf");
+    };
+    let mut prev_dot = false;
+    for t in &tokens {
+        if let Tok::Ident(name) = &t.kind {
+            if name == "oldSelf" && !prev_dot {
+                return true;
+            }
+        }
+        prev_dot = matches!(t.kind, Tok::Dot);
+    }
+    false
+}
+
+fn env_for(ty: &Type, old_self: Option<bool>) -> Env {
+    let mut env = Env::new(CRD_CEL_VERSION);
+    env.declare("self", ty.clone());
+    let old_ty = if old_self == Some(true) {
+        Type::Optional(Box::new(ty.clone()))
+    } else {
+        ty.clone()
+    };
+    env.declare("oldSelf", old_ty);
+    env
+}
+
+/// The checks of a rule's fields that need no compilation (rule, message, reason,
+/// fieldPath), over the whole schema.
+fn check_rule_fields(schema: &Schema, path: &str, causes: &mut Vec<Cause>) {
+    for (i, rule) in schema.validations.iter().enumerate() {
+        let at = format!("{path}.x-kubernetes-validations[{i}]");
+        check_one_rule(rule, schema, &at, causes);
+    }
+    for (name, sub) in &schema.properties {
+        check_rule_fields(sub, &format!("{path}.properties[{name}]"), causes);
+    }
+    if let Some(items) = schema.items.as_deref() {
+        check_rule_fields(items, &format!("{path}.items"), causes);
+    }
+    if let Some(add) = schema.additional_schema() {
+        check_rule_fields(add, &format!("{path}.additionalProperties"), causes);
+    }
+}
+
+fn check_one_rule(rule: &ValidationRule, schema: &Schema, at: &str, causes: &mut Vec<Cause>) {
+    if rule.rule.trim().is_empty() {
+        causes.push(Cause::required(
+            format!("{at}.rule"),
+            "rule is not specified",
+        ));
+    }
+    if rule.message.contains('\n') {
+        causes.push(Cause::invalid(
+            format!("{at}.message"),
+            &go_quote(&rule.message),
+            "message must not contain line breaks",
+        ));
+    } else if !rule.message.is_empty() && rule.message.trim().is_empty() {
+        causes.push(Cause::invalid(
+            format!("{at}.message"),
+            &go_quote(&rule.message),
+            "message must be non-empty if specified",
+        ));
+    }
+    if let Some(reason) = &rule.reason {
+        if !REASONS.contains(&reason.as_str()) {
+            let supported: Vec<String> = REASONS.iter().map(|r| go_quote(r)).collect();
+            causes.push(Cause::not_supported(
+                format!("{at}.reason"),
+                &go_quote(reason),
+                &supported,
+            ));
+        }
+    }
+    if !rule.field_path.is_empty() && !field_path_valid(&rule.field_path, schema) {
+        causes.push(Cause::invalid(
+            format!("{at}.fieldPath"),
+            &go_quote(&rule.field_path),
+            "fieldPath must be a valid path",
+        ));
+    }
+}
+
+fn compile_rule(
+    rule: &ValidationRule,
+    ty: &Type,
+    at: &str,
+    causes: &mut Vec<Cause>,
+) -> Option<CompiledRule> {
+    let before = causes.len();
+    if rule.rule.trim().is_empty() {
+        return None;
+    }
+    let uses_old_self = references_old_self(&rule.rule);
+    let env = env_for(ty, rule.optional_old_self);
+    let program = match env.compile(&rule.rule) {
+        Ok(p) if matches!(p.result_type(), Type::Bool | Type::Dyn) => Some(p),
+        Ok(_) => {
+            causes.push(Cause::invalid(
+                format!("{at}.rule"),
+                &rule_go_syntax(rule),
+                "compilation failed: cel expression must evaluate to a bool",
+            ));
+            None
+        }
+        Err(e) => {
+            causes.push(Cause::invalid(
+                format!("{at}.rule"),
+                &rule_go_syntax(rule),
+                &format!("compilation failed: {e}"),
+            ));
+            None
+        }
+    };
+    if let Some(v) = rule.optional_old_self {
+        // A rule that does not compile counts as not using oldSelf (the server reports both).
+        if !uses_old_self || program.is_none() {
+            causes.push(Cause::invalid(
+                format!("{at}.optionalOldSelf"),
+                &v.to_string(),
+                "may not be set if oldSelf is not used in rule",
+            ));
+        }
+    }
+    let message = if rule.message_expression.trim().is_empty() {
+        None
+    } else {
+        match env.compile(&rule.message_expression) {
+            Ok(p) if matches!(p.result_type(), Type::String | Type::Dyn) => Some(p),
+            Ok(_) => {
+                causes.push(Cause::invalid(
+                    format!("{at}.messageExpression"),
+                    &rule_go_syntax(rule),
+                    "messageExpression compilation failed: must evaluate to a string",
+                ));
+                None
+            }
+            Err(e) => {
+                causes.push(Cause::invalid(
+                    format!("{at}.messageExpression"),
+                    &rule_go_syntax(rule),
+                    &format!("messageExpression compilation failed: {e}"),
+                ));
+                None
+            }
+        }
+    };
+    if causes.len() > before {
+        return None;
+    }
+    Some(CompiledRule {
+        rule: rule.clone(),
+        program: program?,
+        message,
+        uses_old_self,
+    })
+}
+
+/// One step of a rule's `fieldPath`.
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    Field(String),
+    Key(String),
+}
+
+/// Parses `.a.b`, `['a.b']`, `.m['k']`: field selections and quoted subscripts; list
+/// indices are not allowed.
+fn parse_field_path(p: &str) -> Option<Vec<Step>> {
+    let mut steps = Vec::new();
+    let mut rest = p;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let name = &r[..end];
+            if name.is_empty() {
+                return None;
+            }
+            steps.push(Step::Field(name.to_string()));
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix("['") {
+            let end = r.find("']")?;
+            steps.push(Step::Key(r[..end].to_string()));
+            rest = &r[end + 2..];
+        } else {
+            return None;
+        }
+    }
+    if steps.is_empty() {
+        return None;
+    }
+    Some(steps)
+}
+
+/// A `fieldPath` is valid when it parses and every step names a declared property (or a
+/// key of a map).
+fn field_path_valid(p: &str, schema: &Schema) -> bool {
+    let Some(steps) = parse_field_path(p) else {
+        return false;
+    };
+    let mut s = schema;
+    for step in &steps {
+        let name = match step {
+            Step::Field(n) | Step::Key(n) => n,
+        };
+        if let Some(add) = s.additional_schema() {
+            s = add;
+        } else if let Some(sub) = s.property(name) {
+            s = sub;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// A field path being built while walking an object (`spec.m[key]`, `spec.l[0]`).
+fn join_field(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
+fn display_path(path: &str) -> String {
+    if path.is_empty() {
+        "<nil>".into()
+    } else {
+        path.to_string()
+    }
+}
+
+/// The path a `fieldPath` points to from `base`: fields of objects join with `.`, keys of
+/// maps are shown in brackets; a quoted subscript on an object is a field.
+fn apply_field_path(base: &str, steps: &[Step], schema: &Schema) -> String {
+    let mut path = base.to_string();
+    let mut s = Some(schema);
+    for step in steps {
+        let name = match step {
+            Step::Field(n) | Step::Key(n) => n,
+        };
+        let is_map = s.and_then(Schema::additional_schema).is_some();
+        if is_map {
+            path = format!("{path}[{name}]");
+            s = s.and_then(Schema::additional_schema);
+        } else {
+            path = join_field(&path, name);
+            s = s.and_then(|x| x.property(name));
+        }
+    }
+    path
+}
+
+/// Runtime state of one object's rule evaluation.
+struct Run {
+    remaining: u64,
+    stopped: bool,
+    causes: Vec<Cause>,
+    ratchet: bool,
+}
+
+impl CompiledCrd {
+    /// Runs the CEL rules on a (defaulted, pruned, schema-valid) object being created.
+    pub fn validate_rules_create(&self, obj: &Json) -> Vec<Cause> {
+        self.validate_rules(obj, None, false)
+    }
+
+    /// Runs the CEL rules on an object replacing `old`. Transition rules see the correlated
+    /// old value; with `ratchet`, a rule whose value (and subtree) is unchanged is not
+    /// re-evaluated, except transition rules (`CRDValidationRatcheting`; not for /status).
+    pub fn validate_rules(&self, obj: &Json, old: Option<&Json>, ratchet: bool) -> Vec<Cause> {
+        let mut run = Run {
+            remaining: RUNTIME_BUDGET,
+            stopped: false,
+            causes: Vec::new(),
+            ratchet,
+        };
+        walk(&self.root, &self.schema, obj, old, false, "", &mut run);
+        run.causes
+    }
+}
+
+/// The item of `old` a list-map item correlates with: same values of all map keys.
+fn correlate_item<'o>(old: &'o [Json], item: &Json, keys: &[String]) -> Option<&'o Json> {
+    old.iter()
+        .find(|o| keys.iter().all(|k| o.get(k) == item.get(k)))
+}
+
+/// Walks the object and its correlated old value. `unchanged_above`: an ancestor is equal
+/// to its old value, so uncorrelatable items below it are unchanged too.
+fn walk(
+    node: &Node,
+    schema: &Schema,
+    v: &Json,
+    old: Option<&Json>,
+    unchanged_above: bool,
+    path: &str,
+    run: &mut Run,
+) {
+    if run.stopped {
+        return;
+    }
+    let unchanged = unchanged_above || old == Some(v);
+    if !node.rules.is_empty() {
+        let resource = path.is_empty() || schema.embedded_resource;
+        let self_value = to_cel(v, schema, resource);
+        let old_value = old.map(|o| to_cel(o, schema, resource));
+        for r in &node.rules {
+            if run.stopped {
+                return;
+            }
+            if run.ratchet && unchanged && !r.uses_old_self {
+                continue;
+            }
+            eval_rule(r, schema, &self_value, old_value.as_ref(), path, run);
+        }
+    }
+    match v {
+        Json::Object(m) => {
+            let old_m = old.and_then(Json::as_object);
+            for (name, child) in &node.props {
+                if let (Some(x), Some(s)) = (m.get(name), schema.property(name)) {
+                    let o = old_m.and_then(|om| om.get(name));
+                    walk(child, s, x, o, unchanged, &join_field(path, name), run);
+                }
+            }
+            if let (Some(child), Some(s)) = (&node.additional, schema.additional_schema()) {
+                for (k, x) in m {
+                    let o = old_m.and_then(|om| om.get(k));
+                    walk(child, s, x, o, unchanged, &format!("{path}[{k}]"), run);
+                }
+            }
+        }
+        Json::Array(a) => {
+            if let (Some(child), Some(s)) = (&node.items, schema.items.as_deref()) {
+                let list_map =
+                    schema.list_type.as_deref() == Some("map") && !schema.list_map_keys.is_empty();
+                let old_a = old.and_then(Json::as_array);
+                for (i, x) in a.iter().enumerate() {
+                    // Only list-map items correlate; atomic and set items have no old value.
+                    let o = if list_map {
+                        old_a.and_then(|oa| correlate_item(oa, x, &schema.list_map_keys))
+                    } else {
+                        None
+                    };
+                    walk(child, s, x, o, unchanged, &format!("{path}[{i}]"), run);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `ruleErrorString`: the trimmed message if any, else the trimmed rule.
+fn rule_error_string(r: &ValidationRule) -> &str {
+    if !r.message.trim().is_empty() {
+        r.message.trim()
+    } else {
+        r.rule.trim()
+    }
+}
+
+fn eval_rule(
+    r: &CompiledRule,
+    schema: &Schema,
+    self_value: &Value<'static>,
+    old_value: Option<&Value<'static>>,
+    path: &str,
+    run: &mut Run,
+) {
+    let value_label = go_quote(&schema.type_);
+    if r.uses_old_self && r.rule.optional_old_self != Some(true) && old_value.is_none() {
+        // A transition rule without an old value (create, new key): not evaluated.
+        return;
+    }
+    let old = if r.rule.optional_old_self == Some(true) {
+        Value::optional(old_value.cloned())
+    } else {
+        old_value.cloned().unwrap_or(Value::Null)
+    };
+    let activation = [self_value.clone(), old];
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT.min(run.remaining));
+    let result = r.program.eval(&activation, &mut meter);
+    run.remaining = run.remaining.saturating_sub(meter.cost);
+    let field = display_path(path);
+    match result {
+        Ok(Value::Bool(true)) => {}
+        Ok(Value::Bool(false)) => {
+            let at = match parse_field_path(&r.rule.field_path) {
+                Some(steps) if !r.rule.field_path.is_empty() => {
+                    display_path(&apply_field_path(path, &steps, schema))
+                }
+                _ => field,
+            };
+            let detail = failure_message(r, &activation, run);
+            run.causes
+                .push(cause_for_reason(&r.rule, at, &value_label, &detail));
+        }
+        Ok(other) => run.causes.push(Cause::invalid(
+            field,
+            &value_label,
+            &format!(
+                "rule did not evaluate to a bool: {} evaluating rule: {}",
+                other.type_name(),
+                rule_error_string(&r.rule)
+            ),
+        )),
+        Err(e) if e.is_cancelled() => {
+            run.stopped = true;
+            if meter.limit < PER_CALL_LIMIT {
+                run.causes.push(Cause::invalid(
+                    field,
+                    &value_label,
+                    "validation failed due to running out of cost budget, no further validation rules will be run",
+                ));
+            } else {
+                run.causes.push(Cause::invalid(
+                    field,
+                    &value_label,
+                    &format!(
+                        "'{}': no further validation rules will be run due to call cost exceeds limit for rule: {}",
+                        e.message(),
+                        rule_error_string(&r.rule)
+                    ),
+                ));
+            }
+        }
+        Err(e) => run.causes.push(Cause::invalid(
+            field,
+            &value_label,
+            &format!(
+                "{} evaluating rule: {}",
+                e.message(),
+                rule_error_string(&r.rule)
+            ),
+        )),
+    }
+}
+
+/// The message of a failed rule: the messageExpression's result when it is a non-blank
+/// single-line string, else the static message, else `failed rule: <rule>`.
+fn failure_message(r: &CompiledRule, activation: &[Value<'static>; 2], run: &mut Run) -> String {
+    let fallback = if r.rule.message.trim().is_empty() {
+        format!("failed rule: {}", r.rule.rule.trim())
+    } else {
+        r.rule.message.trim().to_string()
+    };
+    let Some(msg) = &r.message else {
+        return fallback;
+    };
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT.min(run.remaining));
+    let result = msg.eval(activation, &mut meter);
+    run.remaining = run.remaining.saturating_sub(meter.cost);
+    match result {
+        Ok(v) => match v.as_str() {
+            Some(s) if !s.trim().is_empty() && !s.contains('\n') && s.len() <= MAX_MESSAGE_LEN => {
+                s.trim().to_string()
+            }
+            _ => fallback,
+        },
+        Err(_) => fallback,
+    }
+}
+
+/// `fieldErrorForReason`: the cause a failed rule gives under its `reason`.
+fn cause_for_reason(r: &ValidationRule, field: String, value: &str, detail: &str) -> Cause {
+    match r.reason.as_deref() {
+        Some("FieldValueForbidden") => Cause::forbidden(field, detail),
+        Some("FieldValueRequired") => Cause::required(field, detail),
+        Some("FieldValueDuplicate") => Cause::duplicate(field, value),
+        _ => Cause::invalid(field, value, detail),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_paths_parse_like_the_api_server() {
+        assert_eq!(
+            parse_field_path(".a.b"),
+            Some(vec![Step::Field("a".into()), Step::Field("b".into())])
+        );
+        assert_eq!(
+            parse_field_path("['a.b']"),
+            Some(vec![Step::Key("a.b".into())])
+        );
+        assert_eq!(parse_field_path(".l[0]"), None);
+        assert_eq!(parse_field_path("a"), None);
+    }
+
+    #[test]
+    fn old_self_reference_is_the_variable_not_a_field() {
+        assert!(references_old_self("self == oldSelf"));
+        assert!(!references_old_self("self.oldSelf == 1"));
+        assert!(!references_old_self("self.x > 0"));
+    }
+}

@@ -1,0 +1,192 @@
+//! The apiextensions.k8s.io/v1 `JSONSchemaProps` model, read from the CRD's
+//! `openAPIV3Schema`, and the CRD fields the validator needs (group, kind, status subresource).
+
+use serde::Deserialize;
+use serde_json::Value as Json;
+
+/// `additionalProperties`: a boolean or a schema.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum AdditionalProperties {
+    Bool(bool),
+    Schema(Box<Schema>),
+}
+
+/// One `x-kubernetes-validations` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidationRule {
+    #[serde(default)]
+    pub rule: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub message_expression: String,
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub field_path: String,
+    pub optional_old_self: Option<bool>,
+}
+
+/// A JSON schema node as the API server stores it (the subset of fields a structural schema
+/// may use, plus the value validations).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Schema {
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    #[serde(default)]
+    pub format: String,
+    /// Properties, in the order of the source map (the API server walks Go map order, so
+    /// sibling errors are unordered there anyway).
+    #[serde(default, deserialize_with = "ordered_props")]
+    pub properties: Vec<(String, Schema)>,
+    #[serde(default)]
+    pub required: Vec<String>,
+    pub items: Option<Box<Schema>>,
+    pub additional_properties: Option<AdditionalProperties>,
+    #[serde(default)]
+    pub nullable: bool,
+    pub default: Option<Json>,
+    #[serde(rename = "enum")]
+    pub enum_: Option<Vec<Json>>,
+    pub pattern: Option<String>,
+    pub maximum: Option<f64>,
+    pub minimum: Option<f64>,
+    #[serde(default)]
+    pub exclusive_maximum: bool,
+    #[serde(default)]
+    pub exclusive_minimum: bool,
+    pub multiple_of: Option<f64>,
+    pub max_length: Option<u64>,
+    pub min_length: Option<u64>,
+    pub max_items: Option<u64>,
+    pub min_items: Option<u64>,
+    #[serde(default)]
+    pub unique_items: bool,
+    pub max_properties: Option<u64>,
+    pub min_properties: Option<u64>,
+    #[serde(default)]
+    pub all_of: Vec<Schema>,
+    #[serde(default)]
+    pub any_of: Vec<Schema>,
+    #[serde(default)]
+    pub one_of: Vec<Schema>,
+    pub not: Option<Box<Schema>>,
+    #[serde(rename = "x-kubernetes-preserve-unknown-fields", default)]
+    pub preserve_unknown_fields: bool,
+    #[serde(rename = "x-kubernetes-embedded-resource", default)]
+    pub embedded_resource: bool,
+    #[serde(rename = "x-kubernetes-int-or-string", default)]
+    pub int_or_string: bool,
+    #[serde(rename = "x-kubernetes-list-type")]
+    pub list_type: Option<String>,
+    #[serde(rename = "x-kubernetes-list-map-keys", default)]
+    pub list_map_keys: Vec<String>,
+    #[serde(rename = "x-kubernetes-map-type")]
+    pub map_type: Option<String>,
+    #[serde(rename = "x-kubernetes-validations", default)]
+    pub validations: Vec<ValidationRule>,
+}
+
+fn ordered_props<'de, D>(d: D) -> Result<Vec<(String, Schema)>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    // Read as a list of entries: the order is the source map's (sorted keys for a
+    // `serde_json::Value`), which keeps error output deterministic.
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Vec<(String, Schema)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of property schemas")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some((k, v)) = m.next_entry::<String, Schema>()? {
+                out.push((k, v));
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(V)
+}
+
+impl Schema {
+    pub fn property(&self, name: &str) -> Option<&Schema> {
+        self.properties
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s)
+    }
+
+    /// The schema of a map's values, when `additionalProperties` is a schema.
+    pub fn additional_schema(&self) -> Option<&Schema> {
+        match &self.additional_properties {
+            Some(AdditionalProperties::Schema(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The type name a CEL cause shows for a value at this schema (`"object"`, `"integer"`...).
+    pub fn type_label(&self) -> &str {
+        if self.type_.is_empty() {
+            if self.int_or_string {
+                return "integer";
+            }
+            return "object";
+        }
+        &self.type_
+    }
+}
+
+/// The parts of a CRD the validator needs.
+#[derive(Debug, Clone)]
+pub struct Crd {
+    pub name: String,
+    pub group: String,
+    pub kind: String,
+    pub status_subresource: bool,
+    pub schema: Schema,
+}
+
+/// Reads a CRD from its JSON form (YAML converted by the caller).
+pub fn parse_crd(doc: &Json) -> Result<Crd, String> {
+    let name = doc
+        .pointer("/metadata/name")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let spec = doc.get("spec").ok_or("CRD has no spec")?;
+    let group = spec
+        .get("group")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let kind = spec
+        .pointer("/names/kind")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let version = spec
+        .get("versions")
+        .and_then(Json::as_array)
+        .and_then(|v| v.first())
+        .ok_or("CRD has no versions")?;
+    let status_subresource = version.pointer("/subresources/status").is_some();
+    let raw = version
+        .pointer("/schema/openAPIV3Schema")
+        .ok_or("CRD version has no schema.openAPIV3Schema")?;
+    let schema: Schema =
+        serde_json::from_value(raw.clone()).map_err(|e| format!("invalid schema: {e}"))?;
+    Ok(Crd {
+        name,
+        group,
+        kind,
+        status_subresource,
+        schema,
+    })
+}
