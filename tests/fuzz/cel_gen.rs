@@ -208,6 +208,23 @@ pub const NAMES: &[&str] = &[
     "datetime",
     "nope",
 ];
+pub const SELECTORS: &[&str] = &[
+    "a=b",
+    "a!=b,c",
+    "x in (a,b)",
+    "!x",
+    "=",
+    "a==b",
+    "",
+    "metadata.name=x",
+    "a notin (b)",
+    "a,b",
+    "a=b=c",
+    "(",
+    "x in ()",
+    "spec.nodeName==",
+    "a!b",
+];
 pub const STRINGS: &[&str] = &[
     "",
     "a",
@@ -246,24 +263,92 @@ pub const STRINGS: &[&str] = &[
 
 /// A CEL string literal for `s` (already escaped where the pool spells escapes), in one of
 /// the quoting styles.
+/// `s` must have its quotes escaped (pool entries have none; `escape` escapes both kinds).
 fn quote(c: &mut Choices, s: &str) -> String {
     match c.below(8) {
-        0..=3 => format!("'{}'", s.replace('\'', "\\'")),
-        4 | 5 => format!("\"{}\"", s.replace('"', "\\\"")),
+        0..=3 => format!("'{s}'"),
+        4 | 5 => format!("\"{s}\""),
         6 => format!("'''{s}'''"),
-        _ => {
-            if s.contains('"') || s.contains('\\') {
-                format!("'{}'", s.replace('\'', "\\'"))
-            } else {
-                format!("r\"{s}\"")
-            }
-        }
+        _ if s.contains('"') || s.contains('\\') => format!("'{s}'"),
+        _ => format!("r\"{s}\""),
     }
 }
 
-/// Random string content: pool entries, escapes, or random characters.
+/// Characters that matter to parsers of URLs, IPs, quantities, versions and names, and
+/// multi-byte ones (a byte limit can fall inside them).
+const PUNCT: &[char] = &[
+    '%', '/', ':', '@', '[', ']', '?', '#', '.', '-', '+', '_', '~', '*', '=', ',', ';', ' ', 'é',
+    '€', '日', '😀', '\u{301}', '\u{0}', '\u{7f}', '0', '9', 'a', 'Z', '\u{ff}', 'İ',
+];
+
+/// `s` with one to three small edits: a character inserted (mostly punctuation or
+/// multi-byte), removed, or a piece repeated.
+pub fn mutate_small(c: &mut Choices, s: &str) -> String {
+    let mut chars: Vec<char> = s.chars().collect();
+    for _ in 0..1 + c.below(3) {
+        let at = c.below(chars.len() + 1);
+        match c.below(5) {
+            0 | 1 => {
+                let ch = if c.chance(3, 4) {
+                    *c.pick(PUNCT)
+                } else {
+                    random_char(c)
+                };
+                chars.insert(at, ch);
+            }
+            4 => {
+                // Punctuation then a multi-byte character: `%€`, `-é`.
+                let p = *c.pick(PUNCT);
+                let m = *c.pick(&['é', '€', '日', '😀', '\u{301}', 'İ']);
+                chars.splice(at..at, [p, m]);
+            }
+            2 => {
+                if at < chars.len() {
+                    chars.remove(at);
+                }
+            }
+            _ => {
+                let end = (at + 1 + c.below(4)).min(chars.len());
+                if at < end {
+                    let piece: Vec<char> = chars[at..end].to_vec();
+                    for _ in 0..1 + c.below(40) {
+                        chars.splice(at..at, piece.iter().copied());
+                    }
+                }
+            }
+        }
+    }
+    chars.into_iter().collect()
+}
+
+/// A string whose length in bytes lands near a limit (63, 253, 1,000 bytes...) in units of
+/// one to four bytes.
+fn boundary_string(c: &mut Choices) -> String {
+    let unit = *c.pick(&["a", "é", "日", "😀", "a-", "-", "a.", "%", "é-", "0"]);
+    let target = *c.pick(&[
+        62usize, 63, 64, 65, 252, 253, 254, 255, 316, 317, 1000, 1024,
+    ]);
+    let n = target / unit.len() + c.below(3);
+    let mut s = unit.repeat(n.saturating_sub(1));
+    if c.chance(1, 2) {
+        s.insert(0, 'a');
+    }
+    s
+}
+
+/// Random string content as a CEL literal body: pool entries (already escaped), escapes, or
+/// raw text escaped here.
 fn string_content(c: &mut Choices) -> String {
-    match c.below(6) {
+    match c.below(9) {
+        6 => {
+            let base = c_pick(c, STRINGS).to_string();
+            escape(&mutate_small(c, &base))
+        }
+        7 => escape(&boundary_string(c)),
+        8 => {
+            let n = c.below(12);
+            escape(&(0..n).map(|_| random_char(c)).collect::<String>())
+        }
         0..=2 => c.pick(STRINGS).to_string(),
         3 => {
             let n = c.below(12);
@@ -479,15 +564,6 @@ fn contains_dyn(t: &Type) -> bool {
     }
 }
 
-fn is_authz(t: &Type) -> bool {
-    match t {
-        Type::Opaque(n) => n.starts_with("kubernetes.authorization"),
-        Type::List(e) | Type::Optional(e) | Type::TypeOf(e) => is_authz(e),
-        Type::Map(k, v) => is_authz(k) || is_authz(v),
-        _ => false,
-    }
-}
-
 fn params_of(t: &Type, out: &mut Vec<(u8, bool)>, as_key: bool) {
     match t {
         Type::Param(p) => out.push((*p, as_key)),
@@ -500,20 +576,15 @@ fn params_of(t: &Type, out: &mut Vec<(u8, bool)>, as_key: bool) {
     }
 }
 
-/// The overloads the typed generator may call: no authorizer types (not declared here), and
-/// no `dyn` results (`dyn(x)` is generated as a form of its own).
+/// The overloads the typed generator may call: no `dyn` results (`dyn(x)` is generated as a
+/// form of its own).
 fn overloads() -> &'static Vec<(&'static str, Signature)> {
     static O: OnceLock<Vec<(&'static str, Signature)>> = OnceLock::new();
     O.get_or_init(|| {
         let mut v: Vec<(&'static str, Signature)> = functions()
             .values()
             .flat_map(|f| f.overloads.iter().map(move |o| (f.name, o.sig.clone())))
-            .filter(|(_, s)| {
-                !contains_dyn(&s.result)
-                    && !is_authz(&s.result)
-                    && !s.params.iter().any(is_authz)
-                    && !matches!(s.result, Type::TypeOf(_))
-            })
+            .filter(|(_, s)| !contains_dyn(&s.result) && !matches!(s.result, Type::TypeOf(_)))
             .collect();
         v.sort_by(|a, b| a.0.cmp(b.0));
         v
@@ -535,6 +606,13 @@ fn string_hint(func: &str, arg: usize) -> Option<&'static [&'static str]> {
         ("format", 0) => FORMATS,
         ("format.named", 0) => NAMES,
         ("int" | "uint" | "double" | "bool", 0) => STRINGS,
+        ("fieldSelector" | "labelSelector", 1) => SELECTORS,
+        ("check", 1) => &["get", "list", "*", "delete", "", "create", "GET"],
+        ("group", 1) => &["", "apps", "*", "rbac.authorization.k8s.io", "/"],
+        ("resource", 1) => &["pods", "deployments", "*", "", "pods/status"],
+        ("subresource" | "name" | "namespace", 1) => &["", "status", "web", "default", "*"],
+        ("path", 1) => &["/healthz", "/api", "", "*", "/metrics/*", "healthz"],
+        ("serviceAccount", _) => &["default", "kube-system", "", "sa", "a:b"],
         _ => return None,
     })
 }
@@ -577,6 +655,13 @@ fn is_ident(k: &str) -> bool {
     let mut chars = k.chars();
     matches!(chars.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
         && chars.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+/// `s` escaped for the body of a single- or double-quoted CEL string.
+fn escape(s: &str) -> String {
+    let lit = cel_string_literal(s);
+    let body = &lit[1..lit.len() - 1];
+    body.replace('"', "\\\"")
 }
 
 fn cel_string_literal(s: &str) -> String {
@@ -777,6 +862,22 @@ impl<'p> Gen<'p> {
                     "optional.none()".into()
                 } else {
                     format!("optional.of({})", self.gen(c, t, depth + 1))
+                }
+            }
+            Type::Opaque(name) if name.starts_with("kubernetes.authorization") => {
+                match name.rsplit('.').next().unwrap_or("") {
+                    "Authorizer" => c
+                        .pick(&["authorizer", "authorizer.serviceAccount('default', 'sa')"])
+                        .to_string(),
+                    "GroupCheck" => "authorizer.group('apps')".into(),
+                    "PathCheck" => "authorizer.path('/healthz')".into(),
+                    "Decision" => "authorizer.requestResource.check('get')".into(),
+                    _ => c
+                        .pick(&[
+                            "authorizer.requestResource",
+                            "authorizer.group('').resource('pods')",
+                        ])
+                        .to_string(),
                 }
             }
             Type::Opaque(name) => {
@@ -1100,6 +1201,10 @@ impl<'p> Gen<'p> {
                     if let Some(pool) = string_hint(name, i) {
                         if c.chance(3, 4) {
                             let s = c_pick(c, pool);
+                            if c.chance(1, 3) {
+                                let m = escape(&mutate_small(c, s));
+                                return quote(c, &m);
+                            }
                             return quote(c, s);
                         }
                     }

@@ -5,11 +5,12 @@
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use celgate::cel::eval::Meter;
 use celgate::cel::json::{Doc, Item, Key, Ref};
-use celgate::cel::vap::{vap_env, Decls, Slots};
+use celgate::cel::k8s::authz::{Attributes, Authorizer, AuthorizerValue, Decision, Verdict};
+use celgate::cel::vap::{request_resource_attributes, vap_env, Decls, Slots};
 use celgate::cel::{Env, Program, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 use celgate::policy::snapshot::Snapshot;
 use celgate::source::{add_cluster_defaults, folder, snapshot};
@@ -142,7 +143,7 @@ fn envs() -> &'static Envs {
             NEWEST_MINOR,
             Decls {
                 params: true,
-                authorizer: false,
+                authorizer: true,
             },
         );
         let mut plain = optimized.clone();
@@ -410,6 +411,28 @@ fn short(o: &Outcome) -> String {
     format!("{r} cost {}", o.cost)
 }
 
+/// A deterministic authorizer: allows, denies, has no opinion or fails by a hash of the
+/// check, so that every path of the authz library runs.
+#[derive(Debug)]
+struct FakeAuthorizer;
+
+impl Authorizer for FakeAuthorizer {
+    fn authorize(&self, a: &Attributes) -> Result<Decision, String> {
+        let text = format!("{:?}{}{:?}", a.principal, a.verb, a.target);
+        let verdict = match harness::fnv(text.as_bytes()) % 5 {
+            0 => return Err(format!("cannot reach the API server for {}", a.verb)),
+            1 => Verdict::Deny,
+            2 => Verdict::NoOpinion,
+            _ => Verdict::Allow,
+        };
+        Ok(Decision {
+            verdict,
+            reason: format!("{verdict:?} {}", a.verb),
+            error: (verdict == Verdict::Deny && a.verb.is_empty()).then(|| "empty verb".into()),
+        })
+    }
+}
+
 fn bind<'a>(s: &Slots, object: Value<'a>, req: &'a Json, ns: &'a Json) -> Vec<Value<'a>> {
     let n = envs().optimized.variables().len();
     let mut v = vec![Value::Null; n];
@@ -420,6 +443,13 @@ fn bind<'a>(s: &Slots, object: Value<'a>, req: &'a Json, ns: &'a Json) -> Vec<Va
     }
     v[s.request] = Value::from_json(req);
     v[s.namespace_object] = Value::from_json(ns);
+    let authz = AuthorizerValue::new(Arc::new(FakeAuthorizer));
+    if let Some(slot) = s.request_resource {
+        v[slot] = Value::opaque(authz.request_resource(request_resource_attributes(req)));
+    }
+    if let Some(slot) = s.authorizer {
+        v[slot] = Value::opaque(authz);
+    }
     v
 }
 
