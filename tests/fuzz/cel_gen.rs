@@ -551,7 +551,7 @@ pub fn random_type(c: &mut Choices, depth: usize) -> Type {
         8 => Type::list(random_type(c, depth + 1)),
         9 => Type::map(key_type(c), random_type(c, depth + 1)),
         10 => Type::Optional(Box::new(random_type(c, depth + 1))),
-        _ => Type::Opaque(*c.pick(OPAQUES)),
+        _ => Type::Opaque(c.pick_str(OPAQUES)),
     }
 }
 

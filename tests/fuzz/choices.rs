@@ -45,6 +45,10 @@ impl<'a> Choices<'a> {
         &items[self.below(items.len())]
     }
 
+    pub fn pick_str<'s>(&mut self, items: &[&'s str]) -> &'s str {
+        items[self.below(items.len())]
+    }
+
     /// An index chosen by weight (weights must not all be 0).
     pub fn weighted(&mut self, weights: &[u32]) -> usize {
         let total: u32 = weights.iter().sum();

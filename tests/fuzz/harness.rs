@@ -296,6 +296,24 @@ pub struct Target<I> {
     /// Smaller candidates of an input, for the reducer that follows proptest's shrinking
     /// (which, on a choice sequence, stalls on long inputs).
     pub shrink: fn(&I) -> Vec<I>,
+    /// The property on a kept file (the regression replay).
+    pub replay: fn(&[u8]) -> Result<(), String>,
+}
+
+/// The failure signatures of the pending inputs of `name` (not `crash-*` ones, which would
+/// stop the process): failures with these signatures are known, counted and not kept.
+fn known_failures(name: &str, replay: fn(&[u8]) -> Result<(), String>) -> Vec<String> {
+    list(&regressions_dir().join("pending").join(name))
+        .iter()
+        .filter(|f| {
+            !f.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("crash-"))
+        })
+        .filter_map(|f| {
+            let data = std::fs::read(f).ok()?;
+            guarded(replay, &data).err().map(|e| signature(&e))
+        })
+        .collect()
 }
 
 /// Candidates of `items` with one chunk removed: halves first, down to single items.
@@ -403,7 +421,7 @@ pub fn on_eval_stack<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
 }
 
 /// Runs `check`, turning a panic into an `Err` that names its place.
-pub fn guarded<I>(check: fn(&I) -> Result<(), String>, input: &I) -> Result<(), String> {
+pub fn guarded<I: ?Sized>(check: fn(&I) -> Result<(), String>, input: &I) -> Result<(), String> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(input))) {
         Ok(r) => r,
         Err(_) => Err(format!("panic: {}", take_panic())),
@@ -448,6 +466,7 @@ where
     let started = Instant::now();
     let deadline = set.seconds.map(|s| started + Duration::from_secs(s));
     let slot = watch(t.name);
+    let known = known_failures(t.name, t.replay);
     let execs = Cell::new(0u64);
     let failing = Cell::new(false);
     let slowest = Cell::new(Duration::ZERO);
@@ -476,6 +495,12 @@ where
             }
         }
         let (mut r, took) = execute(&input);
+        if let Err(e) = &r {
+            if known.contains(&signature(e)) {
+                stat("known failures (pending)");
+                r = Ok(());
+            }
+        }
         if took > slowest.get() {
             slowest.set(took);
             let text = format!("{input:?}");
@@ -574,14 +599,12 @@ where
     failures
 }
 
+/// Runs one input: its result and the CPU time it took.
+type Execute<'e, I> = dyn Fn(&I) -> (Result<(), String>, Duration) + 'e;
+
 /// Greedy reduction after proptest's shrinking: a candidate that fails the same way (same
 /// signature) replaces the input, until none does or a minute has passed.
-fn reduce<I>(
-    t: &Target<I>,
-    input: I,
-    reason: &str,
-    execute: &dyn Fn(&I) -> (Result<(), String>, Duration),
-) -> I {
+fn reduce<I>(t: &Target<I>, input: I, reason: &str, execute: &Execute<I>) -> I {
     let sig = signature(reason);
     let deadline = Instant::now() + Duration::from_secs(if session() { 60 } else { 20 });
     let mut cur = input;
@@ -607,14 +630,14 @@ fn truncate(s: &str, n: usize) -> String {
         s.to_string()
     } else {
         let mut t: String = s.chars().take(n).collect();
-        t.push_str("…");
+        t.push('…');
         t
     }
 }
 
 /// Replays every kept input of `name` with `check`; inputs under `pending/<name>/` are
 /// listed, not run (their fix is elsewhere, and a crash would stop this test).
-pub fn replay(name: &'static str, check: fn(&Vec<u8>) -> Result<(), String>) {
+pub fn replay(name: &'static str, check: fn(&[u8]) -> Result<(), String>) {
     install_hook();
     let files = list(&regressions_dir().join(name));
     let failures: Vec<String> = on_eval_stack(name, || {

@@ -182,9 +182,9 @@ pub fn root_object(c: &mut Choices) -> Json {
 
 fn ws(c: &mut Choices, out: &mut String) {
     if c.chance(1, 4) {
-        out.push_str(*c.pick(&[" ", "\n", "\t", "\r\n", "  "]));
+        out.push_str(c.pick_str(&[" ", "\n", "\t", "\r\n", "  "]));
     } else if c.chance(1, 64) {
-        out.push_str(*c.pick(&["\u{a0}", "\u{feff}", "\x0b", "\x0c"]));
+        out.push_str(c.pick_str(&["\u{a0}", "\u{feff}", "\x0b", "\x0c"]));
     }
 }
 
@@ -200,7 +200,7 @@ fn text_string(c: &mut Choices, out: &mut String) {
                     .replace('\t', "\\t")
                     .replace('\0', "\\u0000"),
             ),
-            5 => out.push_str(*c.pick(&[
+            5 => out.push_str(c.pick_str(&[
                 "\\\"",
                 "\\\\",
                 "\\/",
@@ -224,7 +224,7 @@ fn text_string(c: &mut Choices, out: &mut String) {
                     out.push(ch);
                 }
             }
-            7 if c.chance(1, 8) => out.push_str(*c.pick(&[
+            7 if c.chance(1, 8) => out.push_str(c.pick_str(&[
                 "\u{1}",
                 "\u{1f}",
                 "\t",
@@ -237,7 +237,7 @@ fn text_string(c: &mut Choices, out: &mut String) {
                 "\\uZZZZ",
                 "\\ud800\\u0041",
             ])),
-            _ => out.push_str(*c.pick(KEYS)),
+            _ => out.push_str(c.pick_str(KEYS)),
         }
     }
     out.push('"');
@@ -245,13 +245,13 @@ fn text_string(c: &mut Choices, out: &mut String) {
 
 fn text_number(c: &mut Choices, out: &mut String) {
     if c.chance(1, 12) {
-        out.push_str(*c.pick(&[
+        out.push_str(c.pick_str(&[
             "1e309", "-1e400", "00", "01", "1.", ".5", "+1", "1e", "NaN", "Infinity", "0x10",
             "2.5e", "-", "1e+", "--1", "1_000",
         ]));
         return;
     }
-    out.push_str(*c.pick(&[
+    out.push_str(c.pick_str(&[
         "0",
         "1",
         "-1",
@@ -291,9 +291,9 @@ pub fn json_text(c: &mut Choices, depth: usize, out: &mut String) {
     ws(c, out);
     let containers = if depth < 12 { 4 } else { 0 };
     match c.weighted(&[1, 1, 3, 3, containers, containers, 1, 1]) {
-        0 if c.chance(1, 16) => out.push_str(*c.pick(&["nul", "True", "undefined", "'a'"])),
+        0 if c.chance(1, 16) => out.push_str(c.pick_str(&["nul", "True", "undefined", "'a'"])),
         0 => out.push_str("null"),
-        1 => out.push_str(*c.pick(&["true", "false"])),
+        1 => out.push_str(c.pick_str(&["true", "false"])),
         2 => text_number(c, out),
         3 => text_string(c, out),
         4 => {

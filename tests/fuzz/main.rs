@@ -30,11 +30,12 @@ fn parse() {
     harness::fuzz(
         Target {
             name: "parse",
-            cases: 300,
+            cases: 600,
             ext: "cel",
             encode: |s: &String| s.as_bytes().to_vec(),
-            check: targets::check_parse,
-            shrink: targets::shrink_text,
+            check: |s: &String| targets::check_parse(s),
+            replay: targets::replay_parse,
+            shrink: |s: &String| targets::shrink_text(s),
         },
         || vec(any::<u8>(), 0..512).prop_map(|b| targets::parse_input(&b)),
     );
@@ -50,10 +51,11 @@ fn eval() {
     harness::fuzz(
         Target {
             name: "eval",
-            cases: 300,
+            cases: 600,
             ext: "json",
             encode: targets::encode_eval,
             check: targets::check_eval,
+            replay: targets::replay_eval,
             shrink: targets::shrink_eval,
         },
         || vec(any::<u8>(), 0..1024).prop_map(|b| targets::eval_input(&b)),
@@ -70,11 +72,12 @@ fn doc() {
     harness::fuzz(
         Target {
             name: "doc",
-            cases: 1000,
+            cases: 2000,
             ext: "bin",
             encode: |b: &Vec<u8>| b.clone(),
-            check: targets::check_doc,
-            shrink: targets::shrink_bytes,
+            check: |b: &Vec<u8>| targets::check_doc(b),
+            replay: targets::check_doc,
+            shrink: |b: &Vec<u8>| targets::shrink_bytes(b),
         },
         || vec(any::<u8>(), 0..1024).prop_map(|b| targets::doc_input(&b)),
     );
@@ -90,10 +93,11 @@ fn review() {
     harness::fuzz(
         Target {
             name: "review",
-            cases: 300,
+            cases: 500,
             ext: "bin",
             encode: |i: &targets::CaseInput<Vec<u8>>| i.data.clone(),
             check: targets::check_review,
+            replay: targets::replay_review,
             shrink: targets::shrink_review,
         },
         || (0usize..4096, vec(any::<u8>(), 0..256)).prop_map(|(i, b)| targets::review_input(i, &b)),
@@ -110,10 +114,11 @@ fn policy() {
     harness::fuzz(
         Target {
             name: "policy",
-            cases: 150,
+            cases: 300,
             ext: "yaml",
             encode: |i: &targets::CaseInput<String>| i.data.as_bytes().to_vec(),
             check: targets::check_policy,
+            replay: targets::replay_policy,
             shrink: targets::shrink_policy,
         },
         || (0usize..4096, vec(any::<u8>(), 0..256)).prop_map(|(i, b)| targets::policy_input(i, &b)),

@@ -507,12 +507,23 @@ pub fn parse_input(bytes: &[u8]) -> String {
     }
 }
 
-pub fn check_parse(src: &String) -> Result<(), String> {
+pub fn check_parse(src: &str) -> Result<(), String> {
+    // An older Kubernetes version gates libraries and macros: compiling there must not panic
+    // either.
+    let version = 27 + (harness::fnv(src.as_bytes()) % 11) as u16;
+    let (old, _) = vap_env(
+        version,
+        Decls {
+            params: false,
+            authorizer: true,
+        },
+    );
+    let _compiled_or_refused = compile(&old, src)?;
     check_expr(src, fixed_object())
 }
 
-pub fn replay_parse(data: &Vec<u8>) -> Result<(), String> {
-    check_parse(&String::from_utf8_lossy(data).into_owned())
+pub fn replay_parse(data: &[u8]) -> Result<(), String> {
+    check_parse(&String::from_utf8_lossy(data))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -540,7 +551,7 @@ pub fn encode_eval(i: &EvalInput) -> Vec<u8> {
     serde_json::to_vec_pretty(&json!({"expr": i.expr, "object": i.object})).unwrap_or_default()
 }
 
-pub fn replay_eval(data: &Vec<u8>) -> Result<(), String> {
+pub fn replay_eval(data: &[u8]) -> Result<(), String> {
     let j: Json = serde_json::from_slice(data).map_err(|e| format!("unreadable input: {e}"))?;
     let expr = j["expr"].as_str().ok_or("input has no expr")?.to_string();
     check_eval(&EvalInput {
@@ -737,7 +748,7 @@ fn compare_doc(r: Ref<'_, '_>, v: &Json, path: &str) -> Result<(), String> {
 /// The document property: `Doc::parse` accepts exactly what serde_json accepts (it may also
 /// refuse duplicate keys or deep nesting), and what it parses reads back as serde_json's
 /// value through every accessor.
-pub fn check_doc(data: &Vec<u8>) -> Result<(), String> {
+pub fn check_doc(data: &[u8]) -> Result<(), String> {
     let doc = Doc::parse(data);
     let serde: Result<Json, _> = serde_json::from_slice(data);
     match (doc, serde) {
@@ -795,8 +806,27 @@ pub fn review_input(case: usize, bytes: &[u8]) -> CaseInput<Vec<u8>> {
 }
 
 /// Answers `body` with `snap`: an answer (a well-formed review whose uid is the request's)
-/// or a clean error, never a panic.
+/// or a clean error, never a panic; and the same answer for the same JSON written another
+/// way (keys sorted, no whitespace), when it has no duplicate keys.
 fn answer_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
+    let first = answer_checked(snap, body)?;
+    if let Ok(v) = serde_json::from_slice::<Json>(body) {
+        let again = serde_json::to_vec_pretty(&v).unwrap_or_default();
+        if again != body && !has_duplicate_keys(body) {
+            let second = answer_checked(snap, &again)?;
+            if first != second {
+                return Err(format!(
+                    "the answer depends on how the JSON is written: {} vs {}",
+                    truncate(&format!("{first:?}"), 400),
+                    truncate(&format!("{second:?}"), 400)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn answer_checked(snap: &Snapshot, body: &[u8]) -> Result<Result<Json, String>, String> {
     match celgate::admission::answer(snap, body) {
         Ok(a) => {
             stat("answered");
@@ -817,14 +847,14 @@ fn answer_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
                     }
                 }
             }
-            Ok(())
+            Ok(Ok(a.review))
         }
         Err(e) => {
             stat("refused");
             if e.0.trim().is_empty() {
                 return Err("a refusal without a message".into());
             }
-            Ok(())
+            Ok(Err(e.0))
         }
     }
 }
@@ -838,7 +868,7 @@ pub fn check_review(i: &CaseInput<Vec<u8>>) -> Result<(), String> {
 }
 
 /// A kept review is answered by every case's snapshot.
-pub fn replay_review(data: &Vec<u8>) -> Result<(), String> {
+pub fn replay_review(data: &[u8]) -> Result<(), String> {
     for &i in answerable() {
         let snap = cases()[i]
             .snapshot
@@ -926,7 +956,7 @@ pub fn check_policy(i: &CaseInput<String>) -> Result<(), String> {
 }
 
 /// A kept file is loaded and answers every case's review.
-pub fn replay_policy(data: &Vec<u8>) -> Result<(), String> {
+pub fn replay_policy(data: &[u8]) -> Result<(), String> {
     let reviews: Vec<&[u8]> = cases().iter().map(|c| c.review.as_slice()).collect();
     load_one(&String::from_utf8_lossy(data), &reviews)
 }
@@ -934,11 +964,11 @@ pub fn replay_policy(data: &Vec<u8>) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------
 // Reducer candidates.
 
-pub fn shrink_text(s: &String) -> Vec<String> {
+pub fn shrink_text(s: &str) -> Vec<String> {
     harness::text_removals(s)
 }
 
-pub fn shrink_bytes(b: &Vec<u8>) -> Vec<Vec<u8>> {
+pub fn shrink_bytes(b: &[u8]) -> Vec<Vec<u8>> {
     harness::chunk_removals(b)
 }
 
