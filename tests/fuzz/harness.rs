@@ -252,8 +252,10 @@ pub fn fnv(data: &[u8]) -> u64 {
 }
 
 /// A failure's signature, to keep one input per distinct failure: the panic place, else
-/// the message with its numbers and quoted parts blanked.
+/// the message (up to a ` — ` that starts its details) with its numbers and quoted parts
+/// blanked.
 fn signature(reason: &str) -> String {
+    let reason = reason.split(" — ").next().unwrap_or(reason);
     if let Some(i) = reason.find("panicked at ") {
         let rest = &reason[i + 12..];
         let place: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();

@@ -22,12 +22,6 @@ use crate::choices::Choices;
 use crate::harness::{self, stat};
 use crate::json_gen;
 
-/// `Ref::get` on an object with a duplicate key returns the first value where serde_json
-/// (and Go's decoders) keep the last. Reported to the review decoder's owner (issue 10):
-/// while this is `true` the lookups of such objects are counted, not compared. Set it to
-/// `false` once `src/cel/json.rs` refuses duplicate keys or resolves them as serde_json does.
-const PENDING_DUPLICATE_KEYS: bool = true;
-
 // ---------------------------------------------------------------------------------------
 // Shared data.
 
@@ -707,10 +701,22 @@ fn compare_doc(r: Ref<'_, '_>, v: &Json, path: &str) -> Result<(), String> {
             if entries.len() != len as usize {
                 return bad(format!("{} entries, length {len}", entries.len()));
             }
-            let duplicates = entries.len() != m.len();
-            if duplicates && PENDING_DUPLICATE_KEYS {
-                stat("objects with duplicate keys (not compared)");
-                return Ok(());
+            if entries.len() != m.len() {
+                // serde_json, like Go's decoders, keeps the last value of a duplicate key; the
+                // document keeps every entry: a CEL map with a key twice, whose lookups give
+                // the first value.
+                let first = entries
+                    .iter()
+                    .enumerate()
+                    .find(|(i, (k, _))| entries[..*i].iter().any(|(j, _)| j == k))
+                    .map(|(_, (k, _))| k.clone())
+                    .unwrap_or_default();
+                return Err(format!(
+                    "duplicate keys: the document keeps {} entries where serde_json keeps {} \
+                     (the last of each key) — at {path}, key {first:?}",
+                    entries.len(),
+                    m.len()
+                ));
             }
             for (k, x) in m {
                 let p = format!("{path}.{k:?}");
