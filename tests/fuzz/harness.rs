@@ -529,6 +529,7 @@ where
     let mut seen: BTreeMap<String, u64> = BTreeMap::new();
     let mut failures = Vec::new();
     let mut round = 0u64;
+    let mut last_report = Instant::now();
     loop {
         let cases = match (set.seconds, set.cases) {
             (Some(_), _) => 256,
@@ -581,6 +582,17 @@ where
             }
         }
         round += 1;
+        if session() && last_report.elapsed() > Duration::from_secs(300) {
+            // A crash loses the final line: say how far the session got now and then.
+            last_report = Instant::now();
+            println!(
+                "fuzz {}: {} executions after {:.0} s, {} distinct failure(s)",
+                t.name,
+                execs.get(),
+                started.elapsed().as_secs_f64(),
+                failures.len()
+            );
+        }
         match deadline {
             Some(d) if Instant::now() < d => continue,
             _ => break,

@@ -127,22 +127,25 @@ pub fn value(c: &mut Choices, depth: usize) -> Json {
         2 => number(c),
         3 => Json::String(string_value(c)),
         4 => {
-            let n = if c.chance(1, 12) {
-                60 + c.below(20)
+            // Long arrays (past the document's element-table threshold) hold scalars only,
+            // so that nesting cannot multiply sizes.
+            if c.chance(1, 12) {
+                let n = 60 + c.below(20);
+                Json::Array((0..n).map(|_| value(c, 99)).collect())
             } else {
-                c.below(5)
-            };
-            Json::Array((0..n).map(|_| value(c, depth + 1)).collect())
+                let n = c.below(5);
+                Json::Array((0..n).map(|_| value(c, depth + 1)).collect())
+            }
         }
         5 => object(c, depth + 1),
         _ => {
-            // A list of similar objects, as containers are.
+            // A list of similar flat objects, as containers are.
             let n = if c.chance(1, 6) {
                 64 + c.below(10)
             } else {
                 c.below(4)
             };
-            let proto = object(c, depth + 2);
+            let proto = object(c, 99);
             Json::Array((0..n).map(|_| proto.clone()).collect())
         }
     }
