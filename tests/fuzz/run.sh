@@ -10,7 +10,9 @@ cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-60}
 targets=${FUZZ_TARGETS:-parse eval doc review policy}
 tmp=${CARGO_TARGET_DIR:-target}/tmp/fuzz-current
-cargo test --release --test fuzz --no-run || exit 2
+# The test binary is run directly: through cargo, a crash and a failed test both exit 101.
+bin=$(cargo test --release --test fuzz --no-run 2>&1 | tee /dev/stderr | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)
+[ -x "$bin" ] || { echo "fuzz: cannot build or find the fuzz test binary" >&2; exit 2; }
 status=0
 for t in $targets; do
   case $t in
@@ -21,13 +23,13 @@ for t in $targets; do
     left=$(( end - $(date +%s) ))
     [ "$left" -gt 0 ] || break
     rm -f "$tmp/$t"
-    CELGATE_FUZZ_SECONDS=$left cargo test --release --test fuzz -- --exact "$t" --test-threads=1 --nocapture
+    CELGATE_FUZZ_SECONDS=$left "$bin" --exact "$t" --test-threads=1 --nocapture
     rc=$?
     [ $rc -eq 0 ] && break
     status=1
     # 101: the test failed normally (its inputs are kept); anything else is a crash.
     [ $rc -eq 101 ] && break
-    if [ -f "$tmp/$t" ]; then
+    if [ -s "$tmp/$t" ]; then
       h=$(sha256sum "$tmp/$t" | cut -c1-16)
       mkdir -p "tests/fuzz-regressions/$t"
       cp "$tmp/$t" "tests/fuzz-regressions/$t/crash-$h.$ext"
