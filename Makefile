@@ -1,6 +1,6 @@
 # Common tasks. `make test` is exactly what CI runs (through .ci/run): every Rust test, then
 # the Helm chart check (rendering, lint, Kubernetes schemas; Python tools from PyPI).
-.PHONY: build test lint bench run fmt load chart
+.PHONY: build test lint bench run fmt load chart fuzz
 
 build:
 	cargo build --release
@@ -30,3 +30,10 @@ run:
 
 load:
 	bash benches/load/run.sh
+
+# Fuzzing (tests/fuzz/): each target for FUZZ_SECONDS in a release build; failing inputs are
+# kept under tests/fuzz-regressions/, which `cargo test --test fuzz` replays.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= parse eval doc review policy
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" bash tests/fuzz/run.sh

@@ -1,0 +1,1030 @@
+//! The fuzz targets' inputs and properties: CEL compile and evaluation (with and without the
+//! optimiser, over a document and over serde_json), `Doc::parse` against serde_json, the
+//! review decoder on mutated reviews, and the policy loader on mutated YAML.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use celgate::cel::eval::Meter;
+use celgate::cel::json::{Doc, Item, Key, Ref};
+use celgate::cel::k8s::authz::{Attributes, Authorizer, AuthorizerValue, Decision, Verdict};
+use celgate::cel::vap::{request_resource_attributes, vap_env, Decls, Slots};
+use celgate::cel::{Env, Program, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
+use celgate::policy::snapshot::Snapshot;
+use celgate::source::{add_cluster_defaults, folder, snapshot};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{json, Value as Json};
+
+use crate::cel_gen;
+use crate::choices::Choices;
+use crate::harness::{self, stat};
+use crate::json_gen;
+
+// ---------------------------------------------------------------------------------------
+// Shared data.
+
+pub fn shared_dir() -> PathBuf {
+    std::env::var_os("CELGATE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+}
+
+fn repo(p: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(p)
+}
+
+/// A folder of objects and a review for them (an oracle case, a golden case, the examples).
+pub struct Case {
+    pub name: String,
+    pub objects: String,
+    pub review: Vec<u8>,
+    pub snapshot: Option<Snapshot>,
+}
+
+fn load_snapshot(text: &str) -> Option<Snapshot> {
+    let mut objects = folder::parse_documents(Path::new("objects.yaml"), text).ok()?;
+    add_cluster_defaults(&mut objects);
+    snapshot(objects, NEWEST_MINOR, true).ok()
+}
+
+fn sub_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Every case this checkout and `../shared` hold.
+pub fn cases() -> &'static Vec<Case> {
+    static C: OnceLock<Vec<Case>> = OnceLock::new();
+    C.get_or_init(|| {
+        let mut out = Vec::new();
+        let dirs = sub_dirs(&shared_dir().join("oracle-sample/cases"))
+            .into_iter()
+            .chain(sub_dirs(&repo("tests/cases")));
+        for d in dirs {
+            let (Ok(objects), Ok(review)) = (
+                std::fs::read_to_string(d.join("objects.yaml")),
+                std::fs::read(d.join("review.json")),
+            ) else {
+                continue;
+            };
+            out.push(Case {
+                name: d.display().to_string(),
+                snapshot: load_snapshot(&objects),
+                objects,
+                review,
+            });
+        }
+        let mut policies = String::new();
+        for f in [
+            "deployment-labels.yaml",
+            "namespaces.yaml",
+            "pod-security.yaml",
+        ] {
+            if let Ok(t) = std::fs::read_to_string(repo("examples/policies").join(f)) {
+                policies.push_str("---\n");
+                policies.push_str(&t);
+            }
+        }
+        for r in ["pod-ok.json", "pod-privileged.json"] {
+            if let Ok(review) = std::fs::read(repo("examples/reviews").join(r)) {
+                out.push(Case {
+                    name: format!("examples/{r}"),
+                    snapshot: load_snapshot(&policies),
+                    objects: policies.clone(),
+                    review,
+                });
+            }
+        }
+        assert!(!out.is_empty(), "no cases found (tests/cases, examples)");
+        out
+    })
+}
+
+fn answerable() -> &'static Vec<usize> {
+    static A: OnceLock<Vec<usize>> = OnceLock::new();
+    A.get_or_init(|| {
+        cases()
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.snapshot.is_some())
+            .map(|(i, _)| i)
+            .collect()
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// CEL: compile and evaluate.
+
+struct Envs {
+    optimized: Env,
+    plain: Env,
+    slots: Slots,
+}
+
+fn envs() -> &'static Envs {
+    static E: OnceLock<Envs> = OnceLock::new();
+    E.get_or_init(|| {
+        let (optimized, slots) = vap_env(
+            NEWEST_MINOR,
+            Decls {
+                params: true,
+                authorizer: true,
+            },
+        );
+        let mut plain = optimized.clone();
+        plain.optimize = false;
+        Envs {
+            optimized,
+            plain,
+            slots,
+        }
+    })
+}
+
+fn request_json() -> &'static (Json, Json) {
+    static R: OnceLock<(Json, Json)> = OnceLock::new();
+    R.get_or_init(|| {
+        (
+            json!({
+                "uid": "u-1", "operation": "CREATE", "name": "web", "namespace": "default",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+                "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+                "subResource": "", "requestSubResource": "",
+                "userInfo": {"username": "alice", "uid": "1", "groups": ["dev", "system:authenticated"],
+                             "extra": {"scopes": ["a", "b"]}},
+                "dryRun": false, "options": {"kind": "CreateOptions"}
+            }),
+            json!({
+                "metadata": {"name": "default", "labels": {"kubernetes.io/metadata.name": "default", "env": "prod"},
+                             "annotations": {}, "finalizers": []},
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active", "conditions": []}
+            }),
+        )
+    })
+}
+
+/// The object of the parse target's evaluations.
+pub fn fixed_object() -> &'static Vec<u8> {
+    static O: OnceLock<Vec<u8>> = OnceLock::new();
+    O.get_or_init(|| {
+        serde_json::to_vec(&json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web", "a": "1"},
+                         "annotations": {"x": "y"}},
+            "spec": {"containers": [
+                {"name": "app", "image": "nginx:1.2", "securityContext": {"privileged": true},
+                 "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}, "ports": [{"containerPort": 80}]},
+                {"name": "side", "image": "busybox", "ports": []}
+            ], "replicas": 3, "ratio": 0.5, "big": 18446744073709551615u64, "items": [1, 2, 3],
+            "a": {"b": {"c": null}}, "x": "10.0.0.1", "in": true}
+        }))
+        .unwrap_or_default()
+    })
+}
+
+/// One evaluation's outcome, comparable across programs and bindings.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    result: Result<String, String>,
+    cost: u64,
+    cancelled: bool,
+}
+
+fn render(v: &Value<'_>, out: &mut String, budget: &mut usize) {
+    if *budget == 0 {
+        return;
+    }
+    *budget -= 1;
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => write!(out, "{b}").unwrap_or(()),
+        Value::Int(i) => write!(out, "{i}").unwrap_or(()),
+        Value::Uint(u) => write!(out, "{u}u").unwrap_or(()),
+        Value::Double(d) => write!(out, "{d:?}d").unwrap_or(()),
+        Value::String(s) => write!(out, "{:?}", s.as_str()).unwrap_or(()),
+        Value::Bytes(b) => write!(out, "b{:?}", &b[..b.len().min(10_000)]).unwrap_or(()),
+        Value::List(l) => {
+            out.push('[');
+            for x in l.iter() {
+                render(&x, out, budget);
+                out.push(',');
+            }
+            out.push(']');
+        }
+        Value::Map(m) => {
+            out.push('{');
+            for (k, x) in m.entries() {
+                render(&k, out, budget);
+                out.push(':');
+                render(&x, out, budget);
+                out.push(',');
+            }
+            out.push('}');
+        }
+        Value::Timestamp(t) => write!(out, "ts({})", t.to_rfc3339()).unwrap_or(()),
+        Value::Duration(d) => write!(out, "dur({d})").unwrap_or(()),
+        Value::Type(t) => write!(out, "type({t})").unwrap_or(()),
+        Value::Optional(None) => out.push_str("optional.none()"),
+        Value::Optional(Some(x)) => {
+            out.push_str("optional.of(");
+            render(x, out, budget);
+            out.push(')');
+        }
+        Value::Opaque(o) => write!(out, "{}:{o:?}", o.type_name()).unwrap_or(()),
+    }
+}
+
+/// Whether `v` has the static type the checker gave it. A result that is a list or map
+/// of the document is let through whatever the type: a `dyn` value can flow unchecked into
+/// a type parameter (`dyn(object.?a).orValue(b'')` is `bytes` for cel-go too). Inside a
+/// list or map the elements must conform (`[0, object]` is `list(dyn)` for cel-go).
+fn conforms_top(ty: &Type, v: &Value<'_>) -> bool {
+    use celgate::cel::value::{List, Map};
+    matches!(
+        v,
+        Value::List(List::Doc(_) | List::Json(_)) | Value::Map(Map::Doc(_) | Map::Json(_))
+    ) || conforms(ty, v)
+}
+
+fn conforms(ty: &Type, v: &Value<'_>) -> bool {
+    match (ty, v) {
+        (Type::Dyn | Type::Param(_), _) => true,
+        (Type::Null, Value::Null)
+        | (Type::Bool, Value::Bool(_))
+        | (Type::Int, Value::Int(_))
+        | (Type::Uint, Value::Uint(_))
+        | (Type::Double, Value::Double(_))
+        | (Type::String, Value::String(_))
+        | (Type::Bytes, Value::Bytes(_))
+        | (Type::Timestamp, Value::Timestamp(_))
+        | (Type::Duration, Value::Duration(_))
+        | (Type::TypeOf(_), Value::Type(_))
+        | (Type::Object(_), Value::Map(_) | Value::Null) => true,
+        (Type::List(e), Value::List(l)) => l.iter().take(50).all(|x| conforms(e, &x)),
+        (Type::Map(kt, vt), Value::Map(m)) => m
+            .entries()
+            .iter()
+            .take(50)
+            .all(|(k, x)| conforms(kt, k) && conforms(vt, x)),
+        (Type::Optional(t), Value::Optional(o)) => o.as_ref().is_none_or(|x| conforms(t, x)),
+        (Type::Opaque(n), Value::Opaque(o)) => o.type_name() == *n,
+        _ => false,
+    }
+}
+
+#[allow(clippy::ptr_arg)] // `Vec` is the activation type.
+fn evaluate(p: &Program, vars: &Vec<Value<'_>>) -> Result<Outcome, String> {
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+    let (r, peak) = harness::measure(|| match p.eval(vars, &mut meter) {
+        Ok(v) => {
+            let mut s = String::new();
+            render(&v, &mut s, &mut 20_000);
+            let fits = conforms_top(p.result_type(), &v);
+            Ok((s, fits))
+        }
+        Err(e) => Err(e),
+    });
+    if peak > harness::MEMORY_LIMIT {
+        return Err(format!(
+            "memory: one evaluation held {} MiB at once (cost {})",
+            peak >> 20,
+            meter.cost
+        ));
+    }
+    match r {
+        Ok((s, fits)) => {
+            if meter.cost > meter.limit {
+                return Err(format!(
+                    "cost {} over the limit {} without cancellation",
+                    meter.cost, meter.limit
+                ));
+            }
+            if !fits {
+                return Err(format!(
+                    "the result does not have the checked type {} — result {}",
+                    p.result_type(),
+                    truncate(&s, 200)
+                ));
+            }
+            Ok(Outcome {
+                result: Ok(s),
+                cost: meter.cost,
+                cancelled: false,
+            })
+        }
+        Err(e) => Ok(Outcome {
+            result: Err(e.to_string()),
+            cost: meter.cost,
+            cancelled: e.is_cancelled(),
+        }),
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+fn compile(env: &Env, expr: &str) -> Result<Result<Program, String>, String> {
+    match env.compile(expr) {
+        Ok(p) => Ok(Ok(p)),
+        Err(e) => {
+            let text = e.to_string();
+            if text.contains("compiler thread panicked") {
+                return Err(format!("compile panicked: {}", harness::take_panic()));
+            }
+            Ok(Err(e.message().to_string()))
+        }
+    }
+}
+
+/// The CEL property: compiling never panics; with the optimiser on and off the expression
+/// compiles alike (folding may only turn an evaluation error into a compile error); every
+/// evaluation ends in a value of the checked type or a clean error, within the cost limit
+/// and memory; the results agree with and without the optimiser, and over a document and
+/// over serde_json (cost included).
+pub fn check_expr(expr: &str, object: &[u8]) -> Result<(), String> {
+    let e = envs();
+    let optimized = compile(&e.optimized, expr)?;
+    let plain = compile(&e.plain, expr)?;
+    let (po, pp) = match (optimized, plain) {
+        (Ok(po), Ok(pp)) => (po, pp),
+        (Err(_), Err(_)) => {
+            stat("compile error");
+            return Ok(());
+        }
+        (Ok(_), Err(m)) => return Err(format!("compiles with the optimiser but not without: {m}")),
+        (Err(m), Ok(pp)) => {
+            // Folding a constant that fails is a compile error (cel-go's OptOptimize); the
+            // plain program meets the same failure when it evaluates it, or skips it.
+            stat("folding error");
+            let _ = m;
+            let (req, ns) = request_json();
+            let json: Json = serde_json::from_slice(object).unwrap_or(Json::Null);
+            let vars = bind(&e.slots, Value::from_json(&json), req, ns);
+            evaluate(&pp, &vars)?;
+            return Ok(());
+        }
+    };
+    stat("compiled");
+    let (req, ns) = request_json();
+    let json: Json = serde_json::from_slice(object).map_err(|e| format!("bad object: {e}"))?;
+    let doc = Doc::parse(object).map_err(|e| format!("bad object for Doc: {e}"))?;
+    let doc_vars = bind(&e.slots, Value::from_doc(doc.root()), req, ns);
+    let json_vars = bind(&e.slots, Value::from_json(&json), req, ns);
+    let o_doc = evaluate(&po, &doc_vars)?;
+    let o_json = evaluate(&po, &json_vars)?;
+    let p_doc = evaluate(&pp, &doc_vars)?;
+    stat(match (&o_doc.result, o_doc.cancelled) {
+        (Ok(_), _) => "value",
+        (Err(_), true) => "cancelled",
+        (Err(_), false) => "error",
+    });
+    if o_doc != o_json {
+        return Err(format!(
+            "over a document and over serde_json: {:?} vs {:?}",
+            short(&o_doc),
+            short(&o_json)
+        ));
+    }
+    if !o_doc.cancelled && !p_doc.cancelled && o_doc.result != p_doc.result {
+        return Err(format!(
+            "with and without the optimiser: {:?} vs {:?}",
+            short(&o_doc),
+            short(&p_doc)
+        ));
+    }
+    Ok(())
+}
+
+fn short(o: &Outcome) -> String {
+    let r = match &o.result {
+        Ok(v) => format!("Ok({})", truncate(v, 300)),
+        Err(e) => format!("Err({})", truncate(e, 300)),
+    };
+    format!("{r} cost {}", o.cost)
+}
+
+/// A deterministic authorizer: allows, denies, has no opinion or fails by a hash of the
+/// check, so that every path of the authz library runs.
+#[derive(Debug)]
+struct FakeAuthorizer;
+
+impl Authorizer for FakeAuthorizer {
+    fn authorize(&self, a: &Attributes) -> Result<Decision, String> {
+        let text = format!("{:?}{}{:?}", a.principal, a.verb, a.target);
+        let verdict = match harness::fnv(text.as_bytes()) % 5 {
+            0 => return Err(format!("cannot reach the API server for {}", a.verb)),
+            1 => Verdict::Deny,
+            2 => Verdict::NoOpinion,
+            _ => Verdict::Allow,
+        };
+        Ok(Decision {
+            verdict,
+            reason: format!("{verdict:?} {}", a.verb),
+            error: (verdict == Verdict::Deny && a.verb.is_empty()).then(|| "empty verb".into()),
+        })
+    }
+}
+
+fn bind<'a>(s: &Slots, object: Value<'a>, req: &'a Json, ns: &'a Json) -> Vec<Value<'a>> {
+    let n = envs().optimized.variables().len();
+    let mut v = vec![Value::Null; n];
+    v[s.object] = object.clone();
+    v[s.old_object] = object.clone();
+    if let Some(p) = s.params {
+        v[p] = object;
+    }
+    v[s.request] = Value::from_json(req);
+    v[s.namespace_object] = Value::from_json(ns);
+    let authz = AuthorizerValue::new(Arc::new(FakeAuthorizer));
+    if let Some(slot) = s.request_resource {
+        v[slot] = Value::opaque(authz.request_resource(request_resource_attributes(req)));
+    }
+    if let Some(slot) = s.authorizer {
+        v[slot] = Value::opaque(authz);
+    }
+    v
+}
+
+// ---------------------------------------------------------------------------------------
+// Target: parse (lexer, parser, checker on arbitrary and grammar-aware text).
+
+fn corpus() -> &'static Vec<String> {
+    static C: OnceLock<Vec<String>> = OnceLock::new();
+    C.get_or_init(|| {
+        let mut v: Vec<String> = std::fs::read_to_string(shared_dir().join("cel-differential/cases.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Json>(l).ok())
+            .filter_map(|j| j["expr"].as_str().map(str::to_string))
+            .collect();
+        v.extend(
+            [
+                "object.spec.containers.all(c, !has(c.securityContext) || c.securityContext.privileged != true)",
+                "object.metadata.labels.exists(k, k.startsWith('app'))",
+                "quantity(object.spec.containers[0].resources.limits.cpu).isLessThan(quantity('1'))",
+                "[1, 2, 3].map(x, x * 2).filter(y, y > 2).size() == 2",
+                "'%s-%d'.format(['a', 1])",
+                "url('https://x.io/a?b=c').getQuery()",
+                "ip('10.0.0.1').family() == 4 && cidr('10.0.0.0/8').containsIP('10.1.2.3')",
+                "semver('1.2.3').isLessThan(semver('1.3.0'))",
+                "object.?spec.?replicas.orValue(1) > 0",
+                "{'a': 1}.transformMap(k, v, v + 1)",
+                "timestamp('2023-01-01T00:00:00Z') + duration('1h') > timestamp(0)",
+                "request.userInfo.groups.exists(g, g == 'system:masters')",
+                "lists.range(10).sortBy(x, -x)[0]",
+                "'abc'.matches('^a') && 'abc'.find('b+') == 'b'",
+            ]
+            .map(str::to_string),
+        );
+        v
+    })
+}
+
+pub fn parse_input(bytes: &[u8]) -> String {
+    let mut c = Choices::new(bytes);
+    match c.below(8) {
+        0 => cel_gen::raw_text(&mut c),
+        1 => cel_gen::token_soup(&mut c),
+        2 | 3 => cel_gen::grammar_expr(&mut c, 0),
+        4 | 5 => {
+            let corpus = corpus();
+            let base = corpus[c.below(corpus.len())].clone();
+            cel_gen::mutate_text(&mut c, &base)
+        }
+        6 => {
+            let object: Json = serde_json::from_slice(fixed_object()).unwrap_or(Json::Null);
+            cel_gen::typed_expr(&mut c, &object)
+        }
+        _ => cel_gen::deep(&mut c),
+    }
+}
+
+pub fn check_parse(src: &str) -> Result<(), String> {
+    // An older Kubernetes version gates libraries and macros: compiling there must not panic
+    // either.
+    let version = 27 + (harness::fnv(src.as_bytes()) % 11) as u16;
+    let (old, _) = vap_env(
+        version,
+        Decls {
+            params: false,
+            authorizer: true,
+        },
+    );
+    let _compiled_or_refused = compile(&old, src)?;
+    check_expr(src, fixed_object())
+}
+
+pub fn replay_parse(data: &[u8]) -> Result<(), String> {
+    check_parse(&String::from_utf8_lossy(data))
+}
+
+// ---------------------------------------------------------------------------------------
+// Target: eval (well-typed expressions over generated JSON).
+
+#[derive(Debug, Clone)]
+pub struct EvalInput {
+    pub expr: String,
+    pub object: Json,
+}
+
+pub fn eval_input(bytes: &[u8]) -> EvalInput {
+    let mut c = Choices::new(bytes);
+    let object = json_gen::root_object(&mut c);
+    let expr = cel_gen::typed_expr(&mut c, &object);
+    EvalInput { expr, object }
+}
+
+pub fn check_eval(i: &EvalInput) -> Result<(), String> {
+    let bytes = serde_json::to_vec(&i.object).map_err(|e| e.to_string())?;
+    check_expr(&i.expr, &bytes)
+}
+
+pub fn encode_eval(i: &EvalInput) -> Vec<u8> {
+    serde_json::to_vec_pretty(&json!({"expr": i.expr, "object": i.object})).unwrap_or_default()
+}
+
+pub fn replay_eval(data: &[u8]) -> Result<(), String> {
+    let j: Json = serde_json::from_slice(data).map_err(|e| format!("unreadable input: {e}"))?;
+    let expr = j["expr"].as_str().ok_or("input has no expr")?.to_string();
+    check_eval(&EvalInput {
+        expr,
+        object: j["object"].clone(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Target: doc (`Doc::parse` on arbitrary and mutated JSON).
+
+pub fn doc_input(bytes: &[u8]) -> Vec<u8> {
+    let mut c = Choices::new(bytes);
+    match c.below(5) {
+        0 => (0..c.below(64)).map(|_| c.byte()).collect(),
+        1 | 2 => {
+            let mut s = String::new();
+            json_gen::json_text(&mut c, 0, &mut s);
+            let mut b = s.into_bytes();
+            json_gen::mutate_bytes(&mut c, &mut b, json_gen::JSON_TOKENS);
+            b
+        }
+        3 => {
+            let v = json_gen::value(&mut c, 0);
+            let mut b = serde_json::to_vec(&v).unwrap_or_default();
+            json_gen::mutate_bytes(&mut c, &mut b, json_gen::JSON_TOKENS);
+            b
+        }
+        _ => {
+            let cases = cases();
+            let original = &cases[c.below(cases.len())].review;
+            let mut b = match serde_json::from_slice::<Json>(original) {
+                Ok(mut v) => {
+                    json_gen::mutate_tree(&mut c, &mut v);
+                    serde_json::to_vec(&v).unwrap_or_default()
+                }
+                Err(_) => original.clone(),
+            };
+            json_gen::mutate_bytes(&mut c, &mut b, json_gen::JSON_TOKENS);
+            b
+        }
+    }
+}
+
+/// Whether some object of the JSON text has a key twice.
+struct Dups(bool);
+
+impl<'de> Deserialize<'de> for Dups {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(DupVisitor)
+    }
+}
+
+struct DupVisitor;
+
+impl<'de> Visitor<'de> for DupVisitor {
+    type Value = Dups;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Dups, E> {
+        Ok(Dups(false))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Dups, E> {
+        Ok(Dups(false))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Dups, E> {
+        Ok(Dups(false))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Dups, E> {
+        Ok(Dups(false))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Dups, E> {
+        Ok(Dups(false))
+    }
+    fn visit_unit<E>(self) -> Result<Dups, E> {
+        Ok(Dups(false))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Dups, A::Error> {
+        let mut dup = false;
+        while let Some(Dups(d)) = a.next_element()? {
+            dup |= d;
+        }
+        Ok(Dups(dup))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Dups, A::Error> {
+        let mut keys = HashSet::new();
+        let mut dup = false;
+        while let Some(k) = a.next_key::<String>()? {
+            dup |= !keys.insert(k);
+            let Dups(d) = a.next_value()?;
+            dup |= d;
+        }
+        Ok(Dups(dup))
+    }
+}
+
+fn has_duplicate_keys(data: &[u8]) -> bool {
+    serde_json::from_slice::<Dups>(data).is_ok_and(|d| d.0)
+}
+
+/// Compares a document node with serde_json's value of the same text, through every
+/// accessor: `item`, `str_chars`, `element`, `children`, `next_entry`, `get`, `get_key`,
+/// and the CEL view's `size`.
+fn compare_doc(r: Ref<'_, '_>, v: &Json, path: &str) -> Result<(), String> {
+    let bad = |what: String| Err(format!("at {path}: {what}"));
+    match (r.item(), v) {
+        (Item::Null, Json::Null) => {}
+        (Item::Bool(a), Json::Bool(b)) if a == *b => {}
+        (Item::Int(i), Json::Number(n)) if n.as_i64() == Some(i) => {}
+        (Item::Double(d), Json::Number(n))
+            if n.as_i64().is_none() && n.as_f64().map(f64::to_bits) == Some(d.to_bits()) => {}
+        (Item::Str(s), Json::String(t)) => {
+            if s != t {
+                return bad(format!("string {s:?} vs {t:?}"));
+            }
+            let chars = r.str_chars().map(|(_, n)| n as usize);
+            if chars != Some(t.chars().count()) {
+                return bad(format!("code points {chars:?} vs {}", t.chars().count()));
+            }
+        }
+        (Item::Array(len), Json::Array(a)) => {
+            if len as usize != a.len() || r.children().len() != a.len() {
+                return bad(format!("array length {len} vs {}", a.len()));
+            }
+            if Value::from_doc(r).size() != Some(a.len()) {
+                return bad("CEL size of the list".into());
+            }
+            for (i, (child, x)) in r.children().zip(a).enumerate() {
+                compare_doc(child, x, &format!("{path}[{i}]"))?;
+            }
+            for i in (0..a.len())
+                .step_by(1 + a.len() / 8)
+                .chain([a.len().saturating_sub(1)])
+            {
+                match r.element(i) {
+                    Some(e) if e.index() == r.children().nth(i).map_or(u32::MAX, |c| c.index()) => {
+                    }
+                    _ if a.is_empty() => {}
+                    other => return bad(format!("element({i}) is {other:?}")),
+                }
+            }
+            if r.element(a.len()).is_some() {
+                return bad("element past the end".into());
+            }
+        }
+        (Item::Object(len), Json::Object(m)) => {
+            let mut entries = Vec::new();
+            let mut ch = r.children();
+            while let Some((k, x)) = ch.next_entry() {
+                entries.push((k.to_string(), x));
+            }
+            if entries.len() != len as usize {
+                return bad(format!("{} entries, length {len}", entries.len()));
+            }
+            if entries.len() != m.len() {
+                // serde_json, like Go's decoders, keeps the last value of a duplicate key; the
+                // document keeps every entry: a CEL map with a key twice, whose lookups give
+                // the first value.
+                let first = entries
+                    .iter()
+                    .enumerate()
+                    .find(|(i, (k, _))| entries[..*i].iter().any(|(j, _)| j == k))
+                    .map(|(_, (k, _))| k.clone())
+                    .unwrap_or_default();
+                return Err(format!(
+                    "duplicate keys: the document keeps {} entries where serde_json keeps {} \
+                     (the last of each key) — at {path}, key {first:?}",
+                    entries.len(),
+                    m.len()
+                ));
+            }
+            for (k, x) in m {
+                let p = format!("{path}.{k:?}");
+                let Some(got) = r.get(k) else {
+                    return bad(format!("get({k:?}) is None"));
+                };
+                compare_doc(got, x, &p)?;
+                if r.get_key(&Key::new(k)).map(|g| g.index()) != Some(got.index()) {
+                    return bad(format!("get_key({k:?}) differs from get"));
+                }
+            }
+            if r.get("\u{0}no such key").is_some() {
+                return bad("get of an absent key".into());
+            }
+            if Value::from_doc(r).size() != Some(m.len()) {
+                return bad("CEL size of the map".into());
+            }
+        }
+        (item, v) => {
+            let item = match item {
+                Item::Double(d) => format!("Double({d:?})"),
+                Item::Int(i) => format!("Int({i})"),
+                Item::Str(s) => format!("Str({s:?})"),
+                Item::Bool(b) => format!("Bool({b})"),
+                Item::Null => "Null".into(),
+                Item::Array(n) => format!("Array({n})"),
+                Item::Object(n) => format!("Object({n})"),
+            };
+            return bad(format!("{item} vs serde_json's {v}"));
+        }
+    }
+    Ok(())
+}
+
+/// The document property: `Doc::parse` accepts exactly what serde_json accepts (it may also
+/// refuse duplicate keys or deep nesting), and what it parses reads back as serde_json's
+/// value through every accessor.
+pub fn check_doc(data: &[u8]) -> Result<(), String> {
+    let doc = Doc::parse(data);
+    let serde: Result<Json, _> = serde_json::from_slice(data);
+    match (doc, serde) {
+        (Ok(d), Ok(v)) => {
+            stat("both accept");
+            let _ = d.root().to_value();
+            compare_doc(d.root(), &v, "$")
+        }
+        (Ok(_), Err(e)) => Err(format!("Doc::parse accepts what serde_json refuses: {e}")),
+        (Err(e), Ok(_)) => {
+            let m = e.to_string();
+            if has_duplicate_keys(data)
+                || m.contains("depth")
+                || m.contains("nest")
+                || m.contains("recursion")
+            {
+                stat("Doc refuses (duplicate keys or depth)");
+                Ok(())
+            } else {
+                Err(format!("Doc::parse refuses what serde_json accepts: {m}"))
+            }
+        }
+        (Err(_), Err(_)) => {
+            stat("both refuse");
+            Ok(())
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Target: review (the request path on mutated AdmissionReviews).
+
+#[derive(Debug, Clone)]
+pub struct CaseInput<T> {
+    pub case: usize,
+    pub data: T,
+}
+
+pub fn review_input(case: usize, bytes: &[u8]) -> CaseInput<Vec<u8>> {
+    let ids = answerable();
+    let case = ids[case % ids.len()];
+    let mut c = Choices::new(bytes);
+    let original = &cases()[case].review;
+    let mut body = match serde_json::from_slice::<Json>(original) {
+        Ok(mut v) if !c.chance(1, 8) => {
+            json_gen::mutate_tree(&mut c, &mut v);
+            serde_json::to_vec(&v).unwrap_or_default()
+        }
+        _ => original.clone(),
+    };
+    if c.chance(1, 3) {
+        json_gen::mutate_bytes(&mut c, &mut body, json_gen::JSON_TOKENS);
+    }
+    CaseInput { case, data: body }
+}
+
+/// Answers `body` with `snap`: an answer (a well-formed review whose uid is the request's)
+/// or a clean error, never a panic; and the same answer for the same JSON written another
+/// way (keys sorted, no whitespace), when it has no duplicate keys.
+fn answer_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
+    let first = answer_checked(snap, body)?;
+    if let Ok(v) = serde_json::from_slice::<Json>(body) {
+        let again = serde_json::to_vec_pretty(&v).unwrap_or_default();
+        if again != body && !has_duplicate_keys(body) {
+            let second = answer_checked(snap, &again)?;
+            if first != second {
+                return Err(format!(
+                    "the answer depends on how the JSON is written: {} vs {}",
+                    truncate(&format!("{first:?}"), 400),
+                    truncate(&format!("{second:?}"), 400)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn answer_checked(snap: &Snapshot, body: &[u8]) -> Result<Result<Json, String>, String> {
+    match celgate::admission::answer(snap, body) {
+        Ok(a) => {
+            stat("answered");
+            let resp = &a.review["response"];
+            if !resp["allowed"].is_boolean() {
+                return Err(format!(
+                    "answer without allowed: {}",
+                    truncate(&a.review.to_string(), 300)
+                ));
+            }
+            if let Ok(v) = serde_json::from_slice::<Json>(body) {
+                if let Some(uid) = v["request"]["uid"].as_str() {
+                    if !has_duplicate_keys(body) && resp["uid"].as_str() != Some(uid) {
+                        return Err(format!(
+                            "answer uid {} for request uid {uid:?}",
+                            resp["uid"]
+                        ));
+                    }
+                }
+            }
+            Ok(Ok(a.review))
+        }
+        Err(e) => {
+            stat("refused");
+            if e.0.trim().is_empty() {
+                return Err("a refusal without a message".into());
+            }
+            Ok(Err(e.0))
+        }
+    }
+}
+
+pub fn check_review(i: &CaseInput<Vec<u8>>) -> Result<(), String> {
+    let snap = cases()[i.case]
+        .snapshot
+        .as_ref()
+        .ok_or("case without a snapshot")?;
+    answer_one(snap, &i.data)
+}
+
+/// A kept review is answered by every case's snapshot.
+pub fn replay_review(data: &[u8]) -> Result<(), String> {
+    for &i in answerable() {
+        let snap = cases()[i]
+            .snapshot
+            .as_ref()
+            .ok_or("case without a snapshot")?;
+        answer_one(snap, data).map_err(|e| format!("{}: {e}", cases()[i].name))?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Target: policy (the folder loader, validation and compilation on mutated YAML).
+
+pub fn policy_input(case: usize, bytes: &[u8]) -> CaseInput<String> {
+    let all = cases();
+    let case = case % all.len();
+    let mut c = Choices::new(bytes);
+    let original = &all[case].objects;
+    let text = match c.below(5) {
+        0..=2 => {
+            let docs: Result<Vec<Json>, _> = serde_yaml_ng::Deserializer::from_str(original)
+                .map(Json::deserialize)
+                .collect();
+            match docs {
+                Ok(mut docs) if !docs.is_empty() => {
+                    let n = docs.len();
+                    for _ in 0..1 + c.below(2) {
+                        let i = c.below(n);
+                        json_gen::mutate_tree(&mut c, &mut docs[i]);
+                    }
+                    docs.iter()
+                        .map(|d| serde_yaml_ng::to_string(d).unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join("---\n")
+                }
+                _ => original.clone(),
+            }
+        }
+        3 => {
+            let t = json_gen::mutate_lines(&mut c, original);
+            let mut b = t.into_bytes();
+            json_gen::mutate_bytes(&mut c, &mut b, json_gen::YAML_TOKENS);
+            String::from_utf8_lossy(&b).into_owned()
+        }
+        _ => format!("{}---\n{original}", json_gen::alias_bomb(&mut c)),
+    };
+    CaseInput { case, data: text }
+}
+
+/// Loads `text` as a folder file, builds strict and lenient snapshots, and answers `review`
+/// with the lenient one: no panic anywhere.
+fn load_one(text: &str, reviews: &[&[u8]]) -> Result<(), String> {
+    let objects = match folder::parse_documents(Path::new("fuzz.yaml"), text) {
+        Ok(o) => o,
+        Err(e) => {
+            stat("yaml refused");
+            if e.message.trim().is_empty() {
+                return Err("a load error without a message".into());
+            }
+            return Ok(());
+        }
+    };
+    let mut objects = objects;
+    add_cluster_defaults(&mut objects);
+    if snapshot(objects.clone(), NEWEST_MINOR, true).is_err() {
+        stat("strict refusal");
+    }
+    match snapshot(objects, NEWEST_MINOR, false) {
+        Ok(snap) => {
+            stat("loaded");
+            for r in reviews {
+                answer_one(&snap, r)?;
+            }
+            Ok(())
+        }
+        Err(_) => {
+            stat("refused");
+            Ok(())
+        }
+    }
+}
+
+pub fn check_policy(i: &CaseInput<String>) -> Result<(), String> {
+    load_one(&i.data, &[&cases()[i.case].review])
+}
+
+/// A kept file is loaded and answers every case's review.
+pub fn replay_policy(data: &[u8]) -> Result<(), String> {
+    let reviews: Vec<&[u8]> = cases().iter().map(|c| c.review.as_slice()).collect();
+    load_one(&String::from_utf8_lossy(data), &reviews)
+}
+
+// ---------------------------------------------------------------------------------------
+// Reducer candidates.
+
+pub fn shrink_text(s: &str) -> Vec<String> {
+    harness::text_removals(s)
+}
+
+pub fn shrink_bytes(b: &[u8]) -> Vec<Vec<u8>> {
+    harness::chunk_removals(b)
+}
+
+pub fn shrink_eval(i: &EvalInput) -> Vec<EvalInput> {
+    let mut out: Vec<EvalInput> = json_gen::removals(&i.object)
+        .into_iter()
+        .map(|object| EvalInput {
+            expr: i.expr.clone(),
+            object,
+        })
+        .collect();
+    out.extend(
+        harness::text_removals(&i.expr)
+            .into_iter()
+            .map(|expr| EvalInput {
+                expr,
+                object: i.object.clone(),
+            }),
+    );
+    out
+}
+
+pub fn shrink_review(i: &CaseInput<Vec<u8>>) -> Vec<CaseInput<Vec<u8>>> {
+    let mut out: Vec<Vec<u8>> = match serde_json::from_slice::<Json>(&i.data) {
+        Ok(v) => json_gen::removals(&v)
+            .iter()
+            .filter_map(|w| serde_json::to_vec(w).ok())
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    out.extend(harness::chunk_removals(&i.data));
+    out.into_iter()
+        .map(|data| CaseInput { case: i.case, data })
+        .collect()
+}
+
+pub fn shrink_policy(i: &CaseInput<String>) -> Vec<CaseInput<String>> {
+    harness::text_removals(&i.data)
+        .into_iter()
+        .map(|data| CaseInput { case: i.case, data })
+        .collect()
+}
