@@ -15,34 +15,15 @@ use crate::cel::value::{Map, OwnedMap, Str};
 use crate::cel::Value;
 
 /// CEL keywords and reserved words a property name is escaped from (`__{word}__`): the
-/// documented list plus `var`, `void` and `while`, which the API server also escapes.
-const RESERVED: &[&str] = &[
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-];
+/// language's literals and `in`, and the words the lexer reserves (the documented list plus
+/// `var`, `void` and `while`, which the API server also escapes).
+fn is_reserved(name: &str) -> bool {
+    matches!(name, "true" | "false" | "null" | "in") || crate::cel::lexer::is_reserved(name)
+}
 
 /// The CEL name of a property, or `None` when the property is not accessible from CEL.
 pub fn escape(name: &str) -> Option<String> {
-    if RESERVED.contains(&name) {
+    if is_reserved(name) {
         return Some(format!("__{name}__"));
     }
     let mut chars = name.chars();
@@ -79,7 +60,7 @@ pub fn cel_names(name: &str) -> Vec<String> {
         return Vec::new();
     };
     let mut out = vec![escaped];
-    if RESERVED.contains(&name) && !matches!(name, "in" | "true" | "false" | "null") {
+    if is_reserved(name) && !matches!(name, "in" | "true" | "false" | "null") {
         out.push(name.to_string());
     }
     out
