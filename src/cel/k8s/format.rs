@@ -11,6 +11,9 @@
 use std::any::Any;
 use std::sync::OnceLock;
 
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine;
 use regex::Regex;
 
 use crate::apimachinery::names::{
@@ -80,19 +83,19 @@ fn patterns() -> &'static Patterns {
     })
 }
 
+/// Go's `base64.StdEncoding`: the standard alphabet with padding required, and (Go's
+/// encodings are not `Strict`) any value in the unused bits of the last character.
+const GO_STD_ENCODING: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+);
+
 /// Go's `base64.StdEncoding.DecodeString` acceptance (newlines are ignored).
 fn is_base64(s: &str) -> bool {
     let data: Vec<u8> = s.bytes().filter(|b| *b != b'\r' && *b != b'\n').collect();
-    if !data.len().is_multiple_of(4) {
-        return false;
-    }
-    let padding = data.iter().rev().take_while(|b| **b == b'=').count();
-    if padding > 2 {
-        return false;
-    }
-    let body = &data[..data.len() - padding];
-    body.iter()
-        .all(|b| b.is_ascii_alphanumeric() || *b == b'+' || *b == b'/')
+    GO_STD_ENCODING.decode(data).is_ok()
 }
 
 /// Go's `time.Parse("2006-01-02", s)`.
@@ -130,33 +133,47 @@ fn is_date_time(s: &str) -> bool {
     field(1) <= "23" && field(2) <= "59" && field(3) <= "59"
 }
 
-fn validate_named(name: &str, s: &str) -> Vec<String> {
-    let one = |ok: bool, msg: &str| {
-        if ok {
-            Vec::new()
-        } else {
-            vec![msg.to_string()]
-        }
-    };
-    match name {
-        "dns1123Label" => dns1123_label(s),
-        "dns1123Subdomain" => dns1123_subdomain(s),
-        "dns1035Label" => dns1035_label(s),
-        "qualifiedName" => qualified_name(s),
-        "dns1123LabelPrefix" => dns1123_label(&mask_trailing_dash(s)),
-        "dns1123SubdomainPrefix" => dns1123_subdomain(&mask_trailing_dash(s)),
-        "dns1035LabelPrefix" => dns1035_label(&mask_trailing_dash(s)),
-        "labelValue" => label_value(s),
-        "uri" => super::url::parse_request_uri(s).err().into_iter().collect(),
-        "uuid" => one(
-            patterns().uuid.is_match(s),
-            "does not match the UUID format",
-        ),
-        "byte" => one(is_base64(s), "invalid base64"),
-        "date" => one(is_date(s), "invalid date"),
-        "datetime" => one(is_date_time(s), "invalid datetime"),
-        _ => Vec::new(),
+/// A validator: the errors of a text, none when it is valid.
+type Validator = fn(&str) -> Vec<String>;
+
+/// The validator of a format name; `None` for a name that is not in [`FORMATS`].
+fn validator(name: &str) -> Option<Validator> {
+    Some(match name {
+        "dns1123Label" => dns1123_label,
+        "dns1123Subdomain" => dns1123_subdomain,
+        "dns1035Label" => dns1035_label,
+        "qualifiedName" => qualified_name,
+        "dns1123LabelPrefix" => |s| dns1123_label(&mask_trailing_dash(s)),
+        "dns1123SubdomainPrefix" => |s| dns1123_subdomain(&mask_trailing_dash(s)),
+        "dns1035LabelPrefix" => |s| dns1035_label(&mask_trailing_dash(s)),
+        "labelValue" => label_value,
+        "uri" => |s| super::url::parse_request_uri(s).err().into_iter().collect(),
+        "uuid" => |s| {
+            one(
+                patterns().uuid.is_match(s),
+                "does not match the UUID format",
+            )
+        },
+        "byte" => |s| one(is_base64(s), "invalid base64"),
+        "date" => |s| one(is_date(s), "invalid date"),
+        "datetime" => |s| one(is_date_time(s), "invalid datetime"),
+        _ => return None,
+    })
+}
+
+/// No error when `ok`, else `msg`.
+fn one(ok: bool, msg: &str) -> Vec<String> {
+    if ok {
+        Vec::new()
+    } else {
+        vec![msg.to_string()]
     }
+}
+
+/// The errors of `s` in format `name`. Every [`NamedFormat`] is built from a name in
+/// [`FORMATS`], each of which has a validator (tested); an unknown name would find no error.
+fn validate_named(name: &str, s: &str) -> Vec<String> {
+    validator(name).map_or_else(Vec::new, |v| v(s))
 }
 
 fn format_of(v: &Value<'_>) -> Result<NamedFormat, EvalError> {
@@ -246,8 +263,23 @@ mod tests {
     fn every_format_name_is_known() {
         patterns();
         for (name, _) in FORMATS {
-            let _ = validate_named(name, "x");
+            assert!(validator(name).is_some(), "no validator for format {name}");
         }
+        assert!(validator("dns1123label").is_none());
+    }
+
+    /// Every `format.<name>()` constructor builds a format that `format.named` knows.
+    #[test]
+    fn every_constructor_names_a_known_format() {
+        let mut names = Vec::new();
+        register_constructors(&mut |fn_name, _, imp, _| {
+            let v = imp(&[]).unwrap();
+            let f = v.as_opaque::<NamedFormat>().expect("a named format");
+            assert_eq!(fn_name.strip_prefix("format."), Some(f.name));
+            names.push(f.name);
+        });
+        let known: Vec<&str> = FORMATS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, known);
     }
 
     #[test]
