@@ -18,14 +18,16 @@ pub mod k8s;
 pub mod lexer;
 pub mod library;
 pub mod parser;
+pub mod program;
 pub mod regex;
 pub mod time;
 pub mod types;
 pub mod value;
 pub mod vap;
 
-pub use env::{Env, Program, NEWEST_MINOR};
+pub use env::{Env, NEWEST_MINOR};
 pub use error::{CancelReason, CompileError, EvalError};
 pub use eval::{Activation, Meter, DEFAULT_MEMORY_LIMIT, PER_CALL_LIMIT};
+pub use program::Program;
 pub use types::Type;
 pub use value::Value;
