@@ -164,6 +164,18 @@ impl Timestamp {
     }
 }
 
+/// A duration as cel-go prints it: seconds with an `s` suffix, the fraction trimmed.
+pub fn format_duration(nanos: i64) -> String {
+    let sign = if nanos < 0 { "-" } else { "" };
+    let abs = nanos.unsigned_abs();
+    let (secs, frac) = (abs / 1_000_000_000, abs % 1_000_000_000);
+    if frac == 0 {
+        return format!("{sign}{secs}s");
+    }
+    let f = format!("{frac:09}");
+    format!("{sign}{secs}.{}s", f.trim_end_matches('0'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,5 +195,11 @@ mod tests {
             .unwrap()
             .civil(0);
         assert_eq!((c.day_of_year, c.weekday), (60, 5), "leap year; a Friday");
+    }
+
+    #[test]
+    fn durations_print_in_seconds() {
+        assert_eq!(format_duration(5_400_000_000_000), "5400s");
+        assert_eq!(format_duration(1_000_000), "0.001s");
     }
 }

@@ -709,7 +709,7 @@ impl<'a> Value<'a> {
                 Json::Object(out)
             }
             Value::Timestamp(t) => Json::String(t.to_rfc3339()),
-            Value::Duration(d) => Json::String(super::functions::format_duration(*d)),
+            Value::Duration(d) => Json::String(super::time::format_duration(*d)),
             Value::Type(t) => Json::String((*t).to_string()),
             Value::Optional(o) => o.as_ref().map_or(Json::Null, |v| v.to_json()),
             Value::Opaque(o) => Json::String(o.to_cel_string().unwrap_or_else(|| format!("{o:?}"))),

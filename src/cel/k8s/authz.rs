@@ -10,8 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::cel::error::EvalError;
-use crate::cel::functions::{str_arg, R};
-use crate::cel::library::{since, Cost, Register};
+use crate::cel::overload::{since, str_arg, Cost, Register, R};
 use crate::cel::value::{Opaque, Value};
 
 /// Who a check is for: the request's user, or a service account chosen by

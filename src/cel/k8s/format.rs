@@ -21,8 +21,7 @@ use crate::apimachinery::names::{
     qualified_name,
 };
 use crate::cel::error::EvalError;
-use crate::cel::functions::{str_arg, R};
-use crate::cel::library::{since, Cost, Register};
+use crate::cel::overload::{since, str_arg, Cost, Register, R};
 use crate::cel::value::{Opaque, Value};
 
 /// A named format, compared by name.
@@ -208,7 +207,7 @@ fn cost_validate(a: &[Value<'_>]) -> u64 {
         .as_opaque::<NamedFormat>()
         .and_then(|f| FORMATS.iter().find(|(n, _)| *n == f.name))
         .map_or(1, |(_, s)| *s as u64);
-    crate::cel::library::regex_cost(a[1].cost_size(), size)
+    crate::cel::lib::regex::regex_cost(a[1].cost_size(), size)
 }
 
 macro_rules! constructors {
