@@ -16,6 +16,7 @@ use super::arithmetic::add;
 use super::build::ListBuilder;
 use super::comparison::{equal, list_contains};
 
+/// `size`: code points of a string, bytes, elements of a list, entries of a map.
 pub fn size<'a>(a: &[Value<'a>]) -> R<'a> {
     a[0].size()
         .map(|s| Value::Int(s as i64))
