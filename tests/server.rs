@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use celgate::server::run::{start, CertSource, PolicySource, Running, ServeConfig};
+use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
 use celgate::server::tls::self_signed;
 use celgate::server::Limits;
 use http_body_util::{BodyExt, Full};

@@ -14,7 +14,30 @@ use prometheus::{
 };
 
 use crate::admission::Check;
-use crate::source::kube::{Problem, SourceStatus};
+
+/// One watched resource's health, as the source gauges show it; the composition root fills
+/// it from whatever source is running.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SourceHealth<'a> {
+    /// Label of the watched resource, e.g. `namespaces.v1`.
+    pub name: &'a str,
+    /// The initial list completed.
+    pub synced: bool,
+    /// How long it may have been missing changes (zero while its watch is current).
+    pub stale: Duration,
+    /// Objects held.
+    pub objects: usize,
+}
+
+/// One misconfigured policy or binding, as the problem gauge labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProblemLabels<'a> {
+    /// `ValidatingAdmissionPolicy` or `ValidatingAdmissionPolicyBinding`.
+    pub kind: &'a str,
+    pub name: &'a str,
+    /// A fixed reason such as `PolicyNotFound`.
+    pub reason: &'a str,
+}
 
 /// 50 µs to 10 s, so that p99 alerts on webhook latency work.
 const REQUEST_BUCKETS: &[f64] = &[
@@ -193,12 +216,12 @@ impl Metrics {
     }
 
     /// Sets the per-source gauges; sources that went away (stopped param watches) disappear.
-    pub fn sources(&self, statuses: &[SourceStatus]) {
+    pub fn sources<'a>(&self, statuses: impl IntoIterator<Item = SourceHealth<'a>>) {
         self.source_stale.reset();
         self.source_synced.reset();
         self.source_objects.reset();
         for s in statuses {
-            let label = [s.name.as_str()];
+            let label = [s.name];
             self.source_stale
                 .with_label_values(&label)
                 .set(s.stale.as_secs_f64());
@@ -212,11 +235,11 @@ impl Metrics {
     }
 
     /// Sets the problem gauge to the current problems.
-    pub fn problems(&self, problems: &[Problem]) {
+    pub fn problems<'a>(&self, problems: impl IntoIterator<Item = ProblemLabels<'a>>) {
         self.config_problems.reset();
         for p in problems {
             self.config_problems
-                .with_label_values(&[p.kind.as_str(), p.name.as_str(), p.reason])
+                .with_label_values(&[p.kind, p.name, p.reason])
                 .set(1);
         }
     }
