@@ -49,7 +49,7 @@ use crate::policy::snapshot::{
 pub use error::{CallError, ClientError, DiscoveryError};
 pub use feedback::Problem;
 use retry::Backoff;
-pub use store::{SourceStatus, Store};
+pub use store::{Reader, SourceStatus, Writer};
 
 const VAP_GROUP: &str = "admissionregistration.k8s.io";
 
@@ -113,7 +113,7 @@ pub struct KubeSource {
 #[derive(Default)]
 struct Shared {
     ready: AtomicBool,
-    stores: Mutex<Vec<Arc<Store>>>,
+    stores: Mutex<Vec<Reader>>,
     problems: Mutex<Vec<Problem>>,
     /// The policy API version in use (`v1` or `v1beta1`), once discovered.
     vap_version: Mutex<Option<String>>,
@@ -165,9 +165,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A watcher task with its store; aborted when dropped.
+/// A watcher task (which holds the store's writer) and a reader of its store; aborted when
+/// dropped.
 struct Watched {
-    store: Arc<Store>,
+    store: Reader,
     _task: Task,
 }
 
@@ -179,11 +180,11 @@ impl Watched {
         changed: &Arc<Notify>,
         retry_max: Duration,
     ) -> Self {
-        let store = Arc::new(Store::new(label));
+        let (writer, store) = store::store(label);
         let task = tokio::spawn(watch::run(
             client.clone(),
             resource,
-            store.clone(),
+            writer,
             changed.clone(),
             retry_max,
         ));
