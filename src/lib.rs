@@ -5,6 +5,10 @@
 //! testable on its own and usable from the command line. Data flows one way:
 //! source -> policy (compile) -> snapshot -> matching -> admission -> server codec.
 
+// Unsafe code only where an item allows it (each block with its `SAFETY:` comment).
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod admission;
 pub mod app;
 pub mod cel;

@@ -1,5 +1,7 @@
 //! The `celgate` command line.
 
+#![deny(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
