@@ -225,9 +225,18 @@ async fn snapshot_follows_every_change() {
     })
     .await;
 
-    // Bookmarks change nothing.
+    // Bookmarks change nothing. A namespace applied after them is the signal that the
+    // namespaces watch has handled its bookmark and a snapshot was built since.
     fake.bookmark();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    fake.apply(namespace("after-bookmark", "dev"));
+    eventually("a change after the bookmark seen", || {
+        latest
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|s| s.namespaces.contains_key("after-bookmark"))
+    })
+    .await;
     assert_eq!(allowed(&latest, review("other", "worse", 1)), Some(false));
 
     // A dropped watch resumes from its resourceVersion: a change made meanwhile is seen.
@@ -345,8 +354,13 @@ async fn a_param_kind_not_yet_synced_is_the_in_tree_error() {
     fake.stall("configmaps");
     let (source, latest) = start(addr, options(), false);
     // Readiness waits for the param list up to the grace period, then serves the in-tree
-    // "not yet synced" configuration error under failurePolicy Fail.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // "not yet synced" configuration error under failurePolicy Fail. Checked once every
+    // other list has completed and the param list was asked for (and stalls).
+    eventually("the core lists done and the param list asked for", || {
+        let synced = source.status().iter().filter(|s| s.synced).count();
+        synced >= 3 && fake.count("configmaps") > 0
+    })
+    .await;
     assert!(!source.ready(), "ready before the param kind listed");
     eventually("ready after the grace period", || source.ready()).await;
     let r = respond(&latest, review("team", "p", 1)).await;
@@ -369,7 +383,14 @@ async fn readiness_waits_for_every_initial_list() {
     fake.apply(policy("no-bad", false));
     fake.stall("namespaces");
     let (source, latest) = start(addr, options(), false);
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Checked once the lists that can complete have, and the stalled one was asked for.
+    eventually("policies and bindings listed, namespaces asked for", || {
+        let status = source.status();
+        status.len() == 3
+            && status.iter().filter(|s| s.synced).count() == 2
+            && fake.count("namespaces") > 0
+    })
+    .await;
     assert!(!source.ready());
     assert!(
         latest.lock().unwrap().is_none(),
