@@ -6,6 +6,8 @@
 //! counted until the re-list, SubjectAccessReview checks and Events for misconfigured objects.
 
 mod fake_apiserver;
+#[path = "common/fixtures.rs"]
+mod fixtures;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -146,27 +148,12 @@ fn review(namespace: &str, name: &str, containers: usize) -> Vec<u8> {
     let containers: Vec<Json> = (0..containers)
         .map(|i| json!({"name": format!("c{i}"), "image": "nginx"}))
         .collect();
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "u-1",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": name,
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {"username": "alice", "uid": "a-1", "groups": ["devs", "system:authenticated"], "extra": {"scopes": ["s1"]}},
-            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {"containers": containers}},
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
-        }
-    })
-    .to_string()
-    .into_bytes()
+    let mut review = fixtures::pod_create_review(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {"containers": containers}}),
+        json!({"username": "alice", "uid": "a-1", "groups": ["devs", "system:authenticated"], "extra": {"scopes": ["s1"]}}),
+    );
+    review["request"]["uid"] = json!("u-1");
+    review.to_string().into_bytes()
 }
 
 /// The response of the latest snapshot to `body` (off the async workers, as the server does).
