@@ -5,6 +5,9 @@
 
 use std::path::PathBuf;
 
+#[path = "../tests/common/fixtures.rs"]
+mod fixtures;
+
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::Value as Json;
 
@@ -44,27 +47,12 @@ fn scaled_pod(n: usize) -> Json {
     p
 }
 
-/// A v1 AdmissionReview for a Pod CREATE carrying `object`.
+/// A v1 AdmissionReview for a Pod CREATE carrying `object` (the shared fixture's envelope).
 fn review_bytes(object: &Json) -> Vec<u8> {
-    let review = serde_json::json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": object["metadata"]["name"],
-            "namespace": object["metadata"]["namespace"],
-            "operation": "CREATE",
-            "userInfo": {"username": "admin", "groups": ["system:masters", "system:authenticated"]},
-            "object": object,
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
-        }
-    });
+    let review = fixtures::pod_create_review(
+        object.clone(),
+        serde_json::json!({"username": "admin", "groups": ["system:masters", "system:authenticated"]}),
+    );
     serde_json::to_vec(&review).expect("serialisable")
 }
 

@@ -5,6 +5,9 @@
 
 use std::path::PathBuf;
 
+#[path = "../tests/common/fixtures.rs"]
+mod fixtures;
+
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::{json, Value as Json};
 
@@ -98,30 +101,17 @@ fn many_params() -> Snapshot {
     celgate::source::snapshot(objects, NEWEST_MINOR, true).expect("valid")
 }
 
+/// The shared Pod fixture's CREATE envelope around the benchmark Pod, in `shop-prod`.
 fn review_bytes() -> Vec<u8> {
     let pod: Json =
         serde_json::from_slice(&std::fs::read(shared("bench/pod.json")).expect("pod.json"))
             .expect("JSON");
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": pod["metadata"]["name"],
-            "namespace": "shop-prod",
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller", "groups": ["system:serviceaccounts", "system:authenticated"]},
-            "object": pod,
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
-        }
-    }))
-    .expect("serialisable")
+    let mut review = fixtures::pod_create_review(
+        pod,
+        json!({"username": "system:serviceaccount:kube-system:replicaset-controller", "groups": ["system:serviceaccounts", "system:authenticated"]}),
+    );
+    review["request"]["namespace"] = json!("shop-prod");
+    serde_json::to_vec(&review).expect("serialisable")
 }
 
 fn allowed(snapshot: &Snapshot, body: &[u8]) -> bool {

@@ -1,9 +1,11 @@
 //! The `celgate` command line.
 
+#![deny(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use celgate::server::run::{start, CertSource, PolicySource, ServeConfig};
+use celgate::app::{CertSource, PolicySource, ServeConfig, ServeError};
 use celgate::server::Limits;
 use celgate::source::kube::authorizer::SarOptions;
 use celgate::source::kube::lease::LeaseOptions;
@@ -502,81 +504,20 @@ fn serve(command: Command) -> ExitCode {
         poll: Duration::from_secs(1),
         version,
     };
-    // The blocking pool runs the evaluator, which recurses once per nesting level of an
-    // expression: give its threads (and the workers) a stack sized for the deepest one.
-    // Evaluation is CPU work, but one thread per core would let as many slow reviews (each
-    // running up to its deadline) hold up every other review queued behind them. Four per
-    // core: up to three slow reviews per core leave threads for the fast ones, which the
-    // kernel's scheduler then shares the cores with (a fast review needs well under its time
-    // slice), while a burst of fast reviews still queues rather than multiplying threads.
-    // Threads are started on demand and their stacks are touched only as deep as used. In a
-    // cluster an evaluation may also wait on the API server (a SubjectAccessReview, a
-    // namespace GET): eight per core keep such waits from holding up the other reviews.
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let evaluators = match (eval_threads, &cfg.source) {
-        (n, _) if n > 0 => n,
-        (_, PolicySource::Folder(_)) => cores * 4,
-        (_, PolicySource::Kubernetes { .. }) => cores * 8,
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_stack_size(32 << 20)
-        .max_blocking_threads(evaluators)
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("celgate: cannot start the runtime: {e}");
-            return ExitCode::from(1);
+    match celgate::app::serve(cfg, eval_threads, ca_out.as_deref()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(ServeError::Runtime(e)) => {
+            eprintln!("celgate: {}", ServeError::Runtime(e));
+            ExitCode::from(1)
         }
-    };
-    runtime.block_on(async move {
-        let running = match start(cfg).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot start");
-                return ExitCode::from(1);
-            }
-        };
-        if let Some(ca) = &running.ca_pem {
-            match &ca_out {
-                Some(path) => {
-                    if let Err(e) = std::fs::write(path, ca) {
-                        tracing::error!(error = %e, path = %path.display(), "cannot write the CA bundle");
-                        return ExitCode::from(1);
-                    }
-                    tracing::info!(path = %path.display(), "self-signed CA written");
-                }
-                None => println!("{ca}"),
-            }
+        Err(ServeError::Start(e)) => {
+            tracing::error!(error = %e, "cannot start");
+            ExitCode::from(1)
         }
-        tracing::info!(webhook = %running.bound.webhook, metrics = ?running.bound.metrics, "serving");
-        wait_for_signal().await;
-        tracing::info!("shutting down: no new connections, finishing in-flight requests");
-        running.shutdown().await;
-        ExitCode::SUCCESS
-    })
-}
-
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
+        Err(ServeError::CaOut { path, source }) => {
+            tracing::error!(error = %source, path = %path.display(), "cannot write the CA bundle");
+            ExitCode::from(1)
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
     }
 }
 

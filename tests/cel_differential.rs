@@ -4,12 +4,17 @@
 //!
 //! Skipped: the cases where cel-go panicked (`outcome: panic`), and the cases listed in
 //! `tests/cel-differential-exceptions` (one `<id> <reason>` a line). The pass count is a
-//! ratchet: the test fails when it drops below [`MIN_PASSED`]. `CELGATE_DIFF_VERBOSE=1` prints
-//! every failing case with what was expected and what celgate gave.
+//! ratchet: the `ratchet` trial runs every case and fails when it drops below [`MIN_PASSED`].
+//! Each case is also its own trial (`cargo test --test cel_differential -- ID`): a case that
+//! does not match is listed as ignored with the fields that differ. `CELGATE_DIFF_VERBOSE=1`
+//! prints every failing case with what was expected and what celgate gave.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+use std::sync::Arc;
+
+use libtest_mimic::{Completion, Failed, Trial};
 use serde_json::Value as Json;
 
 #[path = "cel_differential/harness.rs"]
@@ -103,95 +108,164 @@ fn shorten(j: &Json) -> String {
     format!("{}...", s.chars().take(400).collect::<String>())
 }
 
-fn run() {
+/// The cases of the case file, in file order.
+fn cases() -> Vec<Json> {
     let path = shared_dir().join("cel-differential/cases.jsonl");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let exceptions = exceptions();
-    let verbose = std::env::var_os("CELGATE_DIFF_VERBOSE").is_some_and(|v| v != "0");
-    let h = harness::Harness::new();
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, line)| {
+            harness::parse_line(line)
+                .unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), n + 1))
+        })
+        .collect()
+}
 
-    let (mut passed, mut skipped) = (0usize, 0usize);
-    let mut failed: Vec<(String, String, Vec<&'static str>)> = Vec::new();
+fn verbose() -> bool {
+    std::env::var_os("CELGATE_DIFF_VERBOSE").is_some_and(|v| v != "0")
+}
+
+/// Why a case is skipped: cel-go panicked, or it is listed in the exceptions file.
+fn skip_reason(case: &Json, exceptions: &BTreeMap<String, String>) -> Option<String> {
+    if case["outcome"] == "panic" {
+        return Some("cel-go panicked".into());
+    }
+    let id = case["id"].as_str().unwrap_or_default();
+    exceptions.get(id).map(|r| format!("exception: {r}"))
+}
+
+/// Evaluates one case; the mismatched fields, each failure printed in full when verbose.
+fn check(h: &harness::Harness, case: &Json) -> Vec<&'static str> {
+    let got = h.evaluate(case);
+    let fields = mismatches(case, &got);
+    if !fields.is_empty() && verbose() {
+        let mut expected = case.clone();
+        if let Some(m) = expected.as_object_mut() {
+            for k in ["vars", "library", "category", "id", "expr"] {
+                m.remove(k);
+            }
+        }
+        eprintln!(
+            "FAIL {} [{}]\n  expr:     {}\n  expected: {}\n  got:      {}",
+            case["id"].as_str().unwrap_or_default(),
+            fields.join(", "),
+            case["expr"].as_str().unwrap_or_default(),
+            shorten(&expected),
+            shorten(&got)
+        );
+    }
+    fields
+}
+
+/// Runs every case and checks the ratchet; prints the summary.
+fn ratchet(cases: &[Json], exceptions: &BTreeMap<String, String>) -> Result<(), String> {
+    let h = harness::Harness::new();
+    let (mut passed, mut skipped, mut failed) = (0usize, 0usize, 0usize);
     let mut by_library: BTreeMap<String, usize> = BTreeMap::new();
     let mut by_field: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut seen: BTreeSet<String> = BTreeSet::new();
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let case: Json = harness::parse_line(line)
-            .unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), n + 1));
-        let id = case["id"].as_str().unwrap_or_default().to_string();
-        seen.insert(id.clone());
-        if case["outcome"] == "panic" || exceptions.contains_key(&id) {
+    for case in cases {
+        seen.insert(case["id"].as_str().unwrap_or_default().to_string());
+        if skip_reason(case, exceptions).is_some() {
             skipped += 1;
             continue;
         }
-        let got = h.evaluate(&case);
-        let fields = mismatches(&case, &got);
+        let fields = check(&h, case);
         if fields.is_empty() {
             passed += 1;
             continue;
         }
+        failed += 1;
         let library = case["library"].as_str().unwrap_or("?").to_string();
         *by_library.entry(library).or_default() += 1;
         for f in &fields {
             *by_field.entry(f).or_default() += 1;
         }
-        if verbose {
-            let mut expected = case.clone();
-            if let Some(m) = expected.as_object_mut() {
-                for k in ["vars", "library", "category", "id", "expr"] {
-                    m.remove(k);
-                }
-            }
-            eprintln!(
-                "FAIL {id} [{}]\n  expr:     {}\n  expected: {}\n  got:      {}",
-                fields.join(", "),
-                case["expr"].as_str().unwrap_or_default(),
-                shorten(&expected),
-                shorten(&got)
-            );
-        }
-        failed.push((id, case["expr"].as_str().unwrap_or_default().into(), fields));
     }
     for id in exceptions.keys() {
-        assert!(seen.contains(id), "exception {id} names no case");
+        if !seen.contains(id) {
+            return Err(format!("exception {id} names no case"));
+        }
     }
-
-    println!(
-        "cel differential: {passed} passed, {} failed, {skipped} skipped",
-        failed.len()
-    );
-    if !failed.is_empty() {
+    println!("cel differential: {passed} passed, {failed} failed, {skipped} skipped");
+    if failed > 0 {
         let libs: Vec<String> = by_library.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let fields: Vec<String> = by_field.iter().map(|(k, v)| format!("{k} {v}")).collect();
         println!("failures by library: {}", libs.join(", "));
         println!("mismatched fields: {}", fields.join(", "));
         println!("(CELGATE_DIFF_VERBOSE=1 prints every failing case)");
     }
-    assert!(
-        passed >= MIN_PASSED,
-        "cel differential: {passed} cases passed, fewer than the {MIN_PASSED} recorded"
-    );
+    if passed < MIN_PASSED {
+        return Err(format!(
+            "cel differential: {passed} cases passed, fewer than the {MIN_PASSED} recorded"
+        ));
+    }
+    Ok(())
 }
 
-#[test]
-fn cel_differential() {
+/// Runs `work` on a thread with the evaluator's stack; a panic is a failure.
+fn on_big_stack(
+    work: impl FnOnce() -> Result<Completion, Failed> + Send + 'static,
+) -> Result<Completion, Failed> {
     let handle = std::thread::Builder::new()
         .name("cel-differential".into())
         .stack_size(STACK)
-        .spawn(run)
-        .expect("spawn the test thread");
-    if let Err(panic) = handle.join() {
-        std::panic::resume_unwind(panic);
+        .spawn(work)
+        .map_err(|e| Failed::from(format!("cannot spawn the test thread: {e}")))?;
+    handle.join().unwrap_or_else(|_| Err("panicked".into()))
+}
+
+/// One trial per case (a case that does not match is ignored with the mismatched fields,
+/// since the suite is ratcheted by count), one that checks the ratchet over every case, and
+/// the harness's own tests.
+fn main() {
+    let args = libtest_mimic::Arguments::from_args();
+    let cases = Arc::new(cases());
+    let exceptions = Arc::new(exceptions());
+    // Shared by the case trials: building one compiles the composited variables.
+    let h = Arc::new(harness::Harness::new());
+    let mut trials = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let id = case["id"].as_str().unwrap_or_default().to_string();
+        if let Some(reason) = skip_reason(case, &exceptions) {
+            trials.push(Trial::ignorable_test(id, move || {
+                Ok(Completion::ignored_with(reason))
+            }));
+            continue;
+        }
+        let (cases, h) = (cases.clone(), h.clone());
+        trials.push(Trial::ignorable_test(id, move || {
+            on_big_stack(move || {
+                let fields = check(&h, &cases[i]);
+                if fields.is_empty() {
+                    Ok(Completion::Completed)
+                } else {
+                    Ok(Completion::ignored_with(format!(
+                        "differs in {} (ratcheted by count)",
+                        fields.join(", ")
+                    )))
+                }
+            })
+        }));
     }
+    trials.push(Trial::test("ratchet", move || {
+        on_big_stack(move || {
+            ratchet(&cases, &exceptions)
+                .map(|()| Completion::Completed)
+                .map_err(Failed::from)
+        })
+        .map(|_| ())
+    }));
+    trials.push(Trial::test("harness_fixtures", || {
+        harness_fixtures();
+        Ok(())
+    }));
+    libtest_mimic::run(&args, trials).exit();
 }
 
 /// The harness's own Go-compatible pieces, on values whose Go output is known (the case file
 /// exercises few of them).
-#[test]
 fn harness_fixtures() {
     use harness::fake_authz::{parse_field_selector, parse_label_selector};
     use harness::{decimal_seconds, go_duration, go_float};

@@ -7,18 +7,18 @@
 //! Kubernetes environment, and a test passes only on the exact expected value (kind
 //! included) or, when an error is expected, on an error.
 //!
-//! The pass rate is a ratchet: the test fails if it drops below [`MIN_PASS_RATE`].
+//! Each suite test is its own trial (`cargo test --test conformance -- string_ext/` runs one
+//! file's), so each failure is its own line with its expression and what differed; skipped
+//! tests are listed as ignored, with their reason. Every runnable test must pass (the pass
+//! rate ratchet stands at 100%).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use celgate::cel::value::{Map, OwnedMap};
 use celgate::cel::{Env, Meter, Type, Value};
+use libtest_mimic::{Completion, Trial};
 use serde_json::Value as Json;
-
-/// The pass rate the engine has reached, in percent of the runnable tests; raise it when the
-/// engine improves, never lower it.
-const MIN_PASS_RATE: f64 = 100.0;
 
 fn conformance_dir() -> PathBuf {
     let base = std::env::var_os("CELGATE_SHARED")
@@ -311,8 +311,10 @@ fn run(test: &Json) -> Outcome {
     }
 }
 
-#[test]
-fn cel_spec_conformance() {
+/// One trial per test of every suite file: skipped tests are ignored with their reason, and
+/// one more trial checks that enough tests ran.
+fn main() {
+    let args = libtest_mimic::Arguments::from_args();
     let dir = conformance_dir();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| {
@@ -325,10 +327,8 @@ fn cel_spec_conformance() {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
-    let verbose = std::env::var_os("CONFORMANCE_VERBOSE").is_some();
-    let (mut passed, mut failed) = (0usize, 0usize);
-    let mut skipped: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut per_file: Vec<(String, usize, usize)> = Vec::new();
+    let mut trials = Vec::new();
+    let mut runnable = 0usize;
     for path in &files {
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
         let doc: Json = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -336,7 +336,6 @@ fn cel_spec_conformance() {
             .iter()
             .find(|(f, _)| *f == name)
             .map(|(_, r)| *r);
-        let (mut fp, mut ff) = (0, 0);
         for section in doc["section"].as_array().cloned().unwrap_or_default() {
             for test in section["test"].as_array().cloned().unwrap_or_default() {
                 let id = format!(
@@ -353,53 +352,33 @@ fn cel_spec_conformance() {
                     .iter()
                     .any(|(f, t)| *f == name && id.starts_with(t));
                 let k8s = k8s.then_some("cel-spec behaviour Kubernetes does not have (ext.Strings v3+, IPv4-mapped IPv6)");
+                let trial_name = format!("{name}/{id}");
                 if let Some(reason) = file_skip
                     .or(artifact)
                     .or(k8s)
                     .or_else(|| skip_reason(&test))
                 {
-                    *skipped.entry(reason).or_default() += 1;
+                    trials.push(Trial::ignorable_test(trial_name, move || {
+                        Ok(Completion::ignored_with(reason))
+                    }));
                     continue;
                 }
-                match run(&test) {
-                    Outcome::Pass => fp += 1,
+                runnable += 1;
+                trials.push(Trial::test(trial_name, move || match run(&test) {
+                    Outcome::Pass => Ok(()),
                     Outcome::Fail(why) => {
-                        ff += 1;
-                        if verbose {
-                            println!(
-                                "FAIL {name}/{}/{}: {}\n     {why}",
-                                section["name"].as_str().unwrap_or(""),
-                                test["name"].as_str().unwrap_or(""),
-                                test["expr"].as_str().unwrap_or("")
-                            );
-                        }
+                        Err(format!("{}\n     {why}", test["expr"].as_str().unwrap_or("")).into())
                     }
-                }
+                }));
             }
         }
-        passed += fp;
-        failed += ff;
-        per_file.push((name, fp, ff));
     }
-    for (name, p, f) in &per_file {
-        if p + f > 0 {
-            println!("  {name:<16} {p:>4} passed {f:>4} failed");
+    trials.push(Trial::test("conformance_test_count", move || {
+        if runnable > 1000 {
+            Ok(())
+        } else {
+            Err(format!("too few conformance tests ran: {runnable}").into())
         }
-    }
-    let total_skipped: usize = skipped.values().sum();
-    for (reason, n) in &skipped {
-        println!("  skipped {n:>4}: {reason}");
-    }
-    println!("cel-spec conformance: {passed} passed, {failed} failed, {total_skipped} skipped");
-    let rate = 100.0 * passed as f64 / (passed + failed).max(1) as f64;
-    println!("pass rate: {rate:.2}% of runnable tests");
-    assert!(
-        passed + failed > 1000,
-        "too few conformance tests ran: {}",
-        passed + failed
-    );
-    assert!(
-        rate >= MIN_PASS_RATE,
-        "conformance pass rate {rate:.2}% fell below {MIN_PASS_RATE}%"
-    );
+    }));
+    libtest_mimic::run(&args, trials).exit();
 }

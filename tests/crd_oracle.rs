@@ -3,14 +3,18 @@
 //! `celgate::crd`: the CRD's acceptance with its exact causes, then the request's answer
 //! (status message and causes, or the stored object). Categories not implemented yet count as
 //! skipped, by reason; the oracle figure is ratcheted, the golden cases must all pass.
+//!
+//! Each case is its own trial, `oracle/NAME` or `golden/NAME` (`cargo test --test crd_oracle
+//! -- golden/` runs the golden ones): skipped cases are ignored with their reason, and so are
+//! failing oracle cases (their figure is checked by the `oracle_ratchet` trial).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use celgate::crd::errors::{Cause, Status};
 use celgate::crd::request::{crd_status, merge_patch};
 use celgate::crd::rules::compile;
 use celgate::crd::schema::parse_crd;
+use libtest_mimic::{Completion, Failed, Trial};
 use serde_json::Value as Json;
 
 /// Oracle cases that must pass (raise it as behaviour is added, never lower it).
@@ -194,13 +198,16 @@ fn run_case(dir: &Path) -> Outcome {
     }
 }
 
-struct Tally {
-    passed: usize,
-    failed: Vec<String>,
-    skipped: BTreeMap<&'static str, usize>,
+/// Runs every case of `dir`; the number that pass.
+fn count_passed(dir: &Path) -> usize {
+    common_cases(dir)
+        .iter()
+        .filter(|(_, c)| matches!(run_case(c), Outcome::Pass))
+        .count()
 }
 
-fn run_dir(dir: &Path) -> Tally {
+/// The case folders of `dir` by name, in name order (none when `dir` is missing).
+fn common_cases(dir: &Path) -> Vec<(String, PathBuf)> {
     let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok().map(|e| e.path()))
@@ -209,64 +216,60 @@ fn run_dir(dir: &Path) -> Tally {
         })
         .unwrap_or_default();
     cases.sort();
-    let mut t = Tally {
-        passed: 0,
-        failed: Vec::new(),
-        skipped: BTreeMap::new(),
-    };
-    for c in cases {
-        let name = c
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        match run_case(&c) {
-            Outcome::Pass => t.passed += 1,
-            Outcome::Fail(why) => t.failed.push(format!("{name}: {why}")),
-            Outcome::Skip(why) => *t.skipped.entry(why).or_default() += 1,
+    cases
+        .into_iter()
+        .map(|c| {
+            let name = c
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (name, c)
+        })
+        .collect()
+}
+
+/// One trial per case of `dir`, named `prefix/NAME`: a skipped case is ignored with its
+/// reason; a failing one fails, or when `ratcheted` (the figure is checked by count) is
+/// ignored with why it fails.
+fn trials(prefix: &str, dir: &Path, ratcheted: bool) -> Vec<Trial> {
+    common_cases(dir)
+        .into_iter()
+        .map(|(name, case)| {
+            Trial::ignorable_test(format!("{prefix}/{name}"), move || match run_case(&case) {
+                Outcome::Pass => Ok(Completion::Completed),
+                Outcome::Skip(why) => Ok(Completion::ignored_with(format!("skipped: {why}"))),
+                Outcome::Fail(why) if ratcheted => Ok(Completion::ignored_with(format!(
+                    "fails (ratcheted by count): {}",
+                    why.lines().next().unwrap_or_default()
+                ))),
+                Outcome::Fail(why) => Err(Failed::from(why)),
+            })
+        })
+        .collect()
+}
+
+/// The recorded oracle cases (ratcheted: at least [`MIN_PASSED`] pass, checked by the
+/// `oracle_ratchet` trial) and the own golden cases (each must pass).
+fn main() {
+    let args = libtest_mimic::Arguments::from_args();
+    let oracle = shared_dir().join("crd-oracle-sample/cases");
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/crd-cases");
+    let mut all = trials("oracle", &oracle, true);
+    all.extend(trials("golden", &golden, false));
+    all.push(Trial::ignorable_test("oracle_ratchet", move || {
+        if !oracle.is_dir() {
+            return Ok(Completion::ignored_with(format!(
+                "crd oracle: no cases at {}",
+                oracle.display()
+            )));
         }
-    }
-    t
-}
-
-fn report(label: &str, t: &Tally) {
-    let skipped: usize = t.skipped.values().sum();
-    for f in &t.failed {
-        eprintln!("FAIL {f}");
-    }
-    for (why, n) in &t.skipped {
-        eprintln!("skipped {n}: {why}");
-    }
-    eprintln!(
-        "{label}: {} passed, {} failed, {skipped} skipped",
-        t.passed,
-        t.failed.len()
-    );
-}
-
-#[test]
-fn crd_oracle_sample() {
-    let dir = shared_dir().join("crd-oracle-sample/cases");
-    if !dir.is_dir() {
-        eprintln!("crd oracle: no cases at {}", dir.display());
-        return;
-    }
-    let t = run_dir(&dir);
-    report("crd oracle", &t);
-    assert!(
-        t.passed >= MIN_PASSED,
-        "crd oracle: {} passed, below the ratchet {MIN_PASSED}",
-        t.passed
-    );
-}
-
-#[test]
-fn crd_golden_cases() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/crd-cases");
-    let t = run_dir(&dir);
-    report("crd golden", &t);
-    assert!(
-        t.failed.is_empty(),
-        "golden CRD cases failed: {:#?}",
-        t.failed
-    );
+        let passed = count_passed(&oracle);
+        eprintln!("crd oracle: {passed} passed");
+        if passed >= MIN_PASSED {
+            Ok(Completion::Completed)
+        } else {
+            Err(format!("crd oracle: {passed} passed, below the ratchet {MIN_PASSED}").into())
+        }
+    }));
+    libtest_mimic::run(&args, all).exit();
 }

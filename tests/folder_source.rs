@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use celgate::server::run::{start, CertSource, PolicySource, Running, ServeConfig};
+use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
 use celgate::server::Limits;
 use celgate::source::folder::FolderSource;
 

@@ -6,6 +6,9 @@
 //! `expected.json`: `allowed`; when denied `code`, `reason`, `message`; `warnings` (a set);
 //! `annotations` (celgate's keys to values; `validation_failure` compared as parsed JSON);
 //! optionally `details` (compared field by field) and `api_version` of the answer.
+//!
+//! Each case is its own test: `cargo test --test golden -- NAME` runs the cases whose name
+//! contains NAME.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -92,30 +95,18 @@ fn run(dir: &Path) -> Result<(), String> {
     }
 }
 
-#[test]
-fn golden_cases() {
+/// One trial per case of `tests/cases`, and one that checks they are all there.
+fn main() {
+    let args = libtest_mimic::Arguments::from_args();
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
-    let results = common::run_all(&dir, run);
-    let failures: Vec<String> = results
-        .iter()
-        .filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}:\n  {e}")))
-        .collect();
-    for f in &failures {
-        println!("{f}");
-    }
-    println!(
-        "golden cases: {} passed, {} failed",
-        results.len() - failures.len(),
-        failures.len()
-    );
-    assert!(
-        results.len() >= 100,
-        "expected at least 100 golden cases, found {}",
-        results.len()
-    );
-    assert!(
-        failures.is_empty(),
-        "{} golden case(s) failed",
-        failures.len()
-    );
+    let mut trials = common::case_trials(&dir, run);
+    let found = trials.len();
+    trials.push(common::count_trial(
+        "golden_case_count",
+        "golden cases",
+        found,
+        100,
+        &dir,
+    ));
+    libtest_mimic::run(&args, trials).exit();
 }

@@ -6,6 +6,8 @@
 //! counted until the re-list, SubjectAccessReview checks and Events for misconfigured objects.
 
 mod fake_apiserver;
+#[path = "common/fixtures.rs"]
+mod fixtures;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -146,27 +148,12 @@ fn review(namespace: &str, name: &str, containers: usize) -> Vec<u8> {
     let containers: Vec<Json> = (0..containers)
         .map(|i| json!({"name": format!("c{i}"), "image": "nginx"}))
         .collect();
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "u-1",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": name,
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {"username": "alice", "uid": "a-1", "groups": ["devs", "system:authenticated"], "extra": {"scopes": ["s1"]}},
-            "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {"containers": containers}},
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
-        }
-    })
-    .to_string()
-    .into_bytes()
+    let mut review = fixtures::pod_create_review(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {"containers": containers}}),
+        json!({"username": "alice", "uid": "a-1", "groups": ["devs", "system:authenticated"], "extra": {"scopes": ["s1"]}}),
+    );
+    review["request"]["uid"] = json!("u-1");
+    review.to_string().into_bytes()
 }
 
 /// The response of the latest snapshot to `body` (off the async workers, as the server does).
@@ -225,9 +212,18 @@ async fn snapshot_follows_every_change() {
     })
     .await;
 
-    // Bookmarks change nothing.
+    // Bookmarks change nothing. A namespace applied after them is the signal that the
+    // namespaces watch has handled its bookmark and a snapshot was built since.
     fake.bookmark();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    fake.apply(namespace("after-bookmark", "dev"));
+    eventually("a change after the bookmark seen", || {
+        latest
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|s| s.namespaces.contains_key("after-bookmark"))
+    })
+    .await;
     assert_eq!(allowed(&latest, review("other", "worse", 1)), Some(false));
 
     // A dropped watch resumes from its resourceVersion: a change made meanwhile is seen.
@@ -345,8 +341,13 @@ async fn a_param_kind_not_yet_synced_is_the_in_tree_error() {
     fake.stall("configmaps");
     let (source, latest) = start(addr, options(), false);
     // Readiness waits for the param list up to the grace period, then serves the in-tree
-    // "not yet synced" configuration error under failurePolicy Fail.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // "not yet synced" configuration error under failurePolicy Fail. Checked once every
+    // other list has completed and the param list was asked for (and stalls).
+    eventually("the core lists done and the param list asked for", || {
+        let synced = source.status().iter().filter(|s| s.synced).count();
+        synced >= 3 && fake.count("configmaps") > 0
+    })
+    .await;
     assert!(!source.ready(), "ready before the param kind listed");
     eventually("ready after the grace period", || source.ready()).await;
     let r = respond(&latest, review("team", "p", 1)).await;
@@ -369,7 +370,14 @@ async fn readiness_waits_for_every_initial_list() {
     fake.apply(policy("no-bad", false));
     fake.stall("namespaces");
     let (source, latest) = start(addr, options(), false);
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Checked once the lists that can complete have, and the stalled one was asked for.
+    eventually("policies and bindings listed, namespaces asked for", || {
+        let status = source.status();
+        status.len() == 3
+            && status.iter().filter(|s| s.synced).count() == 2
+            && fake.count("namespaces") > 0
+    })
+    .await;
     assert!(!source.ready());
     assert!(
         latest.lock().unwrap().is_none(),

@@ -1,11 +1,13 @@
 //! Runs every case recorded from a real kube-apiserver (`../shared/oracle-sample/cases/`)
 //! through the `celgate eval` code path and compares the answer with what the API server did,
-//! as the sample's README prescribes.
+//! as the sample's README prescribes. Each case is its own test (`cargo test --test oracle --
+//! NAME`).
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use celgate::admission::response::annotation_key;
+use libtest_mimic::{Completion, Failed, Trial};
 use serde_json::Value as Json;
 
 /// Cases celgate answers differently on purpose, with the reason. Empty: every case agrees.
@@ -117,40 +119,40 @@ fn compare(got: &Json, want: &Json) -> Result<(), String> {
     }
 }
 
-#[test]
-fn oracle_cases() {
-    let dir = common::shared_dir().join("oracle-sample/cases");
-    let results = common::run_all(&dir, run_case);
-    let (mut passed, mut failed, mut known) = (0, 0, 0);
-    let mut report = Vec::new();
-    for (name, result) in &results {
-        match (result, KNOWN_DIFFERENCES.iter().find(|(n, _)| n == name)) {
-            (Ok(()), None) => passed += 1,
-            (Ok(()), Some(_)) => report.push(format!(
-                "{name}: listed as a known difference but now agrees"
-            )),
-            (Err(_), Some((_, why))) => {
-                known += 1;
-                println!("known difference {name}: {why}");
-            }
-            (Err(e), None) => {
-                failed += 1;
-                report.push(format!("{name}:\n  {e}"));
-            }
+/// A case listed in [`KNOWN_DIFFERENCES`] is ignored (with its reason) while it differs,
+/// and fails once it agrees (the list must shrink with it).
+fn oracle_trial(name: String, dir: PathBuf) -> Trial {
+    let known = KNOWN_DIFFERENCES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, why)| *why);
+    Trial::ignorable_test(name, move || {
+        let result = common::on_big_stack(move || run_case(&dir));
+        match (result, known) {
+            (Ok(()), None) => Ok(Completion::Completed),
+            (Ok(()), Some(_)) => Err("listed as a known difference but now agrees".into()),
+            (Err(_), Some(why)) => Ok(Completion::ignored_with(format!("known difference: {why}"))),
+            (Err(e), None) => Err(Failed::from(e)),
         }
-    }
-    for r in &report {
-        println!("{r}");
-    }
-    println!("oracle cases: {passed} passed, {failed} failed, {known} skipped");
-    assert!(
-        results.len() >= 70,
-        "expected the recorded cases in {}",
-        dir.display()
-    );
-    assert!(
-        report.is_empty(),
-        "{} oracle case(s) disagree",
-        report.len()
-    );
+    })
+}
+
+/// One trial per recorded case, and one that checks they are all there.
+fn main() {
+    let args = libtest_mimic::Arguments::from_args();
+    let dir = common::shared_dir().join("oracle-sample/cases");
+    let cases = common::case_dirs(&dir).unwrap_or_else(|| panic!("cannot read {}", dir.display()));
+    let found = cases.len();
+    let mut trials: Vec<Trial> = cases
+        .into_iter()
+        .map(|(name, dir)| oracle_trial(name, dir))
+        .collect();
+    trials.push(common::count_trial(
+        "oracle_case_count",
+        "recorded cases",
+        found,
+        70,
+        &dir,
+    ));
+    libtest_mimic::run(&args, trials).exit();
 }

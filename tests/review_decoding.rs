@@ -8,6 +8,9 @@
 
 use std::path::Path;
 
+#[path = "common/fixtures.rs"]
+mod fixtures;
+
 use celgate::admission::{answer, Answer};
 use celgate::cel::NEWEST_MINOR;
 use celgate::policy::snapshot::Snapshot;
@@ -48,21 +51,10 @@ fn privileged_pod() -> Json {
 
 /// A review of a privileged Pod CREATE, as the API server sends it.
 fn review() -> Json {
-    json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": "p", "namespace": "default", "operation": "CREATE",
-            "userInfo": {"username": "alice", "uid": "a-1", "groups": ["devs", "system:authenticated"], "extra": {"scopes": ["s1"]}},
-            "object": privileged_pod(),
-            "oldObject": null, "dryRun": false,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
-        }
-    })
+    fixtures::pod_create_review(
+        privileged_pod(),
+        json!({"username": "alice", "uid": "a-1", "groups": ["devs", "system:authenticated"], "extra": {"scopes": ["s1"]}}),
+    )
 }
 
 fn run(snapshot: &Snapshot, body: &[u8]) -> Result<Answer, String> {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use celgate::server::run::{start, CertSource, PolicySource, Running, ServeConfig};
+use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
 use celgate::server::tls::self_signed;
 use celgate::server::Limits;
 use http_body_util::{BodyExt, Full};
@@ -401,7 +401,14 @@ async fn policy_folder_changes_are_seen_by_the_next_request() {
     assert!(denied, "the new policy applies after the folder changed");
     // A broken file keeps the last good snapshot, and is counted.
     std::fs::write(dir.join("broken.yaml"), "kind: [unclosed\n").unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The refused load is counted: the signal that the broken folder was read.
+    for _ in 0..100 {
+        let metrics = String::from_utf8(server.state.metrics.encode()).unwrap();
+        if metrics.contains("celgate_source_load_errors_total 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let (_, got) = call(
         server.bound.webhook,
         &ca,
@@ -710,7 +717,19 @@ async fn cluster_source_end_to_end() {
                 .0
         }
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Checked once policies and bindings are listed and the namespace list was asked for
+    // (it stalls): readiness waits for every initial list.
+    let cluster = server.cluster.clone().unwrap();
+    for _ in 0..200 {
+        let status = cluster.status();
+        if status.len() == 3
+            && status.iter().filter(|s| s.synced).count() == 2
+            && fake.count("namespaces") > 0
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(get("/readyz").await, 503);
     let forbidden = review("admission.k8s.io/v1", json!({"forbidden": "x"}));
     let (status, body) = call(

@@ -516,6 +516,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
 
     /// `invoke` with arguments `[a, *b]`, where `b` is lent by the program for the call.
     #[inline(always)]
+    #[allow(unsafe_code)]
     fn invoke_lending(&mut self, callee: &Callee, a: Value<'a>, b: &Value<'static>) -> R<'a> {
         // SAFETY: `args[1]` is a bitwise copy of `*b`, which the program owns and keeps alive
         // (and unchanged: the program is immutable) for the whole call, since `b` borrows it.

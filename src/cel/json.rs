@@ -279,6 +279,7 @@ impl<'s> Doc<'s> {
 
     /// The text of a string node or key.
     #[inline(always)]
+    #[allow(unsafe_code)]
     fn str_of(&self, span: Span, escaped: bool) -> &str {
         let source = if escaped {
             self.unescaped.as_str()
@@ -512,6 +513,7 @@ const AHEAD_TEXT: usize = 2;
 /// Asks the CPU to start loading `lines` cache lines from `p` into the cache; no effect on
 /// other architectures.
 #[inline(always)]
+#[allow(unsafe_code)]
 fn prefetch_lines<T>(p: *const T, lines: usize) {
     #[cfg(target_arch = "x86_64")]
     for l in 0..lines {

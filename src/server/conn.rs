@@ -592,6 +592,7 @@ impl<F: Future> Future for TrackedFuture<F> {
 
 /// Raises the soft limit on open files to the hard limit (as Go programs do at start), and
 /// returns the soft limit then in force; `None` where it cannot be read.
+#[allow(unsafe_code)]
 pub fn raise_fd_limit() -> Option<u64> {
     #[cfg(unix)]
     {

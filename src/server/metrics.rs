@@ -14,7 +14,30 @@ use prometheus::{
 };
 
 use crate::admission::Check;
-use crate::source::kube::{Problem, SourceStatus};
+
+/// One watched resource's health, as the source gauges show it; the composition root fills
+/// it from whatever source is running.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SourceHealth<'a> {
+    /// Label of the watched resource, e.g. `namespaces.v1`.
+    pub name: &'a str,
+    /// The initial list completed.
+    pub synced: bool,
+    /// How long it may have been missing changes (zero while its watch is current).
+    pub stale: Duration,
+    /// Objects held.
+    pub objects: usize,
+}
+
+/// One misconfigured policy or binding, as the problem gauge labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProblemLabels<'a> {
+    /// `ValidatingAdmissionPolicy` or `ValidatingAdmissionPolicyBinding`.
+    pub kind: &'a str,
+    pub name: &'a str,
+    /// A fixed reason such as `PolicyNotFound`.
+    pub reason: &'a str,
+}
 
 /// 50 µs to 10 s, so that p99 alerts on webhook latency work.
 const REQUEST_BUCKETS: &[f64] = &[
@@ -29,8 +52,6 @@ pub struct Metrics {
     pub check_total: IntCounterVec,
     pub check_duration: HistogramVec,
     pub match_condition_errors: IntCounterVec,
-    pub match_condition_exclusions: IntCounterVec,
-    pub match_condition_seconds: HistogramVec,
     pub requests: IntCounterVec,
     pub request_seconds: HistogramVec,
     pub bad_requests: IntCounterVec,
@@ -136,8 +157,6 @@ impl Metrics {
             check_total: counter(&r, "celgate_validating_admission_policy_check_total", "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.", &check_labels),
             check_duration: histogram(&r, "celgate_validating_admission_policy_check_duration_seconds", "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.", &check_labels, CHECK_BUCKETS),
             match_condition_errors: counter(&r, "celgate_admission_match_condition_evaluation_errors_total", "Admission match condition evaluation errors count, identified by name of resource containing the match condition and broken out for each kind containing matchConditions (webhook or policy), operation and admission type (validate or admit).", &mc_labels),
-            match_condition_exclusions: counter(&r, "celgate_admission_match_condition_exclusions_total", "Admission match condition evaluation exclusions count, identified by name of resource containing the match condition and broken out for each kind containing matchConditions (webhook or policy), operation and admission type (validate or admit).", &mc_labels),
-            match_condition_seconds: histogram(&r, "celgate_admission_match_condition_evaluation_seconds", "Admission match condition evaluation time in seconds, identified by name and broken out for each kind containing matchConditions (webhook or policy), operation and type (validate or admit).", &mc_labels, &[0.001, 0.005, 0.01, 0.025, 0.1, 0.2, 0.25]),
             requests: counter(&r, "celgate_requests_total", "AdmissionReview requests answered, by operation (CREATE, UPDATE, DELETE, CONNECT or other) and decision (allowed, denied, or timeout: 504 past the request's deadline).", &["operation", "decision"]),
             request_seconds: histogram(&r, "celgate_request_duration_seconds", "Time to answer an AdmissionReview, from the request to the answer.", &["operation", "decision"], REQUEST_BUCKETS),
             bad_requests: counter(&r, "celgate_bad_requests_total", "Requests refused before evaluation, by reason.", &["reason"]),
@@ -193,12 +212,12 @@ impl Metrics {
     }
 
     /// Sets the per-source gauges; sources that went away (stopped param watches) disappear.
-    pub fn sources(&self, statuses: &[SourceStatus]) {
+    pub fn sources<'a>(&self, statuses: impl IntoIterator<Item = SourceHealth<'a>>) {
         self.source_stale.reset();
         self.source_synced.reset();
         self.source_objects.reset();
         for s in statuses {
-            let label = [s.name.as_str()];
+            let label = [s.name];
             self.source_stale
                 .with_label_values(&label)
                 .set(s.stale.as_secs_f64());
@@ -212,11 +231,11 @@ impl Metrics {
     }
 
     /// Sets the problem gauge to the current problems.
-    pub fn problems(&self, problems: &[Problem]) {
+    pub fn problems<'a>(&self, problems: impl IntoIterator<Item = ProblemLabels<'a>>) {
         self.config_problems.reset();
         for p in problems {
             self.config_problems
-                .with_label_values(&[p.kind.as_str(), p.name.as_str(), p.reason])
+                .with_label_values(&[p.kind, p.name, p.reason])
                 .set(1);
         }
     }

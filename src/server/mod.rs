@@ -9,10 +9,12 @@
 //! or a review without a request, 429 when too many reviews are in flight, 503 before the
 //! policy source first loaded, 504 past the API server's `?timeout=`. Connections are capped
 //! and timed by [`conn`].
+//!
+//! The server knows no policy source: the composition root ([`crate::app`]) fills the
+//! [`AppState`] (snapshot handle, readiness, metrics) and calls [`listen`].
 
 pub mod conn;
 pub mod metrics;
-pub mod run;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -30,6 +32,7 @@ use axum::Router;
 use http_body_util::BodyExt;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::policy::snapshot::Snapshot;
@@ -408,4 +411,67 @@ pub async fn serve_plain(
 pub struct Bound {
     pub webhook: SocketAddr,
     pub metrics: Option<SocketAddr>,
+}
+
+/// Why the listeners could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The webhook or metrics address cannot be bound (in use, not local, no permission).
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bound webhook socket has no local address (should not happen once bound).
+    #[error("{0}")]
+    LocalAddr(#[source] std::io::Error),
+}
+
+/// Where to listen.
+#[derive(Debug, Clone)]
+pub struct Listen {
+    /// The webhook's HTTPS address.
+    pub webhook: SocketAddr,
+    /// The plain-HTTP metrics address; `None`: no metrics listener.
+    pub metrics: Option<SocketAddr>,
+}
+
+/// Binds both listeners and serves `state` on them until `shutdown` turns true; returns where
+/// they are bound and their tasks (which end once in-flight requests are done).
+pub async fn listen(
+    state: &Arc<AppState>,
+    tls: Arc<rustls::ServerConfig>,
+    at: &Listen,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(Bound, Vec<JoinHandle<()>>), ServerError> {
+    let bind = |addr: SocketAddr| async move {
+        TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServerError::Bind { addr, source })
+    };
+    let listener = bind(at.webhook).await?;
+    let webhook = listener.local_addr().map_err(ServerError::LocalAddr)?;
+    let metrics_listener = match at.metrics {
+        Some(addr) => Some(bind(addr).await?),
+        None => None,
+    };
+    let metrics = metrics_listener.as_ref().and_then(|l| l.local_addr().ok());
+    let limits = state.limits.clone();
+    let mut tasks = vec![tokio::spawn(serve_tls(
+        listener,
+        tls,
+        router(state.clone()),
+        limits.clone(),
+        shutdown.clone(),
+    ))];
+    if let Some(l) = metrics_listener {
+        tasks.push(tokio::spawn(serve_plain(
+            l,
+            metrics_router(state.clone()),
+            limits,
+            shutdown,
+        )));
+    }
+    Ok((Bound { webhook, metrics }, tasks))
 }

@@ -79,11 +79,22 @@ pub fn snapshot_cached(
 /// Adds one object to a snapshot under construction: a policy or binding is read (and, with
 /// `strict`, validated); anything else is a namespace, param or RBAC object.
 pub fn add_loaded(b: &mut SnapshotBuilder, o: Loaded, strict: bool) -> Result<(), LoadError> {
-    add_shared(b, std::sync::Arc::new(o.object), strict).map_err(|message| LoadError {
+    add_shared(b, std::sync::Arc::new(o.object), strict).map_err(|e| LoadError {
         file: o.file,
         document: o.document,
-        message,
+        message: e.to_string(),
     })
+}
+
+/// Why one object cannot be added to a snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    /// A policy or binding whose fields do not have the API's types (serde's message).
+    #[error("{0}")]
+    Malformed(#[source] serde_json::Error),
+    /// A policy or binding that fails validation (only when validating strictly).
+    #[error("invalid {kind}: {}", errors.join("; "))]
+    Invalid { kind: String, errors: Vec<String> },
 }
 
 /// [`add_loaded`] for a shared object (the cluster source's stores hold `Arc`s): nothing is
@@ -92,19 +103,16 @@ pub fn add_shared(
     b: &mut SnapshotBuilder,
     object: std::sync::Arc<Json>,
     strict: bool,
-) -> Result<(), String> {
+) -> Result<(), ObjectError> {
     let api_version = object["apiVersion"].as_str().unwrap_or("");
     let is_vap = crate::policy::model::API_VERSIONS.contains(&api_version);
-    let invalid = |errors: Vec<String>| {
-        format!(
-            "invalid {}: {}",
-            object["kind"].as_str().unwrap_or("object"),
-            errors.join("; ")
-        )
+    let invalid = |errors: Vec<String>| ObjectError::Invalid {
+        kind: object["kind"].as_str().unwrap_or("object").to_string(),
+        errors,
     };
     match (is_vap, object["kind"].as_str()) {
         (true, Some("ValidatingAdmissionPolicy")) => {
-            let p = Policy::deserialize(&*object).map_err(|e| e.to_string())?;
+            let p = Policy::deserialize(&*object).map_err(ObjectError::Malformed)?;
             let errors = validate_policy(&p);
             if strict && !errors.is_empty() {
                 return Err(invalid(errors));
@@ -112,7 +120,7 @@ pub fn add_shared(
             b.add_policy(p);
         }
         (true, Some("ValidatingAdmissionPolicyBinding")) => {
-            let binding = Binding::deserialize(&*object).map_err(|e| e.to_string())?;
+            let binding = Binding::deserialize(&*object).map_err(ObjectError::Malformed)?;
             let errors = validate_binding(&binding);
             if strict && !errors.is_empty() {
                 return Err(invalid(errors));
@@ -145,10 +153,10 @@ pub fn build_for_serving(
                 _ => {}
             }
         }
-        add_shared(&mut b, object, false).map_err(|message| LoadError {
+        add_shared(&mut b, object, false).map_err(|e| LoadError {
             file: o.file,
             document: o.document,
-            message,
+            message: e.to_string(),
         })?;
     }
     let snapshot = b.build_cached(version, cache);

@@ -1,15 +1,20 @@
 //! What the case-driven tests share: answering a case folder through the `celgate eval` code
-//! path, and running every case on a thread with a known stack.
+//! path, running a case on a thread with a known stack, and making one libtest-mimic trial of
+//! each case (so that `cargo test --test NAME -- CASE` filters and each failure is its own
+//! line).
+
+// Each test binary uses part of this module.
+#![allow(dead_code)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use celgate::cel::NEWEST_MINOR;
 use celgate::source::{add_cluster_defaults, folder, snapshot};
+use libtest_mimic::{Failed, Trial};
 use serde_json::Value as Json;
 
 /// `../shared`, or `$CELGATE_SHARED`.
-#[allow(dead_code)]
 pub fn shared_dir() -> PathBuf {
     std::env::var_os("CELGATE_SHARED")
         .map(PathBuf::from)
@@ -31,35 +36,65 @@ pub fn answer_case(dir: &Path) -> Result<(Json, Json), String> {
     Ok((answer, expected))
 }
 
-/// Runs `check` on every case folder below `dir`, in name order, each on a thread with a
-/// 64 MiB stack (as `celgate eval` evaluates); a panic is a failure of that case.
-pub fn run_all(
-    dir: &Path,
-    check: fn(&Path) -> Result<(), String>,
-) -> Vec<(String, Result<(), String>)> {
+/// The case folders below `dir`, by name, in name order; `None` when `dir` cannot be read.
+pub fn case_dirs(dir: &Path) -> Option<Vec<(String, PathBuf)>> {
     let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_dir())
         .collect();
     cases.sort();
-    cases
+    Some(
+        cases
+            .into_iter()
+            .map(|case| {
+                let name = case
+                    .file_name()
+                    .map(|n| n.to_string_lossy().to_string())
+                    .unwrap_or_default();
+                (name, case)
+            })
+            .collect(),
+    )
+}
+
+/// Runs `work` on a thread with a 64 MiB stack (as `celgate eval` evaluates); a panic is an
+/// error.
+pub fn on_big_stack<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    match std::thread::Builder::new().stack_size(64 << 20).spawn(work) {
+        Ok(h) => h.join().unwrap_or_else(|_| Err("panicked".into())),
+        Err(e) => Err(format!("cannot start a thread: {e}")),
+    }
+}
+
+/// One trial per case folder below `dir`, each running `check` on a big stack.
+pub fn case_trials(dir: &Path, check: fn(&Path) -> Result<(), String>) -> Vec<Trial> {
+    case_dirs(dir)
+        .unwrap_or_else(|| panic!("cannot read {}", dir.display()))
         .into_iter()
-        .map(|case| {
-            let name = case
-                .file_name()
-                .map(|n| n.to_string_lossy().to_string())
-                .unwrap_or_default();
-            let worker = std::thread::Builder::new()
-                .stack_size(64 << 20)
-                .spawn(move || check(&case));
-            let result = match worker {
-                Ok(h) => h.join().unwrap_or_else(|_| Err("panicked".into())),
-                Err(e) => Err(format!("cannot start a thread: {e}")),
-            };
-            (name, result)
+        .map(|(name, case)| {
+            Trial::test(name, move || {
+                on_big_stack(move || check(&case)).map_err(Failed::from)
+            })
         })
         .collect()
+}
+
+/// A trial that checks that at least `min` cases of `what` were found in `dir`.
+pub fn count_trial(name: &str, what: &str, found: usize, min: usize, dir: &Path) -> Trial {
+    let message = format!(
+        "expected at least {min} {what} in {}, found {found}",
+        dir.display()
+    );
+    Trial::test(name, move || {
+        if found >= min {
+            Ok(())
+        } else {
+            Err(message.into())
+        }
+    })
 }
 
 /// Compares warnings as sets (their order follows policy evaluation, which the cases do not

@@ -18,6 +18,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::PostParams;
 use kube::{Api, Client};
 
+use super::CallError;
 use crate::cel::k8s::authz::{
     Attributes, Authorizer, AuthorizerFactory, Decision, Target, UserInfo, Verdict,
 };
@@ -99,7 +100,7 @@ impl Inner {
         cache.insert(key, (Instant::now(), decision));
     }
 
-    fn review(&self, user: &UserInfo, attributes: &Attributes) -> Result<Decision, String> {
+    fn review(&self, user: &UserInfo, attributes: &Attributes) -> Result<Decision, CallError> {
         let key = (user.clone(), attributes.clone());
         if let Some(d) = self.cached(&key) {
             return Ok(d);
@@ -194,7 +195,10 @@ struct ForUser {
 
 impl Authorizer for ForUser {
     fn authorize(&self, attributes: &Attributes) -> Result<Decision, String> {
-        self.sar.review(&self.user, attributes)
+        // The engine's authorizer interface carries the error as the CEL error's text.
+        self.sar
+            .review(&self.user, attributes)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -23,6 +23,7 @@
 
 pub mod authorizer;
 mod blocking;
+mod error;
 pub mod feedback;
 pub mod lease;
 pub mod namespaces;
@@ -45,9 +46,10 @@ use crate::cel::k8s::authz::AuthorizerFactory;
 use crate::policy::snapshot::{
     group_of, CompileCache, NamespaceLookup, Scope, Snapshot, SnapshotBuilder,
 };
+pub use error::{CallError, ClientError, DiscoveryError};
 pub use feedback::Problem;
 use retry::Backoff;
-pub use store::{SourceStatus, Store};
+pub use store::{Reader, SourceStatus, Writer};
 
 const VAP_GROUP: &str = "admissionregistration.k8s.io";
 
@@ -89,6 +91,16 @@ impl Default for KubeOptions {
     }
 }
 
+/// A client for the API server at `api_url`, or (`None`) for the in-cluster service account
+/// or the kubeconfig.
+pub async fn client(api_url: Option<axum::http::Uri>) -> Result<Client, ClientError> {
+    let config = match api_url {
+        Some(url) => kube::Config::new(url),
+        None => kube::Config::infer().await.map_err(ClientError::Config)?,
+    };
+    Client::try_from(config).map_err(ClientError::Client)
+}
+
 /// Receives each new snapshot.
 pub type Publish = Arc<dyn Fn(Snapshot) + Send + Sync>;
 
@@ -101,7 +113,7 @@ pub struct KubeSource {
 #[derive(Default)]
 struct Shared {
     ready: AtomicBool,
-    stores: Mutex<Vec<Arc<Store>>>,
+    stores: Mutex<Vec<Reader>>,
     problems: Mutex<Vec<Problem>>,
     /// The policy API version in use (`v1` or `v1beta1`), once discovered.
     vap_version: Mutex<Option<String>>,
@@ -153,9 +165,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A watcher task with its store; aborted when dropped.
+/// A watcher task (which holds the store's writer) and a reader of its store; aborted when
+/// dropped.
 struct Watched {
-    store: Arc<Store>,
+    store: Reader,
     _task: Task,
 }
 
@@ -167,11 +180,11 @@ impl Watched {
         changed: &Arc<Notify>,
         retry_max: Duration,
     ) -> Self {
-        let store = Arc::new(Store::new(label));
+        let (writer, store) = store::store(label);
         let task = tokio::spawn(watch::run(
             client.clone(),
             resource,
-            store.clone(),
+            writer,
             changed.clone(),
             retry_max,
         ));
@@ -207,7 +220,7 @@ enum ParamKind {
 }
 
 /// What discovery said of a param kind: its resource and scope, `None` if not served.
-type Discovered = Result<Option<(ApiResource, Scope)>, String>;
+type Discovered = Result<Option<(ApiResource, Scope)>, DiscoveryError>;
 
 /// Looks a kind up in discovery: its resource and scope, `None` when the group version does
 /// not serve it.
@@ -250,7 +263,7 @@ pub async fn discover(
 }
 
 /// `v1` when the cluster serves ValidatingAdmissionPolicy at v1, else `v1beta1`.
-async fn policy_version(client: &Client) -> Result<&'static str, String> {
+async fn policy_version(client: &Client) -> Result<&'static str, DiscoveryError> {
     for version in ["v1", "v1beta1"] {
         match discover(
             client,
@@ -261,10 +274,10 @@ async fn policy_version(client: &Client) -> Result<&'static str, String> {
         {
             Ok(Some(_)) => return Ok(version),
             Ok(None) => continue,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
     }
-    Err("the cluster serves ValidatingAdmissionPolicy neither at v1 nor at v1beta1".into())
+    Err(DiscoveryError::NoPolicyApi)
 }
 
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -311,7 +324,7 @@ async fn run(
         let error = match answer {
             Ok(Ok(v)) => break v,
             Ok(Err(e)) => e,
-            Err(_) => "timed out".to_string(),
+            Err(_) => DiscoveryError::TimedOut,
         };
         let delay = backoff.next_delay();
         tracing::warn!(error = %error, retry_in = ?delay, "cannot discover the ValidatingAdmissionPolicy API");
@@ -567,8 +580,8 @@ fn lookup(client: &Client, key: &(String, String), resolved: &Arc<Notify>) -> Lo
     let task = tokio::spawn(async move {
         let found = discover(&client, &api_version, &kind);
         let answer = match tokio::time::timeout(LOOKUP_TIMEOUT, found).await {
-            Ok(answer) => answer.map_err(|e| e.to_string()),
-            Err(_) => Err("timed out".to_string()),
+            Ok(answer) => answer.map_err(DiscoveryError::from),
+            Err(_) => Err(DiscoveryError::TimedOut),
         };
         // Sent before the wake, so that the woken loop finds it.
         let _ = tx.send(answer);
@@ -625,7 +638,7 @@ fn reconcile_params(
                 }
                 Ok(answer) => resolved(client, key, answer, backoff, wakers, options),
                 Err(oneshot::error::TryRecvError::Closed) => {
-                    let answer = Err("the lookup ended without an answer".to_string());
+                    let answer = Err(DiscoveryError::Lost);
                     resolved(client, key, answer, backoff, wakers, options)
                 }
             },

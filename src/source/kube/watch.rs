@@ -1,4 +1,4 @@
-//! One kube-runtime watcher feeding one [`Store`]: list, then watch; a re-list (after a
+//! One kube-runtime watcher feeding one store (through its only [`Writer`]): list, then watch; a re-list (after a
 //! `410 Gone`) replaces the store's contents atomically once the new list is complete, so
 //! readers never see half a list.
 //!
@@ -25,7 +25,7 @@ use serde_json::Value as Json;
 use tokio::sync::Notify;
 
 use super::retry::Backoff;
-use super::store::Store;
+use super::store::Writer;
 
 /// How long a resumed watch must stay up, without an error, before a probe may declare its
 /// store current: an API server that lost the watch's history answers `410 Gone` at once.
@@ -86,7 +86,7 @@ enum Step {
 pub async fn run(
     client: Client,
     resource: ApiResource,
-    store: Arc<Store>,
+    store: Writer,
     changed: Arc<Notify>,
     retry_max: Duration,
 ) {
@@ -135,13 +135,13 @@ pub async fn run(
                 }
             }
             Ok(Event::InitDone) => {
-                let was_failing = store.error().is_some();
+                let was_failing = store.read().error().is_some();
                 store.replace(listing.take().unwrap_or_default());
                 backoff.reset();
                 if was_failing {
-                    tracing::info!(source = %store.name, objects = store.status().objects, "listed again; current");
+                    tracing::info!(source = %store.read().name(), objects = store.read().status().objects, "listed again; current");
                 } else {
-                    tracing::debug!(source = %store.name, objects = store.status().objects, "listed");
+                    tracing::debug!(source = %store.read().name(), objects = store.read().status().objects, "listed");
                 }
                 changed.notify_one();
             }
@@ -172,10 +172,10 @@ pub async fn run(
                 } else {
                     backoff.next_delay()
                 };
-                if store.error().is_none() {
-                    tracing::warn!(source = %store.name, error = %e, "watch failed; retrying, the last snapshot keeps serving");
+                if store.read().error().is_none() {
+                    tracing::warn!(source = %store.read().name(), error = %e, "watch failed; retrying, the last snapshot keeps serving");
                 } else {
-                    tracing::debug!(source = %store.name, error = %e, retry_in = ?delay, "watch still failing");
+                    tracing::debug!(source = %store.read().name(), error = %e, retry_in = ?delay, "watch still failing");
                 }
                 store.failing(e.to_string());
                 tokio::time::sleep(delay).await;
@@ -188,8 +188,9 @@ pub async fn run(
 }
 
 /// Logs the end of a failure (before the store forgets it).
-fn recovered(store: &Store) {
+fn recovered(store: &Writer) {
+    let store = store.read();
     if store.error().is_some() && store.synced() {
-        tracing::info!(source = %store.name, stale = ?store.status().stale, "watch current again");
+        tracing::info!(source = %store.name(), stale = ?store.status().stale, "watch current again");
     }
 }

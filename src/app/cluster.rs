@@ -1,0 +1,56 @@
+//! The cluster source while serving: the Kubernetes client, the SubjectAccessReview
+//! authorizer, snapshots installed as they come, and the source's health copied into the
+//! metrics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::cel::k8s::authz::AuthorizerFactory;
+use crate::server::metrics::SourceHealth;
+use crate::server::AppState;
+use crate::source::kube::authorizer::{SarAuthorizer, SarOptions};
+use crate::source::kube::{self, ClientError, KubeOptions, KubeSource};
+
+/// Connects to the API server and starts the cluster source; snapshots are installed as they
+/// come, and the service turns ready with the first (complete) one.
+pub(super) async fn start(
+    state: &Arc<AppState>,
+    api_url: Option<axum::http::Uri>,
+    options: KubeOptions,
+    sar: Option<SarOptions>,
+) -> Result<Arc<KubeSource>, ClientError> {
+    let client = kube::client(api_url).await?;
+    let authorizer =
+        sar.map(|o| SarAuthorizer::new(client.clone(), o) as Arc<dyn AuthorizerFactory>);
+    let target = state.clone();
+    let publish = Arc::new(move |s| target.install(s));
+    Ok(Arc::new(KubeSource::start(
+        client, options, authorizer, publish,
+    )))
+}
+
+/// Copies the cluster source's health and problems into the metrics, every second.
+pub(super) async fn report(
+    state: Arc<AppState>,
+    source: Arc<KubeSource>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        let statuses = source.status();
+        state.metrics.sources(statuses.iter().map(|s| SourceHealth {
+            name: &s.name,
+            synced: s.synced,
+            stale: s.stale,
+            objects: s.objects,
+        }));
+        state
+            .metrics
+            .problems(super::problem_labels(&source.problems()));
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}

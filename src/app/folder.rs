@@ -1,0 +1,157 @@
+//! The folder source while serving: when to load the policy folder (once a change has
+//! settled), whether to swap the new snapshot in (never an empty one unless allowed), and
+//! what is logged and counted about it.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::server::AppState;
+use crate::source::folder::{self, Fingerprint, FolderSource, LoadError, NotLoaded, Settle};
+use crate::source::kube::Problem;
+
+/// Why a folder state was not loaded (other than a change while it was read).
+#[derive(Debug, thiserror::Error)]
+enum FolderError {
+    /// A file cannot be read or holds an invalid object.
+    #[error(transparent)]
+    Invalid(#[from] LoadError),
+    /// The loading task panicked or was cancelled.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// The folder source between polls: when to load, and what was reported.
+pub(super) struct FolderWatch {
+    state: Arc<AppState>,
+    source: FolderSource,
+    version: u16,
+    settle: Settle,
+    /// The misconfigured objects last reported, so that each is logged once.
+    problems: BTreeSet<Problem>,
+}
+
+impl FolderWatch {
+    pub(super) fn new(state: Arc<AppState>, source: FolderSource, version: u16) -> FolderWatch {
+        // Present from the start, so that an alert on it need not handle its absence.
+        for reason in ["empty", "unsettled"] {
+            state
+                .metrics
+                .source_reload_refused
+                .with_label_values(&[reason]);
+        }
+        FolderWatch {
+            state,
+            source,
+            version,
+            settle: Settle::default(),
+            problems: BTreeSet::new(),
+        }
+    }
+
+    /// Loads the folder as it is now.
+    pub(super) async fn load_now(&mut self) {
+        let now = folder::fingerprint(&self.source.dir);
+        self.load(now).await;
+    }
+
+    /// Loads the folder if it is still in the `expected` state (and stays so while it is
+    /// read), and swaps the snapshot in unless it would enforce nothing.
+    async fn load(&mut self, expected: Fingerprint) {
+        let (dir, version, state) = (self.source.dir.clone(), self.version, self.state.clone());
+        let wanted = expected.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let objects = folder::load_settled(&dir, &wanted)?;
+            crate::source::build_for_serving(objects, version, &state.compiled)
+                .map_err(NotLoaded::Invalid)
+        })
+        .await;
+        let dir = self.source.dir.display();
+        let metrics = &self.state.metrics;
+        let outcome = match built {
+            Ok(Ok(built)) => Ok(built),
+            Ok(Err(NotLoaded::Changed(now))) => {
+                metrics
+                    .source_reload_refused
+                    .with_label_values(&["unsettled"])
+                    .inc();
+                tracing::warn!(folder = %dir, settle = ?self.source.settle, "policy folder changed while being read; loading it once it has been quiet for the settle interval");
+                self.settle.changed(now, Instant::now());
+                return;
+            }
+            Ok(Err(NotLoaded::Invalid(e))) => Err(FolderError::from(e)),
+            Err(e) => Err(FolderError::from(e)),
+        };
+        self.settle.handled(expected);
+        let (snapshot, problems) = match outcome {
+            Ok(built) => built,
+            Err(e) => {
+                metrics.source_errors.inc();
+                tracing::error!(error = %e, "policy folder not loaded; the last good snapshot stays");
+                return;
+            }
+        };
+        let ready = self.state.ready.load(Ordering::Acquire);
+        let before = self.state.snapshot.load().policies.len();
+        let after = snapshot.policies.len();
+        // A folder that binds no policy enforces nothing: far more often a deleted or
+        // half-replaced folder than an intent, so it takes --allow-empty-policies.
+        if after == 0 && !self.source.allow_empty {
+            metrics
+                .source_reload_refused
+                .with_label_values(&["empty"])
+                .inc();
+            if ready {
+                tracing::error!(folder = %dir, policies = before, "policy folder binds no policy: refused, the last good snapshot stays (start with --allow-empty-policies to accept an empty folder)");
+            } else {
+                tracing::error!(folder = %dir, "policy folder binds no policy: not ready until it binds one (start with --allow-empty-policies to accept an empty folder)");
+            }
+            return;
+        }
+        // Losing many policies at once is legitimate (a policy set replaced), but worth a
+        // line above the usual one.
+        if ready && after * 2 < before {
+            tracing::warn!(folder = %dir, before, after, "policy folder reload drops most policies");
+        }
+        tracing::info!(policies = after, problems = problems.len(), folder = %dir, "policies loaded");
+        self.state.install(snapshot);
+        self.report(problems);
+    }
+
+    /// Logs each new problem once (and each that went away), and sets the problem gauge.
+    fn report(&mut self, problems: Vec<Problem>) {
+        let current: BTreeSet<Problem> = problems.into_iter().collect();
+        for p in current.difference(&self.problems) {
+            tracing::warn!(kind = %p.kind, name = %p.name, reason = p.reason, message = %p.message, "misconfigured object in the policy folder");
+        }
+        for p in self.problems.difference(&current) {
+            tracing::info!(kind = %p.kind, name = %p.name, reason = p.reason, "policy folder problem resolved");
+        }
+        let list: Vec<Problem> = current.iter().cloned().collect();
+        self.state.metrics.problems(super::problem_labels(&list));
+        self.problems = current;
+    }
+}
+
+/// Reloads the policy folder once a change has settled; a broken file keeps the last good
+/// snapshot (logged and counted).
+pub(super) async fn watch(mut watch: FolderWatch, poll: Duration, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(poll) => {}
+        }
+        let now = folder::fingerprint(&watch.source.dir);
+        if watch
+            .settle
+            .observe(now, Instant::now(), watch.source.settle)
+        {
+            if let Some(state) = watch.settle.pending().cloned() {
+                watch.load(state).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! The composition root of `celgate serve`: it owns the wiring of the service, which no
+//! other layer knows. It picks the policy source (a folder and its watcher, or the cluster's
+//! watchers with the SubjectAccessReview authorizer), loads the TLS identity and watches its
+//! files, fills the server's [`AppState`] (snapshot handle, readiness, metrics) from the
+//! source, and starts the listeners through [`server::listen`]. Used by `main.rs` and by the
+//! integration tests, which start the real service on ephemeral ports.
+
+mod cluster;
+mod folder;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::server::tls::{self, Identity, TlsError};
+use crate::server::{self, AppState, Bound, Limits, Listen, ServerError};
+use crate::source::folder::FolderSource;
+use crate::source::kube::authorizer::SarOptions;
+use crate::source::kube::{ClientError, KubeOptions, KubeSource};
+
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone)]
+pub enum CertSource {
+    /// PEM files, reloaded when they change.
+    Files { cert: PathBuf, key: PathBuf },
+    /// Generated at start for these names; the CA is returned to register.
+    SelfSigned { names: Vec<String> },
+}
+
+/// Where policies come from.
+// Built once at start: the size of the larger variant does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum PolicySource {
+    /// A folder of manifests, reloaded when its files change.
+    Folder(FolderSource),
+    /// The cluster's policies, bindings, params and namespaces, through the API server.
+    Kubernetes {
+        /// The API server; `None`: in-cluster configuration or the kubeconfig.
+        api_url: Option<axum::http::Uri>,
+        options: KubeOptions,
+        /// `authorizer` checks by SubjectAccessReview; `None`: no cluster authorizer (checks
+        /// read the RBAC objects of the snapshot, which a cluster source does not hold).
+        sar: Option<SarOptions>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub source: PolicySource,
+    pub listen: SocketAddr,
+    pub metrics_listen: Option<SocketAddr>,
+    pub cert: CertSource,
+    pub client_ca: Option<PathBuf>,
+    pub limits: Limits,
+    /// How often the policy folder and certificate files are checked for changes.
+    pub poll: Duration,
+    /// Kubernetes minor version of the CEL environment.
+    pub version: u16,
+}
+
+/// Why the service did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The serving certificate, its key or the client CA cannot be read, parsed or
+    /// generated, or rustls refuses the configuration.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// A listener cannot be bound.
+    #[error(transparent)]
+    Listen(#[from] ServerError),
+    /// The Kubernetes client cannot be configured (`--source kubernetes`).
+    #[error(transparent)]
+    Cluster(#[from] ClientError),
+}
+
+/// Why `celgate serve` stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The tokio runtime cannot be built (threads cannot be started).
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The service did not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The self-signed CA bundle cannot be written to `--ca-out`.
+    #[error("cannot write the CA bundle to {}: {source}", path.display())]
+    CaOut {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `celgate serve`: builds the runtime, starts the service, hands out the self-signed CA
+/// (written to `ca_out`, else printed), and serves until SIGTERM or Ctrl-C, then drains.
+/// `eval_threads` 0 picks the number of evaluation threads from the cores and the source.
+pub fn serve(
+    cfg: ServeConfig,
+    eval_threads: usize,
+    ca_out: Option<&Path>,
+) -> Result<(), ServeError> {
+    // The blocking pool runs the evaluator, which recurses once per nesting level of an
+    // expression: give its threads (and the workers) a stack sized for the deepest one.
+    // Evaluation is CPU work, but one thread per core would let as many slow reviews (each
+    // running up to its deadline) hold up every other review queued behind them. Four per
+    // core: up to three slow reviews per core leave threads for the fast ones, which the
+    // kernel's scheduler then shares the cores with (a fast review needs well under its time
+    // slice), while a burst of fast reviews still queues rather than multiplying threads.
+    // Threads are started on demand and their stacks are touched only as deep as used. In a
+    // cluster an evaluation may also wait on the API server (a SubjectAccessReview, a
+    // namespace GET): eight per core keep such waits from holding up the other reviews.
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let evaluators = match (eval_threads, &cfg.source) {
+        (n, _) if n > 0 => n,
+        (_, PolicySource::Folder(_)) => cores * 4,
+        (_, PolicySource::Kubernetes { .. }) => cores * 8,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(32 << 20)
+        .max_blocking_threads(evaluators)
+        .build()
+        .map_err(ServeError::Runtime)?;
+    runtime.block_on(async move {
+        let running = start(cfg).await?;
+        if let Some(ca) = &running.ca_pem {
+            match ca_out {
+                Some(path) => {
+                    std::fs::write(path, ca).map_err(|source| ServeError::CaOut {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+                    tracing::info!(path = %path.display(), "self-signed CA written");
+                }
+                None => println!("{ca}"),
+            }
+        }
+        tracing::info!(webhook = %running.bound.webhook, metrics = ?running.bound.metrics, "serving");
+        wait_for_signal().await;
+        tracing::info!("shutting down: no new connections, finishing in-flight requests");
+        running.shutdown().await;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// A started service.
+pub struct Running {
+    pub bound: Bound,
+    pub state: Arc<AppState>,
+    /// The self-signed CA, when the certificate was generated.
+    pub ca_pem: Option<String>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    /// The cluster source, kept alive while serving.
+    pub cluster: Option<Arc<KubeSource>>,
+}
+
+impl Running {
+    /// Stops accepting, lets in-flight requests finish, and waits for the listeners.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Starts the service; returns once both listeners are bound and the first load was tried.
+pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
+    let (key, ca_pem) = match &cfg.cert {
+        CertSource::Files { cert, key } => (tls::load_certified_key(cert, key)?, None),
+        CertSource::SelfSigned { names } => {
+            let s = tls::self_signed(names)?;
+            let key = tls::certified_key_from_pem(s.cert_pem.as_bytes(), s.key_pem.as_bytes())?;
+            (key, Some(s.ca_pem))
+        }
+    };
+    let identity = Identity::new(key);
+    let tls_config = tls::server_config(identity.clone(), cfg.client_ca.as_deref())?;
+    let state = AppState::new(cfg.limits.clone());
+    if let Some(t) = identity.not_after() {
+        state.metrics.certificate_expiry.set(t);
+    }
+    let mut folder_watch = None;
+    let cluster = match &cfg.source {
+        PolicySource::Folder(source) => {
+            let mut watch = folder::FolderWatch::new(state.clone(), source.clone(), cfg.version);
+            // The first load does not wait for a quiet period: only for a read during which
+            // nothing changed.
+            watch.load_now().await;
+            folder_watch = Some(watch);
+            None
+        }
+        PolicySource::Kubernetes {
+            api_url,
+            options,
+            sar,
+        } => Some(cluster::start(&state, api_url.clone(), options.clone(), sar.clone()).await?),
+    };
+    let (tx, rx) = watch::channel(false);
+    let at = Listen {
+        webhook: cfg.listen,
+        metrics: cfg.metrics_listen,
+    };
+    let (bound, tasks) = server::listen(&state, tls_config, &at, rx.clone()).await?;
+    // Watchers end with the process; they hold no request state.
+    if let Some(watch) = folder_watch {
+        tokio::spawn(folder::watch(watch, cfg.poll, rx.clone()));
+    }
+    if let Some(c) = &cluster {
+        tokio::spawn(cluster::report(state.clone(), c.clone(), rx.clone()));
+    }
+    if let CertSource::Files { cert, key } = &cfg.cert {
+        let metrics_state = state.clone();
+        let identity = identity.clone();
+        tokio::spawn(tls::watch_files(
+            identity.clone(),
+            cert.clone(),
+            key.clone(),
+            cfg.poll,
+            move |r| match r {
+                Ok(()) => {
+                    if let Some(t) = identity.not_after() {
+                        metrics_state.metrics.certificate_expiry.set(t);
+                    }
+                    tracing::info!("serving certificate reloaded");
+                }
+                Err(e) => tracing::warn!(error = %e, "serving certificate not reloaded yet"),
+            },
+        ));
+    }
+    Ok(Running {
+        bound,
+        state,
+        ca_pem,
+        shutdown: tx,
+        tasks,
+        cluster,
+    })
+}
+
+/// The problem gauge's labels of a source's problems.
+fn problem_labels(
+    problems: &[crate::source::kube::Problem],
+) -> impl Iterator<Item = server::metrics::ProblemLabels<'_>> {
+    problems.iter().map(|p| server::metrics::ProblemLabels {
+        kind: &p.kind,
+        name: &p.name,
+        reason: p.reason,
+    })
+}
