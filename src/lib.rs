@@ -6,6 +6,7 @@
 //! source -> policy (compile) -> snapshot -> matching -> admission -> server codec.
 
 pub mod admission;
+pub mod apimachinery;
 pub mod cel;
 pub mod crd;
 pub mod matching;

@@ -379,7 +379,7 @@ fn serve(command: Command) -> ExitCode {
         }
     };
     let duration = |flag: &str, text: &str| {
-        celgate::cel::functions::parse_go_duration(text)
+        celgate::apimachinery::duration::parse_go_duration(text)
             .filter(|n| *n >= 0)
             .map(|n| Duration::from_nanos(n as u64))
             .ok_or_else(|| format!("{flag} {text:?}: not a duration such as 10s or 500ms"))

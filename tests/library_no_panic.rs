@@ -29,7 +29,8 @@ use celgate::cel::k8s::authz::{
     Attributes, Authorizer, AuthorizerFactory, AuthorizerValue, Decision, UserInfo, Verdict,
     AUTHORIZER,
 };
-use celgate::cel::library::{functions, Overload};
+use celgate::cel::library::functions;
+use celgate::cel::overload::Overload;
 use celgate::cel::time::Timestamp;
 use celgate::cel::value::{Map, OwnedMap};
 use celgate::cel::vap::{vap_env, Decls};

@@ -10,7 +10,8 @@ use super::env::{Env, VarKind};
 use super::error::CompileError;
 use super::eval::{Callee, Comprehension as CNode, Evaluator, Meter, Node, RegexOp};
 use super::json::Key;
-use super::library::{functions as table, Function, Overload};
+use super::library::functions as table;
+use super::overload::{since, Function, Overload};
 use super::types::{join, Bindings, Type};
 use super::value::{Map, OwnedMap, Value};
 
@@ -608,7 +609,9 @@ impl<'e> Checker<'e> {
             Err(err) if op == RegexOp::Matches => {
                 return Err(self.err(e, format!("invalid matches argument: {}", err.message())));
             }
-            Err(err) => return Err(self.err(e, super::ext::regex_error(err).message().to_string())),
+            Err(err) => {
+                return Err(self.err(e, super::lib::regex::regex_error(err).message().to_string()))
+            }
         };
         let pattern_size = pattern.chars().count() as u64;
         let mut args: Vec<Node> = std::mem::take(nodes);
@@ -661,13 +664,13 @@ impl<'e> Checker<'e> {
         let (range, rt) = self.check(&c.range)?;
         let two_variable = matches!(c.kind, All | Exists | ExistsOne) && c.var2.is_some()
             || matches!(c.kind, TransformList | TransformMap | TransformMapEntry);
-        if two_variable && self.env.version < super::library::since::TWO_VAR_COMPREHENSIONS {
+        if two_variable && self.env.version < since::TWO_VAR_COMPREHENSIONS {
             return Err(self.err(
                 e,
                 format!("undeclared reference to '{}' (in container '')", c.name),
             ));
         }
-        if c.kind == SortBy && self.env.version < super::library::since::LISTS_V3 {
+        if c.kind == SortBy && self.env.version < since::LISTS_V3 {
             return Err(self.err(e, "undeclared reference to 'sortBy' (in container '')"));
         }
         let (t1, t2) = match (&rt, c.kind) {

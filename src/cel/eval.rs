@@ -17,10 +17,10 @@ use std::time::Instant;
 
 use super::ast::MacroKind;
 use super::error::EvalError;
-use super::ext;
-use super::functions::search_watch;
 use super::json::Key;
-use super::library::{Function, Overload};
+use super::lib::lists::{sort_by_keys, sort_cost};
+use super::lib::regex::{find_all_with, find_with, regex_cost, search_watch};
+use super::overload::{Function, Overload};
 use super::regex::{Regex, RegexCache};
 use super::types::Type;
 use super::value::{List, Map, OwnedMap, Str, Value};
@@ -562,21 +562,21 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         };
         let s = target.as_str().ok_or_else(EvalError::no_such_overload)?;
         self.meter
-            .charge(super::library::regex_cost(target.cost_size(), pattern_size))?;
+            .charge(regex_cost(target.cost_size(), pattern_size))?;
         let mut cx = Ctx::new(self.meter, &mut self.regexes);
         match op {
             RegexOp::Matches => {
                 search_watch(&cx, s)?;
                 Ok(Value::Bool(re.is_match(s)))
             }
-            RegexOp::Find => ext::find_with(&mut cx, re, &target),
+            RegexOp::Find => find_with(&mut cx, re, &target),
             RegexOp::FindAll => {
                 let n = match limit {
                     Some(Value::Int(n)) => n,
                     None => -1,
                     Some(_) => return Err(EvalError::no_such_overload()),
                 };
-                ext::find_all_with(&mut cx, re, &target, n)
+                find_all_with(&mut cx, re, &target, n)
             }
         }
     }
@@ -842,9 +842,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             keys.push(self.with_vars(item.clone(), None, &c.body)?);
             self.meter.charge(12)?;
         }
-        self.meter
-            .charge(super::library::sort_cost(items.len() as u64))?;
-        ext::sort_by_keys(items, keys)
+        self.meter.charge(sort_cost(items.len() as u64))?;
+        sort_by_keys(items, keys)
     }
 }
 

@@ -745,7 +745,7 @@ mod tests {
     #[test]
     fn hostile_input_is_an_error_not_a_crash() {
         std::thread::Builder::new()
-            .stack_size(crate::cel::env::COMPILER_STACK)
+            .stack_size(crate::cel::program::COMPILER_STACK)
             .spawn(hostile)
             .unwrap()
             .join()

@@ -4,6 +4,8 @@
 //! celgate keeps its own (seconds, nanoseconds) pair rather than `jiff::Timestamp`, whose
 //! range ends a few hours before CEL's; jiff is used only to look up time zones.
 
+use crate::apimachinery::civil::{civil_from_days, days_from_civil, valid_date};
+
 const MIN_SECS: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
 const MAX_SECS: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
 const NANOS: i128 = 1_000_000_000;
@@ -31,49 +33,6 @@ pub struct Civil {
     pub day_of_year: u32,
     /// 0 = Sunday.
     pub weekday: u32,
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (i64::from(m) + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of a day count since 1970-01-01.
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-/// Whether a year, month and day form a real date.
-pub fn valid_date(y: i64, m: u32, d: u32) -> bool {
-    const DAYS: [u32; 12] = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    if !(1..=12).contains(&m) || d == 0 {
-        return false;
-    }
-    let max = if m == 2 && is_leap(y) {
-        29
-    } else {
-        DAYS[(m - 1) as usize]
-    };
-    d <= max
 }
 
 impl Timestamp {
@@ -205,19 +164,21 @@ impl Timestamp {
     }
 }
 
+/// A duration as cel-go prints it: seconds with an `s` suffix, the fraction trimmed.
+pub fn format_duration(nanos: i64) -> String {
+    let sign = if nanos < 0 { "-" } else { "" };
+    let abs = nanos.unsigned_abs();
+    let (secs, frac) = (abs / 1_000_000_000, abs % 1_000_000_000);
+    if frac == 0 {
+        return format!("{sign}{secs}s");
+    }
+    let f = format!("{frac:09}");
+    format!("{sign}{secs}.{}s", f.trim_end_matches('0'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn calendar_round_trips() {
-        for days in [-719_162, -1, 0, 1, 11_016, 2_932_896] {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-        }
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(-719_162), (1, 1, 1));
-    }
 
     #[test]
     fn rfc3339_covers_cel_range() {
@@ -234,5 +195,11 @@ mod tests {
             .unwrap()
             .civil(0);
         assert_eq!((c.day_of_year, c.weekday), (60, 5), "leap year; a Friday");
+    }
+
+    #[test]
+    fn durations_print_in_seconds() {
+        assert_eq!(format_duration(5_400_000_000_000), "5400s");
+        assert_eq!(format_duration(1_000_000), "0.001s");
     }
 }

@@ -13,6 +13,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use serde_json::Value as Json;
 
 use super::error::EvalError;
@@ -693,7 +695,7 @@ impl<'a> Value<'a> {
             Value::Double(d) => serde_json::Number::from_f64(*d)
                 .map_or_else(|| Json::String(d.to_string()), Json::Number),
             Value::String(s) => Json::String(s.as_str().to_string()),
-            Value::Bytes(b) => Json::String(super::functions::base64_encode(b)),
+            Value::Bytes(b) => Json::String(STANDARD.encode(b)),
             Value::List(l) => Json::Array(l.iter().map(|v| v.to_json()).collect()),
             Value::Map(m) => {
                 let mut out = serde_json::Map::new();
@@ -707,7 +709,7 @@ impl<'a> Value<'a> {
                 Json::Object(out)
             }
             Value::Timestamp(t) => Json::String(t.to_rfc3339()),
-            Value::Duration(d) => Json::String(super::functions::format_duration(*d)),
+            Value::Duration(d) => Json::String(super::time::format_duration(*d)),
             Value::Type(t) => Json::String((*t).to_string()),
             Value::Optional(o) => o.as_ref().map_or(Json::Null, |v| v.to_json()),
             Value::Opaque(o) => Json::String(o.to_cel_string().unwrap_or_else(|| format!("{o:?}"))),

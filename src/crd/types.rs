@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::schema::Schema;
-use crate::cel::functions::parse_go_duration;
+use crate::apimachinery::duration::parse_go_duration;
 use crate::cel::time::Timestamp;
 use crate::cel::types::{ObjectType, Type};
 use crate::cel::value::{Map, OwnedMap, Str};

@@ -275,7 +275,7 @@ fn format_ok(format: &str, text: &str) -> bool {
         "date" => {
             crate::cel::time::Timestamp::parse_rfc3339(&format!("{text}T00:00:00Z")).is_some()
         }
-        "duration" => crate::cel::functions::parse_go_duration(text).is_some(),
+        "duration" => crate::apimachinery::duration::parse_go_duration(text).is_some(),
         _ => true,
     }
 }

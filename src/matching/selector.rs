@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::cel::k8s::format;
+use crate::apimachinery::names;
 use crate::policy::model::LabelSelector;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -93,7 +93,7 @@ impl Selector {
 }
 
 fn validate_key(k: &str) -> Result<(), String> {
-    let errs = format::qualified_name(k);
+    let errs = names::qualified_name(k);
     if errs.is_empty() {
         Ok(())
     } else {
@@ -102,7 +102,7 @@ fn validate_key(k: &str) -> Result<(), String> {
 }
 
 fn validate_value(k: &str, v: &str) -> Result<(), String> {
-    let errs = format::label_value(v);
+    let errs = names::label_value(v);
     if errs.is_empty() {
         Ok(())
     } else {

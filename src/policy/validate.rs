@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use super::model::{Binding, LabelSelector, MatchResources, NamedRule, Policy};
-use crate::cel::k8s::format;
+use crate::apimachinery::names;
 use crate::cel::lexer::is_reserved;
 use crate::matching::selector::Selector;
 
@@ -44,7 +44,7 @@ impl Errors {
     }
 
     fn dns_subdomain(&mut self, path: &str, value: &str) {
-        for e in format::dns1123_subdomain(value) {
+        for e in names::dns1123_subdomain(value) {
             self.invalid(path, value, &e);
         }
     }
@@ -85,7 +85,7 @@ pub fn validate_policy(p: &Policy) -> Vec<String> {
             if !group.is_empty() {
                 e.dns_subdomain("spec.paramKind.apiVersion", group);
             }
-            if version.is_empty() || !format::dns1035_label(version).is_empty() {
+            if version.is_empty() || !names::dns1035_label(version).is_empty() {
                 e.invalid(
                     "spec.paramKind.apiVersion",
                     &pk.api_version,
@@ -95,7 +95,7 @@ pub fn validate_policy(p: &Policy) -> Vec<String> {
         }
         if pk.kind.is_empty() {
             e.required("spec.paramKind.kind", "");
-        } else if !format::dns1035_label(&pk.kind.to_lowercase()).is_empty() {
+        } else if !names::dns1035_label(&pk.kind.to_lowercase()).is_empty() {
             e.invalid(
                 "spec.paramKind.kind",
                 &pk.kind,
@@ -124,7 +124,7 @@ pub fn validate_policy(p: &Policy) -> Vec<String> {
         if c.name.is_empty() {
             e.required(&format!("{path}.name"), "");
         } else {
-            for err in format::qualified_name(&c.name) {
+            for err in names::qualified_name(&c.name) {
                 e.invalid(&format!("{path}.name"), &c.name, &err);
             }
             if !names.insert(c.name.clone()) {
@@ -225,7 +225,7 @@ pub fn validate_policy(p: &Policy) -> Vec<String> {
             );
         } else if a.key.is_empty()
             || a.key.contains('/')
-            || !format::qualified_name(&format!("{}/{}", p.metadata.name, a.key)).is_empty()
+            || !names::qualified_name(&format!("{}/{}", p.metadata.name, a.key)).is_empty()
         {
             e.invalid(
                 &format!("{path}.key"),

@@ -194,7 +194,7 @@ fn refuse(s: &AppState, status: StatusCode, reason: &'static str, message: Strin
 fn deadline(query: &std::collections::HashMap<String, String>, default: Duration) -> Duration {
     query
         .get("timeout")
-        .and_then(|t| crate::cel::functions::parse_go_duration(t))
+        .and_then(|t| crate::apimachinery::duration::parse_go_duration(t))
         .filter(|n| *n > 0)
         .map_or(default, |n| Duration::from_nanos(n as u64))
 }

@@ -161,7 +161,7 @@ fn not_after(der: &[u8]) -> Option<f64> {
         (text.get(0..4)?.parse().ok()?, text.get(4..)?)
     };
     let n = |r: std::ops::Range<usize>| -> Option<u32> { rest.get(r)?.parse().ok() };
-    let days = crate::cel::time::days_from_civil(year, n(0..2)?, n(2..4)?);
+    let days = crate::apimachinery::civil::days_from_civil(year, n(0..2)?, n(2..4)?);
     Some((days * 86_400 + i64::from(n(4..6)? * 3600 + n(6..8)? * 60 + n(8..10)?)) as f64)
 }
 

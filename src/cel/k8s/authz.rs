@@ -10,8 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::cel::error::EvalError;
-use crate::cel::functions::{str_arg, R};
-use crate::cel::library::{since, Cost, Register};
+use crate::cel::overload::{since, str_arg, Cost, Register, R};
 use crate::cel::value::{Opaque, Value};
 
 /// Who a check is for: the request's user, or a service account chosen by
@@ -203,10 +202,10 @@ fn service_account<'a>(a: &[Value<'a>]) -> R<'a> {
     let authz: AuthorizerValue = get(&a[0])?;
     let namespace = str_arg(&a[1])?;
     let name = str_arg(&a[2])?;
-    if !super::format::dns1123_subdomain(name).is_empty() {
+    if !crate::apimachinery::names::dns1123_subdomain(name).is_empty() {
         return Err(EvalError::new("Invalid service account name"));
     }
-    if !super::format::dns1123_label(namespace).is_empty() {
+    if !crate::apimachinery::names::dns1123_label(namespace).is_empty() {
         return Err(EvalError::new("Invalid service account namespace"));
     }
     let principal = Principal::ServiceAccount {

@@ -4,17 +4,24 @@
 //! `format.<name>()` returns a named format; `format.named(s)` the same as an optional;
 //! `f.validate(s)` is `optional.none()` when `s` is valid and `optional.of([errors])` when not.
 //! The validators and their messages are apimachinery's (`IsDNS1123Label`, `IsQualifiedName`,
-//! `RegexError` with its double space...) and strfmt's for the CRD formats. The `...Prefix`
-//! formats validate a generateName prefix the way apimachinery's `maskTrailingDash` does.
+//! `RegexError` with its double space..., in [`crate::apimachinery::names`]) and strfmt's for
+//! the CRD formats. The `...Prefix` formats validate a generateName prefix the way
+//! apimachinery's `maskTrailingDash` does.
 
 use std::any::Any;
 use std::sync::OnceLock;
 
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine;
 use regex::Regex;
 
+use crate::apimachinery::names::{
+    dns1035_label, dns1123_label, dns1123_subdomain, label_value, mask_trailing_dash,
+    qualified_name,
+};
 use crate::cel::error::EvalError;
-use crate::cel::functions::{str_arg, R};
-use crate::cel::library::{since, Cost, Register};
+use crate::cel::overload::{since, str_arg, Cost, Register, R};
 use crate::cel::value::{Opaque, Value};
 
 /// A named format, compared by name.
@@ -38,12 +45,6 @@ impl Opaque for NamedFormat {
     }
 }
 
-const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-const DNS1123_SUBDOMAIN_FMT: &str =
-    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
-const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 const UUID_PATTERN: &str =
     "(?i)(^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$)|(^[0-9a-f]{32}$)";
 const DATE_TIME_PATTERN: &str =
@@ -66,189 +67,34 @@ const FORMATS: &[(&str, usize)] = &[
     ("datetime", DATE_TIME_PATTERN.len()),
 ];
 
-fn anchored(pattern: &str) -> Regex {
-    // The patterns are constants of this file; a failure is a programming error caught by the
-    // tests below.
-    Regex::new(&format!("^(?:{pattern})$")).expect("constant pattern compiles")
+/// strfmt's patterns, compiled on first use.
+struct Patterns {
+    date_time: Regex,
+    uuid: Regex,
 }
 
-fn regexes() -> &'static [Regex; 7] {
-    static R: OnceLock<[Regex; 7]> = OnceLock::new();
-    R.get_or_init(|| {
-        [
-            anchored(DNS1123_LABEL_FMT),
-            anchored(DNS1123_SUBDOMAIN_FMT),
-            anchored(DNS1035_LABEL_FMT),
-            anchored(QUALIFIED_NAME_FMT),
-            anchored(LABEL_VALUE_FMT),
-            Regex::new(DATE_TIME_PATTERN).expect("constant pattern compiles"),
-            Regex::new(UUID_PATTERN).expect("constant pattern compiles"),
-        ]
+fn patterns() -> &'static Patterns {
+    static P: OnceLock<Patterns> = OnceLock::new();
+    P.get_or_init(|| Patterns {
+        // Constants of this file; a failure is a programming error caught by the tests below.
+        date_time: Regex::new(DATE_TIME_PATTERN).expect("constant pattern compiles"),
+        uuid: Regex::new(UUID_PATTERN).expect("constant pattern compiles"),
     })
 }
 
-/// apimachinery's `RegexError`, double space included.
-fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
-    if examples.is_empty() {
-        return format!("{msg} (regex used for validation is '{fmt}')");
-    }
-    let mut out = format!("{msg} (e.g. ");
-    for (i, e) in examples.iter().enumerate() {
-        if i > 0 {
-            out.push_str(" or ");
-        }
-        out.push_str(&format!("'{e}', "));
-    }
-    out.push_str(&format!("regex used for validation is '{fmt}')"));
-    out
-}
-
-fn max_len_error(n: usize) -> String {
-    format!("must be no more than {n} characters")
-}
-
-/// apimachinery's `maskTrailingDash`: a generateName prefix may end in `-`. Go drops the
-/// last two *bytes* (`name[:len(name)-2] + "a"`), which may cut a multi-byte character
-/// (`é-`). Go's result then holds a stray byte that no validator pattern matches (they are
-/// ASCII classes) and that counts one byte in the length limits; here the stray bytes become
-/// as many `_`, which no DNS pattern matches either and which count the same, so every
-/// check, and every message, is Go's.
-fn mask_trailing_dash(s: &str) -> String {
-    if s.len() > 1 && s.ends_with('-') {
-        let cut = s.len() - 2;
-        let mut boundary = cut;
-        while !s.is_char_boundary(boundary) {
-            boundary -= 1;
-        }
-        let stray = cut - boundary;
-        return format!("{}{}a", &s[..boundary], "_".repeat(stray));
-    }
-    s.to_string()
-}
-
-pub(crate) fn dns1123_label(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if s.len() > 63 {
-        errs.push(max_len_error(63));
-    }
-    if !regexes()[0].is_match(s) {
-        if regexes()[1].is_match(s) {
-            errs.push("must not contain dots".into());
-        } else {
-            errs.push(regex_error(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
-                DNS1123_LABEL_FMT,
-                &["my-name", "123-abc"],
-            ));
-        }
-    }
-    errs
-}
-
-pub(crate) fn dns1123_subdomain(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if s.len() > 253 {
-        errs.push(max_len_error(253));
-    }
-    if !regexes()[1].is_match(s) {
-        errs.push(regex_error(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-            DNS1123_SUBDOMAIN_FMT,
-            &["example.com"],
-        ));
-    }
-    errs
-}
-
-pub(crate) fn dns1035_label(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if s.len() > 63 {
-        errs.push(max_len_error(63));
-    }
-    if !regexes()[2].is_match(s) {
-        errs.push(regex_error(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
-            DNS1035_LABEL_FMT,
-            &["my-name", "abc-123"],
-        ));
-    }
-    errs
-}
-
-const QUALIFIED_NAME_MSG: &str =
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-
-pub(crate) fn qualified_name(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = s.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".into());
-            } else {
-                errs.extend(
-                    dns1123_subdomain(prefix)
-                        .into_iter()
-                        .map(|e| format!("prefix part {e}")),
-                );
-            }
-            *name
-        }
-        _ => {
-            errs.push(format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".into());
-    } else if name.len() > 63 {
-        errs.push(format!("name part {}", max_len_error(63)));
-    }
-    if !regexes()[3].is_match(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(
-                QUALIFIED_NAME_MSG,
-                QUALIFIED_NAME_FMT,
-                &["MyName", "my.name", "123-abc"]
-            )
-        ));
-    }
-    errs
-}
-
-pub(crate) fn label_value(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if s.len() > 63 {
-        errs.push(max_len_error(63));
-    }
-    if !regexes()[4].is_match(s) {
-        errs.push(regex_error(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-            LABEL_VALUE_FMT,
-            &["MyValue", "my_value", "12345"],
-        ));
-    }
-    errs
-}
+/// Go's `base64.StdEncoding`: the standard alphabet with padding required, and (Go's
+/// encodings are not `Strict`) any value in the unused bits of the last character.
+const GO_STD_ENCODING: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_allow_trailing_bits(true)
+        .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
+);
 
 /// Go's `base64.StdEncoding.DecodeString` acceptance (newlines are ignored).
 fn is_base64(s: &str) -> bool {
     let data: Vec<u8> = s.bytes().filter(|b| *b != b'\r' && *b != b'\n').collect();
-    if !data.len().is_multiple_of(4) {
-        return false;
-    }
-    let padding = data.iter().rev().take_while(|b| **b == b'=').count();
-    if padding > 2 {
-        return false;
-    }
-    let body = &data[..data.len() - padding];
-    body.iter()
-        .all(|b| b.is_ascii_alphanumeric() || *b == b'+' || *b == b'/')
+    GO_STD_ENCODING.decode(data).is_ok()
 }
 
 /// Go's `time.Parse("2006-01-02", s)`.
@@ -279,37 +125,54 @@ fn is_date_time(s: &str) -> bool {
     if parts.len() < 2 || !is_date(parts[0]) {
         return false;
     }
-    let Some(c) = regexes()[5].captures(parts[1]) else {
+    let Some(c) = patterns().date_time.captures(parts[1]) else {
         return false;
     };
     let field = |i: usize| c.get(i).map_or("", |m| m.as_str());
     field(1) <= "23" && field(2) <= "59" && field(3) <= "59"
 }
 
-fn validate_named(name: &str, s: &str) -> Vec<String> {
-    let one = |ok: bool, msg: &str| {
-        if ok {
-            Vec::new()
-        } else {
-            vec![msg.to_string()]
-        }
-    };
-    match name {
-        "dns1123Label" => dns1123_label(s),
-        "dns1123Subdomain" => dns1123_subdomain(s),
-        "dns1035Label" => dns1035_label(s),
-        "qualifiedName" => qualified_name(s),
-        "dns1123LabelPrefix" => dns1123_label(&mask_trailing_dash(s)),
-        "dns1123SubdomainPrefix" => dns1123_subdomain(&mask_trailing_dash(s)),
-        "dns1035LabelPrefix" => dns1035_label(&mask_trailing_dash(s)),
-        "labelValue" => label_value(s),
-        "uri" => super::url::parse_request_uri(s).err().into_iter().collect(),
-        "uuid" => one(regexes()[6].is_match(s), "does not match the UUID format"),
-        "byte" => one(is_base64(s), "invalid base64"),
-        "date" => one(is_date(s), "invalid date"),
-        "datetime" => one(is_date_time(s), "invalid datetime"),
-        _ => Vec::new(),
+/// A validator: the errors of a text, none when it is valid.
+type Validator = fn(&str) -> Vec<String>;
+
+/// The validator of a format name; `None` for a name that is not in [`FORMATS`].
+fn validator(name: &str) -> Option<Validator> {
+    Some(match name {
+        "dns1123Label" => dns1123_label,
+        "dns1123Subdomain" => dns1123_subdomain,
+        "dns1035Label" => dns1035_label,
+        "qualifiedName" => qualified_name,
+        "dns1123LabelPrefix" => |s| dns1123_label(&mask_trailing_dash(s)),
+        "dns1123SubdomainPrefix" => |s| dns1123_subdomain(&mask_trailing_dash(s)),
+        "dns1035LabelPrefix" => |s| dns1035_label(&mask_trailing_dash(s)),
+        "labelValue" => label_value,
+        "uri" => |s| super::url::parse_request_uri(s).err().into_iter().collect(),
+        "uuid" => |s| {
+            one(
+                patterns().uuid.is_match(s),
+                "does not match the UUID format",
+            )
+        },
+        "byte" => |s| one(is_base64(s), "invalid base64"),
+        "date" => |s| one(is_date(s), "invalid date"),
+        "datetime" => |s| one(is_date_time(s), "invalid datetime"),
+        _ => return None,
+    })
+}
+
+/// No error when `ok`, else `msg`.
+fn one(ok: bool, msg: &str) -> Vec<String> {
+    if ok {
+        Vec::new()
+    } else {
+        vec![msg.to_string()]
     }
+}
+
+/// The errors of `s` in format `name`. Every [`NamedFormat`] is built from a name in
+/// [`FORMATS`], each of which has a validator (tested); an unknown name would find no error.
+fn validate_named(name: &str, s: &str) -> Vec<String> {
+    validator(name).map_or_else(Vec::new, |v| v(s))
 }
 
 fn format_of(v: &Value<'_>) -> Result<NamedFormat, EvalError> {
@@ -344,7 +207,7 @@ fn cost_validate(a: &[Value<'_>]) -> u64 {
         .as_opaque::<NamedFormat>()
         .and_then(|f| FORMATS.iter().find(|(n, _)| *n == f.name))
         .map_or(1, |(_, s)| *s as u64);
-    crate::cel::library::regex_cost(a[1].cost_size(), size)
+    crate::cel::lib::regex::regex_cost(a[1].cost_size(), size)
 }
 
 macro_rules! constructors {
@@ -397,31 +260,25 @@ mod tests {
 
     #[test]
     fn every_format_name_is_known() {
-        regexes();
+        patterns();
         for (name, _) in FORMATS {
-            let _ = validate_named(name, "x");
+            assert!(validator(name).is_some(), "no validator for format {name}");
         }
+        assert!(validator("dns1123label").is_none());
     }
 
+    /// Every `format.<name>()` constructor builds a format that `format.named` knows.
     #[test]
-    fn apimachinery_messages() {
-        assert!(dns1123_label("my-name").is_empty());
-        assert_eq!(
-            dns1123_label("My_Name"),
-            vec!["a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"]
-        );
-        assert_eq!(dns1123_label("a.b"), vec!["must not contain dots"]);
-        assert_eq!(
-            qualified_name("contains a space"),
-            vec!["name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"]
-        );
-        assert!(qualified_name("example.com/MyName").is_empty());
-        assert_eq!(qualified_name("/x"), vec!["prefix part must be non-empty"]);
-        assert!(label_value("").is_empty());
-        assert_eq!(
-            dns1123_label(&"a".repeat(64)),
-            vec!["must be no more than 63 characters"]
-        );
+    fn every_constructor_names_a_known_format() {
+        let mut names = Vec::new();
+        register_constructors(&mut |fn_name, _, imp, _| {
+            let v = imp(&[]).unwrap();
+            let f = v.as_opaque::<NamedFormat>().expect("a named format");
+            assert_eq!(fn_name.strip_prefix("format."), Some(f.name));
+            names.push(f.name);
+        });
+        let known: Vec<&str> = FORMATS.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, known);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The Kubernetes CEL libraries (`k8s.io/apiserver/pkg/cel/library`): each registers its
-//! functions into the table of [`super::library`].
+//! functions into the table of [`super::library`] (see [`super::overload`]).
 
 pub mod authz;
 pub mod format;
@@ -10,7 +10,7 @@ pub mod url;
 
 use std::sync::OnceLock;
 
-use super::library::Register;
+use super::overload::Register;
 
 /// Adds each Kubernetes library's functions: `add(name, [(signature, since)], imp, cost)`.
 pub fn register(add: Register<'_>) {

@@ -9,8 +9,7 @@ use std::any::Any;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::cel::error::EvalError;
-use crate::cel::functions::{str_arg, R};
-use crate::cel::library::{since, Cost, Register};
+use crate::cel::overload::{since, str_arg, Cost, Register, R};
 use crate::cel::value::{Opaque, Value};
 
 #[derive(Debug, Clone, PartialEq)]

@@ -11,8 +11,7 @@
 use std::any::Any;
 
 use crate::cel::error::EvalError;
-use crate::cel::functions::{str_arg, R};
-use crate::cel::library::{since, Cost, Register};
+use crate::cel::overload::{since, str_arg, Cost, Register, R};
 use crate::cel::value::{Opaque, Value};
 
 const NANOS: i128 = 1_000_000_000;

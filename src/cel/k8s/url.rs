@@ -10,8 +10,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use crate::cel::error::EvalError;
-use crate::cel::functions::{str_arg, R};
-use crate::cel::library::{Cost, Register};
+use crate::cel::overload::{str_arg, Cost, Register, R};
 use crate::cel::value::{Map, Opaque, OwnedMap, Value};
 
 use super::go_quote;

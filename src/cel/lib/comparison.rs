@@ -1,0 +1,141 @@
+//! The operators that answer a bool: equality (`==`, `!=`), ordering (`<`, `<=`, `>`, `>=`,
+//! across numeric kinds since Kubernetes 1.28), membership (`in`) and negation (`!`).
+
+use std::cmp::Ordering;
+
+use crate::cel::error::EvalError;
+use crate::cel::eval::{Ctx, Ticker, STEPS_PER_CHECK};
+use crate::cel::overload::{no_overload, since, Builder, Cost, Imp, R};
+use crate::cel::value::{List, Value};
+
+pub fn not<'a>(a: &[Value<'a>]) -> R<'a> {
+    match &a[0] {
+        Value::Bool(b) => Ok(Value::Bool(!b)),
+        _ => no_overload(),
+    }
+}
+
+pub fn eq<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(equal(cx, &a[0], &a[1])?))
+}
+
+pub fn ne<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(!equal(cx, &a[0], &a[1])?))
+}
+
+/// CEL equality. Comparing lists or maps walks them, whatever `==` was charged (cel-go charges
+/// by the outer sizes: `[big] == [big]` costs 1), so that walk watches the deadline.
+#[inline]
+pub fn equal(cx: &Ctx<'_>, x: &Value<'_>, y: &Value<'_>) -> Result<bool, EvalError> {
+    match (x, y) {
+        (Value::List(_), Value::List(_))
+        | (Value::Map(_), Value::Map(_))
+        | (Value::Optional(_), Value::Optional(_)) => {
+            x.equals_watching(y, &mut cx.ticker(STEPS_PER_CHECK))
+        }
+        _ => Ok(x.equals(y)),
+    }
+}
+
+/// Whether `list` has an element equal to `x`, watching the deadline.
+pub fn list_contains(cx: &Ctx<'_>, list: &List<'_>, x: &Value<'_>) -> Result<bool, EvalError> {
+    list_contains_ticking(list, x, &mut cx.ticker(STEPS_PER_CHECK))
+}
+
+/// `list_contains` within a longer walk, sharing its ticker.
+pub fn list_contains_ticking(
+    list: &List<'_>,
+    x: &Value<'_>,
+    ticker: &mut Ticker,
+) -> Result<bool, EvalError> {
+    for e in list.iter() {
+        ticker.tick()?;
+        if e.equals_watching(x, ticker)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn order<'a>(a: &[Value<'a>], test: fn(Ordering) -> bool) -> R<'a> {
+    Ok(Value::Bool(a[0].compare(&a[1])?.is_some_and(test)))
+}
+
+pub fn lt<'a>(a: &[Value<'a>]) -> R<'a> {
+    order(a, |o| o == Ordering::Less)
+}
+
+pub fn le<'a>(a: &[Value<'a>]) -> R<'a> {
+    order(a, |o| o != Ordering::Greater)
+}
+
+pub fn gt<'a>(a: &[Value<'a>]) -> R<'a> {
+    order(a, |o| o == Ordering::Greater)
+}
+
+pub fn ge<'a>(a: &[Value<'a>]) -> R<'a> {
+    order(a, |o| o != Ordering::Less)
+}
+
+pub fn in_<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+    match &a[1] {
+        Value::List(l) => Ok(Value::Bool(list_contains(cx, l, &a[0])?)),
+        Value::Map(m) => Ok(Value::Bool(m.contains_key(&a[0]))),
+        _ => no_overload(),
+    }
+}
+
+const ORDERED: &[&str] = &[
+    "(bool, bool) bool",
+    "(int, int) bool",
+    "(uint, uint) bool",
+    "(double, double) bool",
+    "(string, string) bool",
+    "(bytes, bytes) bool",
+    "(timestamp, timestamp) bool",
+    "(duration, duration) bool",
+];
+
+const CROSS_NUMERIC: &[&str] = &[
+    "(int, uint) bool",
+    "(int, double) bool",
+    "(uint, int) bool",
+    "(uint, double) bool",
+    "(double, int) bool",
+    "(double, uint) bool",
+];
+
+fn ordering(b: &mut Builder, name: &'static str, imp: Imp) {
+    let mut sigs: Vec<(&str, u16)> = ORDERED.iter().map(|s| (*s, since::ALWAYS)).collect();
+    sigs.extend(CROSS_NUMERIC.iter().map(|s| (*s, since::CROSS_NUMERIC)));
+    b.add(name, &sigs, imp, Cost::Custom(cost_compare));
+}
+
+/// `==` and string/bytes ordering: ⌈0.1 · min(size(a), size(b))⌉.
+fn cost_compare(a: &[Value<'_>]) -> u64 {
+    let min = a[0].cost_size().min(a[1].cost_size());
+    (min as f64 * 0.1).ceil() as u64
+}
+
+fn cost_in(a: &[Value<'_>]) -> u64 {
+    match &a[1] {
+        Value::List(l) => l.len() as u64,
+        _ => 1,
+    }
+}
+
+pub(super) fn register(b: &mut Builder) {
+    b.always("!_", &["(bool) bool"], not, Cost::One);
+    b.always_cx("_==_", &["(A, A) bool"], eq, Cost::Custom(cost_compare));
+    b.always_cx("_!=_", &["(A, A) bool"], ne, Cost::Custom(cost_compare));
+    ordering(b, "_<_", lt);
+    ordering(b, "_<=_", le);
+    ordering(b, "_>_", gt);
+    ordering(b, "_>=_", ge);
+    b.always_cx(
+        "@in",
+        &["(A, list(A)) bool", "(A, map(A, B)) bool"],
+        in_,
+        Cost::Custom(cost_in),
+    );
+}

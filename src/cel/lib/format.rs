@@ -1,0 +1,351 @@
+//! `string.format(list)`: the legacy formatter of cel-go's ext.Strings version 2, which
+//! Kubernetes enables from 1.29, with cel-go's verbs and error texts.
+
+use crate::cel::error::EvalError;
+use crate::cel::eval::Ctx;
+use crate::cel::json::with_stack;
+use crate::cel::overload::{list_arg, since, str_arg, Builder, Cost, R};
+use crate::cel::time::format_duration;
+use crate::cel::value::Value;
+
+use super::build::Out;
+use super::conversions::format_double;
+
+/// `string.format(list)`: the legacy formatter that Kubernetes' ext.Strings version 2 uses.
+/// cel-go charges a traversal of the format string, but `%s` of a long list, `%x` of a long
+/// string or `%.999999f` writes far more: the output is counted against the memory ceiling
+/// as it grows.
+pub fn format<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+    let fmt = str_arg(&a[0])?;
+    let args = list_arg(&a[1])?;
+    let mut out = Out::new(cx);
+    let mut it = fmt.chars().peekable();
+    let mut next_arg = 0usize;
+    while let Some(c) = it.next() {
+        if c != '%' {
+            out.push(c)?;
+            continue;
+        }
+        let mut precision: Option<usize> = None;
+        if it.peek() == Some(&'.') {
+            it.next();
+            let mut digits = String::new();
+            while let Some(d) = it.peek().filter(|d| d.is_ascii_digit()) {
+                digits.push(*d);
+                it.next();
+            }
+            precision = Some(digits.parse().unwrap_or(0));
+        }
+        let Some(verb) = it.next() else {
+            return Err(EvalError::new("unexpected end of format string"));
+        };
+        if verb == '%' {
+            out.push('%')?;
+            continue;
+        }
+        let arg = args
+            .get(next_arg)
+            .ok_or_else(|| EvalError::new(format!("index {next_arg} out of range")))?;
+        next_arg += 1;
+        match (verb, &arg) {
+            ('s', _) => format_string_clause(&mut out, &arg, true)?,
+            ('x' | 'X', Value::String(_) | Value::Bytes(_)) => {
+                let bytes = match &arg {
+                    Value::String(s) => s.as_str().as_bytes(),
+                    Value::Bytes(b) => b,
+                    _ => &[],
+                };
+                let digits: &[u8; 16] = if verb == 'X' {
+                    b"0123456789ABCDEF"
+                } else {
+                    b"0123456789abcdef"
+                };
+                for chunk in bytes.chunks(512) {
+                    let hex: String = chunk
+                        .iter()
+                        .flat_map(|b| [digits[usize::from(b >> 4)], digits[usize::from(b & 15)]])
+                        .map(char::from)
+                        .collect();
+                    out.push_str(&hex)?;
+                }
+            }
+            _ => {
+                if matches!(verb, 'f' | 'e') {
+                    // The digits the precision asks for, before they are written.
+                    out.cx.alloc(precision.unwrap_or(6))?;
+                }
+                out.push_str(&format_clause(verb, precision, &arg)?)?;
+            }
+        }
+    }
+    Ok(out.value())
+}
+
+fn format_clause(verb: char, precision: Option<usize>, v: &Value<'_>) -> Result<String, EvalError> {
+    let err = |what: &str| EvalError::new(format!("error during formatting: {what}"));
+    match verb {
+        'd' => match v {
+            Value::Int(i) => Ok(i.to_string()),
+            Value::Uint(u) => Ok(u.to_string()),
+            Value::Double(d) if d.is_nan() => Ok("NaN".into()),
+            Value::Double(d) if d.is_infinite() => Ok(if *d > 0.0 {
+                "Infinity".into()
+            } else {
+                "-Infinity".into()
+            }),
+            other => Err(err(&format!(
+                "decimal clause can only be used on integers, was given {}",
+                other.type_name()
+            ))),
+        },
+        'f' | 'e' => {
+            let d = match v {
+                Value::Double(d) => *d,
+                Value::Int(i) => *i as f64,
+                Value::Uint(u) => *u as f64,
+                Value::String(s) if matches!(s.as_str(), "NaN" | "Infinity" | "-Infinity") => {
+                    match s.as_str() {
+                        "NaN" => f64::NAN,
+                        "Infinity" => f64::INFINITY,
+                        _ => f64::NEG_INFINITY,
+                    }
+                }
+                other => {
+                    let clause = if verb == 'f' {
+                        "fixed-point"
+                    } else {
+                        "scientific"
+                    };
+                    return Err(err(&format!(
+                        "{clause} clause can only be used on doubles, was given {}",
+                        other.type_name()
+                    )));
+                }
+            };
+            if d.is_nan() {
+                return Ok("NaN".into());
+            }
+            if d.is_infinite() {
+                return Ok(if d > 0.0 {
+                    "Infinity".into()
+                } else {
+                    "-Infinity".into()
+                });
+            }
+            let p = precision.unwrap_or(6);
+            if verb == 'f' {
+                Ok(fixed(d, p))
+            } else {
+                Ok(scientific(d, p))
+            }
+        }
+        'b' => match v {
+            Value::Int(i) => Ok(if *i < 0 {
+                format!("-{:b}", i.unsigned_abs())
+            } else {
+                format!("{i:b}")
+            }),
+            Value::Uint(u) => Ok(format!("{u:b}")),
+            Value::Bool(b) => Ok(if *b { "1".into() } else { "0".into() }),
+            other => Err(err(&format!(
+                "only integers and bools can be formatted as binary, was given {}",
+                other.type_name()
+            ))),
+        },
+        'x' | 'X' => {
+            let s = match v {
+                Value::Int(i) => {
+                    if *i < 0 {
+                        format!("-{:x}", i.unsigned_abs())
+                    } else {
+                        format!("{i:x}")
+                    }
+                }
+                Value::Uint(u) => format!("{u:x}"),
+                Value::String(s) => s.as_str().bytes().map(|b| format!("{b:02x}")).collect(),
+                Value::Bytes(b) => b.iter().map(|b| format!("{b:02x}")).collect(),
+                other => {
+                    return Err(err(&format!(
+                        "only integers, byte buffers, and strings can be formatted as hex, was given {}",
+                        other.type_name()
+                    )))
+                }
+            };
+            Ok(if verb == 'X' { s.to_uppercase() } else { s })
+        }
+        'o' => match v {
+            Value::Int(i) => Ok(if *i < 0 {
+                format!("-{:o}", i.unsigned_abs())
+            } else {
+                format!("{i:o}")
+            }),
+            Value::Uint(u) => Ok(format!("{u:o}")),
+            other => Err(err(&format!(
+                "octal clause can only be used on integers, was given {}",
+                other.type_name()
+            ))),
+        },
+        other => Err(err(&format!("unrecognized formatting clause \"{other}\""))),
+    }
+}
+
+/// The most digits Rust's formatter is asked for (its precision is a `u16`; more panics). A
+/// double's exact decimal expansion has at most 1,074 fractional digits and 767 significant
+/// ones, so digits past this are zeros, appended.
+const MAX_PRECISION: usize = 1100;
+
+/// `d` with `p` fractional digits, exact (as Go's `FormatFloat(d, 'f', p, 64)`).
+fn fixed(d: f64, p: usize) -> String {
+    let shown = p.min(MAX_PRECISION);
+    let mut s = format!("{d:.shown$}");
+    s.extend(std::iter::repeat_n('0', p - shown));
+    s
+}
+
+/// The legacy locale rendering of `%e`: `1.234568 × 10⁰⁴`.
+fn scientific(d: f64, p: usize) -> String {
+    let shown = p.min(MAX_PRECISION);
+    let mut s = format!("{d:.shown$e}");
+    if let Some(e) = s.find('e') {
+        s.insert_str(e, &"0".repeat(p - shown));
+    }
+    let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let sup = |c: char| match c {
+        '0' => '⁰',
+        '1' => '¹',
+        '2' => '²',
+        '3' => '³',
+        '4' => '⁴',
+        '5' => '⁵',
+        '6' => '⁶',
+        '7' => '⁷',
+        '8' => '⁸',
+        _ => '⁹',
+    };
+    let digits: String = format!("{:02}", exp.abs()).chars().map(sup).collect();
+    let sign = if exp < 0 { "⁻" } else { "" };
+    format!("{mantissa} × 10{sign}{digits}")
+}
+
+/// `%s`: strings plain at the top level; inside lists and maps strings are quoted and
+/// doubles carry six decimals.
+fn format_string_clause(out: &mut Out<'_, '_>, v: &Value<'_>, top: bool) -> Result<(), EvalError> {
+    let text = match v {
+        Value::String(s) if top => return out.push_str(s.as_str()),
+        Value::String(s) => format!("{:?}", s.as_str()),
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Uint(u) => u.to_string(),
+        Value::Double(d) if top => format_double(*d),
+        Value::Double(d) => format!("{d:.6}"),
+        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::Timestamp(t) if top => t.to_rfc3339(),
+        Value::Timestamp(t) => format!("timestamp(\"{}\")", t.to_rfc3339()),
+        Value::Duration(d) if top => format_duration(*d),
+        Value::Duration(d) => format!("duration(\"{}\")", format_duration(*d)),
+        // A document's lists and maps nest up to `json::MAX_DEPTH` levels: each level of
+        // them grows the stack on the heap when it runs low.
+        Value::List(l) => {
+            return with_stack(|| {
+                out.push('[')?;
+                for (i, e) in l.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ")?;
+                    }
+                    format_string_clause(out, &e, false)?;
+                }
+                out.push(']')
+            });
+        }
+        Value::Map(m) => return with_stack(|| {
+            // Entries are written sorted by their text: each is built (and counted) apart.
+            let mut parts = Vec::new();
+            for (k, val) in m.entries() {
+                let mut part = Out::new(&mut *out.cx);
+                format_string_clause(&mut part, &k, false)?;
+                part.push(':')?;
+                format_string_clause(&mut part, &val, false)?;
+                parts.push(part.s);
+            }
+            parts.sort();
+            out.push('{')?;
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ")?;
+                }
+                out.push_counted(p)?;
+            }
+            out.push('}')
+        }),
+        Value::Type(t) => t.to_string(),
+        other => {
+            return Err(EvalError::new(format!(
+                "error during formatting: string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given {}",
+                other.type_name()
+            )))
+        }
+    };
+    out.push_str(&text)
+}
+
+pub(super) fn register(b: &mut Builder) {
+    b.at_cx(
+        since::STRINGS_V2,
+        "format",
+        &["string.(list(dyn)) string"],
+        format,
+        Cost::Traverse(0, 0.1),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{call, s, text};
+    use super::*;
+
+    #[test]
+    fn formatting() {
+        let args = Value::list(vec![Value::Int(1), s("a"), Value::Double(2.5)]);
+        assert_eq!(
+            text(call(format, &[s("%s"), Value::list(vec![args])])),
+            "[1, \"a\", 2.500000]"
+        );
+        assert_eq!(
+            text(call(
+                format,
+                &[s("%e"), Value::list(vec![Value::Double(12345.678)])]
+            )),
+            "1.234568 × 10⁰⁴"
+        );
+        assert!(call(format, &[s("%d"), Value::list(vec![Value::Double(1.5)])]).is_err());
+        assert_eq!(
+            text(call(
+                format,
+                &[s("%.2f%%"), Value::list(vec![Value::Double(1.005)])]
+            )),
+            "1.00%"
+        );
+        assert_eq!(
+            text(call(
+                format,
+                &[s("%x|%X"), Value::list(vec![s("Hi"), s("Hi")])]
+            )),
+            "4869|4869"
+        );
+        // Past what Rust's formatter takes (it panics over 65,535): exact, then zeros.
+        let long = text(call(
+            format,
+            &[s("%.70000f"), Value::list(vec![Value::Double(0.1)])],
+        ));
+        assert_eq!(long.len(), 70002);
+        assert!(long.starts_with("0.1000000000000000055511151231257827"));
+        assert!(long.ends_with("0000"));
+        let long = text(call(
+            format,
+            &[s("%.70000e"), Value::list(vec![Value::Double(1.5)])],
+        ));
+        assert!(long.starts_with("1.5000") && long.ends_with("0 × 10⁰⁰"));
+    }
+}
