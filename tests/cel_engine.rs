@@ -1068,3 +1068,39 @@ fn lookups_in_a_huge_object_of_the_request_are_hash_lookups() {
     let r = program.eval(&vars, &mut meter).map(|v| v.to_json());
     assert_eq!(r.map_err(|e| e.to_string()), Ok(json!(true)));
 }
+
+/// `sum`, `min` and `max` have one overload per element type, as Kubernetes declares them
+/// (found by the evaluation fuzzer: an empty list of doubles summed to the int 0, and a list
+/// of lists compiled).
+#[test]
+fn list_aggregates_follow_kubernetes_overloads() {
+    assert_eq!(eval("[1.5].filter(x, false).sum()"), Ok(json!(0.0)));
+    assert_eq!(eval("[1u].filter(x, false).sum()"), Ok(json!(0)));
+    assert_eq!(
+        eval("[duration('1s')].filter(x, false).sum() == duration('0s')"),
+        Ok(json!(true))
+    );
+    assert_eq!(
+        eval("type([1.5].filter(x, false).sum()) == double"),
+        Ok(json!(true))
+    );
+    // A dyn list takes the overload of its first element, as cel-go's runtime type guard.
+    assert_eq!(eval("dyn([1.5, 2.5]).sum()"), Ok(json!(4.0)));
+    assert_eq!(
+        eval("[dyn(1), dyn(2.5)].sum()"),
+        Err("no such overload".to_string())
+    );
+    for (expr, func) in [
+        ("[[1], [2]].sum()", "sum"),
+        ("[[1], [2]].min()", "min"),
+        ("[{}].max()", "max"),
+        ("['a'].sum()", "sum"),
+    ] {
+        let e = eval(expr).unwrap_err();
+        assert!(
+            e.starts_with("compile: found no matching overload for '") && e.contains(func),
+            "{expr}: {e}"
+        );
+    }
+    assert_eq!(eval("['b', 'a'].min()"), Ok(json!("a")));
+}
