@@ -220,6 +220,22 @@ fn compile_time_checks() {
     );
     assert!(env.compile("dyn(1) == 1.0").is_ok());
     assert!(err("[1, 'a']").contains("expected type 'int' but found 'string'"));
+    // `dyn` is a type of its own for Kubernetes' homogeneous literals (cel-go's validator
+    // compares the checked types): found by the parse fuzzer, `[0, object]` was list(int).
+    assert_eq!(err("[dyn(1), 2]"), "expected type 'dyn' but found 'int'");
+    assert_eq!(err("[0, object]"), "expected type 'int' but found 'dyn'");
+    assert_eq!(
+        err("{'a': 1, 'b': object}"),
+        "expected type 'int' but found 'dyn'"
+    );
+    assert!(env.compile("[object, object.spec, dyn(1)]").is_ok());
+    // `optional.none()` takes the element type of the literal around it.
+    for ok in [
+        "[1, ?optional.none(), ?optional.of(2)]",
+        "{?'a': optional.none(), 'b': 1}",
+    ] {
+        assert!(env.compile(ok).is_ok(), "{ok}");
+    }
     assert!(
         env.compile("'%s %d'.format(['a', 1])").is_ok(),
         "format() arguments are exempt"
@@ -1018,4 +1034,73 @@ fn find_all_honours_its_limit_with_a_constant_pattern() {
         Ok(serde_json::json!(["b", "b"]))
     );
     assert_eq!(eval("'abab'.findAll('b', 0)"), Ok(serde_json::json!([])));
+}
+
+/// Found by the evaluation fuzzer: a request whose object has 100,000 labels, and a policy
+/// that looks every key up again (`labels.all(k, labels[k] != 'x')`). Each lookup is
+/// charged as a hash lookup (one unit, as cel-go's map), so the cost limit does not stop it;
+/// a lookup that scanned the keys made it quadratic (6.6 s of CPU for one expression).
+/// Large document objects are indexed when parsed: the whole walk stays far inside a
+/// deadline that the quadratic walk overran.
+#[test]
+fn lookups_in_a_huge_object_of_the_request_are_hash_lookups() {
+    use celgate::cel::json::Doc;
+    let labels: Vec<String> = (0..100_000)
+        .map(|i| format!("\"team.example.com/label-{i}\": \"v{i}\""))
+        .collect();
+    let text = format!(r#"{{"metadata": {{"labels": {{{}}}}}}}"#, labels.join(","));
+    let doc = Doc::parse(text.as_bytes()).unwrap();
+    let (env, slots) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
+    let program = env
+        .compile("object.metadata.labels.all(k, object.metadata.labels[k] != 'x')")
+        .unwrap();
+    let mut vars = vec![Value::Null; env.variables().len()];
+    vars[slots.object] = Value::from_doc(doc.root());
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+    // A generous deadline (the indexed walk takes tens of milliseconds in a debug build).
+    meter.deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(4));
+    let r = program.eval(&vars, &mut meter).map(|v| v.to_json());
+    assert_eq!(r.map_err(|e| e.to_string()), Ok(json!(true)));
+}
+
+/// `sum`, `min` and `max` have one overload per element type, as Kubernetes declares them
+/// (found by the evaluation fuzzer: an empty list of doubles summed to the int 0, and a list
+/// of lists compiled).
+#[test]
+fn list_aggregates_follow_kubernetes_overloads() {
+    assert_eq!(eval("[1.5].filter(x, false).sum()"), Ok(json!(0.0)));
+    assert_eq!(eval("[1u].filter(x, false).sum()"), Ok(json!(0)));
+    assert_eq!(
+        eval("[duration('1s')].filter(x, false).sum() == duration('0s')"),
+        Ok(json!(true))
+    );
+    assert_eq!(
+        eval("type([1.5].filter(x, false).sum()) == double"),
+        Ok(json!(true))
+    );
+    // A dyn list takes the overload of its first element, as cel-go's runtime type guard.
+    assert_eq!(eval("dyn([1.5, 2.5]).sum()"), Ok(json!(4.0)));
+    assert_eq!(
+        eval("[dyn(1), dyn(2.5)].sum()"),
+        Err("no such overload".to_string())
+    );
+    for (expr, func) in [
+        ("[[1], [2]].sum()", "sum"),
+        ("[[1], [2]].min()", "min"),
+        ("[{}].max()", "max"),
+        ("['a'].sum()", "sum"),
+    ] {
+        let e = eval(expr).unwrap_err();
+        assert!(
+            e.starts_with("compile: found no matching overload for '") && e.contains(func),
+            "{expr}: {e}"
+        );
+    }
+    assert_eq!(eval("['b', 'a'].min()"), Ok(json!("a")));
 }

@@ -190,7 +190,9 @@ impl<'e> Checker<'e> {
                         v = self.unwrap_optional(&entry.value, v)?;
                     }
                     kt = Some(self.homogeneous(&entry.key, kt, k)?);
-                    vt = Some(self.homogeneous(&entry.value, vt, v)?);
+                    if !(entry.optional && is_optional_none(&entry.value)) {
+                        vt = Some(self.homogeneous(&entry.value, vt, v)?);
+                    }
                     nodes.push((kn, vn, entry.optional));
                 }
                 let ty = Type::map(kt.unwrap_or(Type::Dyn), vt.unwrap_or(Type::Dyn));
@@ -383,8 +385,10 @@ impl<'e> Checker<'e> {
         }
     }
 
-    /// Kubernetes' homogeneous aggregate literal rule: every element (or key, or value) of a
-    /// literal has one type; `dyn` elements fit anywhere.
+    /// Kubernetes' homogeneous aggregate literal rule (cel-go's
+    /// `ValidateHomogeneousAggregateLiterals`): every element (or key, or value) of a literal
+    /// has an equivalent type. `dyn` is a type of its own there: `[dyn(1), 2]` and
+    /// `[0, object]` are refused (`expected type 'dyn' but found 'int'`).
     fn homogeneous(
         &self,
         e: &Expr,
@@ -396,7 +400,10 @@ impl<'e> Checker<'e> {
             return Ok(join(&prev, &next).unwrap_or(Type::Dyn));
         }
         match (&prev, &next) {
-            (Type::Dyn, t) | (t, Type::Dyn) => Ok(t.clone()),
+            (Type::Dyn, Type::Dyn) => Ok(Type::Dyn),
+            (Type::Dyn, _) | (_, Type::Dyn) => {
+                Err(self.err(e, format!("expected type '{prev}' but found '{next}'")))
+            }
             _ => match join(&prev, &next) {
                 Some(t) if prev == next || matches!(t, Type::Optional(_) | Type::Object(_)) => {
                     Ok(t)
@@ -413,6 +420,12 @@ impl<'e> Checker<'e> {
             let (n, mut t) = self.check(el)?;
             if *opt {
                 t = self.unwrap_optional(el, t)?;
+            }
+            // `?optional.none()` has an unbound element type in cel-go, which takes the
+            // list's: it neither sets nor breaks the homogeneous rule.
+            if *opt && !exempt && is_optional_none(el) {
+                nodes.push(n);
+                continue;
             }
             elem = Some(if exempt {
                 join(elem.as_ref().unwrap_or(&t), &t).unwrap_or(Type::Dyn)
@@ -810,5 +823,17 @@ fn detach(v: Value<'_>) -> Value<'static> {
         Value::Type(t) => Value::Type(t),
         Value::Optional(o) => Value::optional(o.map(|v| detach((*v).clone()))),
         Value::Opaque(o) => Value::Opaque(o),
+    }
+}
+
+/// Whether `e` is the literal call `optional.none()`, whose type cel-go leaves free for the
+/// literal around it to bind.
+fn is_optional_none(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Call { func, target, args } if args.is_empty() => match target.as_deref() {
+            None => func == "optional.none",
+            Some(t) => func == "none" && matches!(&t.kind, ExprKind::Ident(n) if n == "optional"),
+        },
+        _ => false,
     }
 }

@@ -112,7 +112,15 @@ pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
 
 /// An evaluation error. `Cancelled` stops the whole evaluation: it is never absorbed by `&&`,
 /// `||` or a comprehension, exactly as cel-go's cancellation panic.
+///
+/// `repr(u8)` keeps the error 32 bytes with its tag apart from the message: a 24-byte error
+/// (the cancellation packed into the `String`'s niche) lets `Result<Value, EvalError>` share
+/// `Value`'s tag byte, and every `?` on an evaluation result then copied the value's bytes
+/// 1..32 as unaligned halves that stall on store forwarding: evaluation ran up to 1.6 times
+/// slower. With the tag apart the result is 40 bytes and the value moves as aligned words
+/// (`results_keep_their_tag_apart_from_the_value` checks the layout).
 #[derive(Debug, Clone, PartialEq)]
+#[repr(u8)]
 pub enum EvalError {
     /// An ordinary CEL error value, with cel-go's message.
     Value(String),
@@ -222,6 +230,16 @@ mod tests {
             e.to_string(),
             "ERROR: <input>:1:4: Syntax error: mismatched input '<EOF>'\n | a +\n | ...^"
         );
+    }
+
+    #[test]
+    fn results_keep_their_tag_apart_from_the_value() {
+        use super::super::value::Value;
+        assert_eq!(std::mem::size_of::<Value<'static>>(), 32);
+        assert_eq!(std::mem::size_of::<EvalError>(), 32);
+        // 40 bytes: a tag word, then the value at offset 8 (not the value's own tag byte
+        // doubling as the result's).
+        assert_eq!(std::mem::size_of::<Result<Value<'static>, EvalError>>(), 40);
     }
 
     #[test]

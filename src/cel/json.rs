@@ -118,6 +118,28 @@ pub struct Doc<'s> {
     /// Element starts of long arrays, so that a walk can look ahead without following the
     /// chain of subtree ends.
     elements: Vec<u32>,
+    /// Key indexes of large objects (see [`KeyIndex`]), by their first entry, in increasing
+    /// order.
+    key_indexes: Vec<KeyIndex>,
+    /// The open-addressing tables of `key_indexes`, one after the other: entry numbers
+    /// relative to the object's first entry, [`NONE`] for an empty slot.
+    key_slots: Vec<u32>,
+    /// The seeded hash of those tables (made for the first large object).
+    hasher: Option<std::hash::RandomState>,
+}
+
+/// The hash table of one object with more than [`MASK_MAX`] keys, built while parsing (the
+/// duplicate check builds it anyway). A lookup in such an object is charged as a hash lookup,
+/// one unit, as cel-go's map; a scan of all keys would let `m.all(k, m[k] == v)` over a
+/// request's 150,000 labels run for seconds within the cost limit. The hash has a
+/// per-process random key, so chosen keys cannot collide on purpose.
+#[derive(Debug, Clone, Copy)]
+struct KeyIndex {
+    /// The object's first entry.
+    first: u32,
+    /// Where its table starts in [`Doc::key_slots`]; the table has a power-of-two length.
+    at: u32,
+    slots: u32,
 }
 
 /// A reference to one value of a document.
@@ -206,6 +228,8 @@ impl<'s> Doc<'s> {
             repeated: None,
             table: Vec::new(),
             hasher: None,
+            key_indexes: Vec::new(),
+            key_slots: Vec::new(),
         };
         let mut de = serde_json::Deserializer::from_str(text);
         // Depth is limited by `MAX_DEPTH` instead (serde_json's limit is 128), and the stack
@@ -220,6 +244,9 @@ impl<'s> Doc<'s> {
             nodes: b.nodes,
             entries: b.entries,
             elements: b.elements,
+            key_indexes: b.key_indexes,
+            key_slots: b.key_slots,
+            hasher: b.hasher,
         };
         match repeated {
             None => Ok(doc),
@@ -411,6 +438,9 @@ impl<'d, 's> Ref<'d, 's> {
         let Node::Object { first, len, .. } = self.doc.nodes[self.at as usize] else {
             return None;
         };
+        if len as usize > MASK_MAX {
+            return self.indexed_lookup(first, key, p);
+        }
         self.doc.entries[first as usize..(first + len) as usize]
             .iter()
             // Up to 8 bytes the prefix is the whole key, so equal length and prefix suffice.
@@ -423,6 +453,40 @@ impl<'d, 's> Ref<'d, 's> {
                 doc: self.doc,
                 at: e.value,
             })
+    }
+
+    /// A lookup in a large object, through its [`KeyIndex`].
+    #[cold]
+    fn indexed_lookup(&self, first: u32, key: &str, p: u64) -> Option<Ref<'d, 's>> {
+        use std::hash::BuildHasher;
+        let doc = self.doc;
+        let i = doc
+            .key_indexes
+            .binary_search_by_key(&first, |k| k.first)
+            .ok()?;
+        let ix = doc.key_indexes.get(i)?;
+        let table = doc
+            .key_slots
+            .get(ix.at as usize..(ix.at as usize).checked_add(ix.slots as usize)?)?;
+        let mask = table.len().checked_sub(1)?;
+        let mut slot = doc.hasher.as_ref()?.hash_one(key) as usize & mask;
+        // The table is at most half full, so an empty slot ends every probe.
+        loop {
+            let rel = *table.get(slot)?;
+            if rel == NONE {
+                return None;
+            }
+            let e = doc
+                .entries
+                .get((first as usize).checked_add(rel as usize)?)?;
+            if e.prefix == p
+                && e.key.len as usize == key.len()
+                && (key.len() <= 8 || doc.key_of(e) == key)
+            {
+                return Some(Ref { doc, at: e.value });
+            }
+            slot = (slot + 1) & mask;
+        }
     }
 
     /// The `i`-th element of this array.
@@ -605,6 +669,9 @@ struct Build<'s> {
     /// Scratch for [`repeated_key`], and its hash key (made on first use).
     table: Vec<u32>,
     hasher: Option<std::hash::RandomState>,
+    /// The key tables of large objects, kept for lookups (see [`KeyIndex`]).
+    key_indexes: Vec<KeyIndex>,
+    key_slots: Vec<u32>,
 }
 
 impl<'s> Build<'s> {
@@ -889,6 +956,16 @@ fn object<'de, A: MapAccess<'de>>(b: &mut Build<'de>, mut map: A) -> Result<(), 
     }
     let first = index(b.entries.len());
     let len = index(b.pending.len() - mark);
+    // The duplicate check of a large object has just filled `table` with its keys: keep it
+    // as the object's lookup index (a failed check fails the parse anyway).
+    if len as usize > MASK_MAX && b.repeated.is_none() {
+        b.key_indexes.push(KeyIndex {
+            first,
+            at: index(b.key_slots.len()),
+            slots: index(b.table.len()),
+        });
+        b.key_slots.extend_from_slice(&b.table);
+    }
     b.entries.extend(b.pending.drain(mark..));
     b.nodes[at] = Node::Object {
         first,
@@ -1166,5 +1243,50 @@ mod tests {
             Doc::parse(text.as_bytes()).unwrap_err().to_string(),
             r#"duplicate key "k0" at the top level"#
         );
+    }
+
+    /// Every key of objects on both sides of the index threshold, nested and escaped, is
+    /// found through the same lookup, and keys that are absent (or differ only past the
+    /// inline prefix) are not.
+    #[test]
+    fn lookups_in_large_objects_go_through_the_index() {
+        for n in [MASK_MAX, MASK_MAX + 1, 5_000] {
+            let keys: Vec<String> = (0..n)
+                .map(|i| format!("\"label-long-prefix-{i}\": {i}, \"k\\u00e9{i}\": \"v{i}\""))
+                .collect();
+            let text = format!(
+                r#"{{"inner": {{"a": 1}}, "m": {{{}}}, "z": 2}}"#,
+                keys.join(",")
+            );
+            let doc = Doc::parse(text.as_bytes()).unwrap();
+            let m = doc.root().get("m").unwrap();
+            assert_eq!(doc.key_indexes.len(), usize::from(2 * n > MASK_MAX));
+            for i in 0..n {
+                let v = m.get(&format!("label-long-prefix-{i}")).unwrap();
+                assert_eq!(v.to_value(), json!(i));
+                let key = Key::new(&format!("ké{i}"));
+                assert_eq!(m.get_key(&key).unwrap().to_value(), json!(format!("v{i}")));
+            }
+            for absent in [
+                "label-long-prefix-",
+                "label-long-prefix-x",
+                "ké",
+                "a",
+                "",
+                "z",
+            ] {
+                assert!(m.get(absent).is_none(), "{n}: {absent}");
+            }
+            assert_eq!(doc.root().get("z").unwrap().to_value(), json!(2));
+            assert_eq!(
+                doc.root()
+                    .get("inner")
+                    .unwrap()
+                    .get("a")
+                    .unwrap()
+                    .to_value(),
+                json!(1)
+            );
+        }
     }
 }

@@ -47,9 +47,15 @@ pub fn is_sorted<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Bool(true))
 }
 
-pub fn sum<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+/// `list.sum()`, one overload per summable type as Kubernetes declares them, so that an empty
+/// list sums to the zero of its static type (`[1.5].filter(x, false).sum()` is `0.0`). A
+/// `dyn` list reaches the first overload whose element type fits its first element, as
+/// cel-go's runtime type guard looks at the first element: that element's kind picks the
+/// zero, and an empty `dyn` list sums to `0` (the first overload, `int`).
+fn sum_from<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>], empty: Value<'a>) -> R<'a> {
     let l = list_arg(&a[0])?;
     let mut acc = match l.get(0) {
+        None => empty,
         Some(Value::Uint(_)) => Value::Uint(0),
         Some(Value::Double(_)) => Value::Double(0.0),
         Some(Value::Duration(_)) => Value::Duration(0),
@@ -59,6 +65,22 @@ pub fn sum<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
         acc = add(cx, &[acc, e])?;
     }
     Ok(acc)
+}
+
+pub fn sum_int<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+    sum_from(cx, a, Value::Int(0))
+}
+
+pub fn sum_uint<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+    sum_from(cx, a, Value::Uint(0))
+}
+
+pub fn sum_double<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+    sum_from(cx, a, Value::Double(0.0))
+}
+
+pub fn sum_duration<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
+    sum_from(cx, a, Value::Duration(0))
 }
 
 fn extreme<'a>(a: &[Value<'a>], want: Ordering, name: &str) -> R<'a> {
@@ -272,9 +294,44 @@ pub(super) fn register(b: &mut Builder) {
         is_sorted,
         Cost::Walk(cost_traversal),
     );
-    b.always_cx("sum", &["list(A).() A"], sum, Cost::Walk(cost_traversal));
-    b.always("min", &["list(A).() A"], min, Cost::Walk(cost_traversal));
-    b.always("max", &["list(A).() A"], max, Cost::Walk(cost_traversal));
+    b.always_cx(
+        "sum",
+        &["list(int).() int"],
+        sum_int,
+        Cost::Walk(cost_traversal),
+    );
+    b.always_cx(
+        "sum",
+        &["list(uint).() uint"],
+        sum_uint,
+        Cost::Walk(cost_traversal),
+    );
+    b.always_cx(
+        "sum",
+        &["list(double).() double"],
+        sum_double,
+        Cost::Walk(cost_traversal),
+    );
+    b.always_cx(
+        "sum",
+        &["list(duration).() duration"],
+        sum_duration,
+        Cost::Walk(cost_traversal),
+    );
+    // One overload per comparable element type, as Kubernetes declares them: a list of lists
+    // or maps has no minimum (a compile error, not a run-time one).
+    const COMPARABLE: [&str; 8] = [
+        "list(int).() int",
+        "list(uint).() uint",
+        "list(double).() double",
+        "list(bool).() bool",
+        "list(duration).() duration",
+        "list(timestamp).() timestamp",
+        "list(string).() string",
+        "list(bytes).() bytes",
+    ];
+    b.always("min", &COMPARABLE, min, Cost::Walk(cost_traversal));
+    b.always("max", &COMPARABLE, max, Cost::Walk(cost_traversal));
     b.at_cx(
         since::K8S_LISTS_V1,
         "includes",
