@@ -9,6 +9,7 @@ pub mod admission;
 pub mod cel;
 pub mod crd;
 pub mod matching;
+pub mod model;
 pub mod policy;
 pub mod server;
 pub mod source;

@@ -7,7 +7,7 @@ pub mod selector;
 
 use std::collections::BTreeMap;
 
-use crate::policy::model::{MatchResources, NamedRule};
+use crate::model::{MatchResources, NamedRule};
 use rules::{rule_matches, Gvr};
 use selector::Selector;
 
@@ -94,7 +94,7 @@ pub fn is_exempt(group: &str, resource: &str) -> bool {
 impl Matcher {
     /// Compiles with the API server's defaults: selectors `{}`, matchPolicy `Equivalent`.
     pub fn compile(m: &MatchResources) -> Matcher {
-        let compile = |s: &Option<crate::policy::model::LabelSelector>| match s {
+        let compile = |s: &Option<crate::model::LabelSelector>| match s {
             Some(s) => Selector::compile(s),
             None => Ok(Selector::default()),
         };
@@ -199,7 +199,7 @@ impl Matcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::model::{LabelSelector, SelectorRequirement};
+    use crate::model::{LabelSelector, SelectorRequirement};
 
     struct Ns(BTreeMap<String, BTreeMap<String, String>>);
 

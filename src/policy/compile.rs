@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use super::model::{ParamKind, Policy};
 use crate::cel::vap::{vap_env, Decls, Slots};
 use crate::cel::{Env, Program, Type};
 use crate::matching::Matcher;
+use crate::model::{ParamKind, Policy};
 
 /// An expression compiled in its environment, or the error text evaluating it yields.
 pub type Compiled = Result<Arc<Program>, String>;

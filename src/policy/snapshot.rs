@@ -11,8 +11,8 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::compile::{compile, CompiledPolicy};
-use super::model::{Binding, ParamRef, Policy};
 use crate::matching::{Matcher, Namespaces};
+use crate::model::{Binding, ParamRef, Policy};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
