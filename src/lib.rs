@@ -11,6 +11,7 @@ pub mod crd;
 pub mod matching;
 pub mod model;
 pub mod policy;
+pub mod review;
 pub mod server;
 pub mod source;
 pub mod testing;

@@ -626,7 +626,7 @@ fn run_eval(
             .map_err(|e| Usage(format!("{name}: not valid JSON or YAML: {e}")))?;
         serde_json::to_vec(&v).map_err(|e| Usage(format!("{name}: {e}")))?
     };
-    let answer = celgate::admission::review_answer(&snapshot, &body)
+    let answer = celgate::review::review_answer(&snapshot, &body)
         .map_err(|e| Usage(format!("{name}: {}", e.0)))?;
     println!(
         "{}",

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use celgate::admission::response::annotation_key;
+use celgate::review::encode::annotation_key;
 use serde_json::Value as Json;
 
 /// Cases celgate answers differently on purpose, with the reason. Empty: every case agrees.

@@ -8,9 +8,9 @@
 
 use std::path::Path;
 
-use celgate::admission::{answer, Answer};
 use celgate::cel::NEWEST_MINOR;
 use celgate::policy::snapshot::Snapshot;
+use celgate::review::{answer, Answer};
 use celgate::source::{add_cluster_defaults, folder, snapshot};
 use serde_json::{json, Value as Json};
 
@@ -464,7 +464,7 @@ fn deep_documents_parse_on_a_small_stack() {
         .stack_size(256 << 10)
         .spawn(move || {
             let doc = celgate::cel::json::Doc::parse(&body).map_err(|e| e.to_string())?;
-            celgate::admission::request::Request::from_review(&doc)
+            celgate::review::request(&doc)
                 .map(|r| r.uid)
                 .map_err(|e| e.0)
         })

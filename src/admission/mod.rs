@@ -5,12 +5,11 @@
 //!
 //! Policies are visited by name and bindings by name (in-tree order is arbitrary).
 
+pub mod context;
 pub mod rbac;
 pub mod request;
-pub mod response;
 pub mod validator;
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,12 +17,13 @@ use serde_json::Value as Json;
 
 use crate::cel::k8s::authz::AuthorizerValue;
 use crate::cel::vap::Slots;
-use crate::cel::{CancelReason, EvalError, Meter, Value};
+use crate::cel::{CancelReason, Value};
 use crate::matching::{is_exempt, Match};
 use crate::policy::compile::{CompiledPolicy, FailurePolicy};
 use crate::policy::snapshot::{
     group_of, namespace_view, Action, CompiledBinding, NamespaceEntry, ParamObject, Scope, Snapshot,
 };
+pub use context::{AdmitContext, Deadline, EvalLimits, NamespaceLookup, Services};
 use rbac::RbacAuthorizer;
 use request::Request;
 use validator::{validate, AuditResult, Bindings, Outcome};
@@ -130,131 +130,20 @@ impl Verdict {
     }
 }
 
-/// An answered review: the AdmissionReview to send back, and what was decided (for logs and
-/// metrics).
-#[derive(Debug)]
-pub struct Answer {
-    pub review: Json,
-    pub verdict: Verdict,
-    pub uid: String,
-    pub operation: String,
-}
-
-/// When the evaluation of a request must stop (the API server's `?timeout=`), shared by every
-/// expression evaluated for it. Every meter carries the instant, so that comprehensions stop
-/// at it; once an expression was stopped, the remaining expressions are not run and the
-/// remaining (policy, binding, param) evaluations are skipped: past the deadline nobody waits
-/// for the answer, and the evaluation thread is needed by other reviews.
-#[derive(Debug, Default)]
-pub struct Deadline {
-    at: Option<Instant>,
-    passed: Cell<bool>,
-    /// The memory ceiling every meter of the request carries.
-    memory_limit: u64,
-}
-
-/// What one review's evaluation may spend besides cel-go's cost units: the instant it must be
-/// decided by, and the bytes one expression's evaluation may build.
-#[derive(Debug, Clone, Copy)]
-pub struct EvalLimits {
-    /// The API server's `?timeout=` (none for `celgate eval`).
-    pub deadline: Option<Instant>,
-    /// Bytes one expression may build ([`crate::cel::DEFAULT_MEMORY_LIMIT`] by default).
-    pub memory_per_expression: u64,
-}
-
-impl Default for EvalLimits {
-    fn default() -> Self {
-        EvalLimits {
-            deadline: None,
-            memory_per_expression: crate::cel::DEFAULT_MEMORY_LIMIT,
-        }
-    }
-}
-
-impl Deadline {
-    pub fn new(limits: &EvalLimits) -> Deadline {
-        Deadline {
-            at: limits.deadline,
-            passed: Cell::new(false),
-            memory_limit: limits.memory_per_expression,
-        }
-    }
-
-    /// A meter with `limit` that stops at the deadline.
-    pub fn meter(&self, limit: u64) -> Meter {
-        let mut meter = Meter::with_limit(limit);
-        meter.deadline = self.at;
-        meter.memory_limit = self.memory_limit;
-        meter
-    }
-
-    /// Whether an evaluation was already stopped by the deadline.
-    pub fn passed(&self) -> bool {
-        self.passed.get()
-    }
-
-    /// Notes an evaluation error: a cancellation past the deadline marks it passed. The clock
-    /// is read only for cancellations, never on the way of a normal evaluation.
-    pub fn note(&self, e: &EvalError) {
-        if e.is_cancelled() && self.at.is_some_and(|d| Instant::now() >= d) {
-            self.passed.set(true);
-        }
-    }
-
-    /// Whether `now` is past the deadline (marking it passed).
-    fn reached(&self, now: Instant) -> bool {
-        if self.at.is_some_and(|d| now >= d) {
-            self.passed.set(true);
-        }
-        self.passed.get()
-    }
-
-    /// The error of an expression not run because the deadline passed.
-    pub fn interrupted() -> EvalError {
-        EvalError::Cancelled(CancelReason::Deadline)
-    }
-}
-
-/// Parses an AdmissionReview body (JSON) and answers it: the whole request path, shared by
-/// `celgate eval` and the server. Evaluation stops at the deadline of `limits` (then the
-/// verdict says `timed_out`).
-pub fn answer(
-    snapshot: &Snapshot,
-    body: &[u8],
-    limits: &EvalLimits,
-) -> Result<Answer, request::ReviewError> {
-    let doc = crate::cel::json::Doc::parse(body)
-        .map_err(|e| request::ReviewError(format!("malformed JSON: {e}")))?;
-    let req = Request::from_review(&doc)?;
-    let verdict = admit(snapshot, &req, limits);
-    let review = response::review(&req, &verdict);
-    Ok(Answer {
-        review,
-        verdict,
-        uid: req.uid.clone(),
-        operation: req.attributes.operation.clone(),
-    })
-}
-
-/// [`answer`] with the default limits (no deadline), keeping only the AdmissionReview.
-pub fn review_answer(snapshot: &Snapshot, body: &[u8]) -> Result<Json, request::ReviewError> {
-    answer(snapshot, body, &EvalLimits::default()).map(|a| a.review)
-}
-
 /// The operations VAP handles.
 fn handled(operation: &str) -> bool {
     matches!(operation, "CREATE" | "UPDATE" | "DELETE" | "CONNECT")
 }
 
-/// Evaluates `req` against every policy of `snapshot`, within `limits`.
-pub fn admit(snapshot: &Snapshot, req: &Request<'_>, limits: &EvalLimits) -> Verdict {
-    admit_with(snapshot, req, limits, false)
+/// Evaluates `req` against every policy of `snapshot`, calling the services of `context`
+/// and within its limits.
+pub fn admit(snapshot: &Snapshot, req: &Request<'_>, context: &AdmitContext<'_>) -> Verdict {
+    admit_with(snapshot, req, context, false)
 }
 
 /// [`admit`], also recording [`Verdict::results`].
-pub fn admit_traced(snapshot: &Snapshot, req: &Request<'_>, limits: &EvalLimits) -> Verdict {
-    admit_with(snapshot, req, limits, true)
+pub fn admit_traced(snapshot: &Snapshot, req: &Request<'_>, context: &AdmitContext<'_>) -> Verdict {
+    admit_with(snapshot, req, context, true)
 }
 
 fn record(
@@ -281,16 +170,22 @@ fn record(
     }
 }
 
-fn admit_with(snapshot: &Snapshot, req: &Request<'_>, limits: &EvalLimits, trace: bool) -> Verdict {
-    let deadline = Deadline::new(limits);
+fn admit_with(
+    snapshot: &Snapshot,
+    req: &Request<'_>,
+    context: &AdmitContext<'_>,
+    trace: bool,
+) -> Verdict {
+    let services = context.services;
+    let deadline = Deadline::new(&context.limits);
     let mut verdict = Verdict::default();
     let attrs = &req.attributes;
     if !handled(&attrs.operation) || is_exempt(&attrs.group, &attrs.resource) {
         return verdict;
     }
-    let namespaces = RequestNamespaces::new(snapshot, req);
+    let namespaces = RequestNamespaces::new(snapshot, services, req);
     let namespace_object = namespace_object(&namespaces, req);
-    let backend: Arc<dyn crate::cel::k8s::authz::Authorizer> = match &snapshot.authorizer {
+    let backend: Arc<dyn crate::cel::k8s::authz::Authorizer> = match &services.authorizer {
         Some(factory) => factory.for_user(&req.user),
         None => Arc::new(RbacAuthorizer::new(snapshot.rbac.clone(), req.user.clone())),
     };
@@ -705,9 +600,9 @@ struct RequestNamespaces<'s> {
 }
 
 impl<'s> RequestNamespaces<'s> {
-    fn new(snapshot: &'s Snapshot, req: &Request<'_>) -> Self {
+    fn new(snapshot: &'s Snapshot, services: &Services, req: &Request<'_>) -> Self {
         let ns = &req.attributes.namespace;
-        let fetched = match &snapshot.namespace_lookup {
+        let fetched = match &services.namespace_lookup {
             Some(lookup) if !ns.is_empty() && !snapshot.namespaces.contains_key(ns) => {
                 lookup.get(ns).map(|o| NamespaceEntry::new(Arc::new(o)))
             }
@@ -854,25 +749,5 @@ mod tests {
             )),
             "invalid_error"
         );
-    }
-
-    #[test]
-    fn the_deadline_is_seen_only_on_cancellations() {
-        let none = Deadline::new(&EvalLimits::default());
-        assert_eq!(none.meter(7).deadline, None);
-        none.note(&EvalError::cost_limit());
-        assert!(!none.passed());
-        let past = Deadline::new(&EvalLimits {
-            deadline: Some(Instant::now()),
-            ..EvalLimits::default()
-        });
-        assert!(past.meter(7).deadline.is_some());
-        past.note(&EvalError::new("no such key: a"));
-        assert!(
-            !past.passed(),
-            "an ordinary error says nothing of the deadline"
-        );
-        past.note(&Deadline::interrupted());
-        assert!(past.passed());
     }
 }

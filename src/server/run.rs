@@ -18,6 +18,7 @@ use super::tls::{self, Identity};
 use super::{metrics_router, router, serve_plain, serve_tls, AppState, Bound, Limits};
 use crate::source::folder::{self, Fingerprint, FolderSource, NotLoaded, Settle};
 use crate::source::kube::authorizer::{SarAuthorizer, SarOptions};
+use crate::source::kube::namespaces::ClusterNamespaces;
 use crate::source::kube::{KubeOptions, KubeSource, Problem};
 
 /// Where the serving certificate comes from.
@@ -311,11 +312,13 @@ async fn start_cluster(
     let authorizer = sar.map(|o| {
         SarAuthorizer::new(client.clone(), o) as Arc<dyn crate::cel::k8s::authz::AuthorizerFactory>
     });
+    state.set_services(crate::admission::Services {
+        authorizer,
+        namespace_lookup: Some(Arc::new(ClusterNamespaces::new(client.clone()))),
+    });
     let target = state.clone();
     let publish = Arc::new(move |s| target.install(s));
-    Ok(Arc::new(KubeSource::start(
-        client, options, authorizer, publish,
-    )))
+    Ok(Arc::new(KubeSource::start(client, options, publish)))
 }
 
 /// Copies the cluster source's health and problems into the metrics, every second.

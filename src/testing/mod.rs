@@ -634,12 +634,12 @@ fn run_case(
         Ok(d) => d,
         Err(e) => return vec![format!("the review is not valid JSON: {e}")],
     };
-    let req = match crate::admission::request::Request::from_review(&doc) {
+    let req = match crate::review::request(&doc) {
         Ok(r) => r,
         Err(e) => return vec![format!("the review is invalid: {}", e.0)],
     };
     let verdict = crate::admission::admit_traced(&built.snapshot, &req, &Default::default());
-    let response = crate::admission::response::response(&req, &verdict);
+    let response = crate::review::encode::response(&req, &verdict);
     check(built, case.expect.as_ref(), &verdict, &response)
 }
 

@@ -851,7 +851,7 @@ fn answer_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
 }
 
 fn answer_checked(snap: &Snapshot, body: &[u8]) -> Result<Result<Json, String>, String> {
-    match celgate::admission::answer(snap, body, &Default::default()) {
+    match celgate::review::answer(snap, body, &Default::default()) {
         Ok(a) => {
             stat("answered");
             let resp = &a.review["response"];

@@ -1,12 +1,12 @@
-//! The AdmissionReview response for a verdict (§5, §10): the denial's status with the
+//! Encoding: the AdmissionReview response for a verdict (§5, §10): the denial's status with the
 //! in-tree wording and reason-to-code mapping, warnings, and audit annotations under keys a
 //! webhook can return.
 
 use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
 
-use super::request::Request;
-use super::Verdict;
+use crate::admission::request::Request;
+use crate::admission::Verdict;
 
 /// Kubernetes' reason to HTTP code (§5.1).
 pub fn code_for(reason: &str) -> u16 {
@@ -116,7 +116,7 @@ mod tests {
         assert_eq!(code_for("Forbidden"), 403);
         assert_eq!(code_for("Whatever"), 422);
         assert_eq!(go_json(&json!(["a<b>&"])), r#"["a\u003cb\u003e\u0026"]"#);
-        let f = super::super::AuditedFailure {
+        let f = crate::admission::AuditedFailure {
             message: "m".into(),
             policy: "p".into(),
             binding: "b".into(),
