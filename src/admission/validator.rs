@@ -28,8 +28,10 @@ pub const OUT_OF_BUDGET: &str =
 /// messageExpression results longer than this are discarded.
 const MAX_MESSAGE_BYTES: usize = 5120;
 
+/// What a decision does to the request (in-tree `PolicyDecisionAction`): an evaluation
+/// error under failurePolicy Ignore admits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub enum DecisionAction {
     Admit,
     Deny,
 }
@@ -41,10 +43,10 @@ pub enum Outcome {
     Error,
 }
 
-/// One validation's decision.
+/// One validation's decision (in-tree `PolicyDecision`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
-    pub action: Action,
+pub struct PolicyDecision {
+    pub action: DecisionAction,
     pub evaluation: Outcome,
     pub message: String,
     pub reason: Option<String>,
@@ -61,12 +63,13 @@ pub enum AuditResult {
 /// The result for one param.
 #[derive(Debug, Default, PartialEq)]
 pub struct ParamResult {
-    pub decisions: Vec<Decision>,
+    pub decisions: Vec<PolicyDecision>,
     pub audit: Vec<AuditResult>,
 }
 
-/// The values bound for each expression group, in the slot layout of its environment.
-pub struct Bindings<'a> {
+/// The variable values bound for each expression group of a policy (not VAP bindings), in
+/// the slot layout of its environment.
+pub struct GroupValues<'a> {
     /// matchConditions (namespaceObject null).
     pub condition: Vec<Value<'a>>,
     /// validations and the variables they read.
@@ -325,13 +328,13 @@ fn compile_error(e: &str) -> String {
 }
 
 /// An evaluation error: denied under Fail, admitted (but counted) under Ignore.
-fn error_decision(policy: &CompiledPolicy, message: String) -> Decision {
+fn error_decision(policy: &CompiledPolicy, message: String) -> PolicyDecision {
     let action = if policy.failure_policy == FailurePolicy::Ignore {
-        Action::Admit
+        DecisionAction::Admit
     } else {
-        Action::Deny
+        DecisionAction::Deny
     };
-    Decision {
+    PolicyDecision {
         action,
         evaluation: Outcome::Error,
         message,
@@ -344,7 +347,7 @@ fn error_decision(policy: &CompiledPolicy, message: String) -> Decision {
 /// at `deadline`.
 pub fn validate(
     policy: &CompiledPolicy,
-    b: &Bindings<'_>,
+    b: &GroupValues<'_>,
     deadline: &Deadline,
 ) -> (Option<ParamResult>, u64) {
     let mut condition_errors = 0;
@@ -358,7 +361,11 @@ pub fn validate(
     (evaluate(policy, b, deadline), condition_errors)
 }
 
-fn evaluate(policy: &CompiledPolicy, b: &Bindings<'_>, deadline: &Deadline) -> Option<ParamResult> {
+fn evaluate(
+    policy: &CompiledPolicy,
+    b: &GroupValues<'_>,
+    deadline: &Deadline,
+) -> Option<ParamResult> {
     let mut decisions = validations(policy, b, deadline);
     match audit_annotations(policy, &b.audit, deadline) {
         Ok(audit) => Some(ParamResult { decisions, audit }),
@@ -437,7 +444,11 @@ fn fail_or_skip(policy: &CompiledPolicy, message: String) -> Option<ParamResult>
     })
 }
 
-fn validations(policy: &CompiledPolicy, b: &Bindings<'_>, deadline: &Deadline) -> Vec<Decision> {
+fn validations(
+    policy: &CompiledPolicy,
+    b: &GroupValues<'_>,
+    deadline: &Deadline,
+) -> Vec<PolicyDecision> {
     let lazy = Lazy::new(policy, &b.validation, deadline);
     let act = Act {
         values: &b.validation,
@@ -495,8 +506,8 @@ fn validations(policy: &CompiledPolicy, b: &Bindings<'_>, deadline: &Deadline) -
                     group_error.as_deref().unwrap_or("")
                 ),
             ),
-            Ok(true) => Decision {
-                action: Action::Admit,
+            Ok(true) => PolicyDecision {
+                action: DecisionAction::Admit,
                 evaluation: Outcome::Admit,
                 message: String::new(),
                 reason: None,
@@ -512,8 +523,8 @@ fn validations(policy: &CompiledPolicy, b: &Bindings<'_>, deadline: &Deadline) -
                     })
                     .unwrap_or_else(|| format!("failed expression: {}", v.expression.trim()));
                 let reason = Some(v.reason.clone().unwrap_or_else(|| "Invalid".into()));
-                Decision {
-                    action: Action::Deny,
+                PolicyDecision {
+                    action: DecisionAction::Deny,
                     evaluation: Outcome::Deny,
                     message,
                     reason,

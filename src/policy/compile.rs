@@ -51,14 +51,33 @@ pub struct CompiledPolicy {
     pub invalid: Option<String>,
 }
 
-/// Variable slots for each expression kind (they differ in what is declared).
+/// Where one expression kind's environment puts each VAP variable, and how many variables it
+/// declares (the length of the values bound for it), as the environment says: the layout
+/// does not depend on the order of declarations.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotLayout {
+    pub slots: Slots,
+    pub len: usize,
+}
+
+impl SlotLayout {
+    fn of(env: &Env, slots: Slots) -> SlotLayout {
+        SlotLayout {
+            slots,
+            len: env.variables().len(),
+        }
+    }
+}
+
+/// The slot layout of each expression kind (they differ in what is declared).
 #[derive(Debug, Clone, Copy)]
 pub struct ExprSlots {
-    pub condition: Slots,
-    pub validation: Slots,
-    pub validation_variables: usize,
-    pub message: Slots,
-    pub message_variables: usize,
+    /// matchConditions.
+    pub condition: SlotLayout,
+    /// validations, variables and audit annotations.
+    pub validation: SlotLayout,
+    /// messageExpressions.
+    pub message: SlotLayout,
 }
 
 fn type_check(program: Program, want: &[Type], want_text: &str) -> Compiled {
@@ -154,7 +173,7 @@ pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
             authorizer: true,
         },
     );
-    let validation_variables = val_env.declare_lazy("variables", fields.clone());
+    val_env.declare_lazy("variables", fields.clone());
     let (mut msg_env, message) = vap_env(
         version,
         Decls {
@@ -162,7 +181,7 @@ pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
             authorizer: false,
         },
     );
-    let message_variables = msg_env.declare_lazy("variables", fields);
+    msg_env.declare_lazy("variables", fields);
 
     let match_conditions = spec
         .match_conditions
@@ -221,11 +240,9 @@ pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
         validations,
         audit_annotations,
         slots: ExprSlots {
-            condition,
-            validation,
-            validation_variables,
-            message,
-            message_variables,
+            condition: SlotLayout::of(&cond_env, condition),
+            validation: SlotLayout::of(&val_env, validation),
+            message: SlotLayout::of(&msg_env, message),
         },
         invalid: invalid(super::validate::validate_policy(policy)),
     }

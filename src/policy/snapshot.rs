@@ -15,8 +15,9 @@ use super::compile::{compile, CompiledPolicy};
 use crate::matching::{Matcher, Namespaces};
 use crate::model::{Binding, ParamRef, Policy};
 
+/// A binding's validationActions entry: what a failed validation becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub enum ValidationAction {
     Deny,
     Warn,
     Audit,
@@ -28,7 +29,7 @@ pub struct CompiledBinding {
     pub param_ref: Option<ParamRef>,
     /// `None`: the binding applies to every request its policy matches.
     pub matcher: Option<Matcher>,
-    pub actions: Vec<Action>,
+    pub actions: Vec<ValidationAction>,
     /// The actions as written (the `validation_failure` record repeats them).
     pub action_names: Vec<String>,
     /// Why the object fails the API server's validation (§7), if it does.
@@ -42,9 +43,9 @@ impl CompiledBinding {
             .validation_actions
             .iter()
             .filter_map(|a| match a.as_str() {
-                "Deny" => Some(Action::Deny),
-                "Warn" => Some(Action::Warn),
-                "Audit" => Some(Action::Audit),
+                "Deny" => Some(ValidationAction::Deny),
+                "Warn" => Some(ValidationAction::Warn),
+                "Audit" => Some(ValidationAction::Audit),
                 _ => None,
             })
             .collect();

@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
 
 use crate::admission::request::Request;
-use crate::admission::Verdict;
+use crate::admission::AdmissionVerdict;
 
 /// Kubernetes' reason to HTTP code (§5.1).
 pub fn code_for(reason: &str) -> u16 {
@@ -52,7 +52,7 @@ fn go_json(v: &impl serde::Serialize) -> String {
 }
 
 /// The `response` object of the answer.
-pub fn response(req: &Request<'_>, verdict: &Verdict) -> Json {
+pub fn response(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
     let mut r = Map::new();
     r.insert("uid".into(), Json::String(req.uid.clone()));
     r.insert("allowed".into(), Json::Bool(verdict.allowed()));
@@ -89,7 +89,7 @@ pub fn response(req: &Request<'_>, verdict: &Verdict) -> Json {
 }
 
 /// The whole AdmissionReview answer, in the request's API version.
-pub fn review(req: &Request<'_>, verdict: &Verdict) -> Json {
+pub fn review(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
     json!({"apiVersion": req.api_version, "kind": "AdmissionReview", "response": response(req, verdict)})
 }
 

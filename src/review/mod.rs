@@ -8,7 +8,7 @@ pub mod encode;
 
 use serde_json::Value as Json;
 
-use crate::admission::{admit, AdmitContext, Verdict};
+use crate::admission::{admit, AdmissionVerdict, AdmitContext};
 use crate::policy::snapshot::Snapshot;
 pub use decode::{request, ReviewError};
 
@@ -17,7 +17,7 @@ pub use decode::{request, ReviewError};
 #[derive(Debug)]
 pub struct Answer {
     pub review: Json,
-    pub verdict: Verdict,
+    pub verdict: AdmissionVerdict,
     pub uid: String,
     pub operation: String,
 }

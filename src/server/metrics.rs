@@ -13,7 +13,7 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::admission::Check;
+use crate::admission::CheckMetric;
 use crate::source::kube::{Problem, SourceStatus};
 
 /// 50 µs to 10 s, so that p99 alerts on webhook latency work.
@@ -154,7 +154,7 @@ impl Metrics {
     }
 
     /// Records the in-tree check metrics of one request.
-    pub fn record(&self, checks: &[Check], operation: &str) {
+    pub fn record(&self, checks: &[CheckMetric], operation: &str) {
         let operation = operation_label(operation);
         for c in checks {
             let labels = [

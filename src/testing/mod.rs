@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::Value as Json;
 
-use crate::admission::{BindingOutcome, Verdict};
+use crate::admission::{AdmissionVerdict, BindingOutcome};
 use crate::policy::snapshot::Snapshot;
 use crate::source::folder::{self, Loaded};
 
@@ -646,7 +646,7 @@ fn run_case(
 fn check(
     built: &Built,
     expect: Option<&Expect>,
-    verdict: &Verdict,
+    verdict: &AdmissionVerdict,
     response: &Json,
 ) -> Vec<String> {
     let Some(expect) = expect else {
