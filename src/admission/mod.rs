@@ -32,7 +32,7 @@ pub use context::{AdmitContext, Deadline, EvalLimits, NamespaceLookup, Services}
 use params::{binding_params, param_kind_error};
 use rbac::RbacAuthorizer;
 use request::Request;
-use routing::{configuration_error, error_type, route};
+use routing::{configuration_error, route};
 use validator::{validate, AuditResult, Outcome};
 use verdict::collect;
 pub use verdict::{
@@ -159,7 +159,7 @@ fn admit_with(
                     let errored = result
                         .decisions
                         .iter()
-                        .any(|d| d.evaluation == Outcome::Error)
+                        .any(|d| matches!(d.evaluation, Outcome::Error(_)))
                         || result
                             .audit
                             .iter()
@@ -191,12 +191,12 @@ fn admit_with(
                             verdict.checks.push(CheckMetric::new(
                                 policy,
                                 binding,
-                                error_type(&e),
+                                e.kind.label(),
                                 "deny",
                                 elapsed,
                                 0,
                             ));
-                            verdict.deny(&policy.name, Some(&binding.name), &e, None);
+                            verdict.deny(&policy.name, Some(&binding.name), &e.message, None);
                         }
                     }
                 }

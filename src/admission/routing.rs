@@ -2,9 +2,8 @@
 //! validationActions (§4.8) into denials, warnings and audited failures, with the in-tree
 //! check metrics; a configuration error follows the policy's failurePolicy.
 
-use super::validator::{self, DecisionAction, Outcome, PolicyDecision};
+use super::validator::{DecisionAction, Outcome, PolicyDecision};
 use super::verdict::{AdmissionVerdict, AuditedFailure, CheckMetric};
-use crate::cel::CancelReason;
 use crate::policy::compile::{CompiledPolicy, FailurePolicy};
 use crate::policy::snapshot::{CompiledBinding, ValidationAction};
 
@@ -26,31 +25,6 @@ pub(super) fn configuration_error(
     }
 }
 
-/// The `error_type` label of an error decision's message (§8.1): the in-tree values, except
-/// that an evaluation stopped for a limit is not an ordinary `invalid_error` (in-tree it is):
-/// the per-expression cost limit is `out_of_budget`, as the in-tree label of the group budget
-/// (both say the policy costs too much for this request), and two labels of our own say
-/// `deadline_exceeded` (the request's `?timeout=` passed) and `memory_limit`.
-///
-/// By message for now: a stop is the last part of an expression's error. An error text that
-/// quotes input (a missing key named like a stop) can mislabel its own check, but only among
-/// these fixed values.
-pub(super) fn error_type(message: &str) -> &'static str {
-    if message.starts_with("compilation") {
-        "compile_error"
-    } else if message.starts_with(validator::OUT_OF_BUDGET)
-        || message.contains(CancelReason::CostLimit.message())
-    {
-        "out_of_budget"
-    } else if message.contains(CancelReason::Deadline.message()) {
-        "deadline_exceeded"
-    } else if message.contains(CancelReason::MemoryLimit.message()) {
-        "memory_limit"
-    } else {
-        "invalid_error"
-    }
-}
-
 /// Routes a param's decisions through the binding's validationActions (§4.8), recording the
 /// in-tree check metrics on the way.
 pub(super) fn route(
@@ -64,11 +38,11 @@ pub(super) fn route(
     let mut condition_errors = condition_errors;
     for (index, d) in decisions.iter().enumerate() {
         if d.action != DecisionAction::Deny {
-            if d.evaluation == Outcome::Error {
+            if let Outcome::Error(kind) = d.evaluation {
                 let c = CheckMetric::new(
                     policy,
                     binding,
-                    error_type(&d.message),
+                    kind.label(),
                     "allow",
                     elapsed,
                     std::mem::take(&mut condition_errors),
@@ -77,10 +51,10 @@ pub(super) fn route(
             }
             continue;
         }
-        let kind = if d.evaluation == Outcome::Deny {
-            "invalid_error"
-        } else {
-            error_type(&d.message)
+        let kind = match d.evaluation {
+            Outcome::Error(kind) => kind.label(),
+            // A failed validation is labelled `invalid_error` in-tree.
+            Outcome::Admit | Outcome::Deny => "invalid_error",
         };
         for action in &binding.actions {
             let name = match action {
@@ -118,47 +92,5 @@ pub(super) fn route(
                 }),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn limit_stops_are_not_ordinary_errors() {
-        let expr = |e: &str| format!("expression 'x.all(a, true)' resulted in error: {e}");
-        assert_eq!(
-            error_type("compilation error: undeclared reference"),
-            "compile_error"
-        );
-        assert_eq!(error_type(validator::OUT_OF_BUDGET), "out_of_budget");
-        assert_eq!(
-            error_type(&expr("operation cancelled: actual cost limit exceeded")),
-            "out_of_budget"
-        );
-        assert_eq!(
-            error_type(&expr(CancelReason::Deadline.message())),
-            "deadline_exceeded"
-        );
-        assert_eq!(
-            error_type(&expr(
-                "composited variable \"v\" fails to evaluate: operation interrupted"
-            )),
-            "deadline_exceeded"
-        );
-        assert_eq!(
-            error_type(&expr("operation cancelled: memory limit exceeded")),
-            "memory_limit"
-        );
-        assert_eq!(error_type(&expr("no such key: a")), "invalid_error");
-        // As in-tree: a messageExpression that ran out of budget is an ordinary error.
-        assert_eq!(
-            error_type(&format!(
-                "failed messageExpression: {}",
-                validator::OUT_OF_BUDGET
-            )),
-            "invalid_error"
-        );
     }
 }
