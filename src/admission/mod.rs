@@ -14,6 +14,7 @@
 
 mod activation;
 pub mod context;
+pub mod error;
 mod params;
 pub mod rbac;
 pub mod request;
@@ -29,6 +30,7 @@ use crate::matching::{is_exempt, Match};
 use crate::policy::snapshot::Snapshot;
 use activation::{bind, namespace_object, RequestNamespaces};
 pub use context::{AdmitContext, Deadline, EvalLimits, NamespaceLookup, Services};
+pub use error::ConfigError;
 use params::{binding_params, param_kind_error};
 use rbac::RbacAuthorizer;
 use request::Request;
@@ -88,14 +90,15 @@ fn admit_with(
         let entry = &snapshot.policies[index];
         let policy = &entry.policy;
         let config_error = match &policy.matcher {
-            Err(guard) => Some(guard.clone()),
+            Err(guard) => Some(ConfigError::from(*guard)),
             Ok(m) => match m.matches(attrs, &namespaces) {
                 Match::No => continue,
                 Match::Yes => policy
                     .invalid
                     .clone()
+                    .map(ConfigError::Invalid)
                     .or_else(|| param_kind_error(snapshot, policy)),
-                Match::Error(e) => Some(e),
+                Match::Error(e) => Some(e.into()),
             },
         };
         if let Some(e) = config_error {

@@ -6,13 +6,17 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::activation::RequestNamespaces;
+use super::error::ConfigError;
 use super::request::Request;
-use crate::matching::Match;
+use crate::matching::{Match, MatchError};
 use crate::policy::compile::CompiledPolicy;
 use crate::policy::snapshot::{group_of, CompiledBinding, ParamObject, Scope, Snapshot};
 
 /// `failed to find resource referenced by paramKind` when nothing is known of the kind.
-pub(super) fn param_kind_error(snapshot: &Snapshot, policy: &CompiledPolicy) -> Option<String> {
+pub(super) fn param_kind_error(
+    snapshot: &Snapshot,
+    policy: &CompiledPolicy,
+) -> Option<ConfigError> {
     let pk = policy.param_kind.as_ref()?;
     let group = group_of(&pk.api_version);
     if snapshot
@@ -22,10 +26,11 @@ pub(super) fn param_kind_error(snapshot: &Snapshot, policy: &CompiledPolicy) -> 
         return None;
     }
     let version = pk.api_version.rsplit('/').next().unwrap_or("");
-    Some(format!(
-        "failed to find resource referenced by paramKind: '{group}/{version}, Kind={}'",
-        pk.kind
-    ))
+    Some(ConfigError::ParamKindNotFound {
+        group: group.to_string(),
+        version: version.to_string(),
+        kind: pk.kind.clone(),
+    })
 }
 
 /// The params a binding evaluates its policy with; `None` when the binding does not match the
@@ -36,16 +41,16 @@ pub(super) fn binding_params(
     policy: &CompiledPolicy,
     binding: &CompiledBinding,
     req: &Request<'_>,
-) -> Result<Option<Vec<Option<Arc<Json>>>>, String> {
+) -> Result<Option<Vec<Option<Arc<Json>>>>, ConfigError> {
     if let Some(m) = &binding.matcher {
         match m.matches(&req.attributes, namespaces) {
             Match::No => return Ok(None),
             Match::Yes => {}
-            Match::Error(e) => return Err(e),
+            Match::Error(e) => return Err(e.into()),
         }
     }
     if let Some(e) = &binding.invalid {
-        return Err(e.clone());
+        return Err(ConfigError::Invalid(e.clone()));
     }
     collect_params(snapshot, policy, binding, req).map(Some)
 }
@@ -56,7 +61,7 @@ fn collect_params(
     policy: &CompiledPolicy,
     binding: &CompiledBinding,
     req: &Request<'_>,
-) -> Result<Vec<Option<Arc<Json>>>, String> {
+) -> Result<Vec<Option<Arc<Json>>>, ConfigError> {
     let (Some(pk), Some(pr)) = (&policy.param_kind, &binding.param_ref) else {
         return Ok(vec![None]);
     };
@@ -74,22 +79,20 @@ fn collect_params(
                 .filter(|n| !n.is_empty())
                 .unwrap_or_else(|| req.attributes.namespace.clone());
             if ns.is_empty() {
-                return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into());
+                return Err(ConfigError::NamespacedParamForClusterScoped);
             }
             Some(ns)
         }
         Scope::Cluster => None,
     };
     if snapshot.unsynced_params.contains(&key) {
-        return Err(format!(
-            "paramKind kind `&ParamKind{{APIVersion:{},Kind:{},}}` not yet synced to use for admission",
-            pk.api_version, pk.kind
-        ));
+        return Err(ConfigError::ParamKindNotSynced {
+            api_version: pk.api_version.clone(),
+            kind: pk.kind.clone(),
+        });
     }
     if scope == Scope::Cluster && pr.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
-        return Err(
-            "paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into(),
-        );
+        return Err(ConfigError::NamespaceForClusterScopedParam);
     }
     let candidates: Vec<&ParamObject> = snapshot
         .params
@@ -101,28 +104,25 @@ fn collect_params(
         })
         .unwrap_or_default();
     let found: Vec<Option<Arc<Json>>> = match (&pr.name, &pr.selector) {
-        (Some(_), Some(_)) => {
-            return Err("paramRef.name and paramRef.selector are mutually exclusive".into())
-        }
+        (Some(_), Some(_)) => return Err(ConfigError::NameAndSelector),
         (Some(name), None) => candidates
             .iter()
             .filter(|o| o.name == *name)
             .map(|o| Some(o.object.clone()))
             .collect(),
         (None, Some(sel)) => {
-            let sel = crate::matching::selector::Selector::compile(sel)?;
+            let sel = crate::matching::selector::Selector::compile(sel)
+                .map_err(|e| ConfigError::Match(MatchError::Selector(e)))?;
             candidates
                 .iter()
                 .filter(|o| sel.matches(&o.labels))
                 .map(|o| Some(o.object.clone()))
                 .collect()
         }
-        (None, None) => return Err("one of name or selector must be provided".into()),
+        (None, None) => return Err(ConfigError::NoNameOrSelector),
     };
     if found.is_empty() && pr.parameter_not_found_action.as_deref() == Some("Deny") {
-        return Err(
-            "no params found for policy binding with `Deny` parameterNotFoundAction".into(),
-        );
+        return Err(ConfigError::NoParams);
     }
     Ok(found)
 }
