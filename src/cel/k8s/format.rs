@@ -72,18 +72,28 @@ fn anchored(pattern: &str) -> Regex {
     Regex::new(&format!("^(?:{pattern})$")).expect("constant pattern compiles")
 }
 
-fn regexes() -> &'static [Regex; 7] {
-    static R: OnceLock<[Regex; 7]> = OnceLock::new();
-    R.get_or_init(|| {
-        [
-            anchored(DNS1123_LABEL_FMT),
-            anchored(DNS1123_SUBDOMAIN_FMT),
-            anchored(DNS1035_LABEL_FMT),
-            anchored(QUALIFIED_NAME_FMT),
-            anchored(LABEL_VALUE_FMT),
-            Regex::new(DATE_TIME_PATTERN).expect("constant pattern compiles"),
-            Regex::new(UUID_PATTERN).expect("constant pattern compiles"),
-        ]
+/// The compiled patterns, each named for what it checks.
+struct Regexes {
+    dns1123_label: Regex,
+    dns1123_subdomain: Regex,
+    dns1035_label: Regex,
+    qualified_name: Regex,
+    label_value: Regex,
+    /// The time part of a date-time, its fields captured (the pattern anchors itself).
+    date_time: Regex,
+    uuid: Regex,
+}
+
+fn regexes() -> &'static Regexes {
+    static R: OnceLock<Regexes> = OnceLock::new();
+    R.get_or_init(|| Regexes {
+        dns1123_label: anchored(DNS1123_LABEL_FMT),
+        dns1123_subdomain: anchored(DNS1123_SUBDOMAIN_FMT),
+        dns1035_label: anchored(DNS1035_LABEL_FMT),
+        qualified_name: anchored(QUALIFIED_NAME_FMT),
+        label_value: anchored(LABEL_VALUE_FMT),
+        date_time: Regex::new(DATE_TIME_PATTERN).expect("constant pattern compiles"),
+        uuid: Regex::new(UUID_PATTERN).expect("constant pattern compiles"),
     })
 }
 
@@ -131,8 +141,8 @@ pub(crate) fn dns1123_label(s: &str) -> Vec<String> {
     if s.len() > 63 {
         errs.push(max_len_error(63));
     }
-    if !regexes()[0].is_match(s) {
-        if regexes()[1].is_match(s) {
+    if !regexes().dns1123_label.is_match(s) {
+        if regexes().dns1123_subdomain.is_match(s) {
             errs.push("must not contain dots".into());
         } else {
             errs.push(regex_error(
@@ -150,7 +160,7 @@ pub(crate) fn dns1123_subdomain(s: &str) -> Vec<String> {
     if s.len() > 253 {
         errs.push(max_len_error(253));
     }
-    if !regexes()[1].is_match(s) {
+    if !regexes().dns1123_subdomain.is_match(s) {
         errs.push(regex_error(
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
             DNS1123_SUBDOMAIN_FMT,
@@ -165,7 +175,7 @@ pub(crate) fn dns1035_label(s: &str) -> Vec<String> {
     if s.len() > 63 {
         errs.push(max_len_error(63));
     }
-    if !regexes()[2].is_match(s) {
+    if !regexes().dns1035_label.is_match(s) {
         errs.push(regex_error(
             "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
             DNS1035_LABEL_FMT,
@@ -208,7 +218,7 @@ pub(crate) fn qualified_name(s: &str) -> Vec<String> {
     } else if name.len() > 63 {
         errs.push(format!("name part {}", max_len_error(63)));
     }
-    if !regexes()[3].is_match(name) {
+    if !regexes().qualified_name.is_match(name) {
         errs.push(format!(
             "name part {}",
             regex_error(
@@ -226,7 +236,7 @@ pub(crate) fn label_value(s: &str) -> Vec<String> {
     if s.len() > 63 {
         errs.push(max_len_error(63));
     }
-    if !regexes()[4].is_match(s) {
+    if !regexes().label_value.is_match(s) {
         errs.push(regex_error(
             "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
             LABEL_VALUE_FMT,
@@ -279,7 +289,7 @@ fn is_date_time(s: &str) -> bool {
     if parts.len() < 2 || !is_date(parts[0]) {
         return false;
     }
-    let Some(c) = regexes()[5].captures(parts[1]) else {
+    let Some(c) = regexes().date_time.captures(parts[1]) else {
         return false;
     };
     let field = |i: usize| c.get(i).map_or("", |m| m.as_str());
@@ -304,7 +314,7 @@ fn validate_named(name: &str, s: &str) -> Vec<String> {
         "dns1035LabelPrefix" => dns1035_label(&mask_trailing_dash(s)),
         "labelValue" => label_value(s),
         "uri" => super::url::parse_request_uri(s).err().into_iter().collect(),
-        "uuid" => one(regexes()[6].is_match(s), "does not match the UUID format"),
+        "uuid" => one(regexes().uuid.is_match(s), "does not match the UUID format"),
         "byte" => one(is_base64(s), "invalid base64"),
         "date" => one(is_date(s), "invalid date"),
         "datetime" => one(is_date_time(s), "invalid datetime"),
