@@ -627,7 +627,7 @@ fn run_eval(
         serde_json::to_vec(&v).map_err(|e| Usage(format!("{name}: {e}")))?
     };
     let answer = celgate::review::review_answer(&snapshot, &body)
-        .map_err(|e| Usage(format!("{name}: {}", e.0)))?;
+        .map_err(|e| Usage(format!("{name}: {e}")))?;
     println!(
         "{}",
         serde_json::to_string_pretty(&answer).unwrap_or_default()

@@ -66,7 +66,7 @@ fn review() -> Json {
 }
 
 fn run(snapshot: &Snapshot, body: &[u8]) -> Result<Answer, String> {
-    answer(snapshot, body, &Default::default()).map_err(|e| e.0)
+    answer(snapshot, body, &Default::default()).map_err(|e| e.to_string())
 }
 
 fn allowed(a: &Answer) -> bool {
@@ -466,7 +466,7 @@ fn deep_documents_parse_on_a_small_stack() {
             let doc = celgate::cel::json::Doc::parse(&body).map_err(|e| e.to_string())?;
             celgate::review::request(&doc)
                 .map(|r| r.uid)
-                .map_err(|e| e.0)
+                .map_err(|e| e.to_string())
         })
         .unwrap()
         .join()

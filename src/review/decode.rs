@@ -26,8 +26,39 @@ use crate::matching::RequestAttributes;
 
 /// A body that is not an AdmissionReview as the API server sends it; the text names the
 /// field's JSON path (the server answers 400 with it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReviewError(pub String);
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// The body is not JSON (or nests deeper than the API server's limit).
+    #[error("malformed JSON: {0}")]
+    MalformedJson(#[source] serde_json::Error),
+    /// The body is JSON but not an object.
+    #[error("the body is not a JSON object")]
+    NotAnObject,
+    /// `apiVersion` is neither `admission.k8s.io/v1` nor `admission.k8s.io/v1beta1` (the
+    /// version, Go-quoted).
+    #[error("unsupported AdmissionReview apiVersion {0} (expected admission.k8s.io/v1 or admission.k8s.io/v1beta1)")]
+    UnsupportedVersion(String),
+    /// `kind` is sent and is not `AdmissionReview` (the kind, Go-quoted).
+    #[error("kind: Unsupported value: {0}: supported values: \"AdmissionReview\"")]
+    UnsupportedKind(String),
+    /// The review has no `request` (or a null one).
+    #[error("the AdmissionReview has no request")]
+    NoRequest,
+    /// A field the type does not mark optional is missing, or empty where the API server
+    /// never sends it empty (the field's path).
+    #[error("{0}: Required value")]
+    Required(String),
+    /// A field has another JSON type than its Go type.
+    #[error("{path}: Invalid value: must be {expected}, not {got}")]
+    WrongType {
+        path: String,
+        expected: &'static str,
+        got: &'static str,
+    },
+    /// `request.operation` is not one of the four (the operation, Go-quoted).
+    #[error("request.operation: Unsupported value: {0}: supported values: \"CREATE\", \"UPDATE\", \"DELETE\", \"CONNECT\"")]
+    UnsupportedOperation(String),
+}
 
 /// The operations an AdmissionRequest carries (`admission/v1` `Operation`).
 const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
@@ -58,14 +89,15 @@ impl std::fmt::Display for Path<'_> {
 }
 
 fn required(path: impl std::fmt::Display) -> ReviewError {
-    ReviewError(format!("{path}: Required value"))
+    ReviewError::Required(path.to_string())
 }
 
-fn wrong_type(path: impl std::fmt::Display, expected: &str, got: &Item<'_>) -> ReviewError {
-    ReviewError(format!(
-        "{path}: Invalid value: must be {expected}, not {}",
-        kind_name(got)
-    ))
+fn wrong_type(path: impl std::fmt::Display, expected: &'static str, got: &Item<'_>) -> ReviewError {
+    ReviewError::WrongType {
+        path: path.to_string(),
+        expected,
+        got: kind_name(got),
+    }
 }
 
 /// A string field: absent or `null` is `""` (Go leaves the string empty).
@@ -292,7 +324,7 @@ fn meta<'d>(path: &str, object: Option<Ref<'d, 'd>>) -> Result<Meta<'d>, ReviewE
 pub fn request<'d>(doc: &'d Doc<'d>) -> Result<Request<'d>, ReviewError> {
     let root = doc.root();
     if !matches!(root.item(), Item::Object(_)) {
-        return Err(ReviewError("the body is not a JSON object".into()));
+        return Err(ReviewError::NotAnObject);
     }
     let (mut api_version, mut kind, mut request) = (None, None, None);
     let mut c = root.children();
@@ -306,23 +338,14 @@ pub fn request<'d>(doc: &'d Doc<'d>) -> Result<Request<'d>, ReviewError> {
     }
     let api_version = string("apiVersion", api_version)?;
     if api_version != "admission.k8s.io/v1" && api_version != "admission.k8s.io/v1beta1" {
-        return Err(ReviewError(format!(
-            "unsupported AdmissionReview apiVersion {} (expected admission.k8s.io/v1 or admission.k8s.io/v1beta1)",
-            quoted(api_version)
-        )));
+        return Err(ReviewError::UnsupportedVersion(quoted(api_version)));
     }
     match string("kind", kind)? {
         // TypeMeta's fields may be omitted; when sent, the kind is this one.
         "" | "AdmissionReview" => {}
-        other => {
-            return Err(ReviewError(format!(
-                "kind: Unsupported value: {}: supported values: \"AdmissionReview\"",
-                quoted(other)
-            )))
-        }
+        other => return Err(ReviewError::UnsupportedKind(quoted(other))),
     }
-    let request = optional_object(Path("", "request"), request)?
-        .ok_or_else(|| ReviewError("the AdmissionReview has no request".into()))?;
+    let request = optional_object(Path("", "request"), request)?.ok_or(ReviewError::NoRequest)?;
     let f = Fields::of(request);
     const P: &str = "request";
     let uid = non_empty(Path(P, "uid"), f.uid)?;
@@ -350,10 +373,7 @@ pub fn request<'d>(doc: &'d Doc<'d>) -> Result<Request<'d>, ReviewError> {
         return Err(required(Path(P, "operation")));
     }
     if !OPERATIONS.contains(&operation) {
-        return Err(ReviewError(format!(
-            "request.operation: Unsupported value: {}: supported values: \"CREATE\", \"UPDATE\", \"DELETE\", \"CONNECT\"",
-            quoted(operation)
-        )));
+        return Err(ReviewError::UnsupportedOperation(quoted(operation)));
     }
     let user = user_info(required_object(Path(P, "userInfo"), f.user_info)?)?;
     let object = optional_object(Path(P, "object"), f.object)?;

@@ -30,8 +30,7 @@ pub fn answer(
     body: &[u8],
     context: &AdmitContext<'_>,
 ) -> Result<Answer, ReviewError> {
-    let doc = crate::cel::json::Doc::parse(body)
-        .map_err(|e| ReviewError(format!("malformed JSON: {e}")))?;
+    let doc = crate::cel::json::Doc::parse(body).map_err(ReviewError::MalformedJson)?;
     let req = request(&doc)?;
     let verdict = admit(snapshot, &req, context);
     let review = encode::review(&req, &verdict);

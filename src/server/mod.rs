@@ -347,7 +347,9 @@ async fn validate(
             s.metrics.answered("", "timeout", started.elapsed());
             return timed_out(timeout);
         }
-        Ok(Ok(Some(Err(e)))) => return refuse(&s, StatusCode::BAD_REQUEST, "malformed", e.0),
+        Ok(Ok(Some(Err(e)))) => {
+            return refuse(&s, StatusCode::BAD_REQUEST, "malformed", e.to_string())
+        }
         Ok(Ok(Some(Ok(a)))) => a,
     };
     s.metrics.record(&answer.verdict.checks, &answer.operation);

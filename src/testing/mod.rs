@@ -636,7 +636,7 @@ fn run_case(
     };
     let req = match crate::review::request(&doc) {
         Ok(r) => r,
-        Err(e) => return vec![format!("the review is invalid: {}", e.0)],
+        Err(e) => return vec![format!("the review is invalid: {e}")],
     };
     let verdict = crate::admission::admit_traced(&built.snapshot, &req, &Default::default());
     let response = crate::review::encode::response(&req, &verdict);
