@@ -1,7 +1,7 @@
-//! An immutable snapshot of everything admission reads, pure data (the live services an
-//! evaluation may call are passed to [`crate::admission::admit`] apart): compiled policies with their
+//! An immutable snapshot of everything admission reads: compiled policies with their
 //! bindings, namespaces, param objects and the scope of their kinds, and RBAC objects for the
-//! offline authorizer. Built once per change; requests share it without locks.
+//! offline authorizer. Built once per change; requests share it without locks. Pure data: the
+//! live services an evaluation may call are passed to [`crate::admission::admit`] apart.
 //!
 //! Order is deterministic where in-tree it is arbitrary (§5.6): policies by name, bindings by
 //! name, params by namespace then name.
