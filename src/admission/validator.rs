@@ -154,12 +154,15 @@ pub struct GroupValues<'a> {
     pub audit: Vec<Value<'a>>,
 }
 
+/// A composited variable's value or error, with the limit that stopped it, if one did.
+type VariableResult<'a> = (Result<Value<'a>, EvalError>, Option<CancelReason>);
+
 /// Composited variables for one expression group: computed on first read, cached.
 struct Lazy<'a, 'p> {
     policy: &'p CompiledPolicy,
     values: &'p [Value<'a>],
-    /// Each variable's result, with the limit that stopped it, if one did.
-    cache: RefCell<Vec<Option<(Result<Value<'a>, EvalError>, Option<CancelReason>)>>>,
+    /// Each variable's result, once computed.
+    cache: RefCell<Vec<Option<VariableResult<'a>>>>,
     cost: Cell<u64>,
     /// The limit that stopped a variable read since the last reset: the reading expression's
     /// error, if it is the variable's, is labelled by it.
