@@ -34,7 +34,7 @@ pub struct CheckMetric {
     pub policy: String,
     pub binding: String,
     /// `no_error`, `compile_error`, `out_of_budget` or `invalid_error` (in-tree), or our own
-    /// `deadline_exceeded` or `memory_limit` (see [`super::routing::error_type`]).
+    /// `deadline_exceeded` or `memory_limit` (see [`super::validator::ErrorKind`]).
     pub error_type: &'static str,
     /// `deny`, `warn`, `audit` or `allow`.
     pub action: &'static str,
@@ -57,7 +57,7 @@ pub struct AdmissionVerdict {
     /// The deadline passed before every evaluation was done: the verdict is incomplete and
     /// must not be sent (the server answers 504).
     pub timed_out: bool,
-    /// Per evaluated (policy, binding), its result; filled by [`admit_traced`] only (for
+    /// Per evaluated (policy, binding), its result; filled by [`super::admit_traced`] only (for
     /// `celgate test`), so that serving allocates nothing for it. A binding not listed did
     /// not match.
     pub results: Vec<BindingResult>,
