@@ -115,7 +115,7 @@ fn review_bytes() -> Vec<u8> {
 }
 
 fn allowed(snapshot: &Snapshot, body: &[u8]) -> bool {
-    let answer = celgate::admission::review_answer(snapshot, body).expect("answer");
+    let answer = celgate::review::review_answer(snapshot, body).expect("answer");
     answer["response"]["allowed"] == true
 }
 

@@ -567,8 +567,8 @@ fn run_eval(
             .map_err(|e| Usage(format!("{name}: not valid JSON or YAML: {e}")))?;
         serde_json::to_vec(&v).map_err(|e| Usage(format!("{name}: {e}")))?
     };
-    let answer = celgate::admission::review_answer(&snapshot, &body)
-        .map_err(|e| Usage(format!("{name}: {}", e.0)))?;
+    let answer = celgate::review::review_answer(&snapshot, &body)
+        .map_err(|e| Usage(format!("{name}: {e}")))?;
     println!(
         "{}",
         serde_json::to_string_pretty(&answer).unwrap_or_default()

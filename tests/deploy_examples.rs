@@ -39,7 +39,7 @@ fn answer(pod: Json, user: &str, groups: &[&str]) -> Json {
         }
     });
     let body = serde_json::to_vec(&review).unwrap();
-    celgate::admission::review_answer(&snap, &body).unwrap()["response"].clone()
+    celgate::review::review_answer(&snap, &body).unwrap()["response"].clone()
 }
 
 fn pod(image: &str, host_network: bool) -> Json {

@@ -13,13 +13,41 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
+use celgate::admission::{AdmitContext, Services};
 use celgate::policy::snapshot::Snapshot;
 use celgate::source::kube::authorizer::{SarAuthorizer, SarOptions};
+use celgate::source::kube::namespaces::ClusterNamespaces;
 use celgate::source::kube::{KubeOptions, KubeSource};
 use fake_apiserver::{policy_kinds, Fake, Kind};
 use serde_json::{json, Value as Json};
 
-type Latest = Arc<Mutex<Option<Arc<Snapshot>>>>;
+/// The latest snapshot published, and the live services the server gives evaluations (as
+/// `server::run` wires them).
+#[derive(Clone, Default)]
+struct Latest {
+    snapshot: Arc<Mutex<Option<Arc<Snapshot>>>>,
+    services: Services,
+}
+
+impl std::ops::Deref for Latest {
+    type Target = Mutex<Option<Arc<Snapshot>>>;
+    fn deref(&self) -> &Self::Target {
+        &self.snapshot
+    }
+}
+
+impl Latest {
+    /// The answer of `snapshot` to `body`, with the services.
+    fn answer(&self, snapshot: &Snapshot, body: &[u8]) -> Option<Json> {
+        let context = AdmitContext {
+            services: &self.services,
+            ..AdmitContext::default()
+        };
+        celgate::review::answer(snapshot, body, &context)
+            .ok()
+            .map(|a| a.review)
+    }
+}
 
 fn options() -> KubeOptions {
     KubeOptions {
@@ -38,17 +66,22 @@ fn client(addr: std::net::SocketAddr) -> kube::Client {
 }
 
 fn start(addr: std::net::SocketAddr, options: KubeOptions, sar: bool) -> (KubeSource, Latest) {
-    let latest: Latest = Arc::default();
-    let sink = latest.clone();
     let client = client(addr);
     let authorizer = sar.then(|| {
         SarAuthorizer::new(client.clone(), SarOptions::default())
             as Arc<dyn celgate::cel::k8s::authz::AuthorizerFactory>
     });
+    let latest = Latest {
+        snapshot: Arc::default(),
+        services: Services {
+            authorizer,
+            namespace_lookup: Some(Arc::new(ClusterNamespaces::new(client.clone()))),
+        },
+    };
+    let sink = latest.snapshot.clone();
     let source = KubeSource::start(
         client,
         options,
-        authorizer,
         Arc::new(move |s| *sink.lock().unwrap() = Some(Arc::new(s))),
     );
     (source, latest)
@@ -159,8 +192,9 @@ fn review(namespace: &str, name: &str, containers: usize) -> Vec<u8> {
 /// The response of the latest snapshot to `body` (off the async workers, as the server does).
 async fn respond(latest: &Latest, body: Vec<u8>) -> Json {
     let snapshot = latest.lock().unwrap().clone().expect("a snapshot");
+    let latest = latest.clone();
     tokio::task::spawn_blocking(move || {
-        celgate::admission::review_answer(&snapshot, &body).unwrap()["response"].clone()
+        latest.answer(&snapshot, &body).unwrap()["response"].clone()
     })
     .await
     .unwrap()
@@ -168,7 +202,7 @@ async fn respond(latest: &Latest, body: Vec<u8>) -> Json {
 
 fn allowed(latest: &Latest, body: Vec<u8>) -> Option<bool> {
     let snapshot = latest.lock().unwrap().clone()?;
-    let answer = celgate::admission::review_answer(&snapshot, &body).ok()?;
+    let answer = latest.answer(&snapshot, &body)?;
     answer["response"]["allowed"].as_bool()
 }
 

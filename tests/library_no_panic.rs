@@ -994,7 +994,7 @@ fn review(data: serde_json::Value) -> Vec<u8> {
 }
 
 /// Policy name to (error type, action) of its check records.
-fn checks(answer: &celgate::admission::Answer) -> BTreeMap<String, Vec<(String, String)>> {
+fn checks(answer: &celgate::review::Answer) -> BTreeMap<String, Vec<(String, String)>> {
     let mut out: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
     for c in &answer.verdict.checks {
         out.entry(c.policy.clone())
@@ -1033,8 +1033,8 @@ fn a_url_attack_gets_each_policys_own_decision() {
         policy("bystander", "Fail", "object.data.url.size() < 3"),
     ]);
     let body = review(serde_json::json!({"url": "/%€"}));
-    let answer = celgate::admission::answer(&snap, &body, &Default::default())
-        .unwrap_or_else(|e| panic!("{}", e.0));
+    let answer = celgate::review::answer(&snap, &body, &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
     let denials: BTreeMap<&str, &str> = answer
         .verdict
         .denials
@@ -1096,16 +1096,22 @@ impl AuthorizerFactory for PanickingAuthorizer {
 #[test]
 fn a_panicking_policy_is_that_policys_error_and_the_review_is_answered() {
     let check = "authorizer.group('').resource('pods').check('get').allowed()";
-    let mut snap = snapshot(&[
+    let snap = snapshot(&[
         policy("authz-fail", "Fail", check),
         policy("authz-ignore", "Ignore", check),
         policy("bystander", "Fail", "object.data.url.size() < 3"),
     ]);
-    snap.authorizer = Some(Arc::new(PanickingAuthorizer));
+    let services = celgate::admission::Services {
+        authorizer: Some(Arc::new(PanickingAuthorizer)),
+        namespace_lookup: None,
+    };
+    let context = celgate::admission::AdmitContext {
+        services: &services,
+        ..Default::default()
+    };
     let before = celgate::admission::validator::contained_panics();
     let body = review(serde_json::json!({"url": "ok"}));
-    let answer = celgate::admission::answer(&snap, &body, &Default::default())
-        .unwrap_or_else(|e| panic!("{}", e.0));
+    let answer = celgate::review::answer(&snap, &body, &context).unwrap_or_else(|e| panic!("{e}"));
     let messages: Vec<&str> = answer
         .verdict
         .denials
@@ -1126,9 +1132,7 @@ fn a_panicking_policy_is_that_policys_error_and_the_review_is_answered() {
     assert_eq!(answer.review["response"]["allowed"], false);
 
     // Under Ignore alone, the review is allowed.
-    let mut snap = snapshot(&[policy("authz-ignore", "Ignore", check)]);
-    snap.authorizer = Some(Arc::new(PanickingAuthorizer));
-    let answer = celgate::admission::answer(&snap, &body, &Default::default())
-        .unwrap_or_else(|e| panic!("{}", e.0));
+    let snap = snapshot(&[policy("authz-ignore", "Ignore", check)]);
+    let answer = celgate::review::answer(&snap, &body, &context).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(answer.review["response"]["allowed"], true);
 }

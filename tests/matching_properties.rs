@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use celgate::matching::rules::{rule_matches, Gvr};
 use celgate::matching::selector::Selector;
 use celgate::matching::RequestAttributes;
-use celgate::policy::model::{LabelSelector, NamedRule, SelectorRequirement};
+use celgate::model::{LabelSelector, NamedRule, SelectorRequirement};
 use proptest::prelude::*;
 
 fn key() -> impl Strategy<Value = String> {

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use celgate::admission::response::annotation_key;
+use celgate::review::encode::annotation_key;
 use libtest_mimic::{Completion, Failed, Trial};
 use serde_json::Value as Json;
 

@@ -11,9 +11,9 @@ use std::path::Path;
 #[path = "common/fixtures.rs"]
 mod fixtures;
 
-use celgate::admission::{answer, Answer};
 use celgate::cel::NEWEST_MINOR;
 use celgate::policy::snapshot::Snapshot;
+use celgate::review::{answer, Answer};
 use celgate::source::{add_cluster_defaults, folder, snapshot};
 use serde_json::{json, Value as Json};
 
@@ -58,7 +58,7 @@ fn review() -> Json {
 }
 
 fn run(snapshot: &Snapshot, body: &[u8]) -> Result<Answer, String> {
-    answer(snapshot, body, &Default::default()).map_err(|e| e.0)
+    answer(snapshot, body, &Default::default()).map_err(|e| e.to_string())
 }
 
 fn allowed(a: &Answer) -> bool {
@@ -456,9 +456,9 @@ fn deep_documents_parse_on_a_small_stack() {
         .stack_size(256 << 10)
         .spawn(move || {
             let doc = celgate::cel::json::Doc::parse(&body).map_err(|e| e.to_string())?;
-            celgate::admission::request::Request::from_review(&doc)
+            celgate::review::request(&doc)
                 .map(|r| r.uid)
-                .map_err(|e| e.0)
+                .map_err(|e| e.to_string())
         })
         .unwrap()
         .join()

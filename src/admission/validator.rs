@@ -18,7 +18,7 @@ use std::sync::{Mutex, Once};
 
 use super::Deadline;
 use crate::cel::eval::Activation;
-use crate::cel::{EvalError, Program, Value, PER_CALL_LIMIT};
+use crate::cel::{CancelReason, EvalError, Program, Value, PER_CALL_LIMIT};
 use crate::policy::compile::{CompiledPolicy, FailurePolicy};
 
 pub const BUDGET: u64 = 10_000_000;
@@ -28,23 +28,99 @@ pub const OUT_OF_BUDGET: &str =
 /// messageExpression results longer than this are discarded.
 const MAX_MESSAGE_BYTES: usize = 5120;
 
+/// What a decision does to the request (in-tree `PolicyDecisionAction`): an evaluation
+/// error under failurePolicy Ignore admits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub enum DecisionAction {
     Admit,
     Deny,
 }
 
+/// How a validation's evaluation came out (in-tree `PolicyDecisionEvaluation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Admit,
     Deny,
-    Error,
+    /// It could not be evaluated; the kind labels its check metric.
+    Error(ErrorKind),
 }
 
-/// One validation's decision.
+/// Why an expression's evaluation failed, as the check metrics label it (§8.1): the in-tree
+/// labels, except that an evaluation stopped for a limit is not an ordinary `invalid_error`
+/// (in-tree it is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The expression does not compile (`compile_error`).
+    Compile,
+    /// The group's cost budget ran out, or one expression's cost limit stopped it
+    /// (`out_of_budget`, the in-tree label of the group budget: either way the policy costs
+    /// too much for this request).
+    OutOfBudget,
+    /// The request's deadline (the API server's `?timeout=`) stopped it
+    /// (`deadline_exceeded`, our own label).
+    DeadlineExceeded,
+    /// It would have built more than the memory limit (`memory_limit`, our own label).
+    MemoryLimit,
+    /// Any other error (`invalid_error`).
+    Invalid,
+}
+
+impl ErrorKind {
+    /// The `error_type` label of the check metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorKind::Compile => "compile_error",
+            ErrorKind::OutOfBudget => "out_of_budget",
+            ErrorKind::DeadlineExceeded => "deadline_exceeded",
+            ErrorKind::MemoryLimit => "memory_limit",
+            ErrorKind::Invalid => "invalid_error",
+        }
+    }
+
+    fn stopped(reason: CancelReason) -> ErrorKind {
+        match reason {
+            CancelReason::CostLimit => ErrorKind::OutOfBudget,
+            CancelReason::Deadline => ErrorKind::DeadlineExceeded,
+            CancelReason::MemoryLimit => ErrorKind::MemoryLimit,
+        }
+    }
+
+    /// The kind of a runtime error: the limit that stopped the expression, or one that
+    /// stopped a composited variable it read (whose error became an ordinary error value).
+    fn of(e: &EvalError, variable_stop: Option<CancelReason>) -> ErrorKind {
+        match (e, variable_stop) {
+            (EvalError::Cancelled(r), _) => ErrorKind::stopped(*r),
+            (_, Some(r)) => ErrorKind::stopped(r),
+            _ => ErrorKind::Invalid,
+        }
+    }
+
+    /// The kind of several distinct match-condition errors reported as one `[a, b]` message:
+    /// a limit that stopped any of them, else `invalid_error` (even for compile errors, as
+    /// the joined message is labelled in-tree by the first one's text only when alone).
+    fn joined(kinds: &[ErrorKind]) -> ErrorKind {
+        [
+            ErrorKind::OutOfBudget,
+            ErrorKind::DeadlineExceeded,
+            ErrorKind::MemoryLimit,
+        ]
+        .into_iter()
+        .find(|k| kinds.contains(k))
+        .unwrap_or(ErrorKind::Invalid)
+    }
+}
+
+/// An expression's error: its message and its metric kind.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
-    pub action: Action,
+pub struct ExprFailure {
+    pub message: String,
+    pub kind: ErrorKind,
+}
+
+/// One validation's decision (in-tree `PolicyDecision`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyDecision {
+    pub action: DecisionAction,
     pub evaluation: Outcome,
     pub message: String,
     pub reason: Option<String>,
@@ -55,18 +131,19 @@ pub struct Decision {
 pub enum AuditResult {
     Publish(String, String),
     /// An error under failurePolicy Fail: denies whatever the validation actions.
-    Error(String),
+    Error(ExprFailure),
 }
 
 /// The result for one param.
 #[derive(Debug, Default, PartialEq)]
 pub struct ParamResult {
-    pub decisions: Vec<Decision>,
+    pub decisions: Vec<PolicyDecision>,
     pub audit: Vec<AuditResult>,
 }
 
-/// The values bound for each expression group, in the slot layout of its environment.
-pub struct Bindings<'a> {
+/// The variable values bound for each expression group of a policy (not VAP bindings), in
+/// the slot layout of its environment.
+pub struct GroupValues<'a> {
     /// matchConditions (namespaceObject null).
     pub condition: Vec<Value<'a>>,
     /// validations and the variables they read.
@@ -77,12 +154,19 @@ pub struct Bindings<'a> {
     pub audit: Vec<Value<'a>>,
 }
 
+/// A composited variable's value or error, with the limit that stopped it, if one did.
+type VariableResult<'a> = (Result<Value<'a>, EvalError>, Option<CancelReason>);
+
 /// Composited variables for one expression group: computed on first read, cached.
 struct Lazy<'a, 'p> {
     policy: &'p CompiledPolicy,
     values: &'p [Value<'a>],
-    cache: RefCell<Vec<Option<Result<Value<'a>, EvalError>>>>,
+    /// Each variable's result, once computed.
+    cache: RefCell<Vec<Option<VariableResult<'a>>>>,
     cost: Cell<u64>,
+    /// The limit that stopped a variable read since the last reset: the reading expression's
+    /// error, if it is the variable's, is labelled by it.
+    stop: Cell<Option<CancelReason>>,
     deadline: &'p Deadline,
 }
 
@@ -93,17 +177,22 @@ impl<'a, 'p> Lazy<'a, 'p> {
             values,
             cache: RefCell::new(vec![None; policy.variables.len()]),
             cost: Cell::new(0),
+            stop: Cell::new(None),
             deadline,
         }
     }
 
     fn get(&self, index: usize) -> Result<Value<'a>, EvalError> {
-        if let Some(Some(cached)) = self.cache.borrow().get(index) {
+        if let Some(Some((cached, stop))) = self.cache.borrow().get(index) {
+            if stop.is_some() {
+                self.stop.set(*stop);
+            }
             return cached.clone();
         }
         let Some((name, compiled)) = self.policy.variables.get(index) else {
             return Err(EvalError::new(format!("no such variable: {index}")));
         };
+        let mut stop = None;
         let result = match compiled {
             Err(e) => Err(EvalError::new(format!(
                 "composited variable {name:?} fails to compile: {e}"
@@ -119,6 +208,11 @@ impl<'a, 'p> Lazy<'a, 'p> {
                 });
                 if let Err(e) = &r {
                     self.deadline.note(e);
+                    stop = match e {
+                        EvalError::Cancelled(reason) => Some(*reason),
+                        // A variable it read was stopped.
+                        _ => self.stop.get(),
+                    };
                 }
                 self.cost.set(self.cost.get() + meter.cost);
                 // Any error, a cancellation included, becomes an ordinary error value of the
@@ -132,7 +226,10 @@ impl<'a, 'p> Lazy<'a, 'p> {
             }
         };
         if let Some(slot) = self.cache.borrow_mut().get_mut(index) {
-            *slot = Some(result.clone());
+            *slot = Some((result.clone(), stop));
+        }
+        if stop.is_some() {
+            self.stop.set(stop);
         }
         result
     }
@@ -170,11 +267,14 @@ impl Budget<'_> {
         policy: &CompiledPolicy,
         program: &Program,
         act: &Act<'a, '_>,
-    ) -> Result<Result<Value<'a>, EvalError>, OutOfBudget> {
+    ) -> Result<Result<Value<'a>, (EvalError, ErrorKind)>, OutOfBudget> {
         if self.1.passed() {
-            return Ok(Err(Deadline::interrupted()));
+            return Ok(Err((Deadline::interrupted(), ErrorKind::DeadlineExceeded)));
         }
         let mut meter = self.1.meter(PER_CALL_LIMIT);
+        if let Some(l) = act.lazy {
+            l.stop.set(None);
+        }
         let r = contain(&policy.name, program.source(), || {
             program.eval(act, &mut meter)
         });
@@ -186,7 +286,10 @@ impl Budget<'_> {
             return Err(OutOfBudget);
         }
         self.0 -= cost;
-        Ok(r)
+        Ok(r.map_err(|e| {
+            let kind = ErrorKind::of(&e, act.lazy.and_then(|l| l.stop.get()));
+            (e, kind)
+        }))
     }
 }
 
@@ -316,25 +419,38 @@ fn warn_once(policy: &str, expression: &str, message: &str, location: Option<&st
     first
 }
 
-fn runtime_error(expression: &str, e: &EvalError) -> String {
-    format!("expression '{expression}' resulted in error: {e}")
+fn runtime_error(expression: &str, e: &EvalError, kind: ErrorKind) -> ExprFailure {
+    ExprFailure {
+        message: format!("expression '{expression}' resulted in error: {e}"),
+        kind,
+    }
 }
 
-fn compile_error(e: &str) -> String {
-    format!("compilation error: {e}")
+fn compile_error(e: &impl std::fmt::Display) -> ExprFailure {
+    ExprFailure {
+        message: format!("compilation error: {e}"),
+        kind: ErrorKind::Compile,
+    }
+}
+
+fn out_of_budget() -> ExprFailure {
+    ExprFailure {
+        message: OUT_OF_BUDGET.to_string(),
+        kind: ErrorKind::OutOfBudget,
+    }
 }
 
 /// An evaluation error: denied under Fail, admitted (but counted) under Ignore.
-fn error_decision(policy: &CompiledPolicy, message: String) -> Decision {
+fn error_decision(policy: &CompiledPolicy, failure: ExprFailure) -> PolicyDecision {
     let action = if policy.failure_policy == FailurePolicy::Ignore {
-        Action::Admit
+        DecisionAction::Admit
     } else {
-        Action::Deny
+        DecisionAction::Deny
     };
-    Decision {
+    PolicyDecision {
         action,
-        evaluation: Outcome::Error,
-        message,
+        evaluation: Outcome::Error(failure.kind),
+        message: failure.message,
         reason: None,
     }
 }
@@ -344,7 +460,7 @@ fn error_decision(policy: &CompiledPolicy, message: String) -> Decision {
 /// at `deadline`.
 pub fn validate(
     policy: &CompiledPolicy,
-    b: &Bindings<'_>,
+    b: &GroupValues<'_>,
     deadline: &Deadline,
 ) -> (Option<ParamResult>, u64) {
     let mut condition_errors = 0;
@@ -358,14 +474,18 @@ pub fn validate(
     (evaluate(policy, b, deadline), condition_errors)
 }
 
-fn evaluate(policy: &CompiledPolicy, b: &Bindings<'_>, deadline: &Deadline) -> Option<ParamResult> {
+fn evaluate(
+    policy: &CompiledPolicy,
+    b: &GroupValues<'_>,
+    deadline: &Deadline,
+) -> Option<ParamResult> {
     let mut decisions = validations(policy, b, deadline);
     match audit_annotations(policy, &b.audit, deadline) {
         Ok(audit) => Some(ParamResult { decisions, audit }),
-        Err(message) => {
+        Err(failure) => {
             // An audit-annotation group failure replaces the whole result for this param.
             decisions.clear();
-            decisions.push(error_decision(policy, message));
+            decisions.push(error_decision(policy, failure));
             Some(ParamResult {
                 decisions,
                 audit: Vec::new(),
@@ -383,7 +503,7 @@ fn match_conditions(
 ) -> (Option<Option<ParamResult>>, u64) {
     let act = Act { values, lazy: None };
     let mut budget = Budget(MATCH_CONDITIONS_BUDGET, deadline);
-    let mut errors: Vec<String> = Vec::new();
+    let mut errors: Vec<ExprFailure> = Vec::new();
     let mut any_false = false;
     for (_, compiled) in &policy.match_conditions {
         match compiled {
@@ -391,7 +511,7 @@ fn match_conditions(
             Ok(program) => match budget.eval(policy, program, &act) {
                 Err(OutOfBudget) => {
                     return (
-                        Some(fail_or_skip(policy, OUT_OF_BUDGET.to_string())),
+                        Some(fail_or_skip(policy, out_of_budget())),
                         errors.len() as u64,
                     )
                 }
@@ -400,8 +520,9 @@ fn match_conditions(
                 Ok(Ok(_)) => errors.push(runtime_error(
                     program.source(),
                     &EvalError::no_such_overload(),
+                    ErrorKind::Invalid,
                 )),
-                Ok(Err(e)) => errors.push(runtime_error(program.source(), &e)),
+                Ok(Err((e, kind))) => errors.push(runtime_error(program.source(), &e, kind)),
             },
         }
     }
@@ -412,47 +533,61 @@ fn match_conditions(
     if errors.is_empty() {
         return (None, 0);
     }
-    let mut unique: Vec<String> = Vec::new();
+    let mut unique: Vec<ExprFailure> = Vec::new();
     for e in errors {
-        if !unique.contains(&e) {
+        if !unique.iter().any(|u| u.message == e.message) {
             unique.push(e);
         }
     }
-    let message = if unique.len() == 1 {
-        unique.remove(0)
-    } else {
-        format!("[{}]", unique.join(", "))
+    let failure = match unique.as_slice() {
+        [one] => one.clone(),
+        many => {
+            let messages: Vec<&str> = many.iter().map(|f| f.message.as_str()).collect();
+            let kinds: Vec<ErrorKind> = many.iter().map(|f| f.kind).collect();
+            ExprFailure {
+                message: format!("[{}]", messages.join(", ")),
+                kind: ErrorKind::joined(&kinds),
+            }
+        }
     };
-    (Some(fail_or_skip(policy, message)), count)
+    (Some(fail_or_skip(policy, failure)), count)
 }
 
 /// Under Fail, a single error decision; under Ignore, no match.
-fn fail_or_skip(policy: &CompiledPolicy, message: String) -> Option<ParamResult> {
+fn fail_or_skip(policy: &CompiledPolicy, failure: ExprFailure) -> Option<ParamResult> {
     if policy.failure_policy == FailurePolicy::Ignore {
         return None;
     }
     Some(ParamResult {
-        decisions: vec![error_decision(policy, message)],
+        decisions: vec![error_decision(policy, failure)],
         audit: Vec::new(),
     })
 }
 
-fn validations(policy: &CompiledPolicy, b: &Bindings<'_>, deadline: &Deadline) -> Vec<Decision> {
+fn validations(
+    policy: &CompiledPolicy,
+    b: &GroupValues<'_>,
+    deadline: &Deadline,
+) -> Vec<PolicyDecision> {
     let lazy = Lazy::new(policy, &b.validation, deadline);
     let act = Act {
         values: &b.validation,
         lazy: Some(&lazy),
     };
     let mut budget = Budget(BUDGET, deadline);
-    let mut results: Vec<Result<bool, String>> = Vec::with_capacity(policy.validations.len());
+    let mut results: Vec<Result<bool, ExprFailure>> = Vec::with_capacity(policy.validations.len());
     for v in &policy.validations {
         let r = match &v.program {
             Err(e) => Err(compile_error(e)),
             Ok(program) => match budget.eval(policy, program, &act) {
-                Err(OutOfBudget) => return vec![error_decision(policy, OUT_OF_BUDGET.to_string())],
+                Err(OutOfBudget) => return vec![error_decision(policy, out_of_budget())],
                 Ok(Ok(Value::Bool(ok))) => Ok(ok),
-                Ok(Ok(_)) => Err(runtime_error(&v.expression, &EvalError::no_such_overload())),
-                Ok(Err(e)) => Err(runtime_error(&v.expression, &e)),
+                Ok(Ok(_)) => Err(runtime_error(
+                    &v.expression,
+                    &EvalError::no_such_overload(),
+                    ErrorKind::Invalid,
+                )),
+                Ok(Err((e, kind))) => Err(runtime_error(&v.expression, &e, kind)),
             },
         };
         results.push(r);
@@ -490,13 +625,10 @@ fn validations(policy: &CompiledPolicy, b: &Bindings<'_>, deadline: &Deadline) -
             Err(e) => error_decision(policy, e),
             Ok(_) if group_error.is_some() => error_decision(
                 policy,
-                format!(
-                    "failed messageExpression: {}",
-                    group_error.as_deref().unwrap_or("")
-                ),
+                failed_message_expression(group_error.as_deref().unwrap_or("")),
             ),
-            Ok(true) => Decision {
-                action: Action::Admit,
+            Ok(true) => PolicyDecision {
+                action: DecisionAction::Admit,
                 evaluation: Outcome::Admit,
                 message: String::new(),
                 reason: None,
@@ -512,8 +644,8 @@ fn validations(policy: &CompiledPolicy, b: &Bindings<'_>, deadline: &Deadline) -
                     })
                     .unwrap_or_else(|| format!("failed expression: {}", v.expression.trim()));
                 let reason = Some(v.reason.clone().unwrap_or_else(|| "Invalid".into()));
-                Decision {
-                    action: Action::Deny,
+                PolicyDecision {
+                    action: DecisionAction::Deny,
                     evaluation: Outcome::Deny,
                     message,
                     reason,
@@ -521,6 +653,15 @@ fn validations(policy: &CompiledPolicy, b: &Bindings<'_>, deadline: &Deadline) -
             }
         })
         .collect()
+}
+
+/// The error of every validation once the messageExpressions ran out of budget: as in-tree,
+/// an ordinary error, not `out_of_budget`.
+fn failed_message_expression(group_error: &str) -> ExprFailure {
+    ExprFailure {
+        message: format!("failed messageExpression: {group_error}"),
+        kind: ErrorKind::Invalid,
+    }
 }
 
 /// A messageExpression result is used when, trimmed, it is non-empty, at most 5,120 bytes and
@@ -534,7 +675,7 @@ fn audit_annotations(
     policy: &CompiledPolicy,
     values: &[Value<'_>],
     deadline: &Deadline,
-) -> Result<Vec<AuditResult>, String> {
+) -> Result<Vec<AuditResult>, ExprFailure> {
     if policy.audit_annotations.is_empty() {
         return Ok(Vec::new());
     }
@@ -550,7 +691,7 @@ fn audit_annotations(
         let error = match compiled {
             Err(e) => Some(compile_error(e)),
             Ok(program) => match budget.eval(policy, program, &act) {
-                Err(OutOfBudget) => return Err(OUT_OF_BUDGET.to_string()),
+                Err(OutOfBudget) => return Err(out_of_budget()),
                 Ok(Ok(Value::String(s))) => {
                     let v = s.as_str().trim();
                     if !v.is_empty() {
@@ -559,12 +700,15 @@ fn audit_annotations(
                     None
                 }
                 Ok(Ok(Value::Null)) => None,
-                Ok(Ok(other)) => Some(format!(
-                    "valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.",
-                    program.source(),
-                    other.type_name()
-                )),
-                Ok(Err(e)) => Some(runtime_error(program.source(), &e)),
+                Ok(Ok(other)) => Some(ExprFailure {
+                    message: format!(
+                        "valueExpression '{}' resulted in unsupported return type: {}. Return type must be either string or null.",
+                        program.source(),
+                        other.type_name()
+                    ),
+                    kind: ErrorKind::Invalid,
+                }),
+                Ok(Err((e, kind))) => Some(runtime_error(program.source(), &e, kind)),
             },
         };
         if let (Some(e), false) = (error, ignore) {
@@ -577,6 +721,58 @@ fn audit_annotations(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limit_stops_are_not_ordinary_errors() {
+        let expr = |e: &EvalError, stop| runtime_error("x.all(a, true)", e, ErrorKind::of(e, stop));
+        let label = |f: ExprFailure| f.kind.label();
+        assert_eq!(
+            label(compile_error(&"undeclared reference")),
+            "compile_error"
+        );
+        assert_eq!(label(out_of_budget()), "out_of_budget");
+        assert_eq!(
+            label(expr(&EvalError::Cancelled(CancelReason::CostLimit), None)),
+            "out_of_budget"
+        );
+        assert_eq!(
+            label(expr(&Deadline::interrupted(), None)),
+            "deadline_exceeded"
+        );
+        // A composited variable's stop is an ordinary error value of the reading expression,
+        // labelled by the stop.
+        assert_eq!(
+            label(expr(
+                &EvalError::new(
+                    "composited variable \"v\" fails to evaluate: operation interrupted"
+                ),
+                Some(CancelReason::Deadline)
+            )),
+            "deadline_exceeded"
+        );
+        assert_eq!(
+            label(expr(&EvalError::Cancelled(CancelReason::MemoryLimit), None)),
+            "memory_limit"
+        );
+        assert_eq!(
+            label(expr(&EvalError::new("no such key: a"), None)),
+            "invalid_error"
+        );
+        // As in-tree: a messageExpression that ran out of budget is an ordinary error.
+        assert_eq!(
+            label(failed_message_expression(OUT_OF_BUDGET)),
+            "invalid_error"
+        );
+        // Joined match-condition errors: a limit among them, else invalid_error.
+        assert_eq!(
+            ErrorKind::joined(&[ErrorKind::Compile, ErrorKind::DeadlineExceeded]),
+            ErrorKind::DeadlineExceeded
+        );
+        assert_eq!(
+            ErrorKind::joined(&[ErrorKind::Compile, ErrorKind::Invalid]),
+            ErrorKind::Invalid
+        );
+    }
 
     #[test]
     fn a_panic_becomes_the_expressions_error() {

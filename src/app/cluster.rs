@@ -11,6 +11,7 @@ use crate::cel::k8s::authz::AuthorizerFactory;
 use crate::server::metrics::SourceHealth;
 use crate::server::AppState;
 use crate::source::kube::authorizer::{SarAuthorizer, SarOptions};
+use crate::source::kube::namespaces::ClusterNamespaces;
 use crate::source::kube::{self, ClientError, KubeOptions, KubeSource};
 
 /// Connects to the API server and starts the cluster source; snapshots are installed as they
@@ -24,11 +25,14 @@ pub(super) async fn start(
     let client = kube::client(api_url).await?;
     let authorizer =
         sar.map(|o| SarAuthorizer::new(client.clone(), o) as Arc<dyn AuthorizerFactory>);
+    // What the engine may wait on, handed to it per review (the snapshot stays pure data).
+    state.set_services(crate::admission::Services {
+        authorizer,
+        namespace_lookup: Some(Arc::new(ClusterNamespaces::new(client.clone()))),
+    });
     let target = state.clone();
     let publish = Arc::new(move |s| target.install(s));
-    Ok(Arc::new(KubeSource::start(
-        client, options, authorizer, publish,
-    )))
+    Ok(Arc::new(KubeSource::start(client, options, publish)))
 }
 
 /// Copies the cluster source's health and problems into the metrics, every second.

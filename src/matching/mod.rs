@@ -7,7 +7,7 @@ pub mod selector;
 
 use std::collections::BTreeMap;
 
-use crate::policy::model::{MatchResources, NamedRule};
+use crate::model::{MatchResources, NamedRule};
 use rules::{rule_matches, Gvr};
 use selector::Selector;
 
@@ -54,14 +54,27 @@ pub enum Match {
     Yes,
     /// A configuration error (a namespace lookup or selector failure), only reported when the
     /// rules match.
-    Error(String),
+    Error(MatchError),
+}
+
+/// Why a `MatchResources` cannot be decided for a request: a configuration error of the
+/// policy or binding that holds it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MatchError {
+    /// The request's namespace is unknown, so a namespaceSelector cannot be evaluated (the
+    /// API server's wording, a Go `%q`-quoted name).
+    #[error("namespaces {0:?} not found")]
+    NamespaceNotFound(String),
+    /// A namespaceSelector or objectSelector does not compile (the selector's own message).
+    #[error("{0}")]
+    Selector(String),
 }
 
 /// A compiled `MatchResources`.
 #[derive(Debug, Clone)]
 pub struct Matcher {
-    namespace_selector: Result<Selector, String>,
-    object_selector: Result<Selector, String>,
+    namespace_selector: Result<Selector, MatchError>,
+    object_selector: Result<Selector, MatchError>,
     rules: Vec<NamedRule>,
     exclude: Vec<NamedRule>,
     equivalent: bool,
@@ -94,8 +107,8 @@ pub fn is_exempt(group: &str, resource: &str) -> bool {
 impl Matcher {
     /// Compiles with the API server's defaults: selectors `{}`, matchPolicy `Equivalent`.
     pub fn compile(m: &MatchResources) -> Matcher {
-        let compile = |s: &Option<crate::policy::model::LabelSelector>| match s {
-            Some(s) => Selector::compile(s),
+        let compile = |s: &Option<crate::model::LabelSelector>| match s {
+            Some(s) => Selector::compile(s).map_err(MatchError::Selector),
             None => Ok(Selector::default()),
         };
         Matcher {
@@ -162,7 +175,7 @@ impl Matcher {
         &self,
         req: &RequestAttributes,
         namespaces: &dyn Namespaces,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, MatchError> {
         if req.namespace.is_empty() && !req.is_namespaces() {
             return Ok(true);
         }
@@ -181,11 +194,11 @@ impl Matcher {
         }
         match namespaces.labels(&req.namespace) {
             Some(labels) => Ok(selector.matches(labels)),
-            None => Err(format!("namespaces {:?} not found", req.namespace)),
+            None => Err(MatchError::NamespaceNotFound(req.namespace.clone())),
         }
     }
 
-    fn object_selector_matches(&self, req: &RequestAttributes) -> Result<bool, String> {
+    fn object_selector_matches(&self, req: &RequestAttributes) -> Result<bool, MatchError> {
         let selector = self.object_selector.as_ref().map_err(Clone::clone)?;
         if selector.is_empty() {
             return Ok(true);
@@ -199,7 +212,7 @@ impl Matcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::model::{LabelSelector, SelectorRequirement};
+    use crate::model::{LabelSelector, SelectorRequirement};
 
     struct Ns(BTreeMap<String, BTreeMap<String, String>>);
 
@@ -270,7 +283,11 @@ mod tests {
         assert_eq!(m.matches(&pod_create("dev"), &namespaces()), Match::No);
         assert_eq!(
             m.matches(&pod_create("gone"), &namespaces()),
-            Match::Error("namespaces \"gone\" not found".into())
+            Match::Error(MatchError::NamespaceNotFound("gone".into()))
+        );
+        assert_eq!(
+            MatchError::NamespaceNotFound("gone".into()).to_string(),
+            "namespaces \"gone\" not found"
         );
         let mut cm = pod_create("gone");
         cm.resource = "configmaps".into();

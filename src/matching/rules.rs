@@ -3,7 +3,7 @@
 //! them (§2.3).
 
 use super::RequestAttributes;
-use crate::policy::model::NamedRule;
+use crate::model::NamedRule;
 
 /// The resource a rule is tested against: the request's own, or an equivalent one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::apimachinery::names;
-use crate::policy::model::LabelSelector;
+use crate::model::LabelSelector;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Op {
@@ -131,7 +131,7 @@ pub fn labels_of(object: &serde_json::Value) -> Option<BTreeMap<String, String>>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::model::SelectorRequirement;
+    use crate::model::SelectorRequirement;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

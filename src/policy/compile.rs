@@ -7,13 +7,36 @@
 
 use std::sync::Arc;
 
-use super::model::{ParamKind, Policy};
 use crate::cel::vap::{vap_env, Decls, Slots};
-use crate::cel::{Env, Program, Type};
+use crate::cel::{CompileError, Env, Program, Type};
 use crate::matching::Matcher;
+use crate::model::{ParamKind, Policy};
 
-/// An expression compiled in its environment, or the error text evaluating it yields.
-pub type Compiled = Result<Arc<Program>, String>;
+/// Why an expression of a policy has no program. Evaluating it yields
+/// `compilation error: <this>`, which goes through the failurePolicy.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ExprCompileError {
+    /// The expression does not parse or type-check in its kind's environment.
+    #[error("compilation failed: {0}")]
+    Invalid(#[source] CompileError),
+    /// It compiles, but its result type is not one its field allows (`bool` for a
+    /// validation, `string` for a messageExpression...).
+    #[error("must evaluate to {want} but got {got}")]
+    ResultType {
+        /// The allowed types, as the API server words them.
+        want: &'static str,
+        got: Type,
+    },
+}
+
+/// A policy without matchConstraints (§2.6): every request it would be evaluated for is a
+/// configuration error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("policy contained no match constraints, a required field")]
+pub struct NoMatchConstraints;
+
+/// An expression compiled in its environment, or why it did not compile.
+pub type Compiled = Result<Arc<Program>, ExprCompileError>;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FailurePolicy {
@@ -39,7 +62,7 @@ pub struct CompiledPolicy {
     pub failure_policy: FailurePolicy,
     pub param_kind: Option<ParamKind>,
     /// The matchConstraints, or the guard error of §2.6.
-    pub matcher: Result<Matcher, String>,
+    pub matcher: Result<Matcher, NoMatchConstraints>,
     pub match_conditions: Vec<(String, Compiled)>,
     pub variables: Vec<(String, Compiled)>,
     pub validations: Vec<CompiledValidation>,
@@ -51,29 +74,51 @@ pub struct CompiledPolicy {
     pub invalid: Option<String>,
 }
 
-/// Variable slots for each expression kind (they differ in what is declared).
+/// Where one expression kind's environment puts each VAP variable, and how many variables it
+/// declares (the length of the values bound for it), as the environment says: the layout
+/// does not depend on the order of declarations.
 #[derive(Debug, Clone, Copy)]
-pub struct ExprSlots {
-    pub condition: Slots,
-    pub validation: Slots,
-    pub validation_variables: usize,
-    pub message: Slots,
-    pub message_variables: usize,
+pub struct SlotLayout {
+    pub slots: Slots,
+    pub len: usize,
 }
 
-fn type_check(program: Program, want: &[Type], want_text: &str) -> Compiled {
+impl SlotLayout {
+    fn of(env: &Env, slots: Slots) -> SlotLayout {
+        SlotLayout {
+            slots,
+            len: env.variables().len(),
+        }
+    }
+}
+
+/// The slot layout of each expression kind (they differ in what is declared).
+#[derive(Debug, Clone, Copy)]
+pub struct ExprSlots {
+    /// matchConditions.
+    pub condition: SlotLayout,
+    /// validations, variables and audit annotations.
+    pub validation: SlotLayout,
+    /// messageExpressions.
+    pub message: SlotLayout,
+}
+
+fn type_check(program: Program, want: &[Type], want_text: &'static str) -> Compiled {
     let got = program.result_type();
     if want.iter().any(|t| t == got) {
         return Ok(Arc::new(program));
     }
-    Err(format!("must evaluate to {want_text} but got {got}"))
+    Err(ExprCompileError::ResultType {
+        want: want_text,
+        got: got.clone(),
+    })
 }
 
-fn compile_in(env: &Env, source: &str, want: &[Type], want_text: &str) -> Compiled {
+fn compile_in(env: &Env, source: &str, want: &[Type], want_text: &'static str) -> Compiled {
     match env.compile(source) {
         Ok(p) if want.is_empty() => Ok(Arc::new(p)),
         Ok(p) => type_check(p, want, want_text),
-        Err(e) => Err(format!("compilation failed: {e}")),
+        Err(e) => Err(ExprCompileError::Invalid(e)),
     }
 }
 
@@ -154,7 +199,7 @@ pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
             authorizer: true,
         },
     );
-    let validation_variables = val_env.declare_lazy("variables", fields.clone());
+    val_env.declare_lazy("variables", fields.clone());
     let (mut msg_env, message) = vap_env(
         version,
         Decls {
@@ -162,7 +207,7 @@ pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
             authorizer: false,
         },
     );
-    let message_variables = msg_env.declare_lazy("variables", fields);
+    msg_env.declare_lazy("variables", fields);
 
     let match_conditions = spec
         .match_conditions
@@ -209,7 +254,7 @@ pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
     };
     let matcher = match &spec.match_constraints {
         Some(m) => Ok(Matcher::compile(m)),
-        None => Err("policy contained no match constraints, a required field".to_string()),
+        None => Err(NoMatchConstraints),
     };
     CompiledPolicy {
         name: policy.metadata.name.clone(),
@@ -221,11 +266,9 @@ pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
         validations,
         audit_annotations,
         slots: ExprSlots {
-            condition,
-            validation,
-            validation_variables,
-            message,
-            message_variables,
+            condition: SlotLayout::of(&cond_env, condition),
+            validation: SlotLayout::of(&val_env, validation),
+            message: SlotLayout::of(&msg_env, message),
         },
         invalid: invalid(super::validate::validate_policy(policy)),
     }
@@ -262,7 +305,7 @@ spec:
             NEWEST_MINOR,
         );
         assert_eq!(
-            p.validations[0].program.as_ref().unwrap_err(),
+            p.validations[0].program.as_ref().unwrap_err().to_string(),
             "must evaluate to bool but got dyn"
         );
         assert!(p.validations[1].program.is_ok());
@@ -273,11 +316,12 @@ spec:
                 .as_ref()
                 .unwrap()
                 .as_ref()
-                .unwrap_err(),
+                .unwrap_err()
+                .to_string(),
             "must evaluate to string but got dyn"
         );
         assert_eq!(
-            p.audit_annotations[0].1.as_ref().unwrap_err(),
+            p.audit_annotations[0].1.as_ref().unwrap_err().to_string(),
             "must evaluate to one of [string null_type] but got int"
         );
         assert!(p.audit_annotations[1].1.is_ok());
@@ -308,6 +352,7 @@ spec:
                 .1
                 .as_ref()
                 .unwrap_err()
+                .to_string()
                 .contains("undefined field 'd'"),
             "not later ones"
         );
@@ -315,19 +360,21 @@ spec:
             .program
             .as_ref()
             .unwrap_err()
+            .to_string()
             .contains("undeclared reference to 'params'"));
         let msg = p.validations[0]
             .message_program
             .as_ref()
             .unwrap()
             .as_ref()
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             msg.contains("undeclared reference to 'authorizer'"),
             "{msg}"
         );
         assert_eq!(
-            p.matcher.unwrap_err(),
+            p.matcher.unwrap_err().to_string(),
             "policy contained no match constraints, a required field"
         );
     }

@@ -1,7 +1,6 @@
-//! ValidatingAdmissionPolicy objects: their model, their validation (§7), and their compiled
-//! form, built once per object version.
+//! ValidatingAdmissionPolicy objects (their API model is [`crate::model`]): their validation
+//! (§7), and their compiled form, built once per object version.
 
 pub mod compile;
-pub mod model;
 pub mod snapshot;
 pub mod validate;

@@ -1,6 +1,7 @@
 //! An immutable snapshot of everything admission reads: compiled policies with their
 //! bindings, namespaces, param objects and the scope of their kinds, and RBAC objects for the
-//! offline authorizer. Built once per change; requests share it without locks.
+//! offline authorizer. Built once per change; requests share it without locks. Pure data: the
+//! live services an evaluation may call are passed to [`crate::admission::admit`] apart.
 //!
 //! Order is deterministic where in-tree it is arbitrary (§5.6): policies by name, bindings by
 //! name, params by namespace then name.
@@ -11,11 +12,12 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::compile::{compile, CompiledPolicy};
-use super::model::{Binding, ParamRef, Policy};
 use crate::matching::{Matcher, Namespaces};
+use crate::model::{Binding, ParamRef, Policy};
 
+/// A binding's validationActions entry: what a failed validation becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub enum ValidationAction {
     Deny,
     Warn,
     Audit,
@@ -27,7 +29,7 @@ pub struct CompiledBinding {
     pub param_ref: Option<ParamRef>,
     /// `None`: the binding applies to every request its policy matches.
     pub matcher: Option<Matcher>,
-    pub actions: Vec<Action>,
+    pub actions: Vec<ValidationAction>,
     /// The actions as written (the `validation_failure` record repeats them).
     pub action_names: Vec<String>,
     /// Why the object fails the API server's validation (§7), if it does.
@@ -41,9 +43,9 @@ impl CompiledBinding {
             .validation_actions
             .iter()
             .filter_map(|a| match a.as_str() {
-                "Deny" => Some(Action::Deny),
-                "Warn" => Some(Action::Warn),
-                "Audit" => Some(Action::Audit),
+                "Deny" => Some(ValidationAction::Deny),
+                "Warn" => Some(ValidationAction::Warn),
+                "Audit" => Some(ValidationAction::Audit),
                 _ => None,
             })
             .collect();
@@ -96,14 +98,6 @@ impl NamespaceEntry {
             object,
         }
     }
-}
-
-/// Finds a namespace the snapshot does not have yet, as the API server falls back from its
-/// informer to a live GET: a namespace created a moment before the request (`kubectl apply`
-/// of a namespace and its workloads) would otherwise be "not found".
-pub trait NamespaceLookup: Send + Sync + std::fmt::Debug {
-    /// The Namespace object, or `None` when it does not exist (or cannot be read).
-    fn get(&self, name: &str) -> Option<Json>;
 }
 
 /// The fields of a Namespace that `namespaceObject` carries (§6.4).
@@ -215,11 +209,6 @@ pub struct Snapshot {
     /// Param kinds, by (API group, kind), whose objects are still being listed from the
     /// cluster: a binding that needs one is a configuration error until they are.
     pub unsynced_params: BTreeSet<(String, String)>,
-    /// Answers `authorizer` checks in a cluster (SubjectAccessReview); `None`: the RBAC
-    /// objects of `rbac`.
-    pub authorizer: Option<Arc<dyn crate::cel::k8s::authz::AuthorizerFactory>>,
-    /// Reads namespaces missing from `namespaces` from the cluster.
-    pub namespace_lookup: Option<Arc<dyn NamespaceLookup>>,
 }
 
 impl Namespaces for Snapshot {
@@ -373,16 +362,6 @@ impl SnapshotBuilder {
         self.snapshot
             .unsynced_params
             .insert((group.to_string(), kind.to_string()));
-    }
-
-    /// Uses `factory` for `authorizer` checks instead of the RBAC objects.
-    pub fn authorizer(&mut self, factory: Arc<dyn crate::cel::k8s::authz::AuthorizerFactory>) {
-        self.snapshot.authorizer = Some(factory);
-    }
-
-    /// Uses `lookup` for namespaces the snapshot does not have.
-    pub fn namespace_lookup(&mut self, lookup: Arc<dyn NamespaceLookup>) {
-        self.snapshot.namespace_lookup = Some(lookup);
     }
 
     pub fn add_policy(&mut self, p: Policy) {

@@ -6,10 +6,10 @@
 
 use std::collections::BTreeSet;
 
-use super::model::{Binding, LabelSelector, MatchResources, NamedRule, Policy};
 use crate::apimachinery::names;
 use crate::cel::lexer::is_reserved;
 use crate::matching::selector::Selector;
+use crate::model::{Binding, LabelSelector, MatchResources, NamedRule, Policy};
 
 struct Errors(Vec<String>);
 

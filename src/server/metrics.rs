@@ -13,7 +13,7 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::admission::Check;
+use crate::admission::CheckMetric;
 
 /// One watched resource's health, as the source gauges show it; the composition root fills
 /// it from whatever source is running.
@@ -173,7 +173,7 @@ impl Metrics {
     }
 
     /// Records the in-tree check metrics of one request.
-    pub fn record(&self, checks: &[Check], operation: &str) {
+    pub fn record(&self, checks: &[CheckMetric], operation: &str) {
         let operation = operation_label(operation);
         for c in checks {
             let labels = [

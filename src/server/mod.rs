@@ -35,6 +35,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
+use crate::admission::{AdmitContext, EvalLimits, Services};
 use crate::policy::snapshot::Snapshot;
 use metrics::Metrics;
 
@@ -100,6 +101,9 @@ pub struct AppState {
     pub limits: Limits,
     /// Compiled policies kept across reloads.
     pub compiled: crate::policy::snapshot::CompileCache,
+    /// The live services evaluations may call (the cluster's authorizer and namespace
+    /// lookup); unset: none (a policy folder).
+    services: std::sync::OnceLock<Services>,
     inflight: Arc<Semaphore>,
 }
 
@@ -111,8 +115,29 @@ impl AppState {
             metrics: Metrics::new(),
             inflight: Arc::new(Semaphore::new(limits.max_inflight)),
             compiled: Default::default(),
+            services: std::sync::OnceLock::new(),
             limits,
         })
+    }
+
+    /// Gives evaluations the live services of the cluster; the first call wins.
+    pub fn set_services(&self, services: Services) {
+        // Set once, at start: a second call would be a wiring bug, and the first services
+        // are still valid ones.
+        let _ = self.services.set(services);
+    }
+
+    /// What one review's evaluation may wait on: the services and a deadline.
+    fn admit_context(&self, deadline: Instant) -> AdmitContext<'_> {
+        let mut context = AdmitContext::default();
+        if let Some(services) = self.services.get() {
+            context.services = services;
+        }
+        context.limits = EvalLimits {
+            deadline: Some(deadline),
+            memory_per_expression: self.limits.memory_per_expression,
+        };
+        context
     }
 
     /// Installs a new snapshot, atomically, and marks the service ready.
@@ -283,7 +308,7 @@ async fn validate(
         );
     };
     let snapshot = s.snapshot.load_full();
-    let memory_per_expression = s.limits.memory_per_expression;
+    let state = s.clone();
     let mut work = tokio::task::spawn_blocking(move || {
         // Held while the evaluation runs, past a 504 too: max_inflight bounds the threads
         // really busy.
@@ -292,11 +317,8 @@ async fn validate(
         if Instant::now() >= deadline_at {
             return None;
         }
-        let limits = crate::admission::EvalLimits {
-            deadline: Some(deadline_at),
-            memory_per_expression,
-        };
-        Some(crate::admission::answer(&snapshot, &bytes, &limits))
+        let context = state.admit_context(deadline_at);
+        Some(crate::review::answer(&snapshot, &bytes, &context))
     });
     let answer = match tokio::time::timeout_at(deadline_at.into(), &mut work).await {
         Err(_) => {
@@ -328,7 +350,9 @@ async fn validate(
             s.metrics.answered("", "timeout", started.elapsed());
             return timed_out(timeout);
         }
-        Ok(Ok(Some(Err(e)))) => return refuse(&s, StatusCode::BAD_REQUEST, "malformed", e.0),
+        Ok(Ok(Some(Err(e)))) => {
+            return refuse(&s, StatusCode::BAD_REQUEST, "malformed", e.to_string())
+        }
         Ok(Ok(Some(Ok(a)))) => a,
     };
     s.metrics.record(&answer.verdict.checks, &answer.operation);

@@ -8,7 +8,7 @@ pub mod kube;
 use serde::Deserialize;
 use serde_json::{json, Value as Json};
 
-use crate::policy::model::{Binding, Policy};
+use crate::model::{Binding, Policy};
 use crate::policy::snapshot::{CompileCache, Snapshot, SnapshotBuilder};
 use crate::policy::validate::{validate_binding, validate_policy};
 use folder::{LoadError, Loaded};
@@ -105,7 +105,7 @@ pub fn add_shared(
     strict: bool,
 ) -> Result<(), ObjectError> {
     let api_version = object["apiVersion"].as_str().unwrap_or("");
-    let is_vap = crate::policy::model::API_VERSIONS.contains(&api_version);
+    let is_vap = crate::model::API_VERSIONS.contains(&api_version);
     let invalid = |errors: Vec<String>| ObjectError::Invalid {
         kind: object["kind"].as_str().unwrap_or("object").to_string(),
         errors,
@@ -145,8 +145,7 @@ pub fn build_for_serving(
     let (mut policies, mut bindings) = (Vec::new(), Vec::new());
     for o in objects {
         let object = std::sync::Arc::new(o.object);
-        if crate::policy::model::API_VERSIONS.contains(&object["apiVersion"].as_str().unwrap_or(""))
-        {
+        if crate::model::API_VERSIONS.contains(&object["apiVersion"].as_str().unwrap_or("")) {
             match object["kind"].as_str() {
                 Some("ValidatingAdmissionPolicy") => policies.push(object.clone()),
                 Some("ValidatingAdmissionPolicyBinding") => bindings.push(object.clone()),

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::Value as Json;
 
-use crate::admission::{BindingOutcome, Verdict};
+use crate::admission::{AdmissionVerdict, BindingOutcome};
 use crate::policy::snapshot::Snapshot;
 use crate::source::folder::{self, Loaded};
 
@@ -634,19 +634,19 @@ fn run_case(
         Ok(d) => d,
         Err(e) => return vec![format!("the review is not valid JSON: {e}")],
     };
-    let req = match crate::admission::request::Request::from_review(&doc) {
+    let req = match crate::review::request(&doc) {
         Ok(r) => r,
-        Err(e) => return vec![format!("the review is invalid: {}", e.0)],
+        Err(e) => return vec![format!("the review is invalid: {e}")],
     };
     let verdict = crate::admission::admit_traced(&built.snapshot, &req, &Default::default());
-    let response = crate::admission::response::response(&req, &verdict);
+    let response = crate::review::encode::response(&req, &verdict);
     check(built, case.expect.as_ref(), &verdict, &response)
 }
 
 fn check(
     built: &Built,
     expect: Option<&Expect>,
-    verdict: &Verdict,
+    verdict: &AdmissionVerdict,
     response: &Json,
 ) -> Vec<String> {
     let Some(expect) = expect else {

@@ -851,7 +851,7 @@ fn answer_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
 }
 
 fn answer_checked(snap: &Snapshot, body: &[u8]) -> Result<Result<Json, String>, String> {
-    match celgate::admission::answer(snap, body, &Default::default()) {
+    match celgate::review::answer(snap, body, &Default::default()) {
         Ok(a) => {
             stat("answered");
             let resp = &a.review["response"];
@@ -875,10 +875,11 @@ fn answer_checked(snap: &Snapshot, body: &[u8]) -> Result<Result<Json, String>, 
         }
         Err(e) => {
             stat("refused");
-            if e.0.trim().is_empty() {
+            let message = e.to_string();
+            if message.trim().is_empty() {
                 return Err("a refusal without a message".into());
             }
-            Ok(Err(e.0))
+            Ok(Err(message))
         }
     }
 }

@@ -42,10 +42,7 @@ use serde_json::Value as Json;
 use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
 
-use crate::cel::k8s::authz::AuthorizerFactory;
-use crate::policy::snapshot::{
-    group_of, CompileCache, NamespaceLookup, Scope, Snapshot, SnapshotBuilder,
-};
+use crate::policy::snapshot::{group_of, CompileCache, Scope, Snapshot, SnapshotBuilder};
 pub use error::{CallError, ClientError, DiscoveryError};
 pub use feedback::Problem;
 use retry::Backoff;
@@ -120,16 +117,10 @@ struct Shared {
 }
 
 impl KubeSource {
-    /// Starts the watchers on the current tokio runtime. `authorizer` answers `authorizer`
-    /// checks in every snapshot (normally a [`authorizer::SarAuthorizer`]).
-    pub fn start(
-        client: Client,
-        options: KubeOptions,
-        authorizer: Option<Arc<dyn AuthorizerFactory>>,
-        publish: Publish,
-    ) -> KubeSource {
+    /// Starts the watchers on the current tokio runtime.
+    pub fn start(client: Client, options: KubeOptions, publish: Publish) -> KubeSource {
         let shared = Arc::new(Shared::default());
-        let task = tokio::spawn(run(client, options, authorizer, publish, shared.clone()));
+        let task = tokio::spawn(run(client, options, publish, shared.clone()));
         KubeSource {
             shared,
             _task: Task(task),
@@ -308,13 +299,7 @@ fn named_param_kinds(policies: &[Arc<Json>]) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-async fn run(
-    client: Client,
-    options: KubeOptions,
-    authorizer: Option<Arc<dyn AuthorizerFactory>>,
-    publish: Publish,
-    shared: Arc<Shared>,
-) {
+async fn run(client: Client, options: KubeOptions, publish: Publish, shared: Arc<Shared>) {
     let changed = Arc::new(Notify::new());
     // Started before the API server (or while it is down): ready within about `retry_max`
     // once it answers.
@@ -369,8 +354,6 @@ async fn run(
     *lock(&shared.stores) = core.iter().map(|w| w.store.clone()).collect();
     let mut params: BTreeMap<(String, String), ParamKind> = BTreeMap::new();
     let cache = Arc::new(CompileCache::default());
-    let lookup: Arc<dyn NamespaceLookup> =
-        Arc::new(namespaces::ClusterNamespaces::new(client.clone()));
     let started = Instant::now();
     let mut feedback = options
         .events
@@ -448,7 +431,7 @@ async fn run(
         // Rebuild only when some store changed (or the param kinds did).
         let generation = generation(&core, &params);
         if last_built.as_ref() != Some(&generation) {
-            let inputs = Inputs::collect(&core, &params, authorizer.clone(), lookup.clone());
+            let inputs = Inputs::collect(&core, &params);
             let (version, cache) = (options.version, cache.clone());
             // Compiling is CPU work: off the async workers.
             let built = tokio::task::spawn_blocking(move || inputs.build(version, &cache)).await;
@@ -688,8 +671,6 @@ fn resolved(
 struct Inputs {
     objects: Vec<Arc<Json>>,
     kinds: Vec<(String, String, ParamState)>,
-    authorizer: Option<Arc<dyn AuthorizerFactory>>,
-    lookup: Arc<dyn NamespaceLookup>,
 }
 
 enum ParamState {
@@ -700,12 +681,7 @@ enum ParamState {
 }
 
 impl Inputs {
-    fn collect(
-        core: &[Watched],
-        params: &BTreeMap<(String, String), ParamKind>,
-        authorizer: Option<Arc<dyn AuthorizerFactory>>,
-        lookup: Arc<dyn NamespaceLookup>,
-    ) -> Inputs {
+    fn collect(core: &[Watched], params: &BTreeMap<(String, String), ParamKind>) -> Inputs {
         let mut objects = Vec::new();
         for w in core {
             objects.extend(w.store.objects());
@@ -726,12 +702,7 @@ impl Inputs {
             };
             kinds.push((group, kind.clone(), state));
         }
-        Inputs {
-            objects,
-            kinds,
-            authorizer,
-            lookup,
-        }
+        Inputs { objects, kinds }
     }
 
     fn build(self, version: u16, cache: &CompileCache) -> Snapshot {
@@ -768,10 +739,6 @@ impl Inputs {
                 ParamState::NotServed => b.forget_kind(&group, &kind),
             }
         }
-        if let Some(a) = self.authorizer {
-            b.authorizer(a);
-        }
-        b.namespace_lookup(self.lookup);
         b.build_cached(version, cache)
     }
 }

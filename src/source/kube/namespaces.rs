@@ -9,7 +9,7 @@ use kube::{Api, Client};
 use serde_json::Value as Json;
 
 use super::blocking;
-use crate::policy::snapshot::NamespaceLookup;
+use crate::admission::NamespaceLookup;
 
 /// How long a request waits for the namespace.
 const TIMEOUT: Duration = Duration::from_secs(1);

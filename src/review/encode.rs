@@ -1,12 +1,12 @@
-//! The AdmissionReview response for a verdict (§5, §10): the denial's status with the
+//! Encoding: the AdmissionReview response for a verdict (§5, §10): the denial's status with the
 //! in-tree wording and reason-to-code mapping, warnings, and audit annotations under keys a
 //! webhook can return.
 
 use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
 
-use super::request::Request;
-use super::Verdict;
+use crate::admission::request::Request;
+use crate::admission::AdmissionVerdict;
 
 /// Kubernetes' reason to HTTP code (§5.1).
 pub fn code_for(reason: &str) -> u16 {
@@ -52,7 +52,7 @@ fn go_json(v: &impl serde::Serialize) -> String {
 }
 
 /// The `response` object of the answer.
-pub fn response(req: &Request<'_>, verdict: &Verdict) -> Json {
+pub fn response(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
     let mut r = Map::new();
     r.insert("uid".into(), Json::String(req.uid.clone()));
     r.insert("allowed".into(), Json::Bool(verdict.allowed()));
@@ -89,7 +89,7 @@ pub fn response(req: &Request<'_>, verdict: &Verdict) -> Json {
 }
 
 /// The whole AdmissionReview answer, in the request's API version.
-pub fn review(req: &Request<'_>, verdict: &Verdict) -> Json {
+pub fn review(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
     json!({"apiVersion": req.api_version, "kind": "AdmissionReview", "response": response(req, verdict)})
 }
 
@@ -116,7 +116,7 @@ mod tests {
         assert_eq!(code_for("Forbidden"), 403);
         assert_eq!(code_for("Whatever"), 422);
         assert_eq!(go_json(&json!(["a<b>&"])), r#"["a\u003cb\u003e\u0026"]"#);
-        let f = super::super::AuditedFailure {
+        let f = crate::admission::AuditedFailure {
             message: "m".into(),
             policy: "p".into(),
             binding: "b".into(),

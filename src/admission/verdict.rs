@@ -1,0 +1,180 @@
+//! What admission decided for a request: denials, warnings, audit annotations and audited
+//! failures (what the review's answer is made of), the check metric records, and, for
+//! `celgate test`, each binding's result.
+
+use crate::policy::compile::CompiledPolicy;
+use crate::policy::snapshot::CompiledBinding;
+
+/// One failure routed to Audit (the `validation_failure` record).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditedFailure {
+    pub message: String,
+    pub policy: String,
+    pub binding: String,
+    pub expression_index: usize,
+    pub validation_actions: Vec<String>,
+}
+
+/// A denial, with the decision's reason (`None` for errors and configuration errors).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Denial {
+    pub policy: String,
+    /// `None` for a policy-level configuration error.
+    pub binding: Option<String>,
+    /// `ValidatingAdmissionPolicy '<p>' [with binding '<b>'] denied request: <message>`.
+    pub message: String,
+    pub reason: Option<String>,
+}
+
+/// One metric record of the in-tree `..._check_total` kind (§8.1): a decision routed to an
+/// enforcement action, or an ignored error (`allow`). Configuration errors are not counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckMetric {
+    pub policy: String,
+    pub binding: String,
+    /// `no_error`, `compile_error`, `out_of_budget` or `invalid_error` (in-tree), or our own
+    /// `deadline_exceeded` or `memory_limit` (see [`super::validator::ErrorKind`]).
+    pub error_type: &'static str,
+    /// `deny`, `warn`, `audit` or `allow`.
+    pub action: &'static str,
+    /// How long the (policy, binding, param) evaluation took.
+    pub elapsed: std::time::Duration,
+    /// Match conditions that errored in that evaluation.
+    pub match_condition_errors: u64,
+}
+
+/// What admission decided for a request.
+#[derive(Debug, Default, PartialEq)]
+pub struct AdmissionVerdict {
+    pub denials: Vec<Denial>,
+    pub warnings: Vec<String>,
+    /// Per policy, its audit annotations: key to distinct values in order.
+    pub annotations: Vec<(String, String, Vec<String>)>,
+    pub audited: Vec<AuditedFailure>,
+    /// Metric records.
+    pub checks: Vec<CheckMetric>,
+    /// The deadline passed before every evaluation was done: the verdict is incomplete and
+    /// must not be sent (the server answers 504).
+    pub timed_out: bool,
+    /// Per evaluated (policy, binding), its result; filled by [`super::admit_traced`] only (for
+    /// `celgate test`), so that serving allocates nothing for it. A binding not listed did
+    /// not match.
+    pub results: Vec<BindingResult>,
+}
+
+/// What one (policy, binding) evaluation came to, over all its params.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BindingResult {
+    pub policy: String,
+    /// `None` for a policy-level configuration error (it applies to every binding).
+    pub binding: Option<String>,
+    pub outcome: BindingOutcome,
+}
+
+/// Ordered from best to worst: a binding's result is the worst of its params'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BindingOutcome {
+    Pass,
+    Fail,
+    Error,
+}
+
+impl AdmissionVerdict {
+    pub fn allowed(&self) -> bool {
+        self.denials.is_empty()
+    }
+
+    pub(super) fn deny(
+        &mut self,
+        policy: &str,
+        binding: Option<&str>,
+        message: &str,
+        reason: Option<String>,
+    ) {
+        let message = match binding {
+            Some(b) => format!(
+                "ValidatingAdmissionPolicy '{policy}' with binding '{b}' denied request: {message}"
+            ),
+            None => format!("ValidatingAdmissionPolicy '{policy}' denied request: {message}"),
+        };
+        self.denials.push(Denial {
+            policy: policy.to_string(),
+            binding: binding.map(str::to_string),
+            message,
+            reason,
+        });
+    }
+
+    pub(super) fn warn(&mut self, text: String) {
+        if !self.warnings.contains(&text) {
+            self.warnings.push(text);
+        }
+    }
+
+    /// Notes, when tracing, a (policy, binding)'s result: the worst over its params.
+    pub(super) fn record(
+        &mut self,
+        trace: bool,
+        policy: &str,
+        binding: Option<&str>,
+        outcome: BindingOutcome,
+    ) {
+        if !trace {
+            return;
+        }
+        let found = self
+            .results
+            .iter_mut()
+            .find(|r| r.policy == policy && r.binding.as_deref() == binding);
+        match found {
+            Some(r) => r.outcome = r.outcome.max(outcome),
+            None => self.results.push(BindingResult {
+                policy: policy.to_string(),
+                binding: binding.map(str::to_string),
+                outcome,
+            }),
+        }
+    }
+}
+
+impl CheckMetric {
+    /// The record of one (policy, binding, param) evaluation.
+    pub(super) fn new(
+        policy: &CompiledPolicy,
+        binding: &CompiledBinding,
+        error_type: &'static str,
+        action: &'static str,
+        elapsed: std::time::Duration,
+        match_condition_errors: u64,
+    ) -> CheckMetric {
+        CheckMetric {
+            policy: policy.name.clone(),
+            binding: binding.name.clone(),
+            error_type,
+            action,
+            elapsed,
+            match_condition_errors,
+        }
+    }
+}
+
+/// Audit annotation values: truncated to 10,240 bytes, duplicates dropped, in order.
+pub(super) fn collect(collector: &mut Vec<(String, Vec<String>)>, key: String, mut value: String) {
+    const MAX: usize = 10_240;
+    if value.len() > MAX {
+        let mut cut = MAX;
+        while !value.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        value.truncate(cut);
+    }
+    match collector.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, values)) => {
+            if !values.contains(&value) {
+                values.push(value);
+            }
+        }
+        None => collector.push((key, vec![value])),
+    }
+}

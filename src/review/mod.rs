@@ -1,0 +1,49 @@
+//! The AdmissionReview codec: decodes a v1/v1beta1 review into the engine's request model
+//! ([`crate::admission::request::Request`]) and encodes the engine's verdict as the review to
+//! send back. The server and the CLI use it; the engine (`admission`) never does: data flows
+//! review -> admission -> review, and `admission` knows no wire format.
+
+pub mod decode;
+pub mod encode;
+
+use serde_json::Value as Json;
+
+use crate::admission::{admit, AdmissionVerdict, AdmitContext};
+use crate::policy::snapshot::Snapshot;
+pub use decode::{request, ReviewError};
+
+/// An answered review: the AdmissionReview to send back, and what was decided (for logs and
+/// metrics).
+#[derive(Debug)]
+pub struct Answer {
+    pub review: Json,
+    pub verdict: AdmissionVerdict,
+    pub uid: String,
+    pub operation: String,
+}
+
+/// Parses an AdmissionReview body (JSON) and answers it: the whole request path, shared by
+/// `celgate eval` and the server. Evaluation stops at the deadline of `context` (then the
+/// verdict says `timed_out`).
+pub fn answer(
+    snapshot: &Snapshot,
+    body: &[u8],
+    context: &AdmitContext<'_>,
+) -> Result<Answer, ReviewError> {
+    let doc = crate::cel::json::Doc::parse(body).map_err(ReviewError::MalformedJson)?;
+    let req = request(&doc)?;
+    let verdict = admit(snapshot, &req, context);
+    let review = encode::review(&req, &verdict);
+    Ok(Answer {
+        review,
+        verdict,
+        uid: req.uid.clone(),
+        operation: req.attributes.operation.clone(),
+    })
+}
+
+/// [`answer`] with no services and the default limits (no deadline), keeping only the
+/// AdmissionReview.
+pub fn review_answer(snapshot: &Snapshot, body: &[u8]) -> Result<Json, ReviewError> {
+    answer(snapshot, body, &AdmitContext::default()).map(|a| a.review)
+}
