@@ -354,15 +354,16 @@ spec:
       resources: ["*/*"]
   validations:
   - expression: "false"
+    # dyn values are converted: Kubernetes refuses a list literal mixing string and dyn.
     messageExpression: >-
       [request.operation, request.resource.group, request.resource.resource,
        request.kind.kind, request.?namespace.orValue('-'), request.?name.orValue('-'),
        request.userInfo.username, request.userInfo.groups.join(','),
        request.?subResource.orValue('-'), string(request.dryRun),
-       request.?options.?kind.orValue('-'),
-       object == null ? '-' : object.metadata.name,
-       object == null ? '-' : object.metadata.?namespace.orValue('-'),
-       oldObject == null ? '-' : oldObject.metadata.name].join(' ')
+       string(request.?options.?kind.orValue('-')),
+       string(object == null ? '-' : object.metadata.name),
+       string(object == null ? '-' : object.metadata.?namespace.orValue('-')),
+       string(oldObject == null ? '-' : oldObject.metadata.name)].join(' ')
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicyBinding
