@@ -30,7 +30,6 @@ struct Rule {
 }
 
 fn rules() -> Vec<Rule> {
-    // The engine's modules; `model`, `review` and `apimachinery` are checked once they exist.
     let engine = [
         "cel",
         "apimachinery",
@@ -52,6 +51,46 @@ fn rules() -> Vec<Rule> {
     rules.push(Rule {
         module: "cel",
         modules: &["policy", "matching", "admission", "review", "crd", "model"],
+        crates: &[],
+    });
+    // Inside the engine, one way: apimachinery <- cel <- model <- matching <- policy <-
+    // admission <- review.
+    rules.push(Rule {
+        module: "apimachinery",
+        modules: &[
+            "cel",
+            "model",
+            "policy",
+            "matching",
+            "admission",
+            "review",
+            "crd",
+        ],
+        crates: &[],
+    });
+    rules.push(Rule {
+        module: "cel",
+        modules: &[],
+        crates: &["std::fs"],
+    });
+    rules.push(Rule {
+        module: "model",
+        modules: &["cel", "matching", "policy", "admission", "review", "crd"],
+        crates: &[],
+    });
+    rules.push(Rule {
+        module: "matching",
+        modules: &["policy", "admission", "review", "crd"],
+        crates: &[],
+    });
+    rules.push(Rule {
+        module: "policy",
+        modules: &["admission", "review", "crd"],
+        crates: &[],
+    });
+    rules.push(Rule {
+        module: "admission",
+        modules: &["review", "crd"],
         crates: &[],
     });
     rules.push(Rule {
