@@ -15,6 +15,15 @@ use serde_json::json;
 
 /// Evaluates `expr` with `object` bound, in the newest VAP environment.
 fn eval_with(expr: &str, object: serde_json::Value) -> Result<serde_json::Value, String> {
+    eval_object(expr, Value::from_json(&object), |_| {})
+}
+
+/// Evaluates `expr` with `object` bound and a meter set up by `setup`.
+fn eval_object(
+    expr: &str,
+    object: Value<'_>,
+    setup: impl FnOnce(&mut Meter),
+) -> Result<serde_json::Value, String> {
     let (env, slots) = vap_env(
         NEWEST_MINOR,
         Decls {
@@ -26,8 +35,9 @@ fn eval_with(expr: &str, object: serde_json::Value) -> Result<serde_json::Value,
         .compile(expr)
         .map_err(|e| format!("compile: {}", e.message()))?;
     let mut vars = vec![Value::Null; env.variables().len()];
-    vars[slots.object] = Value::from_json(&object);
+    vars[slots.object] = object;
     let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+    setup(&mut meter);
     program
         .eval(&vars, &mut meter)
         .map(|v| v.to_json())
@@ -1050,23 +1060,13 @@ fn lookups_in_a_huge_object_of_the_request_are_hash_lookups() {
         .collect();
     let text = format!(r#"{{"metadata": {{"labels": {{{}}}}}}}"#, labels.join(","));
     let doc = Doc::parse(text.as_bytes()).unwrap();
-    let (env, slots) = vap_env(
-        NEWEST_MINOR,
-        Decls {
-            params: false,
-            authorizer: false,
-        },
+    let r = eval_object(
+        "object.metadata.labels.all(k, object.metadata.labels[k] != 'x')",
+        Value::from_doc(doc.root()),
+        // A generous deadline (the indexed walk takes tens of milliseconds in a debug build).
+        |m| m.deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(4)),
     );
-    let program = env
-        .compile("object.metadata.labels.all(k, object.metadata.labels[k] != 'x')")
-        .unwrap();
-    let mut vars = vec![Value::Null; env.variables().len()];
-    vars[slots.object] = Value::from_doc(doc.root());
-    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
-    // A generous deadline (the indexed walk takes tens of milliseconds in a debug build).
-    meter.deadline = Some(std::time::Instant::now() + std::time::Duration::from_secs(4));
-    let r = program.eval(&vars, &mut meter).map(|v| v.to_json());
-    assert_eq!(r.map_err(|e| e.to_string()), Ok(json!(true)));
+    assert_eq!(r, Ok(json!(true)));
 }
 
 /// `sum`, `min` and `max` have one overload per element type, as Kubernetes declares them
