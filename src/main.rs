@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde_json::Value as Json;
 
-use celgate::cel::eval::Meter;
+use celgate::cel::meter::Meter;
 use std::sync::Arc;
 
 use celgate::cel::k8s::authz::{Attributes, AuthorizerValue, Decision, Verdict};

@@ -55,7 +55,7 @@ fn table() -> Vec<(&'static str, &'static Overload)> {
 fn call(overload: &Overload, args: &[V]) -> Option<Result<V, EvalError>> {
     let mut meter = celgate::cel::Meter::with_limit(PER_CALL_LIMIT);
     let mut regexes = celgate::cel::regex::RegexCache::default();
-    let mut cx = celgate::cel::eval::Ctx::new(&mut meter, &mut regexes);
+    let mut cx = celgate::cel::ctx::Ctx::new(&mut meter, &mut regexes);
     match overload.cost.charge_in(&mut cx, args) {
         Ok(cost) if cost <= PER_CALL_LIMIT => Some(overload.imp.call(&mut cx, args)),
         _ => None,

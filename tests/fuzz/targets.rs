@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use celgate::cel::eval::Meter;
 use celgate::cel::json::{Doc, Item, Key, Ref};
 use celgate::cel::k8s::authz::{Attributes, Authorizer, AuthorizerValue, Decision, Verdict};
+use celgate::cel::meter::Meter;
 use celgate::cel::vap::{request_resource_attributes, vap_env, Decls, Slots};
 use celgate::cel::{Env, Program, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 use celgate::policy::snapshot::Snapshot;
