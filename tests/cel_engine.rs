@@ -6,8 +6,8 @@ use celgate::cel::meter::Meter;
 use std::sync::Arc;
 
 use celgate::cel::k8s::authz::{
-    Attributes, Authorizer, AuthorizerValue, Decision, Principal, ResourceAttributes, Target,
-    Verdict,
+    Attributes, AuthorizeError, Authorizer, AuthorizerValue, Decision, Principal,
+    ResourceAttributes, Target, Verdict,
 };
 use celgate::cel::vap::{vap_env, Decls};
 use celgate::cel::{Env, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
@@ -386,7 +386,7 @@ fn strings_and_time() {
 struct PodReader;
 
 impl Authorizer for PodReader {
-    fn authorize(&self, a: &Attributes) -> Result<Decision, String> {
+    fn authorize(&self, a: &Attributes) -> Result<Decision, AuthorizeError> {
         let allow = match (&a.principal, &a.target) {
             (Principal::RequestUser, Target::Resource(r)) => {
                 a.verb == "get" && r.resource == "pods" && r.group.is_empty()
