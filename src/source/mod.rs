@@ -10,7 +10,7 @@ use serde_json::{json, Value as Json};
 
 use crate::model::{Binding, Policy};
 use crate::policy::snapshot::{CompileCache, Snapshot, SnapshotBuilder};
-use crate::policy::validate::{validate_binding, validate_policy};
+use crate::policy::validate::{validate_binding, validate_policy, FieldErrors};
 use folder::{LoadError, Loaded};
 
 /// What every real cluster has and a folder need not spell out: each Namespace carries the
@@ -93,8 +93,8 @@ pub enum ObjectError {
     #[error("{0}")]
     Malformed(#[source] serde_json::Error),
     /// A policy or binding that fails validation (only when validating strictly).
-    #[error("invalid {kind}: {}", errors.join("; "))]
-    Invalid { kind: String, errors: Vec<String> },
+    #[error("invalid {kind}: {errors}")]
+    Invalid { kind: String, errors: FieldErrors },
 }
 
 /// [`add_loaded`] for a shared object (the cluster source's stores hold `Arc`s): nothing is
@@ -106,7 +106,7 @@ pub fn add_shared(
 ) -> Result<(), ObjectError> {
     let api_version = object["apiVersion"].as_str().unwrap_or("");
     let is_vap = crate::model::API_VERSIONS.contains(&api_version);
-    let invalid = |errors: Vec<String>| ObjectError::Invalid {
+    let invalid = |errors: FieldErrors| ObjectError::Invalid {
         kind: object["kind"].as_str().unwrap_or("object").to_string(),
         errors,
     };
