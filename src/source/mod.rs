@@ -79,10 +79,10 @@ pub fn snapshot_cached(
 /// Adds one object to a snapshot under construction: a policy or binding is read (and, with
 /// `strict`, validated); anything else is a namespace, param or RBAC object.
 pub fn add_loaded(b: &mut SnapshotBuilder, o: Loaded, strict: bool) -> Result<(), LoadError> {
-    add_shared(b, std::sync::Arc::new(o.object), strict).map_err(|e| LoadError {
+    add_shared(b, std::sync::Arc::new(o.object), strict).map_err(|source| LoadError::Object {
         file: o.file,
         document: o.document,
-        message: e.to_string(),
+        source,
     })
 }
 
@@ -152,10 +152,10 @@ pub fn build_for_serving(
                 _ => {}
             }
         }
-        add_shared(&mut b, object, false).map_err(|e| LoadError {
+        add_shared(&mut b, object, false).map_err(|source| LoadError::Object {
             file: o.file,
             document: o.document,
-            message: e.to_string(),
+            source,
         })?;
     }
     let snapshot = b.build_cached(version, cache);

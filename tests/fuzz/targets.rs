@@ -956,7 +956,9 @@ fn load_one(text: &str, reviews: &[&[u8]]) -> Result<(), String> {
         Ok(o) => o,
         Err(e) => {
             stat("yaml refused");
-            if e.message.trim().is_empty() {
+            // The parser's own message, behind celgate's file and document prefix.
+            let detail = std::error::Error::source(&e).map(ToString::to_string);
+            if detail.is_some_and(|d| d.trim().is_empty()) {
                 return Err("a load error without a message".into());
             }
             return Ok(());
