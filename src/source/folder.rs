@@ -101,7 +101,7 @@ pub enum LoadError {
         file: PathBuf,
         document: usize,
         #[source]
-        source: super::ObjectError,
+        source: super::error::ObjectError,
     },
 }
 

@@ -2,6 +2,7 @@
 //! cluster, the Kubernetes API. Either way the objects end in a
 //! [`crate::policy::snapshot::Snapshot`].
 
+mod error;
 pub mod folder;
 pub mod kube;
 
@@ -11,6 +12,7 @@ use serde_json::{json, Value as Json};
 use crate::model::{Binding, Policy};
 use crate::policy::snapshot::{CompileCache, Snapshot, SnapshotBuilder};
 use crate::policy::validate::{validate_binding, validate_policy, FieldErrors};
+pub use error::ObjectError;
 use folder::{LoadError, Loaded};
 
 /// What every real cluster has and a folder need not spell out: each Namespace carries the
@@ -84,17 +86,6 @@ pub fn add_loaded(b: &mut SnapshotBuilder, o: Loaded, strict: bool) -> Result<()
         document: o.document,
         source,
     })
-}
-
-/// Why one object cannot be added to a snapshot.
-#[derive(Debug, thiserror::Error)]
-pub enum ObjectError {
-    /// A policy or binding whose fields do not have the API's types (serde's message).
-    #[error("{0}")]
-    Malformed(#[source] serde_json::Error),
-    /// A policy or binding that fails validation (only when validating strictly).
-    #[error("invalid {kind}: {errors}")]
-    Invalid { kind: String, errors: FieldErrors },
 }
 
 /// [`add_loaded`] for a shared object (the cluster source's stores hold `Arc`s): nothing is
