@@ -11,8 +11,8 @@ mod fixtures;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 use serde_json::Value as Json;
 
-use celgate::cel::eval::Meter;
 use celgate::cel::json::Doc;
+use celgate::cel::meter::Meter;
 use celgate::cel::vap::{vap_env, Decls};
 use celgate::cel::{Program, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 

@@ -15,10 +15,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde_json::Value as Json;
 
-use celgate::cel::eval::Meter;
+use celgate::cel::meter::Meter;
 use std::sync::Arc;
 
-use celgate::cel::k8s::authz::{Attributes, AuthorizerValue, Decision, Verdict};
+use celgate::cel::k8s::authz::{Attributes, AuthorizeError, AuthorizerValue, Decision, Verdict};
 use celgate::cel::vap::{request_resource_attributes, vap_env, Decls};
 use celgate::cel::{Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 
@@ -295,7 +295,7 @@ enum CrdCommand {
 struct NoAuthorizationData;
 
 impl celgate::cel::k8s::authz::Authorizer for NoAuthorizationData {
-    fn authorize(&self, _: &Attributes) -> Result<Decision, String> {
+    fn authorize(&self, _: &Attributes) -> Result<Decision, AuthorizeError> {
         Ok(Decision {
             verdict: Verdict::NoOpinion,
             reason: "celgate expr has no authorization data".into(),

@@ -2,12 +2,12 @@
 //! cancellation, error absorption, version gating, compile-time checks, and results where
 //! Kubernetes differs from documentation or from plain CEL.
 
-use celgate::cel::eval::Meter;
+use celgate::cel::meter::Meter;
 use std::sync::Arc;
 
 use celgate::cel::k8s::authz::{
-    Attributes, Authorizer, AuthorizerValue, Decision, Principal, ResourceAttributes, Target,
-    Verdict,
+    Attributes, AuthorizeError, Authorizer, AuthorizerValue, Decision, Principal,
+    ResourceAttributes, Target, Verdict,
 };
 use celgate::cel::vap::{vap_env, Decls};
 use celgate::cel::{Env, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
@@ -396,7 +396,7 @@ fn strings_and_time() {
 struct PodReader;
 
 impl Authorizer for PodReader {
-    fn authorize(&self, a: &Attributes) -> Result<Decision, String> {
+    fn authorize(&self, a: &Attributes) -> Result<Decision, AuthorizeError> {
         let allow = match (&a.principal, &a.target) {
             (Principal::RequestUser, Target::Resource(r)) => {
                 a.verb == "get" && r.resource == "pods" && r.group.is_empty()

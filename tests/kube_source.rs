@@ -644,7 +644,12 @@ async fn one_replica_reports_events() {
     .await;
     let (b, _) = replica("celgate-b");
     eventually("b ready", || b.ready()).await;
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // b has decided not to report, knowing the Lease held by a (three of its rounds: its
+    // first look and two renewal checks); whatever that decision called for is posted.
+    eventually("b decided with the Lease known", || {
+        b.reporting_decided_after() >= 3
+    })
+    .await;
     let events = fake.posted_events.lock().unwrap().clone();
     assert_eq!(events.len(), 1, "only the holder reports: {events:?}");
     assert_eq!(events[0]["reportingInstance"], "celgate-a");

@@ -26,8 +26,8 @@ use proptest::test_runner::TestCaseError;
 
 use celgate::cel::error::EvalError;
 use celgate::cel::k8s::authz::{
-    Attributes, Authorizer, AuthorizerFactory, AuthorizerValue, Decision, UserInfo, Verdict,
-    AUTHORIZER,
+    Attributes, AuthorizeError, Authorizer, AuthorizerFactory, AuthorizerValue, Decision, UserInfo,
+    Verdict, AUTHORIZER,
 };
 use celgate::cel::library::functions;
 use celgate::cel::overload::Overload;
@@ -55,7 +55,7 @@ fn table() -> Vec<(&'static str, &'static Overload)> {
 fn call(overload: &Overload, args: &[V]) -> Option<Result<V, EvalError>> {
     let mut meter = celgate::cel::Meter::with_limit(PER_CALL_LIMIT);
     let mut regexes = celgate::cel::regex::RegexCache::default();
-    let mut cx = celgate::cel::eval::Ctx::new(&mut meter, &mut regexes);
+    let mut cx = celgate::cel::ctx::Ctx::new(&mut meter, &mut regexes);
     match overload.cost.charge_in(&mut cx, args) {
         Ok(cost) if cost <= PER_CALL_LIMIT => Some(overload.imp.call(&mut cx, args)),
         _ => None,
@@ -459,14 +459,16 @@ fn any_value(g: &mut Gen, pool: &Pool, depth: usize) -> V {
 struct VariedAuthorizer;
 
 impl Authorizer for VariedAuthorizer {
-    fn authorize(&self, a: &Attributes) -> Result<Decision, String> {
+    fn authorize(&self, a: &Attributes) -> Result<Decision, AuthorizeError> {
         let decision = |verdict, error: Option<String>| Decision {
             verdict,
             reason: a.verb.clone(),
             error,
         };
         match a.verb.len() % 4 {
-            0 => Err(format!("cannot ask about {:?}", a.verb)),
+            0 => Err(AuthorizeError::Unavailable(
+                format!("cannot ask about {:?}", a.verb).into(),
+            )),
             1 => Ok(decision(Verdict::Allow, None)),
             2 => Ok(decision(Verdict::Deny, Some(a.verb.clone()))),
             _ => Ok(decision(Verdict::NoOpinion, None)),
@@ -1079,7 +1081,7 @@ fn a_url_attack_gets_each_policys_own_decision() {
 struct PanickingAuthorizer;
 
 impl Authorizer for PanickingAuthorizer {
-    fn authorize(&self, a: &Attributes) -> Result<Decision, String> {
+    fn authorize(&self, a: &Attributes) -> Result<Decision, AuthorizeError> {
         panic!("authorizer bug on {:?}", a.verb)
     }
 }

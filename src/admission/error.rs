@@ -4,6 +4,7 @@
 
 use crate::matching::MatchError;
 use crate::policy::compile::NoMatchConstraints;
+use crate::policy::validate::FieldErrors;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -15,8 +16,8 @@ pub enum ConfigError {
     #[error(transparent)]
     Match(#[from] MatchError),
     /// The object fails the API server's validation (§7): its field errors, joined.
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Invalid(FieldErrors),
     /// The policy's paramKind names a kind nothing is known of.
     #[error("failed to find resource referenced by paramKind: '{group}/{version}, Kind={kind}'")]
     ParamKindNotFound {

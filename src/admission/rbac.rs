@@ -9,7 +9,9 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::request::UserInfo;
-use crate::cel::k8s::authz::{Attributes, Authorizer, Decision, Principal, Target, Verdict};
+use crate::cel::k8s::authz::{
+    Attributes, AuthorizeError, Authorizer, Decision, Principal, Target, Verdict,
+};
 
 /// A user and groups checks are made for.
 #[derive(Debug, Clone)]
@@ -156,7 +158,7 @@ impl RbacAuthorizer {
 }
 
 impl Authorizer for RbacAuthorizer {
-    fn authorize(&self, attrs: &Attributes) -> Result<Decision, String> {
+    fn authorize(&self, attrs: &Attributes) -> Result<Decision, AuthorizeError> {
         Ok(self.decide(attrs))
     }
 }

@@ -13,20 +13,18 @@
 //! functions that build or scan reach both through an explicit [`Ctx`].
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::ast::MacroKind;
+use super::ctx::Ctx;
 use super::error::EvalError;
 use super::json::Key;
 use super::lib::lists::{sort_by_keys, sort_cost};
 use super::lib::regex::{find_all_with, find_with, regex_cost, search_watch};
+use super::meter::{Meter, Ticker};
 use super::overload::{Function, Overload};
 use super::regex::{Regex, RegexCache};
 use super::types::Type;
-use super::value::{List, Map, OwnedMap, Str, Value};
-
-/// cel-go's `CostLimit` for one expression in Kubernetes (`PerCallLimit`).
-pub const PER_CALL_LIMIT: u64 = 1_000_000;
+use super::value::{List, Map, OwnedMap, Str, Value, VALUE_BYTES};
 
 /// The compiled form of an expression.
 #[derive(Debug)]
@@ -167,129 +165,6 @@ impl<'a, const N: usize> Activation<'a> for [Value<'a>; N] {
 impl<'a> Activation<'a> for Vec<Value<'a>> {
     fn var(&self, slot: usize) -> Value<'a> {
         self.as_slice().var(slot)
-    }
-}
-
-/// The default memory ceiling of one evaluation, in bytes built (see [`Meter::memory`]).
-///
-/// The largest value a policy within cel-go's cost limit can legitimately build is a list of
-/// about a million elements (`lists.range(n)` costs n + 11): 32 MiB of element slots. Twice
-/// that leaves room for the strings around it, and four evaluations at the ceiling still fit
-/// the 512 MiB the chart gives the webhook.
-pub const DEFAULT_MEMORY_LIMIT: u64 = 64 << 20;
-
-/// The bytes one element slot of a built list takes (map entries take two).
-pub const VALUE_BYTES: u64 = std::mem::size_of::<Value<'static>>() as u64;
-
-/// What one evaluation may spend, and what it spent.
-#[derive(Debug, Clone)]
-pub struct Meter {
-    pub cost: u64,
-    pub limit: u64,
-    /// Past it, the evaluation stops with `operation interrupted`: comprehensions look every
-    /// 100 iterations (cel-go's interrupt check), long builders and scans every few
-    /// thousand steps, and a regex is never compiled past it.
-    pub deadline: Option<Instant>,
-    /// Bytes built so far: owned strings and bytes, the slots of built lists and maps,
-    /// run-time regexes. Cumulative (nothing is given back when a temporary is dropped), and
-    /// counted where values are built, never on values borrowed from the request.
-    pub memory: u64,
-    /// Past it, the evaluation stops with `operation cancelled: memory limit exceeded`,
-    /// before the allocation that would exceed it.
-    pub memory_limit: u64,
-    /// Patterns compiled at run time (not counting compile-time constants and cache hits).
-    pub regexes_compiled: u64,
-}
-
-impl Default for Meter {
-    fn default() -> Self {
-        Meter::with_limit(PER_CALL_LIMIT)
-    }
-}
-
-impl Meter {
-    pub fn with_limit(limit: u64) -> Self {
-        Meter {
-            cost: 0,
-            limit,
-            deadline: None,
-            memory: 0,
-            memory_limit: DEFAULT_MEMORY_LIMIT,
-            regexes_compiled: 0,
-        }
-    }
-
-    #[inline]
-    fn charge(&mut self, n: u64) -> Result<(), EvalError> {
-        self.cost = self.cost.saturating_add(n);
-        if self.cost > self.limit {
-            return Err(EvalError::cost_limit());
-        }
-        Ok(())
-    }
-
-    /// Counts `bytes` about to be built; refuses them (uncounted) past the memory ceiling.
-    #[inline]
-    pub fn alloc(&mut self, bytes: u64) -> Result<(), EvalError> {
-        let memory = self.memory.saturating_add(bytes);
-        if memory > self.memory_limit {
-            return Err(EvalError::memory_limit());
-        }
-        self.memory = memory;
-        Ok(())
-    }
-
-    /// `operation interrupted` once the deadline has passed.
-    pub fn check_deadline(&self) -> Result<(), EvalError> {
-        match self.deadline {
-            Some(d) if Instant::now() >= d => Err(EvalError::deadline()),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// What a library function that builds or scans in proportion to its input gets besides its
-/// arguments: the evaluation's meter (memory ceiling, deadline) and its cache of run-time
-/// regexes. Passed explicitly, so the engine keeps no hidden state.
-pub struct Ctx<'c> {
-    meter: &'c mut Meter,
-    regexes: &'c mut RegexCache,
-}
-
-impl<'c> Ctx<'c> {
-    pub fn new(meter: &'c mut Meter, regexes: &'c mut RegexCache) -> Self {
-        Ctx { meter, regexes }
-    }
-
-    /// Counts `bytes` about to be built (see [`Meter::alloc`]).
-    #[inline]
-    pub fn alloc(&mut self, bytes: usize) -> Result<(), EvalError> {
-        self.meter.alloc(bytes as u64)
-    }
-
-    /// Counts `n` element slots of a list about to be built.
-    #[inline]
-    pub fn alloc_values(&mut self, n: usize) -> Result<(), EvalError> {
-        self.meter.alloc((n as u64).saturating_mul(VALUE_BYTES))
-    }
-
-    /// A deadline check for a loop of `every` steps between two looks at the clock.
-    pub fn ticker(&self, every: u32) -> Ticker {
-        Ticker::new(self.meter.deadline, every)
-    }
-
-    pub fn check_deadline(&self) -> Result<(), EvalError> {
-        self.meter.check_deadline()
-    }
-
-    /// What the meter may still spend before the cost limit.
-    pub fn remaining_cost(&self) -> u64 {
-        self.meter.limit.saturating_sub(self.meter.cost)
-    }
-
-    /// `pattern` compiled, from this evaluation's cache (a failure is cached too).
-    pub fn regex(&mut self, pattern: &str) -> Result<Arc<Regex>, EvalError> {
-        self.regexes.get(pattern, self.meter)
     }
 }
 
@@ -879,61 +754,6 @@ impl<'a> Bind<'a> for (Value<'a>, Option<Value<'a>>) {
 /// How many comprehension iterations run between two looks at the clock (cel-go's interrupt
 /// check frequency).
 const DEADLINE_EVERY: u32 = 100;
-
-/// How many steps of a library builder or scan (an element, or a kilobyte of text) run
-/// between two looks at the clock: tens of microseconds of work, so that a deadline stops it
-/// within a millisecond, while a short input never reads the clock.
-pub const STEPS_PER_CHECK: u32 = 1024;
-
-/// Counts steps of work down to the next look at the clock; for a loop with no deadline
-/// nothing but a decrement.
-#[derive(Debug, Clone, Copy)]
-pub struct Ticker {
-    deadline: Option<Instant>,
-    left: u32,
-    every: u32,
-}
-
-impl Ticker {
-    pub fn new(deadline: Option<Instant>, every: u32) -> Self {
-        let every = every.max(1);
-        Ticker {
-            deadline,
-            left: every,
-            every,
-        }
-    }
-
-    /// One step.
-    #[inline]
-    pub fn tick(&mut self) -> Result<(), EvalError> {
-        self.steps(1)
-    }
-
-    /// `n` steps at once; the clock is read when the count runs out.
-    #[inline]
-    pub fn steps(&mut self, n: u32) -> Result<(), EvalError> {
-        if self.left > n {
-            self.left -= n;
-            return Ok(());
-        }
-        self.left = self.every;
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(EvalError::deadline());
-        }
-        Ok(())
-    }
-
-    /// The steps for handling `bytes` bytes of text: one per kilobyte, at least one.
-    #[inline]
-    pub fn bytes(&mut self, bytes: usize) -> Result<(), EvalError> {
-        self.steps(
-            u32::try_from(bytes >> 10)
-                .unwrap_or(u32::MAX)
-                .saturating_add(1),
-        )
-    }
-}
 
 /// `v.field`: map lookup by key; `no such key` when absent or when `v` is not a map.
 fn select<'a>(v: Value<'a>, field: &Key, optional: bool) -> R<'a> {

@@ -24,7 +24,7 @@ use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::value::char_count;
+use super::text::char_count;
 
 /// Where a string's text is: `len` bytes from `at`, in the input or in [`Doc::unescaped`]
 /// (the node's variant, or the entry's `escaped`, says which).

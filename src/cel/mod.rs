@@ -8,6 +8,7 @@
 
 pub mod ast;
 mod checker;
+pub mod ctx;
 pub mod env;
 pub mod error;
 pub mod eval;
@@ -16,10 +17,12 @@ pub mod k8s;
 pub mod lexer;
 pub mod lib;
 pub mod library;
+pub mod meter;
 pub mod overload;
 pub mod parser;
 pub mod program;
 pub mod regex;
+pub mod text;
 pub mod time;
 pub mod types;
 pub mod value;
@@ -27,7 +30,8 @@ pub mod vap;
 
 pub use env::{Env, NEWEST_MINOR};
 pub use error::{CancelReason, CompileError, EvalError};
-pub use eval::{Activation, Meter, DEFAULT_MEMORY_LIMIT, PER_CALL_LIMIT};
+pub use eval::Activation;
+pub use meter::{Meter, DEFAULT_MEMORY_LIMIT, PER_CALL_LIMIT};
 pub use program::Program;
 pub use types::Type;
 pub use value::Value;

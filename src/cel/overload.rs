@@ -8,8 +8,9 @@
 
 use std::collections::HashMap;
 
+use super::ctx::Ctx;
 use super::error::EvalError;
-use super::eval::{Ctx, Ticker, STEPS_PER_CHECK};
+use super::meter::{Ticker, STEPS_PER_CHECK};
 use super::types::{parse_signature, Signature};
 use super::value::{List, Value};
 

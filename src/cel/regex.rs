@@ -20,7 +20,7 @@ use regex_syntax::ast::{self, Ast};
 use regex_syntax::hir::{self, Class, Hir, HirKind};
 
 use super::error::EvalError;
-use super::eval::Meter;
+use super::meter::Meter;
 
 /// A compiled pattern.
 pub type Regex = meta::Regex;

@@ -18,8 +18,12 @@ use base64::Engine;
 use serde_json::Value as Json;
 
 use super::error::EvalError;
-use super::eval::Ticker;
 use super::json::{Item, Key, Ref};
+use super::meter::Ticker;
+use super::text::char_count;
+
+/// The bytes one element slot of a built list takes (map entries take two).
+pub const VALUE_BYTES: u64 = std::mem::size_of::<Value<'static>>() as u64;
 
 /// A string: borrowed from the request JSON or the program, or shared.
 #[derive(Clone, Debug)]
@@ -717,18 +721,6 @@ impl<'a> Value<'a> {
     }
 }
 
-/// The number of code points of `s`. Nearly every string of a Kubernetes object is ASCII,
-/// which the standard library checks with whole-word reads, where `chars().count()` spends its
-/// time in set-up on short strings.
-#[inline]
-pub fn char_count(s: &str) -> usize {
-    if s.is_ascii() {
-        s.len()
-    } else {
-        s.chars().count()
-    }
-}
-
 /// Compares numbers across kinds as cel-go does: int and uint exactly; against a double, a
 /// double outside the integer range orders outside it, otherwise the integer is converted to
 /// double (so `9223372036854775807 == 9223372036854775808.0`, as in cel-go). `None` for NaN.
@@ -781,20 +773,6 @@ mod tests {
         };
         let kinds: Vec<_> = l.iter().map(|v| v.type_name()).collect();
         assert_eq!(kinds, ["int", "double", "double", "double"]);
-    }
-
-    #[test]
-    fn char_count_counts_code_points() {
-        for (s, n) in [
-            ("", 0),
-            ("a", 1),
-            ("é", 1),
-            ("日本語", 3),
-            ("a😀b", 3),
-            ("abcdefghé", 9),
-        ] {
-            assert_eq!(char_count(s), n, "{s}");
-        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::model::{MatchResources, NamedRule};
 use rules::{rule_matches, Gvr};
-use selector::Selector;
+use selector::{Selector, SelectorError};
 
 /// What matching needs to know of a request, computed once per request.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -66,8 +66,8 @@ pub enum MatchError {
     #[error("namespaces {0:?} not found")]
     NamespaceNotFound(String),
     /// A namespaceSelector or objectSelector does not compile (the selector's own message).
-    #[error("{0}")]
-    Selector(String),
+    #[error(transparent)]
+    Selector(#[from] SelectorError),
 }
 
 /// A compiled `MatchResources`.

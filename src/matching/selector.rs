@@ -7,6 +7,32 @@ use std::collections::BTreeMap;
 use crate::apimachinery::names;
 use crate::model::LabelSelector;
 
+/// Why a label selector does not compile, in apimachinery's words (`LabelSelectorAsSelector`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// A key of matchLabels or matchExpressions is not a qualified name.
+    #[error("key: Invalid value: {key:?}: {}", .errors.join("; "))]
+    Key { key: String, errors: Vec<String> },
+    /// A value of matchLabels or of an `In`/`NotIn` expression is not a label value.
+    #[error("values[0][{key}]: Invalid value: {value:?}: bad value: {}", .errors.join("; "))]
+    Value {
+        key: String,
+        value: String,
+        errors: Vec<String>,
+    },
+    /// An `In` or `NotIn` expression has no values.
+    #[error("values: Invalid value: []string(nil): for 'in', 'notin' operators, values set can't be empty (key {key:?})")]
+    NoValues { key: String },
+    /// An `Exists` or `DoesNotExist` expression has values.
+    #[error(
+        "values: Invalid value: {values:?}: values set must be empty for exists and does not exist"
+    )]
+    ValuesForExists { values: Vec<String> },
+    /// The operator is none of `In`, `NotIn`, `Exists`, `DoesNotExist`.
+    #[error("{operator:?} is not a valid label selector operator")]
+    Operator { operator: String },
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum Op {
     In(Vec<String>),
@@ -29,7 +55,7 @@ pub struct Selector {
 
 impl Selector {
     /// Compiles a selector, refusing what apimachinery's `LabelSelectorAsSelector` refuses.
-    pub fn compile(s: &LabelSelector) -> Result<Selector, String> {
+    pub fn compile(s: &LabelSelector) -> Result<Selector, SelectorError> {
         let mut requirements = Vec::new();
         for (k, v) in &s.match_labels {
             validate_key(k)?;
@@ -44,7 +70,7 @@ impl Selector {
             let op = match e.operator.as_str() {
                 "In" | "NotIn" => {
                     if e.values.is_empty() {
-                        return Err(format!("values: Invalid value: []string(nil): for 'in', 'notin' operators, values set can't be empty (key {:?})", e.key));
+                        return Err(SelectorError::NoValues { key: e.key.clone() });
                     }
                     for v in &e.values {
                         validate_value(&e.key, v)?;
@@ -57,7 +83,9 @@ impl Selector {
                 }
                 "Exists" | "DoesNotExist" => {
                     if !e.values.is_empty() {
-                        return Err(format!("values: Invalid value: {:?}: values set must be empty for exists and does not exist", e.values));
+                        return Err(SelectorError::ValuesForExists {
+                            values: e.values.clone(),
+                        });
                     }
                     if e.operator == "Exists" {
                         Op::Exists
@@ -65,7 +93,11 @@ impl Selector {
                         Op::DoesNotExist
                     }
                 }
-                other => return Err(format!("{other:?} is not a valid label selector operator")),
+                other => {
+                    return Err(SelectorError::Operator {
+                        operator: other.to_string(),
+                    })
+                }
             };
             requirements.push(Requirement {
                 key: e.key.clone(),
@@ -92,24 +124,28 @@ impl Selector {
     }
 }
 
-fn validate_key(k: &str) -> Result<(), String> {
-    let errs = names::qualified_name(k);
-    if errs.is_empty() {
+fn validate_key(k: &str) -> Result<(), SelectorError> {
+    let errors = names::qualified_name(k);
+    if errors.is_empty() {
         Ok(())
     } else {
-        Err(format!("key: Invalid value: {k:?}: {}", errs.join("; ")))
+        Err(SelectorError::Key {
+            key: k.to_string(),
+            errors,
+        })
     }
 }
 
-fn validate_value(k: &str, v: &str) -> Result<(), String> {
-    let errs = names::label_value(v);
-    if errs.is_empty() {
+fn validate_value(k: &str, v: &str) -> Result<(), SelectorError> {
+    let errors = names::label_value(v);
+    if errors.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "values[0][{k}]: Invalid value: {v:?}: bad value: {}",
-            errs.join("; ")
-        ))
+        Err(SelectorError::Value {
+            key: k.to_string(),
+            value: v.to_string(),
+            errors,
+        })
     }
 }
 
@@ -206,6 +242,7 @@ mod tests {
                 match_expressions: e,
             })
             .unwrap_err()
+            .to_string()
         };
         assert!(bad(&[("k", "bad value!")], vec![]).contains("bad value"));
         assert!(bad(&[], vec![expr("k", "In", &[])]).contains("can't be empty"));

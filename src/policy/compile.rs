@@ -12,6 +12,8 @@ use crate::cel::{CompileError, Env, Program, Type};
 use crate::matching::Matcher;
 use crate::model::{ParamKind, Policy};
 
+use super::validate::FieldErrors;
+
 /// Why an expression of a policy has no program. Evaluating it yields
 /// `compilation error: <this>`, which goes through the failurePolicy.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -71,7 +73,7 @@ pub struct CompiledPolicy {
     pub slots: ExprSlots,
     /// Why the object fails the API server's validation (§7), if it does: a configuration
     /// error for the requests it matches.
-    pub invalid: Option<String>,
+    pub invalid: Option<FieldErrors>,
 }
 
 /// Where one expression kind's environment puts each VAP variable, and how many variables it
@@ -131,7 +133,7 @@ impl CompiledPolicy {
     /// What is wrong with the policy: its validation failure, then each expression that does
     /// not compile, named by its field path.
     pub fn problems(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.invalid.iter().cloned().collect();
+        let mut out: Vec<String> = self.invalid.iter().map(ToString::to_string).collect();
         let mut add = |field: String, c: &Compiled| {
             if let Err(e) = c {
                 out.push(format!("{field}: {e}"));
@@ -156,9 +158,9 @@ impl CompiledPolicy {
     }
 }
 
-/// Validation errors as one configuration-error text.
-pub fn invalid(errors: Vec<String>) -> Option<String> {
-    (!errors.is_empty()).then(|| errors.join("; "))
+/// Validation errors as a configuration error, if there are any.
+pub fn invalid(errors: FieldErrors) -> Option<FieldErrors> {
+    (!errors.is_empty()).then_some(errors)
 }
 
 /// Compiles `policy` against the CEL environment of Kubernetes 1.`version`.

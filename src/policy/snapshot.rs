@@ -33,7 +33,7 @@ pub struct CompiledBinding {
     /// The actions as written (the `validation_failure` record repeats them).
     pub action_names: Vec<String>,
     /// Why the object fails the API server's validation (§7), if it does.
-    pub invalid: Option<String>,
+    pub invalid: Option<super::validate::FieldErrors>,
 }
 
 impl CompiledBinding {

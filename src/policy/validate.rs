@@ -8,39 +8,124 @@ use std::collections::BTreeSet;
 
 use crate::apimachinery::names;
 use crate::cel::lexer::is_reserved;
-use crate::matching::selector::Selector;
+use crate::matching::selector::{Selector, SelectorError};
 use crate::model::{Binding, LabelSelector, MatchResources, NamedRule, Policy};
 
-struct Errors(Vec<String>);
+/// One field of a policy or binding that fails the API server's validation, printed as
+/// Kubernetes prints a `field.Error`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    /// A field that must be set is missing or empty; `detail` may be empty.
+    #[error("{path}: Required value{}", colon_then(detail))]
+    Required { path: String, detail: String },
+    /// A field's value is malformed.
+    #[error("{path}: Invalid value: {value:?}: {detail}")]
+    Invalid {
+        path: String,
+        value: String,
+        detail: String,
+    },
+    /// A list with too many items, which Kubernetes reports as invalid without its value.
+    #[error("{path}: Invalid value: {detail}")]
+    InvalidLength { path: String, detail: String },
+    /// A value outside the field's enumeration.
+    #[error(
+        "{path}: Unsupported value: {value:?}: supported values: {}",
+        quoted(supported)
+    )]
+    Unsupported {
+        path: String,
+        value: String,
+        supported: &'static [&'static str],
+    },
+    /// A value that must be unique in its list repeats.
+    #[error("{path}: Duplicate value: {value:?}")]
+    Duplicate { path: String, value: String },
+    /// A field that must not be set in this combination.
+    #[error("{path}: Forbidden: {detail}")]
+    Forbidden { path: String, detail: String },
+    /// A list with more items than allowed.
+    #[error("{path}: Too many: {count}: must have at most {max} items")]
+    TooMany {
+        path: String,
+        count: usize,
+        max: usize,
+    },
+    /// A label selector that does not compile.
+    #[error("{path}: {source}")]
+    Selector {
+        path: String,
+        #[source]
+        source: SelectorError,
+    },
+}
 
-impl Errors {
+/// `: detail`, or nothing for an empty detail.
+fn colon_then(detail: &str) -> String {
+    if detail.is_empty() {
+        String::new()
+    } else {
+        format!(": {detail}")
+    }
+}
+
+/// `"a", "b"`: a list of supported values as Kubernetes prints them.
+fn quoted(values: &[&str]) -> String {
+    let list: Vec<String> = values.iter().map(|s| format!("{s:?}")).collect();
+    list.join(", ")
+}
+
+/// All that is wrong with one policy or binding, in the order the API server checks it;
+/// printed joined with `; ` (the configuration error requests see).
+#[derive(Debug, Clone, PartialEq, Eq, Default, thiserror::Error)]
+#[error("{}", join(.0))]
+pub struct FieldErrors(pub Vec<FieldError>);
+
+fn join(errors: &[FieldError]) -> String {
+    let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    texts.join("; ")
+}
+
+impl FieldErrors {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     fn required(&mut self, path: &str, detail: &str) {
-        self.0.push(if detail.is_empty() {
-            format!("{path}: Required value")
-        } else {
-            format!("{path}: Required value: {detail}")
+        self.0.push(FieldError::Required {
+            path: path.to_string(),
+            detail: detail.to_string(),
         });
     }
 
     fn invalid(&mut self, path: &str, value: &str, detail: &str) {
-        self.0
-            .push(format!("{path}: Invalid value: {value:?}: {detail}"));
+        self.0.push(FieldError::Invalid {
+            path: path.to_string(),
+            value: value.to_string(),
+            detail: detail.to_string(),
+        });
     }
 
-    fn unsupported(&mut self, path: &str, value: &str, supported: &[&str]) {
-        let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
-        self.0.push(format!(
-            "{path}: Unsupported value: {value:?}: supported values: {}",
-            list.join(", ")
-        ));
+    fn unsupported(&mut self, path: &str, value: &str, supported: &'static [&'static str]) {
+        self.0.push(FieldError::Unsupported {
+            path: path.to_string(),
+            value: value.to_string(),
+            supported,
+        });
     }
 
     fn duplicate(&mut self, path: &str, value: &str) {
-        self.0.push(format!("{path}: Duplicate value: {value:?}"));
+        self.0.push(FieldError::Duplicate {
+            path: path.to_string(),
+            value: value.to_string(),
+        });
     }
 
     fn forbidden(&mut self, path: &str, detail: &str) {
-        self.0.push(format!("{path}: Forbidden: {detail}"));
+        self.0.push(FieldError::Forbidden {
+            path: path.to_string(),
+            detail: detail.to_string(),
+        });
     }
 
     fn dns_subdomain(&mut self, path: &str, value: &str) {
@@ -55,8 +140,8 @@ fn blank(s: &str) -> bool {
 }
 
 /// Validates a ValidatingAdmissionPolicy; empty when valid.
-pub fn validate_policy(p: &Policy) -> Vec<String> {
-    let mut e = Errors(Vec::new());
+pub fn validate_policy(p: &Policy) -> FieldErrors {
+    let mut e = FieldErrors::default();
     if p.metadata.name.is_empty() {
         e.required("metadata.name", "name or generateName is required");
     } else {
@@ -113,10 +198,11 @@ pub fn validate_policy(p: &Policy) -> Vec<String> {
         }
     }
     if spec.match_conditions.len() > 64 {
-        e.0.push(format!(
-            "spec.matchConditions: Too many: {}: must have at most 64 items",
-            spec.match_conditions.len()
-        ));
+        e.0.push(FieldError::TooMany {
+            path: "spec.matchConditions".into(),
+            count: spec.match_conditions.len(),
+            max: 64,
+        });
     }
     let mut names = BTreeSet::new();
     for (i, c) in spec.match_conditions.iter().enumerate() {
@@ -210,10 +296,10 @@ pub fn validate_policy(p: &Policy) -> Vec<String> {
         }
     }
     if spec.audit_annotations.len() > 20 {
-        e.0.push(
-            "spec.auditAnnotations: Invalid value: must not have more than 20 auditAnnotations"
-                .into(),
-        );
+        e.0.push(FieldError::InvalidLength {
+            path: "spec.auditAnnotations".into(),
+            detail: "must not have more than 20 auditAnnotations".into(),
+        });
     }
     let mut keys = BTreeSet::new();
     for (i, a) in spec.audit_annotations.iter().enumerate() {
@@ -249,18 +335,21 @@ pub fn validate_policy(p: &Policy) -> Vec<String> {
             );
         }
     }
-    e.0
+    e
 }
 
-fn selector(e: &mut Errors, path: &str, s: &Option<LabelSelector>) {
+fn selector(e: &mut FieldErrors, path: &str, s: &Option<LabelSelector>) {
     if let Some(s) = s {
-        if let Err(err) = Selector::compile(s) {
-            e.0.push(format!("{path}: {err}"));
+        if let Err(source) = Selector::compile(s) {
+            e.0.push(FieldError::Selector {
+                path: path.to_string(),
+                source,
+            });
         }
     }
 }
 
-fn match_resources(e: &mut Errors, path: &str, m: &MatchResources) {
+fn match_resources(e: &mut FieldErrors, path: &str, m: &MatchResources) {
     if let Some(mp) = &m.match_policy {
         if mp != "Exact" && mp != "Equivalent" {
             e.unsupported(&format!("{path}.matchPolicy"), mp, &["Equivalent", "Exact"]);
@@ -280,7 +369,7 @@ fn match_resources(e: &mut Errors, path: &str, m: &MatchResources) {
     }
 }
 
-fn star_alone(e: &mut Errors, path: &str, list: &[String]) {
+fn star_alone(e: &mut FieldErrors, path: &str, list: &[String]) {
     if list.len() > 1 && list.iter().any(|x| x == "*") {
         e.invalid(
             path,
@@ -290,7 +379,7 @@ fn star_alone(e: &mut Errors, path: &str, list: &[String]) {
     }
 }
 
-fn rule(e: &mut Errors, path: &str, r: &NamedRule) {
+fn rule(e: &mut FieldErrors, path: &str, r: &NamedRule) {
     let mut seen = BTreeSet::new();
     for (i, n) in r.resource_names.iter().enumerate() {
         if n.is_empty() || n == "." || n == ".." || n.contains('/') || n.contains('%') {
@@ -392,8 +481,8 @@ fn rule(e: &mut Errors, path: &str, r: &NamedRule) {
 }
 
 /// Validates a ValidatingAdmissionPolicyBinding; empty when valid.
-pub fn validate_binding(b: &Binding) -> Vec<String> {
-    let mut e = Errors(Vec::new());
+pub fn validate_binding(b: &Binding) -> FieldErrors {
+    let mut e = FieldErrors::default();
     if b.metadata.name.is_empty() {
         e.required("metadata.name", "name or generateName is required");
     } else {
@@ -460,19 +549,23 @@ pub fn validate_binding(b: &Binding) -> Vec<String> {
             "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
         );
     }
-    e.0
+    e
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn texts(errors: FieldErrors) -> Vec<String> {
+        errors.0.iter().map(ToString::to_string).collect()
+    }
+
     fn policy(yaml: &str) -> Vec<String> {
-        validate_policy(&serde_yaml_ng::from_str(yaml).unwrap())
+        texts(validate_policy(&serde_yaml_ng::from_str(yaml).unwrap()))
     }
 
     fn binding(yaml: &str) -> Vec<String> {
-        validate_binding(&serde_yaml_ng::from_str(yaml).unwrap())
+        texts(validate_binding(&serde_yaml_ng::from_str(yaml).unwrap()))
     }
 
     const RULE: &str =

@@ -10,7 +10,6 @@
 //! for a while, and [`load_settled`], which refuses a read during which the folder changed.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -53,31 +52,101 @@ pub struct Loaded {
     pub object: Json,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct LoadError {
-    pub file: PathBuf,
-    /// 1-based; 0 when the file itself could not be read.
-    pub document: usize,
-    pub message: String,
+/// Why a folder's objects cannot be loaded. Each names the file, and the document (1-based)
+/// when one document is at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A directory below the folder cannot be resolved or listed.
+    #[error(transparent)]
+    List(#[from] ListError),
+    /// The folder could not be listed when the state now being loaded was taken.
+    #[error("{}: {source}", dir.display())]
+    Unlisted {
+        dir: PathBuf,
+        #[source]
+        source: ScanError,
+    },
+    /// A manifest file cannot be read.
+    #[error("{}: {source}", file.display())]
+    Read {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `.json` file is not JSON (its one document).
+    #[error("{} (document 1): invalid JSON: {source}", file.display())]
+    Json {
+        file: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A YAML document does not parse.
+    #[error("{} (document {document}): invalid YAML: {source}", file.display())]
+    Yaml {
+        file: PathBuf,
+        document: usize,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    /// A document is a scalar or a sequence, not an object.
+    #[error(
+        "{} (document {document}): a document must be a Kubernetes object (a mapping)",
+        file.display()
+    )]
+    NotAnObject { file: PathBuf, document: usize },
+    /// An object that claims to be a policy or binding does not read as one or, when
+    /// validating strictly, fails validation.
+    #[error("{} (document {document}): {source}", file.display())]
+    Object {
+        file: PathBuf,
+        document: usize,
+        #[source]
+        source: super::error::ObjectError,
+    },
 }
 
-impl fmt::Display for LoadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.document == 0 {
-            write!(f, "{}: {}", self.file.display(), self.message)
-        } else {
-            write!(
-                f,
-                "{} (document {}): {}",
-                self.file.display(),
-                self.document,
-                self.message
-            )
+impl LoadError {
+    /// The file (or directory) at fault.
+    pub fn file(&self) -> &Path {
+        match self {
+            LoadError::List(e) => &e.path,
+            LoadError::Unlisted { dir, .. } => dir,
+            LoadError::Read { file, .. }
+            | LoadError::Json { file, .. }
+            | LoadError::Yaml { file, .. }
+            | LoadError::NotAnObject { file, .. }
+            | LoadError::Object { file, .. } => file,
         }
     }
 }
 
-impl std::error::Error for LoadError {}
+/// A directory below the folder that cannot be resolved or listed.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct ListError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// A failure seen while taking a [`Fingerprint`]. Comparable (the I/O error's kind and text,
+/// as `io::Error` is not), so that a failure that persists is no change of the folder.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScanError {
+    /// A manifest file's metadata cannot be read (it vanished, or is not readable).
+    #[error("{text}")]
+    Metadata {
+        kind: std::io::ErrorKind,
+        text: String,
+    },
+    /// The folder cannot be listed ([`ListError`]).
+    #[error("{}: {text}", path.display())]
+    Listing {
+        path: PathBuf,
+        kind: std::io::ErrorKind,
+        text: String,
+    },
+}
 
 fn is_manifest(p: &Path) -> bool {
     matches!(
@@ -90,29 +159,35 @@ fn is_hidden(name: &std::ffi::OsStr) -> bool {
     name.as_encoded_bytes().starts_with(b".")
 }
 
-fn io_error(file: &Path, e: std::io::Error) -> LoadError {
-    LoadError {
+fn list_error(path: &Path, source: std::io::Error) -> ListError {
+    ListError {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn read_error(file: &Path, source: std::io::Error) -> LoadError {
+    LoadError::Read {
         file: file.to_path_buf(),
-        document: 0,
-        message: e.to_string(),
+        source,
     }
 }
 
 /// The manifest files below `dir`, sorted, so loading is deterministic. Symlinks are followed
 /// (a ConfigMap volume's files are symlinks), each directory is walked once, so a symlink
 /// loop ends, and hidden entries are skipped.
-pub fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+pub fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, ListError> {
     let mut out = Vec::new();
     let mut visited = BTreeSet::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let real = std::fs::canonicalize(&d).map_err(|e| io_error(&d, e))?;
+        let real = std::fs::canonicalize(&d).map_err(|e| list_error(&d, e))?;
         if !visited.insert(real) {
             continue;
         }
         let mut entries = std::fs::read_dir(&d)
             .and_then(|r| r.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| io_error(&d, e))?;
+            .map_err(|e| list_error(&d, e))?;
         // Sorted, so that a directory reached by two paths is always listed under the same.
         entries.sort_by_key(|e| std::cmp::Reverse(e.file_name()));
         for entry in entries {
@@ -133,18 +208,22 @@ pub fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
 
 /// Parses the documents of one file's text.
 pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError> {
-    let err = |document: usize, message: String| LoadError {
-        file: file.to_path_buf(),
-        document,
-        message,
-    };
     let mut docs: Vec<Json> = Vec::new();
     let is_json = file.extension().is_some_and(|e| e == "json");
     if is_json {
-        docs.push(serde_json::from_str(text).map_err(|e| err(1, format!("invalid JSON: {e}")))?);
+        docs.push(
+            serde_json::from_str(text).map_err(|source| LoadError::Json {
+                file: file.to_path_buf(),
+                source,
+            })?,
+        );
     } else {
         for (i, d) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-            let v = Json::deserialize(d).map_err(|e| err(i + 1, format!("invalid YAML: {e}")))?;
+            let v = Json::deserialize(d).map_err(|source| LoadError::Yaml {
+                file: file.to_path_buf(),
+                document: i + 1,
+                source,
+            })?;
             docs.push(v);
         }
     }
@@ -168,10 +247,10 @@ pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError
                 object: doc,
             }),
             _ => {
-                return Err(err(
+                return Err(LoadError::NotAnObject {
+                    file: file.to_path_buf(),
                     document,
-                    "a document must be a Kubernetes object (a mapping)".into(),
-                ))
+                })
             }
         }
     }
@@ -182,7 +261,7 @@ pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError
 pub fn load(dir: &Path) -> Result<Vec<Loaded>, LoadError> {
     let mut out = Vec::new();
     for file in manifest_files(dir)? {
-        let text = std::fs::read_to_string(&file).map_err(|e| io_error(&file, e))?;
+        let text = std::fs::read_to_string(&file).map_err(|e| read_error(&file, e))?;
         out.extend(parse_documents(&file, &text)?);
     }
     Ok(out)
@@ -202,8 +281,11 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn of(path: &Path) -> Result<Stamp, String> {
-        let m = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    fn of(path: &Path) -> Result<Stamp, ScanError> {
+        let m = std::fs::metadata(path).map_err(|e| ScanError::Metadata {
+            kind: e.kind(),
+            text: e.to_string(),
+        })?;
         #[cfg(unix)]
         use std::os::unix::fs::MetadataExt;
         Ok(Stamp {
@@ -222,9 +304,9 @@ impl Stamp {
 /// them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Fingerprint {
-    files: Vec<(PathBuf, Result<Stamp, String>)>,
+    files: Vec<(PathBuf, Result<Stamp, ScanError>)>,
     /// The folder could not be listed.
-    error: Option<String>,
+    error: Option<ScanError>,
 }
 
 impl Fingerprint {
@@ -249,7 +331,11 @@ pub fn fingerprint(dir: &Path) -> Fingerprint {
         },
         Err(e) => Fingerprint {
             files: Vec::new(),
-            error: Some(e.to_string()),
+            error: Some(ScanError::Listing {
+                kind: e.source.kind(),
+                text: e.source.to_string(),
+                path: e.path,
+            }),
         },
     }
 }
@@ -273,10 +359,9 @@ pub fn load_settled(dir: &Path, expected: &Fingerprint) -> Result<Vec<Loaded>, N
         return Err(NotLoaded::Changed(before));
     }
     let read: Result<Vec<(PathBuf, String)>, LoadError> = match &expected.error {
-        Some(e) => Err(LoadError {
-            file: dir.to_path_buf(),
-            document: 0,
-            message: e.clone(),
+        Some(e) => Err(LoadError::Unlisted {
+            dir: dir.to_path_buf(),
+            source: e.clone(),
         }),
         None => expected
             .files
@@ -284,7 +369,7 @@ pub fn load_settled(dir: &Path, expected: &Fingerprint) -> Result<Vec<Loaded>, N
             .map(|(p, _)| {
                 std::fs::read_to_string(p)
                     .map(|t| (p.clone(), t))
-                    .map_err(|e| io_error(p, e))
+                    .map_err(|e| read_error(p, e))
             })
             .collect(),
     };
@@ -361,18 +446,23 @@ mod tests {
     #[test]
     fn errors_name_file_and_document() {
         let e = parse_documents(Path::new("bad.yaml"), "a: 1\n---\n[unclosed\n").unwrap_err();
-        assert_eq!(e.document, 2);
+        assert!(matches!(e, LoadError::Yaml { document: 2, .. }), "{e:?}");
         assert!(
             e.to_string()
                 .starts_with("bad.yaml (document 2): invalid YAML"),
             "{e}"
         );
         let e = parse_documents(Path::new("bad.yaml"), "- 1\n").unwrap_err();
-        assert!(e.message.contains("mapping"));
-        assert!(parse_documents(Path::new("bad.json"), "{")
-            .unwrap_err()
-            .message
-            .starts_with("invalid JSON"));
+        assert!(
+            matches!(e, LoadError::NotAnObject { document: 1, .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("mapping"));
+        let e = parse_documents(Path::new("bad.json"), "{").unwrap_err();
+        assert!(matches!(e, LoadError::Json { .. }), "{e:?}");
+        assert!(e
+            .to_string()
+            .starts_with("bad.json (document 1): invalid JSON"));
     }
 
     fn temp_dir(name: &str) -> PathBuf {
@@ -421,7 +511,7 @@ mod tests {
         }
         std::fs::write(d.join("b.yaml"), "[unclosed\n").unwrap();
         match load_settled(&d, &fingerprint(&d)) {
-            Err(NotLoaded::Invalid(e)) => assert_eq!(e.file, d.join("b.yaml")),
+            Err(NotLoaded::Invalid(e)) => assert_eq!(e.file(), d.join("b.yaml")),
             other => panic!("{other:?}"),
         }
     }

@@ -2,6 +2,7 @@
 //! cluster, the Kubernetes API. Either way the objects end in a
 //! [`crate::policy::snapshot::Snapshot`].
 
+mod error;
 pub mod folder;
 pub mod kube;
 
@@ -10,7 +11,8 @@ use serde_json::{json, Value as Json};
 
 use crate::model::{Binding, Policy};
 use crate::policy::snapshot::{CompileCache, Snapshot, SnapshotBuilder};
-use crate::policy::validate::{validate_binding, validate_policy};
+use crate::policy::validate::{validate_binding, validate_policy, FieldErrors};
+pub use error::ObjectError;
 use folder::{LoadError, Loaded};
 
 /// What every real cluster has and a folder need not spell out: each Namespace carries the
@@ -79,22 +81,11 @@ pub fn snapshot_cached(
 /// Adds one object to a snapshot under construction: a policy or binding is read (and, with
 /// `strict`, validated); anything else is a namespace, param or RBAC object.
 pub fn add_loaded(b: &mut SnapshotBuilder, o: Loaded, strict: bool) -> Result<(), LoadError> {
-    add_shared(b, std::sync::Arc::new(o.object), strict).map_err(|e| LoadError {
+    add_shared(b, std::sync::Arc::new(o.object), strict).map_err(|source| LoadError::Object {
         file: o.file,
         document: o.document,
-        message: e.to_string(),
+        source,
     })
-}
-
-/// Why one object cannot be added to a snapshot.
-#[derive(Debug, thiserror::Error)]
-pub enum ObjectError {
-    /// A policy or binding whose fields do not have the API's types (serde's message).
-    #[error("{0}")]
-    Malformed(#[source] serde_json::Error),
-    /// A policy or binding that fails validation (only when validating strictly).
-    #[error("invalid {kind}: {}", errors.join("; "))]
-    Invalid { kind: String, errors: Vec<String> },
 }
 
 /// [`add_loaded`] for a shared object (the cluster source's stores hold `Arc`s): nothing is
@@ -106,7 +97,7 @@ pub fn add_shared(
 ) -> Result<(), ObjectError> {
     let api_version = object["apiVersion"].as_str().unwrap_or("");
     let is_vap = crate::model::API_VERSIONS.contains(&api_version);
-    let invalid = |errors: Vec<String>| ObjectError::Invalid {
+    let invalid = |errors: FieldErrors| ObjectError::Invalid {
         kind: object["kind"].as_str().unwrap_or("object").to_string(),
         errors,
     };
@@ -152,10 +143,10 @@ pub fn build_for_serving(
                 _ => {}
             }
         }
-        add_shared(&mut b, object, false).map_err(|e| LoadError {
+        add_shared(&mut b, object, false).map_err(|source| LoadError::Object {
             file: o.file,
             document: o.document,
-            message: e.to_string(),
+            source,
         })?;
     }
     let snapshot = b.build_cached(version, cache);

@@ -10,7 +10,9 @@
 
 use std::sync::OnceLock;
 
-use celgate::cel::k8s::authz::{Attributes, Authorizer, Decision, Target, UserInfo, Verdict};
+use celgate::cel::k8s::authz::{
+    Attributes, AuthorizeError, Authorizer, Decision, Target, UserInfo, Verdict,
+};
 
 /// Answers from the attributes alone, for the request's user.
 #[derive(Debug)]
@@ -20,7 +22,7 @@ pub struct FakeAuthorizer {
 }
 
 impl Authorizer for FakeAuthorizer {
-    fn authorize(&self, attributes: &Attributes) -> Result<Decision, String> {
+    fn authorize(&self, attributes: &Attributes) -> Result<Decision, AuthorizeError> {
         // celgate's own mapping from the principal to a user (`serviceAccount()`), so the
         // reason shows what celgate would send.
         let user = attributes.principal.user(&self.user);

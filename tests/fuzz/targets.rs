@@ -7,9 +7,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use celgate::cel::eval::Meter;
 use celgate::cel::json::{Doc, Item, Key, Ref};
-use celgate::cel::k8s::authz::{Attributes, Authorizer, AuthorizerValue, Decision, Verdict};
+use celgate::cel::k8s::authz::{
+    Attributes, AuthorizeError, Authorizer, AuthorizerValue, Decision, Verdict,
+};
+use celgate::cel::meter::Meter;
 use celgate::cel::vap::{request_resource_attributes, vap_env, Decls, Slots};
 use celgate::cel::{Env, Program, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 use celgate::policy::snapshot::Snapshot;
@@ -422,10 +424,14 @@ fn short(o: &Outcome) -> String {
 struct FakeAuthorizer;
 
 impl Authorizer for FakeAuthorizer {
-    fn authorize(&self, a: &Attributes) -> Result<Decision, String> {
+    fn authorize(&self, a: &Attributes) -> Result<Decision, AuthorizeError> {
         let text = format!("{:?}{}{:?}", a.principal, a.verb, a.target);
         let verdict = match harness::fnv(text.as_bytes()) % 5 {
-            0 => return Err(format!("cannot reach the API server for {}", a.verb)),
+            0 => {
+                return Err(AuthorizeError::Unavailable(
+                    format!("cannot reach the API server for {}", a.verb).into(),
+                ))
+            }
             1 => Verdict::Deny,
             2 => Verdict::NoOpinion,
             _ => Verdict::Allow,
@@ -950,7 +956,9 @@ fn load_one(text: &str, reviews: &[&[u8]]) -> Result<(), String> {
         Ok(o) => o,
         Err(e) => {
             stat("yaml refused");
-            if e.message.trim().is_empty() {
+            // The parser's own message, behind celgate's file and document prefix.
+            let detail = std::error::Error::source(&e).map(ToString::to_string);
+            if detail.is_some_and(|d| d.trim().is_empty()) {
                 return Err("a load error without a message".into());
             }
             return Ok(());

@@ -86,11 +86,22 @@ pub struct Decision {
     pub error: Option<String>,
 }
 
+/// Why an authorizer gave no decision. The check is then the CEL error
+/// `authorizer error: <this>`, which the policy's failurePolicy handles, rather than a silent
+/// denial.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthorizeError {
+    /// The backend that answers checks could not be asked or did not answer (a
+    /// SubjectAccessReview that failed or timed out); shows, and is sourced by, the backend's
+    /// own error, which the engine cannot name.
+    #[error(transparent)]
+    Unavailable(Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// Answers authorization checks for one admission request. `Err` means the authorizer could
-/// not be asked (a SubjectAccessReview that failed or timed out): the check is then a CEL
-/// error, which the policy's failurePolicy handles, rather than a silent denial.
+/// not be asked (see [`AuthorizeError`]).
 pub trait Authorizer: Send + Sync + fmt::Debug {
-    fn authorize(&self, attributes: &Attributes) -> Result<Decision, String>;
+    fn authorize(&self, attributes: &Attributes) -> Result<Decision, AuthorizeError>;
 }
 
 /// The user an admission request is made by (`request.userInfo`).

@@ -1,8 +1,9 @@
 //! The arithmetic operators: `+` (numbers, strings, bytes, lists, durations, timestamps),
 //! `-`, `*`, `/`, `%` and unary `-`, with cel-go's overflow errors.
 
+use crate::cel::ctx::Ctx;
 use crate::cel::error::EvalError;
-use crate::cel::eval::{Ctx, STEPS_PER_CHECK};
+use crate::cel::meter::STEPS_PER_CHECK;
 use crate::cel::overload::{no_overload, Builder, Cost, R};
 use crate::cel::value::{List, Value};
 
@@ -239,8 +240,8 @@ pub(super) fn register(b: &mut Builder) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cel::eval::Meter;
     use crate::cel::lib::lists::size;
+    use crate::cel::meter::Meter;
     use crate::cel::regex::RegexCache;
     use crate::cel::value::MAX_CONCAT_DEPTH;
 

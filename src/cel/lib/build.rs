@@ -1,8 +1,9 @@
 //! Building results under the meter: a string or a list counted against the memory ceiling
 //! as it grows, with the deadline watched, and a piece of a string borrowed where it can be.
 
+use crate::cel::ctx::Ctx;
 use crate::cel::error::EvalError;
-use crate::cel::eval::{Ctx, Ticker, STEPS_PER_CHECK};
+use crate::cel::meter::{Ticker, STEPS_PER_CHECK};
 use crate::cel::overload::{str_arg, R};
 use crate::cel::value::{Str, Value};
 

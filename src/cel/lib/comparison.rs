@@ -3,8 +3,9 @@
 
 use std::cmp::Ordering;
 
+use crate::cel::ctx::Ctx;
 use crate::cel::error::EvalError;
-use crate::cel::eval::{Ctx, Ticker, STEPS_PER_CHECK};
+use crate::cel::meter::{Ticker, STEPS_PER_CHECK};
 use crate::cel::overload::{no_overload, since, Builder, Cost, Imp, R};
 use crate::cel::value::{List, Value};
 

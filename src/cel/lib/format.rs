@@ -1,8 +1,8 @@
 //! `string.format(list)`: the legacy formatter of cel-go's ext.Strings version 2, which
 //! Kubernetes enables from 1.29, with cel-go's verbs and error texts.
 
+use crate::cel::ctx::Ctx;
 use crate::cel::error::EvalError;
-use crate::cel::eval::Ctx;
 use crate::cel::json::with_stack;
 use crate::cel::overload::{list_arg, since, str_arg, Builder, Cost, R};
 use crate::cel::time::format_duration;

@@ -5,8 +5,9 @@
 
 use std::cmp::Ordering;
 
+use crate::cel::ctx::Ctx;
 use crate::cel::error::EvalError;
-use crate::cel::eval::{Ctx, STEPS_PER_CHECK};
+use crate::cel::meter::STEPS_PER_CHECK;
 use crate::cel::overload::{
     cost_traversal, int_arg, list_arg, no_overload, since, Builder, Cost, R,
 };

@@ -35,7 +35,8 @@ pub(super) fn register(b: &mut Builder) {
 /// Helpers for the libraries' tests.
 #[cfg(test)]
 mod test_support {
-    use crate::cel::eval::{Ctx, Meter};
+    use crate::cel::ctx::Ctx;
+    use crate::cel::meter::Meter;
     use crate::cel::overload::{CxImp, R};
     use crate::cel::regex::RegexCache;
     use crate::cel::value::{Str, Value};

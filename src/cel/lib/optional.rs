@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
+use crate::cel::ctx::Ctx;
 use crate::cel::error::EvalError;
-use crate::cel::eval::Ctx;
 use crate::cel::overload::{list_arg, since, Builder, Cost, R};
 use crate::cel::value::Value;
 

@@ -3,8 +3,8 @@
 //! (the evaluator calls [`find_with`] and [`find_all_with`] directly); one known only at run
 //! time goes through the evaluation's cache.
 
+use crate::cel::ctx::Ctx;
 use crate::cel::error::EvalError;
-use crate::cel::eval::Ctx;
 use crate::cel::overload::{int_arg, str_arg, Builder, Cost, R};
 use crate::cel::regex::Regex;
 use crate::cel::value::{Str, Value};
@@ -122,7 +122,7 @@ pub(super) fn register(b: &mut Builder) {
 mod tests {
     use super::super::test_support::s;
     use super::*;
-    use crate::cel::eval::Meter;
+    use crate::cel::meter::Meter;
     use crate::cel::regex::RegexCache;
 
     #[test]

@@ -2,8 +2,9 @@
 //! Kubernetes 1.29: charged 1 + size(x) · size(y) comparisons, but a comparison walks lists
 //! and strings whatever their size, so each watches the deadline.
 
+use crate::cel::ctx::Ctx;
 use crate::cel::error::EvalError;
-use crate::cel::eval::{Ctx, Ticker, STEPS_PER_CHECK};
+use crate::cel::meter::{Ticker, STEPS_PER_CHECK};
 use crate::cel::overload::{list_arg, since, Builder, Cost, R};
 use crate::cel::value::{List, Value};
 

@@ -2,10 +2,12 @@
 //! (version 2) without `format` (in [`super::format`]). Offsets and lengths are in code
 //! points; results borrow the receiver where they can.
 
+use crate::cel::ctx::Ctx;
 use crate::cel::error::EvalError;
-use crate::cel::eval::{Ctx, STEPS_PER_CHECK};
+use crate::cel::meter::STEPS_PER_CHECK;
 use crate::cel::overload::{cost_traversal, int_arg, list_arg, since, str_arg, Builder, Cost, R};
-use crate::cel::value::{char_count, Value};
+use crate::cel::text::char_count;
+use crate::cel::value::Value;
 
 use super::build::{piece, Out};
 use super::regex::{search_watch, LONG_TEXT};

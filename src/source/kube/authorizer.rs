@@ -20,7 +20,7 @@ use kube::{Api, Client};
 
 use super::CallError;
 use crate::cel::k8s::authz::{
-    Attributes, Authorizer, AuthorizerFactory, Decision, Target, UserInfo, Verdict,
+    Attributes, AuthorizeError, Authorizer, AuthorizerFactory, Decision, Target, UserInfo, Verdict,
 };
 
 /// Settings of the SubjectAccessReview authorizer.
@@ -194,11 +194,10 @@ struct ForUser {
 }
 
 impl Authorizer for ForUser {
-    fn authorize(&self, attributes: &Attributes) -> Result<Decision, String> {
-        // The engine's authorizer interface carries the error as the CEL error's text.
+    fn authorize(&self, attributes: &Attributes) -> Result<Decision, AuthorizeError> {
         self.sar
             .review(&self.user, attributes)
-            .map_err(|e| e.to_string())
+            .map_err(|e| AuthorizeError::Unavailable(Box::new(e)))
     }
 }
 

@@ -3,7 +3,7 @@
 //! not post every Warning twice. A holder that stops renewing loses the Lease once it expires,
 //! and another replica takes over (and reports the current problems once more).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,11 +28,21 @@ pub struct LeaseOptions {
 
 /// Whether this replica holds the Lease; updated by [`hold`].
 #[derive(Debug, Default)]
-pub struct Leadership(AtomicBool);
+pub struct Leadership {
+    leader: AtomicBool,
+    /// Rounds of [`hold`] completed, each after `leader` was updated: a reader that sees `n`
+    /// rounds then reads `leader` gets the outcome of round `n` or a later one.
+    rounds: AtomicU64,
+}
 
 impl Leadership {
     pub fn is_leader(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.leader.load(Ordering::Acquire)
+    }
+
+    /// How many rounds of trying to hold the Lease have completed.
+    pub fn rounds(&self) -> u64 {
+        self.rounds.load(Ordering::Acquire)
     }
 }
 
@@ -51,7 +61,8 @@ pub async fn hold(client: Client, options: LeaseOptions, leadership: Arc<Leaders
         if leader != leadership.is_leader() {
             tracing::info!(leader, lease = %options.name, "event reporting leadership changed");
         }
-        leadership.0.store(leader, Ordering::Release);
+        leadership.leader.store(leader, Ordering::Release);
+        leadership.rounds.fetch_add(1, Ordering::Release);
         tokio::time::sleep(options.renew).await;
     }
 }

@@ -32,7 +32,7 @@ mod store;
 mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -110,6 +110,8 @@ pub struct KubeSource {
 #[derive(Default)]
 struct Shared {
     ready: AtomicBool,
+    /// The Lease rounds completed before the last decision whether to report Events.
+    reporting_decided_after: AtomicU64,
     stores: Mutex<Vec<Reader>>,
     problems: Mutex<Vec<Problem>>,
     /// The policy API version in use (`v1` or `v1beta1`), once discovered.
@@ -143,6 +145,14 @@ impl KubeSource {
     /// What is currently wrong with the cluster's policies and bindings.
     pub fn problems(&self) -> Vec<Problem> {
         lock(&self.shared.problems).clone()
+    }
+
+    /// How many rounds of trying to hold the events Lease this replica had completed when it
+    /// last decided whether to report Events (after every snapshot and every recheck); 0
+    /// until then, or without a Lease. Once it is past a round, the Events that decision
+    /// called for are published: a replica known not to report can be waited on.
+    pub fn reporting_decided_after(&self) -> u64 {
+        self.shared.reporting_decided_after.load(Ordering::Acquire)
     }
 
     /// `v1` or `v1beta1` once discovery answered.
@@ -470,10 +480,15 @@ async fn run(client: Client, options: KubeOptions, publish: Publish, shared: Arc
         }
         // Reported by the Lease holder, also when it takes over without a change.
         if let Some(r) = feedback.as_mut() {
+            // Read before the leadership, so that the decision knew at least these rounds.
+            let rounds = leadership.rounds();
             if reports(&leadership) {
                 let problems = lock(&shared.problems).clone();
                 r.report(&problems).await;
             }
+            shared
+                .reporting_decided_after
+                .store(rounds, Ordering::Release);
         }
     }
 }

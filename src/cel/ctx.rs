@@ -1,0 +1,56 @@
+//! [`Ctx`]: what a library function gets besides its arguments (the evaluation's meter and
+//! its cache of run-time regexes). Kept apart from the evaluator so that the libraries the
+//! evaluator calls do not depend on it.
+
+use std::sync::Arc;
+
+use super::error::EvalError;
+use super::meter::{Meter, Ticker};
+use super::regex::{Regex, RegexCache};
+use super::value::VALUE_BYTES;
+
+/// What a library function that builds or scans in proportion to its input gets besides its
+/// arguments: the evaluation's meter (memory ceiling, deadline) and its cache of run-time
+/// regexes. Passed explicitly, so the engine keeps no hidden state.
+pub struct Ctx<'c> {
+    /// Reached directly by the evaluator to charge a call's cost on the hot path.
+    pub(super) meter: &'c mut Meter,
+    regexes: &'c mut RegexCache,
+}
+
+impl<'c> Ctx<'c> {
+    pub fn new(meter: &'c mut Meter, regexes: &'c mut RegexCache) -> Self {
+        Ctx { meter, regexes }
+    }
+
+    /// Counts `bytes` about to be built (see [`Meter::alloc`]).
+    #[inline]
+    pub fn alloc(&mut self, bytes: usize) -> Result<(), EvalError> {
+        self.meter.alloc(bytes as u64)
+    }
+
+    /// Counts `n` element slots of a list about to be built.
+    #[inline]
+    pub fn alloc_values(&mut self, n: usize) -> Result<(), EvalError> {
+        self.meter.alloc((n as u64).saturating_mul(VALUE_BYTES))
+    }
+
+    /// A deadline check for a loop of `every` steps between two looks at the clock.
+    pub fn ticker(&self, every: u32) -> Ticker {
+        Ticker::new(self.meter.deadline, every)
+    }
+
+    pub fn check_deadline(&self) -> Result<(), EvalError> {
+        self.meter.check_deadline()
+    }
+
+    /// What the meter may still spend before the cost limit.
+    pub fn remaining_cost(&self) -> u64 {
+        self.meter.limit.saturating_sub(self.meter.cost)
+    }
+
+    /// `pattern` compiled, from this evaluation's cache (a failure is cached too).
+    pub fn regex(&mut self, pattern: &str) -> Result<Arc<Regex>, EvalError> {
+        self.regexes.get(pattern, self.meter)
+    }
+}
