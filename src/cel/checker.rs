@@ -62,12 +62,18 @@ fn type_for_name(name: &str) -> Option<Type> {
 
 /// The segments of `a.b.c` when the expression is an identifier with plain selections.
 fn dotted(e: &Expr) -> Option<Vec<&str>> {
+    dotted_nodes(e).map(|v| v.into_iter().map(|(s, _)| s).collect())
+}
+
+/// The segments of `a.b.c` with the node each one ends (the identifier, then each
+/// selection), for errors that point at one selection of a qualified name.
+fn dotted_nodes(e: &Expr) -> Option<Vec<(&str, &Expr)>> {
     let mut parts = Vec::new();
     let mut cur = e;
     loop {
         match &cur.kind {
             ExprKind::Ident(n) => {
-                parts.push(n.as_str());
+                parts.push((n.as_str(), cur));
                 parts.reverse();
                 return Some(parts);
             }
@@ -76,7 +82,7 @@ fn dotted(e: &Expr) -> Option<Vec<&str>> {
                 field,
                 optional: false,
             } => {
-                parts.push(field.as_str());
+                parts.push((field.as_str(), cur));
                 cur = operand;
             }
             _ => return None,
@@ -107,7 +113,7 @@ impl<'e> Checker<'e> {
     }
 
     fn err(&self, e: &Expr, msg: impl Into<String>) -> CompileError {
-        CompileError::at(self.src, e.span.start as usize, msg)
+        CompileError::at(self.src, e.pos as usize, msg)
     }
 
     fn is_local(&self, name: &str) -> bool {
@@ -253,9 +259,10 @@ impl<'e> Checker<'e> {
     /// composited variables (`variables.x`) and type names (`google.protobuf.Timestamp`),
     /// most qualified first, as cel-go does. `None` when the root is an ordinary value.
     fn qualified(&mut self, e: &Expr) -> Result<Option<(Node, Type)>, CompileError> {
-        let Some(parts) = dotted(e) else {
+        let Some(nodes) = dotted_nodes(e) else {
             return Ok(None);
         };
+        let parts: Vec<&str> = nodes.iter().map(|(s, _)| *s).collect();
         if self.is_local(parts[0]) {
             return Ok(None);
         }
@@ -265,7 +272,7 @@ impl<'e> Checker<'e> {
                 continue;
             };
             let (mut node, mut ty, rest) = match &var.kind {
-                VarKind::Plain => (Node::Var(slot), var.ty.clone(), &parts[k..]),
+                VarKind::Plain => (Node::Var(slot), var.ty.clone(), &nodes[k..]),
                 VarKind::Lazy(fields) => {
                     let Some(field) = parts.get(k) else {
                         return Err(
@@ -273,16 +280,16 @@ impl<'e> Checker<'e> {
                         );
                     };
                     let Some(index) = fields.iter().position(|(n, _)| n == field) else {
-                        return Err(self.err(e, format!("undefined field '{field}'")));
+                        return Err(self.err(nodes[k].1, format!("undefined field '{field}'")));
                     };
-                    (Node::Lazy(index), fields[index].1.clone(), &parts[k + 1..])
+                    (Node::Lazy(index), fields[index].1.clone(), &nodes[k + 1..])
                 }
             };
             if k == 1 && rest.is_empty() && matches!(var.kind, VarKind::Plain) {
                 return Ok(None);
             }
-            for field in rest {
-                let (n, t) = self.select(e, node, ty, field, false)?;
+            for (field, at) in rest {
+                let (n, t) = self.select(at, node, ty, field, false)?;
                 node = n;
                 ty = t;
             }

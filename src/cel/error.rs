@@ -76,29 +76,38 @@ impl fmt::Display for CompileError {
                 issue.line, issue.column, issue.message
             )?;
             if let Some(text) = self.source_lines.get(issue.line - 1) {
-                let (snippet, caret) = window(text, issue.column.saturating_sub(1));
-                write!(f, "\n | {snippet}\n | {}^", ".".repeat(caret))?;
+                if text.len() <= MAX_SNIPPET_BYTES {
+                    write!(f, "\n | {}", text.replace('\t', " "))?;
+                    write!(
+                        f,
+                        "\n | {}",
+                        indicator(text, issue.column.saturating_sub(1))
+                    )?;
+                }
             }
         }
         Ok(())
     }
 }
 
-impl std::error::Error for CompileError {}
-
-/// At most [`SNIPPET`] characters of a source line around column `col` (0-based), and the
-/// caret's place in that window: a 100,000-character expression is not echoed whole.
-fn window(line: &str, col: usize) -> (String, usize) {
-    let chars: Vec<char> = line.chars().collect();
-    if chars.len() <= SNIPPET {
-        return (line.to_string(), col);
+/// The line under a snippet that points at column `col` (0-based, in characters): one dot per
+/// character before it and a caret, each full-width (`．`, `＾`) under a multi-byte character
+/// so that the caret stays under its character in a terminal, as cel-go draws it.
+fn indicator(line: &str, col: usize) -> String {
+    let mut out = String::with_capacity(col + 3);
+    let mut chars = line.chars();
+    for c in chars.by_ref().take(col) {
+        out.push(if c.len_utf8() > 1 { '\u{ff0e}' } else { '.' });
     }
-    let start = col.saturating_sub(SNIPPET / 2).min(chars.len() - SNIPPET);
-    let text: String = chars[start..start + SNIPPET].iter().collect();
-    (text, col - start)
+    let at_wide = chars.next().is_some_and(|c| c.len_utf8() > 1);
+    out.push(if at_wide { '\u{ff3e}' } else { '^' });
+    out
 }
 
-const SNIPPET: usize = 120;
+/// cel-go's `maxSnippetLength`: a longer source line (in bytes) is not echoed under the error.
+const MAX_SNIPPET_BYTES: usize = 16_384;
+
+impl std::error::Error for CompileError {}
 
 /// 1-based line and character column of a byte offset.
 pub fn line_col(source: &str, offset: usize) -> (usize, usize) {

@@ -131,15 +131,22 @@ impl Parser {
     }
 
     /// Builds a node whose children have the given depths, refusing trees deeper than the limit.
-    fn node(&self, kind: ExprKind, sp: Span, child_depth: u32) -> PResult {
+    fn node(&self, kind: ExprKind, sp: Span, pos: usize, child_depth: u32) -> PResult {
         let depth = child_depth + 1;
         if depth > MAX_DEPTH {
             return Err(self.too_deep(sp.start as usize));
         }
-        Ok((Expr { span: sp, kind }, depth))
+        Ok((
+            Expr {
+                span: sp,
+                pos: pos as u32,
+                kind,
+            },
+            depth,
+        ))
     }
 
-    fn call(&self, func: &str, args: Vec<(Expr, u32)>, sp: Span) -> PResult {
+    fn call(&self, func: &str, args: Vec<(Expr, u32)>, sp: Span, pos: usize) -> PResult {
         let depth = args.iter().map(|a| a.1).max().unwrap_or(0);
         let args = args.into_iter().map(|a| a.0).collect();
         self.node(
@@ -149,6 +156,7 @@ impl Parser {
                 args,
             },
             sp,
+            pos,
             depth,
         )
     }
@@ -161,6 +169,7 @@ impl Parser {
         }
         let start = self.start();
         let cond = self.logical(nesting, true)?;
+        let question = self.start();
         if !self.eat(&Tok::Question) {
             return Ok(cond);
         }
@@ -168,7 +177,7 @@ impl Parser {
         self.expect(Tok::Colon)?;
         let no = self.expr(nesting + 1)?;
         let sp = span(start, self.prev_end());
-        self.call("_?_:_", vec![cond, yes, no], sp)
+        self.call("_?_:_", vec![cond, yes, no], sp, question)
     }
 
     /// `||` (when `or`) or `&&` chains, built as balanced trees as cel-go does, so a long
@@ -187,34 +196,49 @@ impl Parser {
         if self.peek() != &op_tok {
             return Ok(first);
         }
-        let mut terms = vec![first];
-        while self.eat(&op_tok) {
+        let mut terms = vec![Some(first)];
+        let mut ops = Vec::new();
+        while self.peek() == &op_tok {
+            ops.push(self.start());
+            self.bump();
             let t = if or {
                 self.logical(nesting, false)?
             } else {
                 self.relation(nesting)?
             };
-            terms.push(t);
+            terms.push(Some(t));
         }
-        self.balance(func, terms)
+        self.balance(func, &mut terms, &ops, 0, ops.len() - 1)
     }
 
-    fn balance(&self, func: &str, mut terms: Vec<(Expr, u32)>) -> PResult {
-        while terms.len() > 1 {
-            let mut next = Vec::with_capacity(terms.len().div_ceil(2));
-            let mut it = terms.into_iter();
-            while let Some(l) = it.next() {
-                match it.next() {
-                    Some(r) => {
-                        let sp = span(l.0.span.start as usize, r.0.span.end as usize);
-                        next.push(self.call(func, vec![l, r], sp)?);
-                    }
-                    None => next.push(l),
-                }
-            }
-            terms = next;
-        }
-        terms.pop().ok_or_else(|| self.unexpected())
+    /// The balanced tree cel-go builds over `terms[lo..=hi + 1]` joined by `ops[lo..=hi]`:
+    /// the middle operator `(lo + hi + 1) / 2` is the root, so both the tree's shape and each
+    /// node's position (its operator token) are cel-go's. Recursion is logarithmic.
+    fn balance(
+        &self,
+        func: &str,
+        terms: &mut [Option<(Expr, u32)>],
+        ops: &[usize],
+        lo: usize,
+        hi: usize,
+    ) -> PResult {
+        let mid = (lo + hi + 1) / 2;
+        let left = if mid == lo {
+            terms[mid].take()
+        } else {
+            Some(self.balance(func, terms, ops, lo, mid - 1)?)
+        };
+        let right = if mid == hi {
+            terms[mid + 1].take()
+        } else {
+            Some(self.balance(func, terms, ops, mid + 1, hi)?)
+        };
+        // Each term is taken exactly once: the ranges of the two halves do not overlap.
+        let (Some(l), Some(r)) = (left, right) else {
+            return Err(self.unexpected());
+        };
+        let sp = span(l.0.span.start as usize, r.0.span.end as usize);
+        self.call(func, vec![l, r], sp, ops[mid])
     }
 
     fn relation(&mut self, nesting: u32) -> PResult {
@@ -230,10 +254,10 @@ impl Parser {
                 Tok::In => "@in",
                 _ => return Ok(lhs),
             };
-            self.bump();
+            let at = self.bump().start;
             let rhs = self.additive(nesting)?;
             let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
-            lhs = self.call(func, vec![lhs, rhs], sp)?;
+            lhs = self.call(func, vec![lhs, rhs], sp, at)?;
         }
     }
 
@@ -245,10 +269,10 @@ impl Parser {
                 Tok::Minus => "_-_",
                 _ => return Ok(lhs),
             };
-            self.bump();
+            let at = self.bump().start;
             let rhs = self.multiplicative(nesting)?;
             let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
-            lhs = self.call(func, vec![lhs, rhs], sp)?;
+            lhs = self.call(func, vec![lhs, rhs], sp, at)?;
         }
     }
 
@@ -261,10 +285,10 @@ impl Parser {
                 Tok::Percent => "_%_",
                 _ => return Ok(lhs),
             };
-            self.bump();
+            let at = self.bump().start;
             let rhs = self.unary(nesting)?;
             let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
-            lhs = self.call(func, vec![lhs, rhs], sp)?;
+            lhs = self.call(func, vec![lhs, rhs], sp, at)?;
         }
     }
 
@@ -293,7 +317,7 @@ impl Parser {
         }
         let func = if op == Tok::Not { "!_" } else { "-_" };
         let sp = span(start, self.prev_end());
-        self.call(func, vec![operand], sp)
+        self.call(func, vec![operand], sp, start)
     }
 
     fn signed_number(&mut self, start: usize, nesting: u32) -> PResult {
@@ -313,6 +337,7 @@ impl Parser {
         let lit_node = (
             Expr {
                 span: span(start, tok.end),
+                pos: start as u32,
                 kind: ExprKind::Literal(lit),
             },
             1,
@@ -331,7 +356,7 @@ impl Parser {
         loop {
             match self.peek() {
                 Tok::Dot => {
-                    self.bump();
+                    let dot = self.bump().start;
                     let optional = self.eat(&Tok::Question);
                     let name_tok = self.bump();
                     let quoted = matches!(name_tok.kind, Tok::QuotedIdent(_));
@@ -354,9 +379,10 @@ impl Parser {
                         }
                     };
                     if !optional && !quoted && self.peek() == &Tok::LParen {
+                        let open = self.start();
                         let args = self.arguments(nesting)?;
                         let sp = span(start, self.prev_end());
-                        operand = self.call_or_macro(name, Some(operand), args, sp)?;
+                        operand = self.call_or_macro(name, Some(operand), args, sp, open)?;
                     } else {
                         let sp = span(start, self.prev_end());
                         let depth = operand.1;
@@ -365,11 +391,11 @@ impl Parser {
                             field: name,
                             optional,
                         };
-                        operand = self.node(kind, sp, depth)?;
+                        operand = self.node(kind, sp, dot, depth)?;
                     }
                 }
                 Tok::LBracket => {
-                    self.bump();
+                    let bracket = self.bump().start;
                     let optional = self.eat(&Tok::Question);
                     let index = self.expr(nesting + 1)?;
                     self.expect(Tok::RBracket)?;
@@ -380,7 +406,7 @@ impl Parser {
                         index: Box::new(index.0),
                         optional,
                     };
-                    operand = self.node(kind, sp, depth)?;
+                    operand = self.node(kind, sp, bracket, depth)?;
                 }
                 _ => return Ok(operand),
             }
@@ -410,6 +436,7 @@ impl Parser {
             Ok((
                 Expr {
                     span: span(tok.start, tok.end),
+                    pos: tok.start as u32,
                     kind: ExprKind::Literal(l),
                 },
                 1,
@@ -443,12 +470,12 @@ impl Parser {
             Tok::LBrace => self.map(start, nesting),
             Tok::Dot => match self.peek().clone() {
                 Tok::Ident(name) => {
-                    self.bump();
-                    self.ident_or_call(name, start, nesting)
+                    let at = self.bump().start;
+                    self.ident_or_call(name, start, at, nesting)
                 }
                 _ => Err(self.unexpected()),
             },
-            Tok::Ident(name) => self.ident_or_call(name, start, nesting),
+            Tok::Ident(name) => self.ident_or_call(name, start, start, nesting),
             _ => {
                 self.unbump(&tok);
                 Err(self.unexpected())
@@ -456,23 +483,27 @@ impl Parser {
         }
     }
 
-    fn ident_or_call(&mut self, name: String, start: usize, nesting: u32) -> PResult {
+    /// `name`, `name(args)` or `Name{...}`; `start` is where the expression starts (a leading
+    /// dot), `at` the identifier.
+    fn ident_or_call(&mut self, name: String, start: usize, at: usize, nesting: u32) -> PResult {
         if self.peek() == &Tok::LParen {
+            let open = self.start();
             let args = self.arguments(nesting)?;
             let sp = span(start, self.prev_end());
-            return self.call_or_macro(name, None, args, sp);
+            return self.call_or_macro(name, None, args, sp, open);
         }
         // `a.b.C{...}`: a message construction. Kubernetes declares no message types, so it is
         // parsed only to be rejected by the checker with a clear message.
         if self.peek() == &Tok::LBrace
             && name.chars().next().is_some_and(|c| c.is_ascii_uppercase())
         {
+            let brace = self.start();
             self.skip_braces()?;
             let sp = span(start, self.prev_end());
-            return self.node(ExprKind::Struct { type_name: name }, sp, 0);
+            return self.node(ExprKind::Struct { type_name: name }, sp, brace, 0);
         }
         let sp = span(start, self.prev_end());
-        self.node(ExprKind::Ident(name), sp, 0)
+        self.node(ExprKind::Ident(name), sp, at, 0)
     }
 
     fn skip_braces(&mut self) -> Result<(), SyntaxError> {
@@ -508,7 +539,7 @@ impl Parser {
         }
         self.expect(Tok::RBracket)?;
         let sp = span(start, self.prev_end());
-        self.node(ExprKind::List { elements, optional }, sp, depth)
+        self.node(ExprKind::List { elements, optional }, sp, start, depth)
     }
 
     fn map(&mut self, start: usize, nesting: u32) -> PResult {
@@ -531,7 +562,7 @@ impl Parser {
         }
         self.expect(Tok::RBrace)?;
         let sp = span(start, self.prev_end());
-        self.node(ExprKind::Map { entries }, sp, depth)
+        self.node(ExprKind::Map { entries }, sp, start, depth)
     }
 
     /// A call, or the expansion of the macro it spells.
@@ -541,14 +572,15 @@ impl Parser {
         target: Option<(Expr, u32)>,
         args: Vec<(Expr, u32)>,
         sp: Span,
+        open: usize,
     ) -> PResult {
-        if let Some(expanded) = self.expand_macro(&func, target.as_ref(), &args, sp)? {
+        if let Some(expanded) = self.expand_macro(&func, target.as_ref(), &args, sp, open)? {
             return Ok(expanded);
         }
         let depth = target.iter().chain(&args).map(|a| a.1).max().unwrap_or(0);
         let target = target.map(|t| Box::new(t.0));
         let args = args.into_iter().map(|a| a.0).collect();
-        self.node(ExprKind::Call { func, target, args }, sp, depth)
+        self.node(ExprKind::Call { func, target, args }, sp, open, depth)
     }
 
     fn expand_macro(
@@ -557,6 +589,7 @@ impl Parser {
         target: Option<&(Expr, u32)>,
         args: &[(Expr, u32)],
         sp: Span,
+        open: usize,
     ) -> Result<Option<(Expr, u32)>, SyntaxError> {
         let Some(target) = target else {
             if func == "has" && args.len() == 1 {
@@ -570,10 +603,10 @@ impl Parser {
                             operand: operand.clone(),
                             field: field.clone(),
                         };
-                        Ok(Some(self.node(kind, sp, args[0].1)?))
+                        Ok(Some(self.node(kind, sp, open, args[0].1)?))
                     }
                     _ => Err(SyntaxError {
-                        offset: args[0].0.span.start as usize,
+                        offset: args[0].0.pos as usize,
                         message: "invalid argument to has() macro".into(),
                     }),
                 };
@@ -609,7 +642,7 @@ impl Parser {
         let var_name = |a: &(Expr, u32)| match &a.0.kind {
             ExprKind::Ident(n) => Ok(n.clone()),
             _ => Err(SyntaxError {
-                offset: a.0.span.start as usize,
+                offset: a.0.pos as usize,
                 message: "argument must be a simple name".into(),
             }),
         };
@@ -622,7 +655,7 @@ impl Parser {
         if let Some(v2) = &var2 {
             if *v2 == var {
                 return Err(SyntaxError {
-                    offset: args[1].0.span.start as usize,
+                    offset: args[1].0.pos as usize,
                     message: format!("duplicate variable name: {var}"),
                 });
             }
@@ -649,6 +682,7 @@ impl Parser {
         Ok(Some(self.node(
             ExprKind::Comprehension(Box::new(c)),
             sp,
+            open,
             depth,
         )?))
     }
