@@ -3,11 +3,13 @@
 //! the function table of the environment's version, validates constant regexes, durations and
 //! timestamps, folds constants as cel-go's `OptOptimize` does, and emits the [`Node`] tree.
 
+use std::cell::RefCell;
+use std::fmt;
 use std::sync::Arc;
 
 use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
 use super::env::{Env, VarKind};
-use super::error::CompileError;
+use super::error::{issue_at, CompileError, Issue};
 use super::eval::{Callee, Comprehension as CNode, Evaluator, Meter, Node, RegexOp};
 use super::json::Key;
 use super::library::functions as table;
@@ -19,6 +21,35 @@ pub(crate) struct Checker<'e> {
     env: &'e Env,
     src: &'e str,
     locals: Vec<(String, Type)>,
+    /// The type checker's issues. cel-go keeps checking after an error (the failed node
+    /// gets its error type, which accepts anything) and reports every issue, so does this.
+    issues: RefCell<Vec<Issue>>,
+    /// Issues of the AST validators Kubernetes installs (duration, timestamp and regex
+    /// literals, homogeneous aggregate literals): cel-go runs them only on an expression
+    /// that checked cleanly.
+    late: RefCell<Vec<Issue>>,
+    /// The first failure of folding a constant, which cel-go meets when it creates the
+    /// program: only after the check and the validators passed.
+    program: RefCell<Option<CompileError>>,
+}
+
+/// A type as cel-go's checker writes it in messages (`FormatCELType`): `duration`,
+/// `timestamp` and `null` rather than the names `type()` gives them.
+struct Cel<'a>(&'a Type);
+
+impl fmt::Display for Cel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Type::Null => f.write_str("null"),
+            Type::Timestamp => f.write_str("timestamp"),
+            Type::Duration => f.write_str("duration"),
+            Type::List(e) => write!(f, "list({})", Cel(e)),
+            Type::Map(k, v) => write!(f, "map({}, {})", Cel(k), Cel(v)),
+            Type::TypeOf(t) => write!(f, "type({})", Cel(t)),
+            Type::Optional(t) => write!(f, "optional_type({})", Cel(t)),
+            other => write!(f, "{other}"),
+        }
+    }
 }
 
 type Checked = Result<(Node, Type), CompileError>;
@@ -109,6 +140,50 @@ impl<'e> Checker<'e> {
             env,
             src,
             locals: Vec::new(),
+            issues: RefCell::default(),
+            late: RefCell::default(),
+            program: RefCell::default(),
+        }
+    }
+
+    /// Checks a whole expression and reports as cel-go does: every type-check issue; else
+    /// every validator issue; else the first constant that fails to fold.
+    pub fn check_expr(&mut self, e: &Expr) -> Checked {
+        let result = self.check(e);
+        let issues = self.issues.take();
+        if !issues.is_empty() {
+            return Err(CompileError::from_issues(self.src, issues));
+        }
+        let result = result?;
+        let late = self.late.take();
+        if !late.is_empty() {
+            return Err(CompileError::from_issues(self.src, late));
+        }
+        if let Some(err) = self.program.take() {
+            return Err(err);
+        }
+        Ok(result)
+    }
+
+    /// Records a type-check issue at `e` and goes on.
+    fn issue(&self, e: &Expr, msg: impl Into<String>) {
+        self.issues
+            .borrow_mut()
+            .push(issue_at(self.src, e.pos as usize, msg));
+    }
+
+    /// Records a validator issue at `e`.
+    fn late_issue(&self, e: &Expr, msg: impl Into<String>) {
+        self.late
+            .borrow_mut()
+            .push(issue_at(self.src, e.pos as usize, msg));
+    }
+
+    /// Records the failure to fold a constant (the first one is reported).
+    fn program_error(&self, msg: impl Into<String>) {
+        let mut slot = self.program.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(CompileError::general(self.src, msg));
         }
     }
 
@@ -128,7 +203,20 @@ impl<'e> Checker<'e> {
             .then_some(f)
     }
 
+    /// Checks `e`. A failure is recorded and the node becomes an error node of type `dyn`
+    /// (cel-go's error type, which accepts anything), so that checking goes on around it.
     pub fn check(&mut self, e: &Expr) -> Checked {
+        match self.check_node(e) {
+            Ok(checked) => Ok(checked),
+            Err(err) => {
+                let message = err.message().to_string();
+                self.issues.borrow_mut().extend(err.issues);
+                Ok((Node::Fail(message.into()), Type::Dyn))
+            }
+        }
+    }
+
+    fn check_node(&mut self, e: &Expr) -> Checked {
         match &e.kind {
             ExprKind::Literal(l) => Ok(literal(l)),
             ExprKind::Ident(name) => self.ident(e, name),
@@ -153,9 +241,10 @@ impl<'e> Checker<'e> {
                     }
                     Type::Object(_) | Type::Map(..) | Type::Dyn | Type::Optional(_) => {}
                     other if self.env.check_types => {
-                        return Err(
-                            self.err(e, format!("invalid type for field selection: {other}"))
-                        );
+                        return Err(self.err(
+                            e,
+                            format!("invalid type for field selection: {}", Cel(other)),
+                        ));
                     }
                     _ => {}
                 }
@@ -193,11 +282,19 @@ impl<'e> Checker<'e> {
                     let (kn, k) = self.check(&entry.key)?;
                     let (vn, mut v) = self.check(&entry.value)?;
                     if entry.optional {
-                        v = self.unwrap_optional(&entry.value, v)?;
+                        v = self.unwrap_optional(&entry.value, v);
                     }
-                    kt = Some(self.homogeneous(&entry.key, kt, k)?);
+                    // cel-go's validator compares every key and every value with the first
+                    // entry's, and reports each that differs.
+                    kt = Some(match self.homogeneous(&entry.key, kt.clone(), k) {
+                        Ok(t) => t,
+                        Err(first) => first,
+                    });
                     if !(entry.optional && is_optional_none(&entry.value)) {
-                        vt = Some(self.homogeneous(&entry.value, vt, v)?);
+                        vt = Some(match self.homogeneous(&entry.value, vt.clone(), v) {
+                            Ok(t) => t,
+                            Err(first) => first,
+                        });
                     }
                     nodes.push((kn, vn, entry.optional));
                 }
@@ -330,7 +427,7 @@ impl<'e> Checker<'e> {
             other if self.env.check_types => {
                 return Err(self.err(
                     e,
-                    format!("type '{other}' does not support field selection"),
+                    format!("type '{}' does not support field selection", Cel(other)),
                 ));
             }
             _ => Type::Dyn,
@@ -369,7 +466,11 @@ impl<'e> Checker<'e> {
             _ => {
                 return Err(self.err(
                     e,
-                    format!("found no matching overload for '_[_]' applied to '({base}, {it})'"),
+                    format!(
+                        "found no matching overload for '_[_]' applied to '({}, {})'",
+                        Cel(&base),
+                        Cel(it)
+                    ),
                 ));
             }
         };
@@ -380,15 +481,26 @@ impl<'e> Checker<'e> {
         })
     }
 
-    fn unwrap_optional(&self, e: &Expr, t: Type) -> Result<Type, CompileError> {
+    /// The type inside an optional element or entry value (`[?x]`, `{k: ?v}`); a value
+    /// that is not optional is an issue (cel-go: `expected type 'optional_type(T)' but found
+    /// 'T'`) and checking goes on with its own type.
+    fn unwrap_optional(&self, e: &Expr, t: Type) -> Type {
         match t {
-            Type::Optional(inner) => Ok(*inner),
-            Type::Dyn => Ok(Type::Dyn),
-            other if self.env.check_types => Err(self.err(
-                e,
-                format!("found no matching overload for 'optional entry' applied to '{other}'"),
-            )),
-            _ => Ok(Type::Dyn),
+            Type::Optional(inner) => *inner,
+            Type::Dyn => Type::Dyn,
+            other if self.env.check_types => {
+                let wrapped = Type::Optional(Box::new(other.clone()));
+                self.issue(
+                    e,
+                    format!(
+                        "expected type '{}' but found '{}'",
+                        Cel(&wrapped),
+                        Cel(&other)
+                    ),
+                );
+                other
+            }
+            _ => Type::Dyn,
         }
     }
 
@@ -396,37 +508,41 @@ impl<'e> Checker<'e> {
     /// `ValidateHomogeneousAggregateLiterals`): every element (or key, or value) of a literal
     /// has an equivalent type. `dyn` is a type of its own there: `[dyn(1), 2]` and
     /// `[0, object]` are refused (`expected type 'dyn' but found 'int'`).
-    fn homogeneous(
-        &self,
-        e: &Expr,
-        so_far: Option<Type>,
-        next: Type,
-    ) -> Result<Type, CompileError> {
+    ///
+    /// A mismatch is a validator issue at `e`; it gives back the type so far as `Err`.
+    fn homogeneous(&self, e: &Expr, so_far: Option<Type>, next: Type) -> Result<Type, Type> {
         let Some(prev) = so_far else { return Ok(next) };
         if !self.env.check_types || !self.env.homogeneous_literals {
             return Ok(join(&prev, &next).unwrap_or(Type::Dyn));
         }
-        match (&prev, &next) {
-            (Type::Dyn, Type::Dyn) => Ok(Type::Dyn),
-            (Type::Dyn, _) | (_, Type::Dyn) => {
-                Err(self.err(e, format!("expected type '{prev}' but found '{next}'")))
-            }
+        let joined = match (&prev, &next) {
+            (Type::Dyn, Type::Dyn) => Some(Type::Dyn),
+            (Type::Dyn, _) | (_, Type::Dyn) => None,
             _ => match join(&prev, &next) {
                 Some(t) if prev == next || matches!(t, Type::Optional(_) | Type::Object(_)) => {
-                    Ok(t)
+                    Some(t)
                 }
-                _ => Err(self.err(e, format!("expected type '{prev}' but found '{next}'"))),
+                _ => None,
             },
-        }
+        };
+        joined.ok_or_else(|| {
+            self.late_issue(
+                e,
+                format!("expected type '{}' but found '{}'", Cel(&prev), Cel(&next)),
+            );
+            prev
+        })
     }
 
     fn list(&mut self, e: &Expr, elements: &[Expr], optional: &[bool], exempt: bool) -> Checked {
         let mut nodes = Vec::with_capacity(elements.len());
         let mut elem: Option<Type> = None;
+        // cel-go's validator reports the first element that differs, then leaves the list.
+        let mut mismatched = false;
         for (el, opt) in elements.iter().zip(optional) {
             let (n, mut t) = self.check(el)?;
             if *opt {
-                t = self.unwrap_optional(el, t)?;
+                t = self.unwrap_optional(el, t);
             }
             // `?optional.none()` has an unbound element type in cel-go, which takes the
             // list's: it neither sets nor breaks the homogeneous rule.
@@ -436,8 +552,13 @@ impl<'e> Checker<'e> {
             }
             elem = Some(if exempt {
                 join(elem.as_ref().unwrap_or(&t), &t).unwrap_or(Type::Dyn)
+            } else if mismatched {
+                elem.unwrap_or(Type::Dyn)
             } else {
-                self.homogeneous(el, elem, t)?
+                self.homogeneous(el, elem, t).unwrap_or_else(|first| {
+                    mismatched = true;
+                    first
+                })
             });
             nodes.push(n);
         }
@@ -469,15 +590,19 @@ impl<'e> Checker<'e> {
             "_&&_" | "_||_" => {
                 let (l, lt) = self.check(&args[0])?;
                 let (r, rt) = self.check(&args[1])?;
+                // cel-go checks each operand of a logical operator to be a bool.
+                let mut failed = false;
                 for (t, a) in [(&lt, &args[0]), (&rt, &args[1])] {
                     if self.env.check_types && !matches!(t, Type::Bool | Type::Dyn) {
-                        return Err(self.err(
-                            a,
-                            format!(
-                                "found no matching overload for '{func}' applied to '({lt}, {rt})'"
-                            ),
-                        ));
+                        self.issue(a, format!("expected type 'bool' but found '{}'", Cel(t)));
+                        failed = true;
                     }
+                }
+                if failed {
+                    return Ok((
+                        Node::Fail("logical operand is not a bool".into()),
+                        Type::Dyn,
+                    ));
                 }
                 let node = if func == "_&&_" {
                     Node::And(Box::new(l), Box::new(r))
@@ -494,21 +619,31 @@ impl<'e> Checker<'e> {
                 if self.env.check_types
                     && (!matches!(ct, Type::Bool | Type::Dyn) || joined.is_none())
                 {
-                    return Err(self.err(e, format!("found no matching overload for '_?_:_' applied to '({ct}, {yt}, {nt})'")));
+                    return Err(self.err(
+                        e,
+                        format!(
+                            "found no matching overload for '_?_:_' applied to '({}, {}, {})'",
+                            Cel(&ct),
+                            Cel(&yt),
+                            Cel(&nt)
+                        ),
+                    ));
                 }
                 return Ok((Node::Cond(Box::new([c, y, n])), joined.unwrap_or(Type::Dyn)));
             }
             _ => {}
         }
-        let Some(f) = self.function(func) else {
-            return self.undeclared(e, func);
-        };
+        // The receiver and the arguments are checked before the function is looked up, so an
+        // unknown function reports their issues too.
         let mut nodes = Vec::with_capacity(args.len() + 1);
         let mut types = Vec::with_capacity(args.len() + 1);
         if let Some(t) = target {
             let (n, ty) = self.check(t)?;
             nodes.push(n);
             types.push(ty);
+        }
+        if func == "matches" {
+            self.validate_pattern(args.first());
         }
         for a in args {
             // Literal lists passed to `format()` are exempt from the homogeneity rule.
@@ -521,6 +656,9 @@ impl<'e> Checker<'e> {
             nodes.push(n);
             types.push(ty);
         }
+        let Some(f) = self.function(func) else {
+            return self.undeclared(e, func);
+        };
         let member = target.is_some();
         let candidates: Vec<_> = f
             .overloads
@@ -556,12 +694,19 @@ impl<'e> Checker<'e> {
             Some(t) => t,
             None if !self.env.check_types => Type::Dyn,
             None => {
+                // An operand that failed to check has cel-go's error type, `!error!`.
+                let names: Vec<String> = nodes
+                    .iter()
+                    .zip(&types)
+                    .map(|(n, t)| match n {
+                        Node::Fail(_) => "!error!".to_string(),
+                        _ => Cel(t).to_string(),
+                    })
+                    .collect();
                 let shown = if member {
-                    let rest: Vec<String> = types[1..].iter().map(|t| t.to_string()).collect();
-                    format!("{}.({})", types[0], rest.join(", "))
+                    format!("{}.({})", names[0], names[1..].join(", "))
                 } else {
-                    let all: Vec<String> = types.iter().map(|t| t.to_string()).collect();
-                    format!("({})", all.join(", "))
+                    format!("({})", names.join(", "))
                 };
                 return Err(self.err(
                     e,
@@ -569,7 +714,7 @@ impl<'e> Checker<'e> {
                 ));
             }
         };
-        if let Some(node) = self.regex_node(e, func, &mut nodes)? {
+        if let Some(node) = self.regex_node(func, &mut nodes)? {
             return Ok((node, ty));
         }
         if matching.is_empty() {
@@ -593,14 +738,21 @@ impl<'e> Checker<'e> {
         Ok((node, ty))
     }
 
+    /// cel-go's regex literal validator: the first argument of a `matches` call (the
+    /// pattern of `s.matches(p)`, but the subject of the global `matches(s, p)`), when it is a
+    /// string literal, must compile.
+    fn validate_pattern(&self, arg: Option<&Expr>) {
+        let Some(arg) = arg else { return };
+        if let ExprKind::Literal(Literal::String(p)) = &arg.kind {
+            if super::regex::compile_regex(p).is_err() {
+                self.late_issue(arg, "invalid matches argument");
+            }
+        }
+    }
+
     /// `matches`, `find`, `findAll` with a constant pattern: compiled once here; an invalid
     /// constant pattern is a compile error.
-    fn regex_node(
-        &self,
-        e: &Expr,
-        func: &str,
-        nodes: &mut Vec<Node>,
-    ) -> Result<Option<Node>, CompileError> {
+    fn regex_node(&self, func: &str, nodes: &mut Vec<Node>) -> Result<Option<Node>, CompileError> {
         let op = match func {
             "matches" => RegexOp::Matches,
             "find" => RegexOp::Find,
@@ -611,13 +763,17 @@ impl<'e> Checker<'e> {
             return Ok(None);
         };
         let pattern = p.as_str().to_string();
+        // A bad constant pattern fails when cel-go plans the program (a literal `matches`
+        // pattern was already reported by the validator, see `validate_pattern`).
         let re = match super::regex::compile_regex(&pattern) {
             Ok(re) => re,
             Err(err) if op == RegexOp::Matches => {
-                return Err(self.err(e, format!("invalid matches argument: {}", err.message())));
+                self.program_error(err.message().to_string());
+                return Ok(None);
             }
             Err(err) => {
-                return Err(self.err(e, super::lib::regex::regex_error(err).message().to_string()))
+                self.program_error(super::lib::regex::regex_error(err).message().to_string());
+                return Ok(None);
             }
         };
         let pattern_size = pattern.chars().count() as u64;
@@ -651,18 +807,19 @@ impl<'e> Checker<'e> {
         let empty: Vec<Value<'static>> = Vec::new();
         let mut meter = Meter::default();
         let mut ev = Evaluator::new(&empty, &mut meter);
-        match ev.eval(&node) {
+        let result = ev.eval(&node);
+        match result {
             Ok(v) => Ok(Node::Const(detach(v))),
-            // cel-go's literal validators (Kubernetes 1.29+) word these two their own way.
-            Err(err) => Err(self.err(
-                e,
-                match &node {
-                    Node::Call { func, .. } if matches!(func.name, "duration" | "timestamp") => {
-                        format!("invalid {} argument: {}", func.name, err.message())
-                    }
-                    _ => err.message().to_string(),
-                },
-            )),
+            Err(err) => {
+                match literal_validated(e) {
+                    // cel-go's duration and timestamp literal validators (Kubernetes 1.29+):
+                    // an issue at the literal, worded their own way.
+                    Some((name, arg)) => self.late_issue(arg, format!("invalid {name} argument")),
+                    // Any other constant fails when cel-go plans the program.
+                    None => self.program_error(err.message().to_string()),
+                }
+                Ok(node)
+            }
         }
     }
 
@@ -687,8 +844,9 @@ impl<'e> Checker<'e> {
                 return Err(self.err(
                     e,
                     format!(
-                        "found no matching overload for '{}' applied to '{rt}'",
-                        c.name
+                        "found no matching overload for '{}' applied to '{}'",
+                        c.name,
+                        Cel(&rt)
                     ),
                 ));
             }
@@ -701,7 +859,7 @@ impl<'e> Checker<'e> {
             _ => {
                 return Err(self.err(
                     &c.range,
-                    format!("expression of type '{rt}' cannot be range of a comprehension (must be list, map, or dynamic)"),
+                    format!("expression of type '{}' cannot be range of a comprehension (must be list, map, or dynamic)", Cel(&rt)),
                 ));
             }
         };
@@ -736,7 +894,10 @@ impl<'e> Checker<'e> {
                 other if self.env.check_types => {
                     return Err(self.err(
                         &c.body,
-                        format!("transformMapEntry expression must be a map, got {other}"),
+                        format!(
+                            "transformMapEntry expression must be a map, got {}",
+                            Cel(&other)
+                        ),
                     ));
                 }
                 _ => Type::Dyn,
@@ -748,7 +909,10 @@ impl<'e> Checker<'e> {
                 other if self.env.check_types => {
                     return Err(self.err(
                         &c.body,
-                        format!("optFlatMap expression must be optional, got {other}"),
+                        format!(
+                            "optFlatMap expression must be optional, got {}",
+                            Cel(&other)
+                        ),
                     ));
                 }
                 _ => Type::Dyn,
@@ -782,7 +946,7 @@ impl<'e> Checker<'e> {
 
     fn expect_bool(&self, e: &Expr, t: &Type) -> Result<(), CompileError> {
         if self.env.check_types && !matches!(t, Type::Bool | Type::Dyn) {
-            return Err(self.err(e, format!("expected type 'bool' but found '{t}'")));
+            return Err(self.err(e, format!("expected type 'bool' but found '{}'", Cel(t))));
         }
         Ok(())
     }
@@ -830,6 +994,28 @@ fn detach(v: Value<'_>) -> Value<'static> {
         Value::Type(t) => Value::Type(t),
         Value::Optional(o) => Value::optional(o.map(|v| detach((*v).clone()))),
         Value::Opaque(o) => Value::Opaque(o),
+    }
+}
+
+/// The function name and argument of `duration(literal)` or `timestamp(literal)`, the calls
+/// whose literal argument cel-go's validators check.
+fn literal_validated(e: &Expr) -> Option<(&'static str, &Expr)> {
+    let ExprKind::Call {
+        func,
+        target: None,
+        args,
+    } = &e.kind
+    else {
+        return None;
+    };
+    let name = match func.as_str() {
+        "duration" => "duration",
+        "timestamp" => "timestamp",
+        _ => return None,
+    };
+    match args.as_slice() {
+        [arg] if matches!(arg.kind, ExprKind::Literal(_)) => Some((name, arg)),
+        _ => None,
     }
 }
 

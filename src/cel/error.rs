@@ -25,8 +25,14 @@ pub struct Issue {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompileError {
     pub issues: Vec<Issue>,
+    /// Issues found beyond [`MAX_ISSUES`], which are counted but not shown (cel-go's
+    /// `maxErrorsToReport`).
+    pub truncated: usize,
     source_lines: Vec<String>,
 }
+
+/// The most issues one compile error shows, as cel-go's default `maxErrorsToReport`.
+pub const MAX_ISSUES: usize = 100;
 
 impl CompileError {
     /// An error at byte `offset` of `source`.
@@ -38,6 +44,20 @@ impl CompileError {
                 column,
                 message: message.into(),
             }],
+            truncated: 0,
+            source_lines: source.lines().map(str::to_string).collect(),
+        }
+    }
+
+    /// Several issues, shown as cel-go shows them: sorted by position (a stable sort, so
+    /// issues at one position keep the order they were found in), at most [`MAX_ISSUES`].
+    pub fn from_issues(source: &str, mut issues: Vec<Issue>) -> Self {
+        issues.sort_by_key(|i| (i.line, i.column));
+        let truncated = issues.len().saturating_sub(MAX_ISSUES);
+        issues.truncate(MAX_ISSUES);
+        CompileError {
+            issues,
+            truncated,
             source_lines: source.lines().map(str::to_string).collect(),
         }
     }
@@ -50,6 +70,7 @@ impl CompileError {
                 column: 0,
                 message: message.into(),
             }],
+            truncated: 0,
             source_lines: source.lines().map(str::to_string).collect(),
         }
     }
@@ -86,6 +107,9 @@ impl fmt::Display for CompileError {
                 }
             }
         }
+        if self.truncated > 0 {
+            write!(f, "\n{} more errors were truncated", self.truncated)?;
+        }
         Ok(())
     }
 }
@@ -108,6 +132,16 @@ fn indicator(line: &str, col: usize) -> String {
 const MAX_SNIPPET_BYTES: usize = 16_384;
 
 impl std::error::Error for CompileError {}
+
+/// An issue at byte `offset` of `source`.
+pub fn issue_at(source: &str, offset: usize, message: impl Into<String>) -> Issue {
+    let (line, column) = line_col(source, offset);
+    Issue {
+        line,
+        column,
+        message: message.into(),
+    }
+}
 
 /// 1-based line and character column of a byte offset.
 pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
