@@ -31,6 +31,13 @@ pub(crate) struct Checker<'e> {
     /// The first failure of folding a constant, which cel-go meets when it creates the
     /// program: only after the check and the validators passed.
     program: RefCell<Option<CompileError>>,
+    /// How many `format` calls the expression being checked is inside: their list and map
+    /// literals, at any depth, are exempt from the homogeneous literal rule (Kubernetes
+    /// configures `format` as an exempt function of that validator).
+    in_format: u32,
+    /// The type of every node checked inside a `format` call whose format string and
+    /// argument list are literals, by the node's address, for the format validator.
+    format_types: std::collections::HashMap<usize, Type>,
 }
 
 /// A type as cel-go's checker writes it in messages (`FormatCELType`): `duration`,
@@ -143,6 +150,8 @@ impl<'e> Checker<'e> {
             issues: RefCell::default(),
             late: RefCell::default(),
             program: RefCell::default(),
+            in_format: 0,
+            format_types: std::collections::HashMap::new(),
         }
     }
 
@@ -206,14 +215,19 @@ impl<'e> Checker<'e> {
     /// Checks `e`. A failure is recorded and the node becomes an error node of type `dyn`
     /// (cel-go's error type, which accepts anything), so that checking goes on around it.
     pub fn check(&mut self, e: &Expr) -> Checked {
-        match self.check_node(e) {
-            Ok(checked) => Ok(checked),
+        let checked = match self.check_node(e) {
+            Ok(checked) => checked,
             Err(err) => {
                 let message = err.message().to_string();
                 self.issues.borrow_mut().extend(err.issues);
-                Ok((Node::Fail(message.into()), Type::Dyn))
+                (Node::Fail(message.into()), Type::Dyn)
             }
+        };
+        if self.in_format > 0 {
+            self.format_types
+                .insert(e as *const Expr as usize, checked.1.clone());
         }
+        Ok(checked)
     }
 
     fn check_node(&mut self, e: &Expr) -> Checked {
@@ -274,7 +288,10 @@ impl<'e> Checker<'e> {
                 ))
             }
             ExprKind::Call { func, target, args } => self.call(e, func, target.as_deref(), args),
-            ExprKind::List { elements, optional } => self.list(e, elements, optional, false),
+            ExprKind::List { elements, optional } => {
+                let exempt = self.in_format > 0;
+                self.list(e, elements, optional, exempt)
+            }
             ExprKind::Map { entries } => {
                 let mut nodes = Vec::with_capacity(entries.len());
                 let (mut kt, mut vt): (Option<Type>, Option<Type>) = (None, None);
@@ -283,6 +300,12 @@ impl<'e> Checker<'e> {
                     let (vn, mut v) = self.check(&entry.value)?;
                     if entry.optional {
                         v = self.unwrap_optional(&entry.value, v);
+                    }
+                    if self.in_format > 0 {
+                        kt = Some(join(kt.as_ref().unwrap_or(&k), &k).unwrap_or(Type::Dyn));
+                        vt = Some(join(vt.as_ref().unwrap_or(&v), &v).unwrap_or(Type::Dyn));
+                        nodes.push((kn, vn, entry.optional));
+                        continue;
                     }
                     // cel-go's validator compares every key and every value with the first
                     // entry's, and reports each that differs.
@@ -637,6 +660,9 @@ impl<'e> Checker<'e> {
         // unknown function reports their issues too.
         let mut nodes = Vec::with_capacity(args.len() + 1);
         let mut types = Vec::with_capacity(args.len() + 1);
+        if func == "format" {
+            self.in_format += 1;
+        }
         if let Some(t) = target {
             let (n, ty) = self.check(t)?;
             nodes.push(n);
@@ -646,15 +672,18 @@ impl<'e> Checker<'e> {
             self.validate_pattern(args.first());
         }
         for a in args {
-            // Literal lists passed to `format()` are exempt from the homogeneity rule.
-            let (n, ty) = match (&a.kind, func) {
-                (ExprKind::List { elements, optional }, "format") => {
-                    self.list(a, elements, optional, true)?
-                }
-                _ => self.check(a)?,
-            };
+            let (n, ty) = self.check(a)?;
             nodes.push(n);
             types.push(ty);
+        }
+        if func == "format" {
+            self.in_format -= 1;
+            if let (Some(t), [list]) = (target, args) {
+                self.validate_format(e, t, list);
+            }
+            if self.in_format == 0 {
+                self.format_types.clear();
+            }
         }
         let Some(f) = self.function(func) else {
             return self.undeclared(e, func);
@@ -747,6 +776,123 @@ impl<'e> Checker<'e> {
             if super::regex::compile_regex(p).is_err() {
                 self.late_issue(arg, "invalid matches argument");
             }
+        }
+    }
+
+    /// cel-go's `string.format` validator: a literal format string applied to a literal list
+    /// is parsed, and each clause's argument must have a type the clause formats. Issues
+    /// point at the offending element, or at the call when the format string itself is wrong.
+    fn validate_format(&self, call: &Expr, target: &Expr, list: &Expr) {
+        let ExprKind::Literal(Literal::String(fmt)) = &target.kind else {
+            return;
+        };
+        let ExprKind::List { elements, .. } = &list.kind else {
+            return;
+        };
+        // cel-go stops at the first clause that fails, to parse or to accept its argument.
+        let (clauses, malformed) = format_clauses(fmt, elements.len());
+        for (verb, index) in &clauses {
+            let Some(arg) = elements.get(*index) else {
+                continue;
+            };
+            if let Err((at, msg)) = self.format_arg(*verb, arg) {
+                self.late_issue(at, format!("error during formatting: {msg}"));
+                return;
+            }
+        }
+        match malformed {
+            Some(msg) => self.late_issue(call, msg),
+            None => {
+                if elements.len() > clauses.len() {
+                    self.late_issue(
+                        call,
+                        format!(
+                            "too many arguments supplied to string.format (expected {}, got {})",
+                            clauses.len(),
+                            elements.len()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Whether the format clause `verb` accepts `arg`'s static type (by kind, `dyn` always),
+    /// and, for `%s`, every element of a nested list or map literal.
+    fn format_arg<'x>(&self, verb: char, arg: &'x Expr) -> Result<(), (&'x Expr, String)> {
+        let ty = self
+            .format_types
+            .get(&(arg as *const Expr as usize))
+            .cloned()
+            .unwrap_or(Type::Dyn);
+        let ok =
+            |kinds: &[fn(&Type) -> bool]| matches!(ty, Type::Dyn) || kinds.iter().any(|k| k(&ty));
+        let name = type_name(&ty);
+        let int: fn(&Type) -> bool = |t| matches!(t, Type::Int);
+        let uint: fn(&Type) -> bool = |t| matches!(t, Type::Uint);
+        let double: fn(&Type) -> bool = |t| matches!(t, Type::Double);
+        let string: fn(&Type) -> bool = |t| matches!(t, Type::String);
+        let bytes: fn(&Type) -> bool = |t| matches!(t, Type::Bytes);
+        let boolean: fn(&Type) -> bool = |t| matches!(t, Type::Bool);
+        let (valid, what) = match verb {
+            'd' => (
+                ok(&[int, uint]),
+                "decimal clause can only be used on integers",
+            ),
+            'o' => (
+                ok(&[int, uint]),
+                "octal clause can only be used on integers",
+            ),
+            'f' => (
+                ok(&[double, string]),
+                "fixed-point clause can only be used on doubles",
+            ),
+            'e' => (
+                ok(&[double, string]),
+                "scientific clause can only be used on doubles",
+            ),
+            'b' => (
+                ok(&[int, uint, boolean]),
+                "only integers and bools can be formatted as binary",
+            ),
+            'x' | 'X' => (
+                ok(&[int, uint, string, bytes]),
+                "only integers, byte buffers, and strings can be formatted as hex",
+            ),
+            _ => return self.format_string_arg(arg),
+        };
+        if valid {
+            Ok(())
+        } else {
+            Err((arg, format!("{what}, was given {name}")))
+        }
+    }
+
+    /// `%s`: any type but optionals and library objects, looking into list and map literals.
+    fn format_string_arg<'x>(&self, arg: &'x Expr) -> Result<(), (&'x Expr, String)> {
+        let ty = self
+            .format_types
+            .get(&(arg as *const Expr as usize))
+            .cloned()
+            .unwrap_or(Type::Dyn);
+        if matches!(ty, Type::Optional(_) | Type::Opaque(_) | Type::Object(_)) {
+            return Err((
+                arg,
+                format!(
+                    "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given {}",
+                    type_name(&ty)
+                ),
+            ));
+        }
+        match &arg.kind {
+            ExprKind::List { elements, .. } => {
+                elements.iter().try_for_each(|e| self.format_string_arg(e))
+            }
+            ExprKind::Map { entries } => entries.iter().try_for_each(|en| {
+                self.format_string_arg(&en.key)?;
+                self.format_string_arg(&en.value)
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -995,6 +1141,72 @@ fn detach(v: Value<'_>) -> Value<'static> {
         Value::Optional(o) => Value::optional(o.map(|v| detach((*v).clone()))),
         Value::Opaque(o) => Value::Opaque(o),
     }
+}
+
+/// A type's name without its parameters, as cel-go's `TypeName()` gives it.
+fn type_name(t: &Type) -> String {
+    match t {
+        Type::List(_) => "list".into(),
+        Type::Map(..) => "map".into(),
+        Type::TypeOf(_) => "type".into(),
+        Type::Optional(_) => "optional_type".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The clauses of a format string as cel-go's validator reads it: each clause's verb and the
+/// index of the argument it takes, up to the first malformed clause, whose message comes
+/// second. `args` is the number of arguments, as a clause past them is an error.
+fn format_clauses(fmt: &str, args: usize) -> (Vec<(char, usize)>, Option<String>) {
+    let mut clauses = Vec::new();
+    let malformed = read_clauses(fmt, args, &mut clauses).err();
+    (clauses, malformed)
+}
+
+fn read_clauses(fmt: &str, args: usize, clauses: &mut Vec<(char, usize)>) -> Result<(), String> {
+    let bytes = fmt.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        if bytes.get(i + 1) == Some(&b'%') {
+            i += 2;
+            continue;
+        }
+        let index = clauses.len();
+        if i + 1 >= bytes.len() {
+            return Err("unexpected end of string".into());
+        }
+        if index >= args {
+            return Err(format!("index {index} out of range"));
+        }
+        i += 1;
+        if bytes[i] == b'.' {
+            i += 1;
+            let digits = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i >= bytes.len() {
+                return Err("could not parse formatting clause: error while parsing precision: could not find end of precision specifier".into());
+            }
+            if digits == i {
+                return Err("could not parse formatting clause: error while parsing precision: error while converting precision to integer: strconv.Atoi: parsing \"\": invalid syntax".into());
+            }
+        }
+        // cel-go reads one byte as the verb (a multi-byte character shows as its first byte).
+        let verb = char::from(bytes[i]);
+        i += 1;
+        if !matches!(verb, 's' | 'd' | 'f' | 'e' | 'b' | 'x' | 'X' | 'o') {
+            return Err(format!(
+                "could not parse formatting clause: unrecognized formatting clause \"{verb}\""
+            ));
+        }
+        clauses.push((verb, index));
+    }
+    Ok(())
 }
 
 /// The function name and argument of `duration(literal)` or `timestamp(literal)`, the calls
