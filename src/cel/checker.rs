@@ -351,11 +351,9 @@ impl<'e> Checker<'e> {
             let ty = type_for_name(name).unwrap_or(Type::Dyn);
             return Ok((Node::Const(Value::Type(rt)), Type::TypeOf(Box::new(ty))));
         }
-        if super::types::parse_type(name) != Type::Opaque("unknown") && name.contains('.') {
-            let t = super::types::parse_type(name);
-            if let Type::Opaque(n) = t {
-                return Ok((Node::Const(Value::Type(n)), Type::TypeOf(Box::new(t))));
-            }
+        if let Some(n) = type_identifier(name) {
+            let t = Type::Opaque(n);
+            return Ok((Node::Const(Value::Type(n)), Type::TypeOf(Box::new(t))));
         }
         self.undeclared(e, name)
     }
@@ -423,13 +421,11 @@ impl<'e> Checker<'e> {
                 Type::TypeOf(Box::new(ty)),
             )));
         }
-        if let Type::Opaque(n) = super::types::parse_type(&full) {
-            if n != "unknown" {
-                return Ok(Some((
-                    Node::Const(Value::Type(n)),
-                    Type::TypeOf(Box::new(Type::Opaque(n))),
-                )));
-            }
+        if let Some(n) = type_identifier(&full) {
+            return Ok(Some((
+                Node::Const(Value::Type(n)),
+                Type::TypeOf(Box::new(Type::Opaque(n))),
+            )));
         }
         Ok(None)
     }
@@ -477,12 +473,14 @@ impl<'e> Checker<'e> {
         it: &Type,
         optional: bool,
     ) -> Result<Type, CompileError> {
+        let func = if optional { "_[?_]" } else { "_[_]" };
         let (base, optional) = match ot {
             Type::Optional(inner) => ((**inner).clone(), true),
             other => (other.clone(), optional),
         };
+        // A list's index is an `int` (cel-go declares no `list[uint]` overload).
         let elem = match (&base, it) {
-            (Type::List(el), Type::Int | Type::Uint | Type::Dyn) => (**el).clone(),
+            (Type::List(el), Type::Int | Type::Dyn) => (**el).clone(),
             (Type::Map(k, v), key) if Bindings::default().accepts(k, key) => (**v).clone(),
             (Type::Dyn, _) => Type::Dyn,
             _ if !self.env.check_types => Type::Dyn,
@@ -490,7 +488,7 @@ impl<'e> Checker<'e> {
                 return Err(self.err(
                     e,
                     format!(
-                        "found no matching overload for '_[_]' applied to '({}, {})'",
+                        "found no matching overload for '{func}' applied to '({}, {})'",
                         Cel(&base),
                         Cel(it)
                     ),
@@ -1140,6 +1138,17 @@ fn detach(v: Value<'_>) -> Value<'static> {
         Value::Type(t) => Value::Type(t),
         Value::Optional(o) => Value::optional(o.map(|v| detach((*v).clone()))),
         Value::Opaque(o) => Value::Opaque(o),
+    }
+}
+
+/// The library types an expression may name as values: only `net.IP` and `net.CIDR`, the
+/// two whose libraries declare their type name as an identifier (Kubernetes' `ip` and `cidr`
+/// libraries); `kubernetes.Quantity` or `kubernetes.URL` are undeclared references.
+fn type_identifier(name: &str) -> Option<&'static str> {
+    match name {
+        "net.IP" => Some("net.IP"),
+        "net.CIDR" => Some("net.CIDR"),
+        _ => None,
     }
 }
 
