@@ -911,12 +911,8 @@ impl<'e> Checker<'e> {
         // pattern was already reported by the validator, see `validate_pattern`).
         let re = match super::regex::compile_regex(&pattern) {
             Ok(re) => re,
-            Err(err) if op == RegexOp::Matches => {
-                self.program_error(err.message().to_string());
-                return Ok(None);
-            }
             Err(err) => {
-                self.program_error(super::lib::regex::regex_error(err).message().to_string());
+                self.program_error(err.message().to_string());
                 return Ok(None);
             }
         };
@@ -1015,15 +1011,27 @@ impl<'e> Checker<'e> {
         let scoped = self.filter_and_body(c);
         self.locals.truncate(depth);
         let (filter, (body, bt)) = scoped?;
+        // A predicate that is not a bool fails where cel-go's expansion uses it: as an operand
+        // of `&&`/`||` (`all`, `exists`), or as the condition of the step's `_?_:_`, whose
+        // error points at the macro call (`filter`, `exists_one`).
+        let not_bool = self.env.check_types && !matches!(bt, Type::Bool | Type::Dyn);
+        let step = |acc: &Type| {
+            format!(
+                "found no matching overload for '_?_:_' applied to '({}, {}, {})'",
+                Cel(&bt),
+                Cel(acc),
+                Cel(acc)
+            )
+        };
         let ty = match c.kind {
-            All | Exists | ExistsOne => {
+            All | Exists => {
                 self.expect_bool(&c.body, &bt)?;
                 Type::Bool
             }
-            Filter => {
-                self.expect_bool(&c.body, &bt)?;
-                Type::list(t1)
-            }
+            ExistsOne if not_bool => return Err(self.err(e, step(&Type::Int))),
+            ExistsOne => Type::Bool,
+            Filter if not_bool => return Err(self.err(e, step(&Type::list(t1)))),
+            Filter => Type::list(t1),
             Map | TransformList => Type::list(bt),
             TransformMap => Type::map(
                 if matches!(rt, Type::List(_)) {
@@ -1035,11 +1043,12 @@ impl<'e> Checker<'e> {
             ),
             TransformMapEntry => match bt {
                 Type::Map(..) | Type::Dyn => bt,
+                // cel-go's expansion inserts the entry with `cel.@mapInsert` into a `{}`.
                 other if self.env.check_types => {
                     return Err(self.err(
-                        &c.body,
+                        e,
                         format!(
-                            "transformMapEntry expression must be a map, got {}",
+                            "found no matching overload for 'cel.@mapInsert' applied to '(map(dyn, dyn), {})'",
                             Cel(&other)
                         ),
                     ));
@@ -1050,11 +1059,12 @@ impl<'e> Checker<'e> {
             OptMap => Type::Optional(Box::new(bt)),
             OptFlatMap => match bt {
                 Type::Optional(_) | Type::Dyn => bt,
+                // cel-go's expansion: `target.hasValue() ? body : optional.none()`.
                 other if self.env.check_types => {
                     return Err(self.err(
-                        &c.body,
+                        e,
                         format!(
-                            "optFlatMap expression must be optional, got {}",
+                            "found no matching overload for '_?_:_' applied to '(bool, {}, optional_type(dyn))'",
                             Cel(&other)
                         ),
                     ));

@@ -22,6 +22,8 @@ pub enum Tok {
     Int(u64),
     /// An integer literal too large for `u64`: only an error if used.
     IntOverflow,
+    /// A `u`-suffixed literal beyond `u64`.
+    UintOverflow,
     Uint(u64),
     Double(f64),
     Str(String),
@@ -65,7 +67,9 @@ impl Tok {
         match self {
             Tok::Ident(s) => format!("'{s}'"),
             Tok::QuotedIdent(s) => format!("'`{s}`'"),
-            Tok::Int(_) | Tok::IntOverflow | Tok::Uint(_) | Tok::Double(_) => "number".into(),
+            Tok::Int(_) | Tok::IntOverflow | Tok::UintOverflow | Tok::Uint(_) | Tok::Double(_) => {
+                "number".into()
+            }
             Tok::Str(_) => "string".into(),
             Tok::Bytes(_) => "bytes".into(),
             Tok::True => "'true'".into(),
@@ -230,7 +234,7 @@ impl Lexer<'_> {
             b'.' if self.peek(1).is_ascii_digit() => self.number(),
             b'.' => one(self, Tok::Dot),
             b'0'..=b'9' => self.number(),
-            b'"' | b'\'' => self.string(false, false),
+            b'"' | b'\'' => self.string(false, false, self.pos),
             b'`' => self.quoted_ident(),
             b'r' | b'R' | b'b' | b'B' => self.prefixed_or_ident(),
             c if c == b'_' || c.is_ascii_alphabetic() => Ok(self.ident()),
@@ -288,13 +292,14 @@ impl Lexer<'_> {
         let is_quote = |q: u8| q == b'"' || q == b'\'';
         let raw = |x: u8| x == b'r' || x == b'R';
         let byt = |x: u8| x == b'b' || x == b'B';
+        let token = self.pos;
         if is_quote(b) {
             self.pos += 1;
-            return self.string(raw(a), byt(a));
+            return self.string(raw(a), byt(a), token);
         }
         if ((raw(a) && byt(b)) || (byt(a) && raw(b))) && is_quote(c) {
             self.pos += 2;
-            return self.string(true, true);
+            return self.string(true, true, token);
         }
         Ok(self.ident())
     }
@@ -355,12 +360,13 @@ impl Lexer<'_> {
     fn int_suffix(&mut self, value: Option<u64>) -> Tok {
         if matches!(self.peek(0), b'u' | b'U') {
             self.pos += 1;
-            return value.map_or(Tok::IntOverflow, Tok::Uint);
+            return value.map_or(Tok::UintOverflow, Tok::Uint);
         }
         value.map_or(Tok::IntOverflow, Tok::Int)
     }
 
-    fn string(&mut self, raw: bool, bytes: bool) -> Result<Tok, SyntaxError> {
+    /// A quoted literal; `token` is where its token starts (before any `b`/`r` prefix).
+    fn string(&mut self, raw: bool, bytes: bool, token: usize) -> Result<Tok, SyntaxError> {
         let start = self.pos;
         let quote = self.peek(0);
         let triple = self.peek(1) == quote && self.peek(2) == quote;
@@ -383,7 +389,7 @@ impl Lexer<'_> {
                 return Err(self.err(start, "Syntax error: newline in string literal"));
             }
             if c == b'\\' && !raw {
-                self.escape(&mut buf, bytes)?;
+                self.escape(&mut buf, bytes, token)?;
                 continue;
             }
             if c == b'\\' && raw {
@@ -407,7 +413,10 @@ impl Lexer<'_> {
             .map_err(|_| self.err(start, "Syntax error: invalid UTF-8 in string literal"))
     }
 
-    fn escape(&mut self, buf: &mut Vec<u8>, bytes: bool) -> Result<(), SyntaxError> {
+    /// One escape sequence. One the grammar accepts but that names no character (a
+    /// surrogate, `\u` in a bytes literal) fails as cel-go's unquoting does: `unable to
+    /// unescape string`, at the literal's token.
+    fn escape(&mut self, buf: &mut Vec<u8>, bytes: bool, token: usize) -> Result<(), SyntaxError> {
         let at = self.pos;
         self.pos += 1;
         let c = self.peek(0);
@@ -432,18 +441,20 @@ impl Lexer<'_> {
             return Ok(());
         }
         let bad = |lx: &Self| lx.err(at, "Syntax error: invalid escape sequence");
+        let unquote = |lx: &Self| lx.err(token, "unable to unescape string");
         match c {
             b'x' | b'X' => {
                 let v = self.hex_digits(2).ok_or_else(|| bad(self))?;
-                push_code(buf, v, bytes).ok_or_else(|| bad(self))
+                push_code(buf, v, bytes).ok_or_else(|| unquote(self))
             }
-            b'u' if !bytes => {
-                let v = self.hex_digits(4).ok_or_else(|| bad(self))?;
-                push_code(buf, v, false).ok_or_else(|| bad(self))
-            }
-            b'U' if !bytes => {
-                let v = self.hex_digits(8).ok_or_else(|| bad(self))?;
-                push_code(buf, v, false).ok_or_else(|| bad(self))
+            b'u' | b'U' => {
+                let v = self
+                    .hex_digits(if c == b'u' { 4 } else { 8 })
+                    .ok_or_else(|| bad(self))?;
+                if bytes {
+                    return Err(unquote(self));
+                }
+                push_code(buf, v, false).ok_or_else(|| unquote(self))
             }
             b'0'..=b'3' => {
                 let d1 = u32::from(c - b'0');
@@ -453,7 +464,7 @@ impl Lexer<'_> {
                 }
                 self.pos += 2;
                 let v = d1 * 64 + u32::from(d2 - b'0') * 8 + u32::from(d3 - b'0');
-                push_code(buf, v, bytes).ok_or_else(|| bad(self))
+                push_code(buf, v, bytes).ok_or_else(|| unquote(self))
             }
             _ => Err(bad(self)),
         }

@@ -113,7 +113,7 @@ impl Parser {
     fn unexpected(&self) -> SyntaxError {
         let tok = self.peek();
         let message = match tok {
-            Tok::Reserved(w) => format!("Syntax error: reserved identifier: {w}"),
+            Tok::Reserved(w) => format!("reserved identifier: {w}"),
             Tok::Eof => "Syntax error: mismatched input '<EOF>'".to_string(),
             other => format!("Syntax error: extraneous input {}", other.describe()),
         };
@@ -330,7 +330,7 @@ impl Parser {
             _ => {
                 return Err(SyntaxError {
                     offset: start,
-                    message: "Syntax error: invalid int literal".into(),
+                    message: "invalid int literal".into(),
                 });
             }
         };
@@ -447,12 +447,16 @@ impl Parser {
                 Ok(v) => lit(Literal::Int(v)),
                 Err(_) => Err(SyntaxError {
                     offset: start,
-                    message: "Syntax error: invalid int literal".into(),
+                    message: "invalid int literal".into(),
                 }),
             },
             Tok::IntOverflow => Err(SyntaxError {
                 offset: start,
-                message: "Syntax error: invalid int literal".into(),
+                message: "invalid int literal".into(),
+            }),
+            Tok::UintOverflow => Err(SyntaxError {
+                offset: start,
+                message: "invalid uint literal".into(),
             }),
             Tok::Uint(v) => lit(Literal::Uint(v)),
             Tok::Double(d) => lit(Literal::Double(d)),
