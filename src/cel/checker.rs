@@ -174,6 +174,13 @@ impl<'e> Checker<'e> {
         Ok(result)
     }
 
+    /// Whether the AST validators Kubernetes installs run (regex literals, `string.format`
+    /// calls, homogeneous literals): they come as one set with the homogeneous literal rule,
+    /// which plain CEL (the cel-spec suite) turns off with them.
+    fn k8s_validators(&self) -> bool {
+        self.env.homogeneous_literals
+    }
+
     /// Records a type-check issue at `e` and goes on.
     fn issue(&self, e: &Expr, msg: impl Into<String>) {
         self.issues
@@ -666,7 +673,7 @@ impl<'e> Checker<'e> {
             nodes.push(n);
             types.push(ty);
         }
-        if func == "matches" {
+        if func == "matches" && self.k8s_validators() {
             self.validate_pattern(args.first());
         }
         for a in args {
@@ -677,7 +684,9 @@ impl<'e> Checker<'e> {
         if func == "format" {
             self.in_format -= 1;
             if let (Some(t), [list]) = (target, args) {
-                self.validate_format(e, t, list);
+                if self.k8s_validators() {
+                    self.validate_format(e, t, list);
+                }
             }
             if self.in_format == 0 {
                 self.format_types.clear();
