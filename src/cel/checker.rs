@@ -1270,3 +1270,205 @@ fn is_optional_none(e: &Expr) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::cel::Env;
+
+    /// Each issue of compiling `src` as `(column, message)`, in the order shown.
+    fn issues(src: &str) -> Vec<(usize, String)> {
+        let env = Env::new(32);
+        match env.compile(src) {
+            Ok(_) => Vec::new(),
+            Err(e) => e
+                .issues
+                .iter()
+                .map(|i| (i.column, i.message.clone()))
+                .collect(),
+        }
+    }
+
+    fn first_column(src: &str) -> usize {
+        issues(src).first().map_or(0, |i| i.0)
+    }
+
+    #[test]
+    fn a_member_call_fails_at_its_parenthesis() {
+        assert_eq!(
+            issues("'a'.foo()"),
+            [(
+                8,
+                "undeclared reference to 'foo' (in container '')".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_global_call_fails_at_its_parenthesis() {
+        assert_eq!(first_column("foo(1)"), 4);
+        assert_eq!(first_column("size(1, 2)"), 5);
+    }
+
+    #[test]
+    fn an_operator_fails_at_its_token() {
+        assert_eq!(first_column("1 + 'a'"), 3);
+        assert_eq!(first_column("1 <= 'a'"), 3);
+        assert_eq!(first_column("2 * 3 * 'a'"), 7);
+        assert_eq!(first_column("-'a'"), 1);
+        assert_eq!(first_column("1 ? 2 : 3"), 3);
+    }
+
+    #[test]
+    fn a_logical_operand_fails_at_itself() {
+        assert_eq!(
+            issues("1 && 2"),
+            [
+                (1, "expected type 'bool' but found 'int'".to_string()),
+                (6, "expected type 'bool' but found 'int'".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_selection_fails_at_its_dot_and_an_index_at_its_bracket() {
+        assert_eq!(
+            issues("true.x"),
+            [(
+                5,
+                "type 'bool' does not support field selection".to_string()
+            )]
+        );
+        assert_eq!(
+            issues("[1][1u]"),
+            [(
+                4,
+                "found no matching overload for '_[_]' applied to '(list(int), uint)'".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_macro_fails_at_its_call_and_a_bad_variable_at_itself() {
+        assert_eq!(
+            issues("[1, 2].filter(x, x)"),
+            [(
+                14,
+                "found no matching overload for '_?_:_' applied to '(int, list(int), list(int))'"
+                    .to_string()
+            )]
+        );
+        assert_eq!(first_column("[1].all(x.y, true)"), 10);
+        assert_eq!(first_column("has(1)"), 5);
+    }
+
+    #[test]
+    fn a_message_literal_fails_at_its_brace() {
+        assert_eq!(first_column("Foo{a: 1}"), 4);
+    }
+
+    #[test]
+    fn every_issue_is_reported_in_position_order() {
+        assert_eq!(
+            issues("[1, 2].map(x)"),
+            [
+                (
+                    11,
+                    "undeclared reference to 'map' (in container '')".to_string()
+                ),
+                (
+                    12,
+                    "undeclared reference to 'x' (in container '')".to_string()
+                )
+            ]
+        );
+        assert_eq!(
+            issues("math.abs(-1)"),
+            [
+                (
+                    1,
+                    "undeclared reference to 'math' (in container '')".to_string()
+                ),
+                (
+                    9,
+                    "undeclared reference to 'abs' (in container '')".to_string()
+                )
+            ]
+        );
+    }
+
+    #[test]
+    fn columns_count_characters() {
+        assert_eq!(first_column("'é😀' + 1"), 6);
+        let shown = Env::new(32).compile("'é' + 1").unwrap_err().to_string();
+        assert_eq!(
+            shown,
+            "ERROR: <input>:1:5: found no matching overload for '_+_' applied to '(string, int)'\n | 'é' + 1\n | .．..^"
+        );
+    }
+
+    #[test]
+    fn validators_run_only_on_a_clean_check() {
+        assert_eq!(
+            issues("[1, 'a']"),
+            [(5, "expected type 'int' but found 'string'".to_string())]
+        );
+        assert_eq!(
+            issues("[1, 'a'] == nope"),
+            [(
+                13,
+                "undeclared reference to 'nope' (in container '')".to_string()
+            )]
+        );
+        assert_eq!(
+            issues("duration('soon')"),
+            [(10, "invalid duration argument".to_string())]
+        );
+        assert_eq!(
+            issues("'abc'.matches('[')"),
+            [(15, "invalid matches argument".to_string())]
+        );
+    }
+
+    #[test]
+    fn the_format_validator_points_at_the_argument_or_the_call() {
+        assert_eq!(
+            issues("'%d'.format(['a'])"),
+            [(
+                14,
+                "error during formatting: decimal clause can only be used on integers, was given string"
+                    .to_string()
+            )]
+        );
+        assert_eq!(
+            issues("'%s'.format(['a', 'b'])"),
+            [(
+                12,
+                "too many arguments supplied to string.format (expected 1, got 2)".to_string()
+            )]
+        );
+        assert_eq!(
+            issues("'%i'.format([1])"),
+            [(
+                12,
+                "could not parse formatting clause: unrecognized formatting clause \"i\""
+                    .to_string()
+            )]
+        );
+        // Literals nested in a format call are exempt from the homogeneous rule.
+        assert_eq!(issues("'%s'.format([[1, 'a']])"), []);
+    }
+
+    #[test]
+    fn a_failed_fold_is_reported_only_after_check_and_validation() {
+        assert_eq!(
+            issues("int('x') == nope"),
+            [(
+                13,
+                "undeclared reference to 'nope' (in container '')".to_string()
+            )]
+        );
+        let e = Env::new(32).compile("'abc'.find('[')").unwrap_err();
+        assert_eq!(e.issues[0].line, 0);
+        assert!(e.message().starts_with("error parsing regexp"));
+    }
+}

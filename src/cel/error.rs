@@ -276,6 +276,28 @@ mod tests {
     }
 
     #[test]
+    fn snippets_are_drawn_as_cel_go_draws_them() {
+        // Tabs show as spaces; a caret under a multi-byte character is full-width.
+        let e = CompileError::at("a\t+ é", 4, "m");
+        assert_eq!(e.to_string(), "ERROR: <input>:1:5: m\n | a + é\n | ....＾");
+        // A line longer than 16 KiB is not echoed.
+        let long = "a".repeat(MAX_SNIPPET_BYTES + 1);
+        assert_eq!(
+            CompileError::at(&long, 3, "m").to_string(),
+            "ERROR: <input>:1:4: m"
+        );
+        // Issues are sorted by position, at most MAX_ISSUES shown.
+        let issues: Vec<Issue> = (0..MAX_ISSUES + 2)
+            .rev()
+            .map(|i| issue_at(&long, i, "m"))
+            .collect();
+        let e = CompileError::from_issues(&long, issues);
+        assert_eq!(e.issues.len(), MAX_ISSUES);
+        assert_eq!(e.issues[0].column, 1);
+        assert!(e.to_string().ends_with("\n2 more errors were truncated"));
+    }
+
+    #[test]
     fn results_keep_their_tag_apart_from_the_value() {
         use super::super::value::Value;
         assert_eq!(std::mem::size_of::<Value<'static>>(), 32);

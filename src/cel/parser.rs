@@ -811,6 +811,46 @@ mod tests {
             .contains("code point size"));
     }
 
+    /// The node positions cel-go's parser gives, as byte offsets.
+    #[test]
+    fn nodes_sit_where_cel_go_places_them() {
+        let at = |src: &str| parse(src).unwrap().pos;
+        assert_eq!(at("a.b"), 1);
+        assert_eq!(at("a.?b"), 1);
+        assert_eq!(at("a[0]"), 1);
+        assert_eq!(at("a.f(1)"), 3);
+        assert_eq!(at("f(1)"), 1);
+        assert_eq!(at(".f(1)"), 2);
+        assert_eq!(at(".a"), 1);
+        assert_eq!(at("1 - 2"), 2);
+        assert_eq!(at("!a"), 0);
+        assert_eq!(at("a ? b : c"), 2);
+        assert_eq!(at("[1]"), 0);
+        assert_eq!(at("{1: 2}"), 0);
+        assert_eq!(at("(a)"), 1);
+        assert_eq!(at("-1"), 0);
+        assert_eq!(at("l.all(x, x)"), 5);
+        assert_eq!(at("has(a.b)"), 3);
+    }
+
+    /// `a || b || c || d || e`: cel-go roots the tree at the middle operator (index
+    /// `(lo + hi + 1) / 2` of the operators) and balances each side the same way.
+    #[test]
+    fn logical_chains_take_cel_go_shape() {
+        let e = parse("a || b || c || d || e").unwrap();
+        assert_eq!(
+            p("a || b || c || d || e"),
+            "_||_(_||_(_||_(a, b), c), _||_(d, e))"
+        );
+        assert_eq!(e.pos, 12);
+        let ExprKind::Call { args, .. } = &e.kind else {
+            panic!("not a call")
+        };
+        assert_eq!(args[0].pos, 7);
+        assert_eq!(args[1].pos, 17);
+        assert_eq!(p("a && b && c"), "_&&_(_&&_(a, b), c)");
+    }
+
     #[test]
     fn syntax_errors_have_positions() {
         let e = parse("a +").unwrap_err();
@@ -819,5 +859,18 @@ mod tests {
         assert!(parse("if").is_err());
         assert!(parse("a.if").is_ok());
         assert!(parse("9223372036854775808").is_err());
+        assert_eq!(
+            parse("if").unwrap_err().message(),
+            "reserved identifier: if"
+        );
+        assert_eq!(
+            parse("18446744073709551616u").unwrap_err().message(),
+            "invalid uint literal"
+        );
+        let e = parse("b'\\u00ff'").unwrap_err();
+        assert_eq!(
+            (e.issues[0].column, e.message()),
+            (1, "unable to unescape string")
+        );
     }
 }
