@@ -29,19 +29,37 @@ pub fn parse(source: &str) -> Result<Expr, CompileError> {
         ));
     }
     let tokens = tokenize(source).map_err(|e| CompileError::at(source, e.offset, e.message))?;
-    let mut p = Parser { tokens, pos: 0 };
+    let mut p = Parser {
+        tokens,
+        pos: 0,
+        src: source,
+    };
     let result = p.expr(0).and_then(|(e, _)| {
         if p.peek() != &Tok::Eof {
-            return Err(p.unexpected());
+            return Err(p.trailing());
         }
         Ok(e)
     });
-    result.map_err(|e| CompileError::at(source, e.offset, e.message))
+    result.map_err(|e| {
+        let mut err = CompileError::at(source, e.offset, e.message);
+        // ANTLR places the end of an empty input at column -1, which cel-go shows as 0.
+        if source.is_empty() {
+            if let Some(issue) = err.issues.first_mut() {
+                issue.column = 0;
+            }
+        }
+        err
+    })
 }
 
 type PResult = Result<(Expr, u32), SyntaxError>;
 
-struct Parser {
+/// The terminals that can start an expression, as ANTLR lists them when one is missing.
+const EXPR_START: &str = "'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER";
+
+struct Parser<'s> {
+    /// The source, to quote tokens in messages as ANTLR does (by their text).
+    src: &'s str,
     tokens: Vec<Token>,
     pos: usize,
 }
@@ -54,7 +72,84 @@ fn span(start: usize, end: usize) -> Span {
     }
 }
 
-impl Parser {
+impl Parser<'_> {
+    /// The current token as ANTLR quotes it: its text, or `'<EOF>'`.
+    fn quoted(&self) -> String {
+        let t = &self.tokens[self.pos];
+        if t.kind == Tok::Eof {
+            return "'<EOF>'".into();
+        }
+        format!("'{}'", self.src.get(t.start..t.end).unwrap_or(""))
+    }
+
+    /// A token after a complete expression: ANTLR deletes it when the end follows it
+    /// (`extraneous`), and reports a mismatch otherwise.
+    fn trailing(&self) -> SyntaxError {
+        let next_is_end = self
+            .tokens
+            .get(self.pos + 1)
+            .is_none_or(|t| t.kind == Tok::Eof);
+        let how = if next_is_end {
+            "extraneous"
+        } else {
+            "mismatched"
+        };
+        SyntaxError {
+            offset: self.start(),
+            message: format!(
+                "Syntax error: {how} input {} expecting <EOF>",
+                self.quoted()
+            ),
+        }
+    }
+
+    /// A token that cannot start the expression expected here (`or_close`: or `)`, right
+    /// after a call's `(`).
+    fn expected_expr(&self, or_close: bool) -> SyntaxError {
+        if let Tok::Reserved(_) = self.peek() {
+            return self.unexpected();
+        }
+        let set = if or_close {
+            EXPR_START.replacen("'(', ", "'(', ')', ", 1)
+        } else {
+            EXPR_START.to_string()
+        };
+        SyntaxError {
+            offset: self.start(),
+            message: format!(
+                "Syntax error: mismatched input {} expecting {{{set}}}",
+                self.quoted()
+            ),
+        }
+    }
+
+    /// The closing `)` or `]` of a group, call or index: at the end of input ANTLR reports
+    /// it missing (it would insert it).
+    fn close(&mut self, t: Tok) -> Result<Token, SyntaxError> {
+        if self.peek() == &Tok::Eof && self.peek() != &t {
+            return Err(SyntaxError {
+                offset: self.start(),
+                message: format!("Syntax error: missing {} at '<EOF>'", t.describe()),
+            });
+        }
+        self.expect(t)
+    }
+
+    /// The end of a list or map literal after an element, where a `,` may also come.
+    fn close_literal(&mut self, t: Tok) -> Result<Token, SyntaxError> {
+        if self.peek() != &t && self.peek() != &Tok::Comma {
+            return Err(SyntaxError {
+                offset: self.start(),
+                message: format!(
+                    "Syntax error: mismatched input {} expecting {{{}, ','}}",
+                    self.quoted(),
+                    t.describe()
+                ),
+            });
+        }
+        self.expect(t)
+    }
+
     fn peek(&self) -> &Tok {
         &self.tokens[self.pos].kind
     }
@@ -103,7 +198,7 @@ impl Parser {
                 offset: self.start(),
                 message: format!(
                     "Syntax error: mismatched input {} expecting {}",
-                    self.peek().describe(),
+                    self.quoted(),
                     t.describe()
                 ),
             })
@@ -114,8 +209,7 @@ impl Parser {
         let tok = self.peek();
         let message = match tok {
             Tok::Reserved(w) => format!("reserved identifier: {w}"),
-            Tok::Eof => "Syntax error: mismatched input '<EOF>'".to_string(),
-            other => format!("Syntax error: extraneous input {}", other.describe()),
+            _ => format!("Syntax error: extraneous input {}", self.quoted()),
         };
         SyntaxError {
             offset: self.start(),
@@ -398,7 +492,7 @@ impl Parser {
                     let bracket = self.bump().start;
                     let optional = self.eat(&Tok::Question);
                     let index = self.expr(nesting + 1)?;
-                    self.expect(Tok::RBracket)?;
+                    self.close(Tok::RBracket)?;
                     let sp = span(start, self.prev_end());
                     let depth = operand.1.max(index.1);
                     let kind = ExprKind::Index {
@@ -419,12 +513,15 @@ impl Parser {
         if self.eat(&Tok::RParen) {
             return Ok(args);
         }
+        if !starts_expr(self.peek()) {
+            return Err(self.expected_expr(true));
+        }
         loop {
             args.push(self.expr(nesting + 1)?);
             if self.eat(&Tok::Comma) {
                 continue;
             }
-            self.expect(Tok::RParen)?;
+            self.close(Tok::RParen)?;
             return Ok(args);
         }
     }
@@ -467,7 +564,7 @@ impl Parser {
             Tok::Null => lit(Literal::Null),
             Tok::LParen => {
                 let inner = self.expr(nesting + 1)?;
-                self.expect(Tok::RParen)?;
+                self.close(Tok::RParen)?;
                 Ok(inner)
             }
             Tok::LBracket => self.list(start, nesting),
@@ -482,7 +579,7 @@ impl Parser {
             Tok::Ident(name) => self.ident_or_call(name, start, start, nesting),
             _ => {
                 self.unbump(&tok);
-                Err(self.unexpected())
+                Err(self.expected_expr(false))
             }
         }
     }
@@ -541,7 +638,7 @@ impl Parser {
                 break;
             }
         }
-        self.expect(Tok::RBracket)?;
+        self.close_literal(Tok::RBracket)?;
         let sp = span(start, self.prev_end());
         self.node(ExprKind::List { elements, optional }, sp, start, depth)
     }
@@ -564,7 +661,7 @@ impl Parser {
                 break;
             }
         }
-        self.expect(Tok::RBrace)?;
+        self.close_literal(Tok::RBrace)?;
         let sp = span(start, self.prev_end());
         self.node(ExprKind::Map { entries }, sp, start, depth)
     }
@@ -690,6 +787,31 @@ impl Parser {
             depth,
         )?))
     }
+}
+
+/// Whether `t` can start an expression.
+fn starts_expr(t: &Tok) -> bool {
+    matches!(
+        t,
+        Tok::LBracket
+            | Tok::LBrace
+            | Tok::LParen
+            | Tok::Dot
+            | Tok::Minus
+            | Tok::Not
+            | Tok::True
+            | Tok::False
+            | Tok::Null
+            | Tok::Int(_)
+            | Tok::IntOverflow
+            | Tok::Uint(_)
+            | Tok::UintOverflow
+            | Tok::Double(_)
+            | Tok::Str(_)
+            | Tok::Bytes(_)
+            | Tok::Ident(_)
+            | Tok::Reserved(_)
+    )
 }
 
 #[cfg(test)]
@@ -849,6 +971,56 @@ mod tests {
         assert_eq!(args[0].pos, 7);
         assert_eq!(args[1].pos, 17);
         assert_eq!(p("a && b && c"), "_&&_(_&&_(a, b), c)");
+    }
+
+    /// Messages as cel-go's ANTLR parser words them.
+    #[test]
+    fn syntax_errors_read_as_antlr_writes_them() {
+        let msg = |src: &str| {
+            let e = parse(src).unwrap_err();
+            (e.issues[0].column, e.message().to_string())
+        };
+        assert_eq!(
+            msg("(1"),
+            (3, "Syntax error: missing ')' at '<EOF>'".into())
+        );
+        assert_eq!(
+            msg("1)"),
+            (
+                2,
+                "Syntax error: extraneous input ')' expecting <EOF>".into()
+            )
+        );
+        assert_eq!(
+            msg("true and false"),
+            (
+                6,
+                "Syntax error: mismatched input 'and' expecting <EOF>".into()
+            )
+        );
+        assert_eq!(
+            msg("{1: 2"),
+            (
+                6,
+                "Syntax error: mismatched input '<EOF>' expecting {'}', ','}".into()
+            )
+        );
+        assert_eq!(
+            msg("true ? 1"),
+            (
+                9,
+                "Syntax error: mismatched input '<EOF>' expecting ':'".into()
+            )
+        );
+        assert_eq!(
+            msg("f(1,)"),
+            (
+                5,
+                format!("Syntax error: mismatched input ')' expecting {{{EXPR_START}}}")
+            )
+        );
+        assert!(msg("'a'.size(").1.contains("{'[', '{', '(', ')', '.',"));
+        assert_eq!(msg("").0, 0);
     }
 
     #[test]
