@@ -181,6 +181,24 @@ impl<'e> Checker<'e> {
         self.env.homogeneous_literals
     }
 
+    /// Whether `name` is an object type of a declared variable (`kubernetes.Namespace`).
+    fn declared_object(&self, name: &str) -> bool {
+        fn holds(t: &Type, name: &str, depth: u32) -> bool {
+            if depth > 16 {
+                return false;
+            }
+            match t {
+                Type::Object(o) => {
+                    o.name == name || o.fields.iter().any(|(_, f)| holds(f, name, depth + 1))
+                }
+                Type::List(e) | Type::Optional(e) | Type::TypeOf(e) => holds(e, name, depth + 1),
+                Type::Map(k, v) => holds(k, name, depth + 1) || holds(v, name, depth + 1),
+                _ => false,
+            }
+        }
+        self.env.variables().iter().any(|v| holds(&v.ty, name, 0))
+    }
+
     /// Records a type-check issue at `e` and goes on.
     fn issue(&self, e: &Expr, msg: impl Into<String>) {
         self.issues
@@ -255,6 +273,16 @@ impl<'e> Checker<'e> {
                 self.select(e, node, ty, field, *optional)
             }
             ExprKind::Has { operand, field } => {
+                // `has(variables.x)`: a field of the composited variables.
+                if let ExprKind::Ident(name) = &operand.kind {
+                    if let Some((_, var)) = self.env.variable(name) {
+                        if let (VarKind::Lazy(fields), false) = (&var.kind, self.is_local(name)) {
+                            if !fields.iter().any(|(n, _)| n == field) {
+                                return Err(self.err(e, format!("undefined field '{field}'")));
+                            }
+                        }
+                    }
+                }
                 let (node, ty) = self.check(operand)?;
                 match &ty {
                     Type::Object(o) if o.field(field).is_none() => {
@@ -432,6 +460,15 @@ impl<'e> Checker<'e> {
             return Ok(Some((
                 Node::Const(Value::Type(n)),
                 Type::TypeOf(Box::new(Type::Opaque(n))),
+            )));
+        }
+        if WRAPPER_TYPES.contains(&full.as_str()) || self.declared_object(&full) {
+            // cel-go's checker knows these types by name, but its planner has no value for
+            // them: the program cannot be created.
+            self.program_error(format!("reference to undefined type: {full}"));
+            return Ok(Some((
+                Node::Fail(format!("reference to undefined type: {full}").into()),
+                Type::TypeOf(Box::new(Type::Dyn)),
             )));
         }
         Ok(None)
@@ -974,7 +1011,17 @@ impl<'e> Checker<'e> {
 
     fn comprehension(&mut self, e: &Expr, c: &Comprehension) -> Checked {
         use MacroKind::*;
+        let (issues, late) = (self.issues.borrow().len(), self.late.borrow().len());
         let (range, rt) = self.check(&c.range)?;
+        if matches!(c.kind, OptMap | OptFlatMap) {
+            // cel-go's expansion (`t.hasValue() ? ... t.value() ... : optional.none()`) holds
+            // the target twice, so each issue of the target is reported twice.
+            for list in [(&self.issues, issues), (&self.late, late)] {
+                let mut v = list.0.borrow_mut();
+                let again: Vec<Issue> = v.get(list.1..).map(<[Issue]>::to_vec).unwrap_or_default();
+                v.extend(again);
+            }
+        }
         let two_variable = matches!(c.kind, All | Exists | ExistsOne) && c.var2.is_some()
             || matches!(c.kind, TransformList | TransformMap | TransformMapEntry);
         if two_variable && self.env.version < since::TWO_VAR_COMPREHENSIONS {
@@ -1159,6 +1206,19 @@ fn detach(v: Value<'_>) -> Value<'static> {
         Value::Opaque(o) => Value::Opaque(o),
     }
 }
+
+/// The protobuf wrapper types, which cel-go's checker declares by name.
+const WRAPPER_TYPES: &[&str] = &[
+    "google.protobuf.BoolValue",
+    "google.protobuf.BytesValue",
+    "google.protobuf.DoubleValue",
+    "google.protobuf.FloatValue",
+    "google.protobuf.Int32Value",
+    "google.protobuf.Int64Value",
+    "google.protobuf.StringValue",
+    "google.protobuf.UInt32Value",
+    "google.protobuf.UInt64Value",
+];
 
 /// The library types an expression may name as values: only `net.IP` and `net.CIDR`, the
 /// two whose libraries declare their type name as an identifier (Kubernetes' `ip` and `cidr`
@@ -1456,6 +1516,28 @@ mod tests {
         );
         // Literals nested in a format call are exempt from the homogeneous rule.
         assert_eq!(issues("'%s'.format([[1, 'a']])"), []);
+    }
+
+    #[test]
+    fn an_opt_map_target_is_reported_twice_as_cel_go_expands_it() {
+        assert_eq!(
+            issues("optional.of(duration('x')).optMap(z, z)"),
+            [
+                (22, "invalid duration argument".to_string()),
+                (22, "invalid duration argument".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn wrapper_type_names_fail_when_the_program_is_created() {
+        let e = Env::new(32)
+            .compile("google.protobuf.Int64Value")
+            .unwrap_err();
+        assert_eq!(
+            (e.issues[0].line, e.message()),
+            (0, "reference to undefined type: google.protobuf.Int64Value")
+        );
     }
 
     #[test]
