@@ -316,7 +316,7 @@ impl Parser<'_> {
         lo: usize,
         hi: usize,
     ) -> PResult {
-        let mid = (lo + hi + 1) / 2;
+        let mid = (lo + hi).div_ceil(2);
         let left = if mid == lo {
             terms[mid].take()
         } else {
