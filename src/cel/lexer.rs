@@ -139,12 +139,26 @@ pub fn is_reserved(word: &str) -> bool {
 
 /// Splits `src` into tokens, ending with [`Tok::Eof`].
 pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
+    let (tokens, mut unrecognized) = tokenize_recovering(src)?;
+    match unrecognized.is_empty() {
+        true => Ok(tokens),
+        false => Err(unrecognized.remove(0)),
+    }
+}
+
+/// The tokens of `src`, and the text ANTLR's lexer could not recognize: as it does, each
+/// such error is reported and lexing goes on after the character where matching failed.
+/// Other lexical errors (a malformed number) stop at once.
+pub fn tokenize_recovering(src: &str) -> Result<(Vec<Token>, Vec<SyntaxError>), SyntaxError> {
     let mut lx = Lexer {
         src,
         bytes: src.as_bytes(),
         pos: 0,
+        resume: None,
+        after_dot: false,
     };
     let mut out = Vec::with_capacity(src.len() / 3 + 1);
+    let mut unrecognized = Vec::new();
     loop {
         lx.skip_space_and_comments();
         let start = lx.pos;
@@ -154,14 +168,23 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
                 start,
                 end: start,
             });
-            return Ok(out);
+            return Ok((out, unrecognized));
         }
-        let kind = lx.next_token()?;
-        out.push(Token {
-            kind,
-            start,
-            end: lx.pos,
-        });
+        lx.after_dot = out.last().is_some_and(|t: &Token| t.kind == Tok::Dot);
+        match lx.next_token() {
+            Ok(kind) => out.push(Token {
+                kind,
+                start,
+                end: lx.pos,
+            }),
+            Err(e) => match lx.resume.take() {
+                Some(resume) => {
+                    unrecognized.push(e);
+                    lx.pos = resume;
+                }
+                None => return Err(e),
+            },
+        }
     }
 }
 
@@ -169,11 +192,37 @@ struct Lexer<'s> {
     src: &'s str,
     bytes: &'s [u8],
     pos: usize,
+    /// Set with a token recognition error: where lexing goes on.
+    resume: Option<usize>,
+    /// Whether the previous token is a `.` (a backquoted name may only follow one).
+    after_dot: bool,
 }
 
 impl Lexer<'_> {
     fn peek(&self, ahead: usize) -> u8 {
         self.bytes.get(self.pos + ahead).copied().unwrap_or(0)
+    }
+
+    /// ANTLR's token recognition error for a token starting at `start` that failed to match
+    /// at the character at `fail`: the text up to and including that character, after which
+    /// lexing resumes.
+    fn unrecognized(&mut self, start: usize, fail: usize) -> SyntaxError {
+        let len = self.bytes.len();
+        let end = if fail >= len {
+            len
+        } else {
+            fail + self
+                .src
+                .get(fail..)
+                .and_then(|r| r.chars().next())
+                .map_or(1, char::len_utf8)
+        };
+        self.resume = Some(end);
+        let text = self.src.get(start..end).unwrap_or("");
+        SyntaxError {
+            offset: start,
+            message: format!("Syntax error: token recognition error at: '{text}'"),
+        }
     }
 
     fn err(&self, at: usize, msg: impl Into<String>) -> SyntaxError {
@@ -231,20 +280,16 @@ impl Lexer<'_> {
             b'>' => one(self, Tok::Gt),
             b'&' if self.peek(1) == b'&' => two(self, Tok::AndAnd),
             b'|' if self.peek(1) == b'|' => two(self, Tok::OrOr),
+            // The first of `&&`, `||`, `==` alone fails at the character after it.
+            b'&' | b'|' | b'=' => Err(self.unrecognized(self.pos, self.pos + 1)),
             b'.' if self.peek(1).is_ascii_digit() => self.number(),
             b'.' => one(self, Tok::Dot),
             b'0'..=b'9' => self.number(),
             b'"' | b'\'' => self.string(false, false, self.pos),
-            b'`' => self.quoted_ident(),
+            b'`' if self.after_dot => self.quoted_ident(),
             b'r' | b'R' | b'b' | b'B' => self.prefixed_or_ident(),
             c if c == b'_' || c.is_ascii_alphabetic() => Ok(self.ident()),
-            _ => {
-                let ch = self.src[self.pos..].chars().next().unwrap_or('?');
-                Err(self.err(
-                    self.pos,
-                    format!("Syntax error: token recognition error at: '{ch}'"),
-                ))
-            }
+            _ => Err(self.unrecognized(self.pos, self.pos)),
         }
     }
 
@@ -259,7 +304,8 @@ impl Lexer<'_> {
             self.pos += 1;
         }
         if self.peek(0) != b'`' || self.pos == body_start {
-            return Err(self.err(start, "Syntax error: token recognition error at: '`'"));
+            let fail = self.pos;
+            return Err(self.unrecognized(start, fail));
         }
         let name = self.src[body_start..self.pos].to_string();
         self.pos += 1;
@@ -374,7 +420,17 @@ impl Lexer<'_> {
         let mut buf: Vec<u8> = Vec::new();
         loop {
             if self.pos >= self.bytes.len() {
-                return Err(self.err(start, "Syntax error: unterminated string literal"));
+                if triple {
+                    // ANTLR falls back to the longest token that matched: the empty `''`.
+                    self.pos = start + 2;
+                    return Ok(if bytes {
+                        Tok::Bytes(Vec::new())
+                    } else {
+                        Tok::Str(String::new())
+                    });
+                }
+                let end = self.bytes.len();
+                return Err(self.unrecognized(token, end));
             }
             let c = self.bytes[self.pos];
             if triple {
@@ -386,7 +442,8 @@ impl Lexer<'_> {
                 self.pos += 1;
                 break;
             } else if c == b'\n' || c == b'\r' {
-                return Err(self.err(start, "Syntax error: newline in string literal"));
+                let fail = self.pos;
+                return Err(self.unrecognized(token, fail));
             }
             if c == b'\\' && !raw {
                 self.escape(&mut buf, bytes, token)?;
@@ -440,17 +497,22 @@ impl Lexer<'_> {
             buf.push(b);
             return Ok(());
         }
-        let bad = |lx: &Self| lx.err(at, "Syntax error: invalid escape sequence");
+        // A malformed escape fails to match at its first wrong character.
+        let bad = |lx: &mut Self, fail: usize| lx.unrecognized(token, fail);
         let unquote = |lx: &Self| lx.err(token, "unable to unescape string");
         match c {
             b'x' | b'X' => {
-                let v = self.hex_digits(2).ok_or_else(|| bad(self))?;
+                let Some(v) = self.hex_digits(2) else {
+                    let fail = self.first_non_hex();
+                    return Err(bad(self, fail));
+                };
                 push_code(buf, v, bytes).ok_or_else(|| unquote(self))
             }
             b'u' | b'U' => {
-                let v = self
-                    .hex_digits(if c == b'u' { 4 } else { 8 })
-                    .ok_or_else(|| bad(self))?;
+                let Some(v) = self.hex_digits(if c == b'u' { 4 } else { 8 }) else {
+                    let fail = self.first_non_hex();
+                    return Err(bad(self, fail));
+                };
                 if bytes {
                     return Err(unquote(self));
                 }
@@ -459,15 +521,29 @@ impl Lexer<'_> {
             b'0'..=b'3' => {
                 let d1 = u32::from(c - b'0');
                 let (d2, d3) = (self.peek(0), self.peek(1));
-                if !(b'0'..=b'7').contains(&d2) || !(b'0'..=b'7').contains(&d3) {
-                    return Err(bad(self));
+                if !(b'0'..=b'7').contains(&d2) {
+                    let fail = self.pos;
+                    return Err(bad(self, fail));
+                }
+                if !(b'0'..=b'7').contains(&d3) {
+                    let fail = self.pos + 1;
+                    return Err(bad(self, fail));
                 }
                 self.pos += 2;
                 let v = d1 * 64 + u32::from(d2 - b'0') * 8 + u32::from(d3 - b'0');
                 push_code(buf, v, bytes).ok_or_else(|| unquote(self))
             }
-            _ => Err(bad(self)),
+            _ => Err(bad(self, at + 1)),
         }
+    }
+
+    /// Where a run of hex digits starting here ends.
+    fn first_non_hex(&self) -> usize {
+        let mut i = self.pos;
+        while self.bytes.get(i).is_some_and(u8::is_ascii_hexdigit) {
+            i += 1;
+        }
+        i
     }
 
     fn hex_digits(&mut self, n: usize) -> Option<u32> {

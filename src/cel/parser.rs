@@ -9,8 +9,8 @@
 //! code points and a recursion depth of 250.
 
 use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind, MapEntry, Span};
-use super::error::{CompileError, SyntaxError};
-use super::lexer::{tokenize, Tok, Token};
+use super::error::{issue_at, CompileError, SyntaxError};
+use super::lexer::{tokenize_recovering, Tok, Token};
 
 /// cel-go's default `ExpressionSizeCodePointLimit`.
 pub const MAX_CODE_POINTS: usize = 100_000;
@@ -28,7 +28,8 @@ pub fn parse(source: &str) -> Result<Expr, CompileError> {
             ),
         ));
     }
-    let tokens = tokenize(source).map_err(|e| CompileError::at(source, e.offset, e.message))?;
+    let (tokens, unrecognized) =
+        tokenize_recovering(source).map_err(|e| CompileError::at(source, e.offset, e.message))?;
     let mut p = Parser {
         tokens,
         pos: 0,
@@ -40,6 +41,16 @@ pub fn parse(source: &str) -> Result<Expr, CompileError> {
         }
         Ok(e)
     });
+    // Text the lexer could not recognize is reported with the parser's error on the tokens
+    // around it, as ANTLR reports both.
+    if !unrecognized.is_empty() {
+        let issues = unrecognized
+            .into_iter()
+            .chain(result.err())
+            .map(|e| issue_at(source, e.offset, e.message))
+            .collect();
+        return Err(CompileError::from_issues(source, issues));
+    }
     result.map_err(|e| {
         let mut err = CompileError::at(source, e.offset, e.message);
         // ANTLR places the end of an empty input at column -1, which cel-go shows as 0.
@@ -1021,6 +1032,69 @@ mod tests {
         );
         assert!(msg("'a'.size(").1.contains("{'[', '{', '(', ')', '.',"));
         assert_eq!(msg("").0, 0);
+    }
+
+    /// Text the lexer cannot recognize is skipped as ANTLR skips it, and the parser's
+    /// error on what is left is reported too.
+    #[test]
+    fn unrecognized_text_is_reported_with_the_parse_error_after_it() {
+        let all = |src: &str| -> Vec<(usize, String)> {
+            parse(src)
+                .unwrap_err()
+                .issues
+                .iter()
+                .map(|i| (i.column, i.message.clone()))
+                .collect()
+        };
+        assert_eq!(
+            all("true & false"),
+            [
+                (
+                    6,
+                    "Syntax error: token recognition error at: '& '".to_string()
+                ),
+                (
+                    8,
+                    "Syntax error: extraneous input 'false' expecting <EOF>".to_string()
+                )
+            ]
+        );
+        assert_eq!(
+            all("1 === 1"),
+            [(
+                5,
+                "Syntax error: token recognition error at: '= '".to_string()
+            )]
+        );
+        assert_eq!(
+            all("`a`"),
+            [
+                (
+                    1,
+                    "Syntax error: token recognition error at: '`'".to_string()
+                ),
+                (
+                    3,
+                    "Syntax error: token recognition error at: '`'".to_string()
+                )
+            ]
+        );
+        assert_eq!(
+            all("'\\x4'")[0],
+            (
+                1,
+                "Syntax error: token recognition error at: ''\\x4''".to_string()
+            )
+        );
+        assert_eq!(
+            all("'''triple"),
+            [(
+                3,
+                "Syntax error: token recognition error at: ''triple'".to_string()
+            )]
+        );
+        assert_eq!(all("'open").len(), 2);
+        assert!(parse("a.`b-c`").is_ok());
     }
 
     #[test]
