@@ -88,7 +88,8 @@ impl fmt::Display for CompileError {
                 writeln!(f)?;
             }
             if issue.line == 0 {
-                write!(f, "ERROR: <input>: {}", issue.message)?;
+                // cel-go's `NoLocation` (line -1, column -1), shown with its column + 1.
+                write!(f, "ERROR: <input>:-1:0: {}", issue.message)?;
                 continue;
             }
             write!(

@@ -9,7 +9,7 @@
 //! code points and a recursion depth of 250.
 
 use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind, MapEntry, Span};
-use super::error::{issue_at, CompileError, SyntaxError};
+use super::error::{CompileError, SyntaxError};
 use super::lexer::{tokenize_recovering, Tok, Token};
 
 /// cel-go's default `ExpressionSizeCodePointLimit`.
@@ -47,12 +47,12 @@ pub fn parse(source: &str) -> Result<Expr, CompileError> {
         let issues = unrecognized
             .into_iter()
             .chain(result.err())
-            .map(|e| issue_at(source, e.offset, e.message))
+            .flat_map(|e| located(source, e).issues)
             .collect();
         return Err(CompileError::from_issues(source, issues));
     }
     result.map_err(|e| {
-        let mut err = CompileError::at(source, e.offset, e.message);
+        let mut err = located(source, e);
         // ANTLR places the end of an empty input at column -1, which cel-go shows as 0.
         if source.is_empty() {
             if let Some(issue) = err.issues.first_mut() {
@@ -64,6 +64,17 @@ pub fn parse(source: &str) -> Result<Expr, CompileError> {
 }
 
 type PResult = Result<(Expr, u32), SyntaxError>;
+
+/// The offset of a syntax error that belongs to no place in the source.
+const NO_LOCATION: usize = usize::MAX;
+
+/// A syntax error as an issue (at no location for [`NO_LOCATION`]).
+fn located(source: &str, e: SyntaxError) -> CompileError {
+    if e.offset == NO_LOCATION {
+        return CompileError::general(source, e.message);
+    }
+    CompileError::at(source, e.offset, e.message)
+}
 
 /// The terminals that can start an expression, as ANTLR lists them when one is missing.
 const EXPR_START: &str = "'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER";
@@ -228,9 +239,10 @@ impl Parser<'_> {
         }
     }
 
-    fn too_deep(&self, at: usize) -> SyntaxError {
+    /// The depth limit, an error cel-go reports at no location.
+    fn too_deep(&self, _at: usize) -> SyntaxError {
         SyntaxError {
-            offset: at,
+            offset: NO_LOCATION,
             message: format!("expression recursion limit exceeded: {MAX_DEPTH}"),
         }
     }
@@ -468,17 +480,28 @@ impl Parser<'_> {
                     let name = match name_tok.kind {
                         Tok::Ident(s) | Tok::QuotedIdent(s) => s,
                         Tok::Reserved(w) => w.to_string(),
-                        Tok::True => "true".into(),
-                        Tok::False => "false".into(),
-                        Tok::Null => "null".into(),
-                        Tok::In => "in".into(),
-                        _ => {
+                        // `.?` then the end: ANTLR would insert the missing name.
+                        Tok::Eof if optional => {
                             self.unbump(&name_tok);
                             return Err(SyntaxError {
                                 offset: name_tok.start,
+                                message: "Syntax error: missing IDENTIFIER at '<EOF>'".into(),
+                            });
+                        }
+                        // Keywords (`in`, `true`...) are not names after a dot in cel-go's
+                        // grammar: ANTLR finds no alternative from the dot on.
+                        _ => {
+                            self.unbump(&name_tok);
+                            let end = if name_tok.kind == Tok::Eof {
+                                dot + 1
+                            } else {
+                                name_tok.end
+                            };
+                            let text = self.src.get(dot..end).unwrap_or(".");
+                            return Err(SyntaxError {
+                                offset: name_tok.start,
                                 message: format!(
-                                    "Syntax error: mismatched input {} expecting IDENTIFIER",
-                                    self.peek().describe()
+                                    "Syntax error: no viable alternative at input '{text}'"
                                 ),
                             });
                         }
@@ -502,6 +525,12 @@ impl Parser<'_> {
                 Tok::LBracket => {
                     let bracket = self.bump().start;
                     let optional = self.eat(&Tok::Question);
+                    if !optional && !starts_expr(self.peek()) {
+                        // After `[` a `?` may also come (`a[?i]`).
+                        let mut e = self.expected_expr(false);
+                        e.message = e.message.replacen("'!', ", "'!', '?', ", 1);
+                        return Err(e);
+                    }
                     let index = self.expr(nesting + 1)?;
                     self.close(Tok::RBracket)?;
                     let sp = span(start, self.prev_end());
@@ -925,10 +954,11 @@ mod tests {
 
     fn hostile() {
         let chain = vec!["1"; 10_000].join("+");
-        assert!(parse(&chain)
-            .unwrap_err()
-            .to_string()
-            .contains("recursion limit"));
+        // At no location, as cel-go reports it.
+        assert_eq!(
+            parse(&chain).unwrap_err().to_string(),
+            "ERROR: <input>:-1:0: expression recursion limit exceeded: 250"
+        );
         let nested = format!("{}1{}", "(".repeat(1000), ")".repeat(1000));
         assert!(parse(&nested)
             .unwrap_err()
@@ -1031,6 +1061,25 @@ mod tests {
             )
         );
         assert!(msg("'a'.size(").1.contains("{'[', '{', '(', ')', '.',"));
+        assert!(msg("a[]").1.contains("'-', '!', '?', 'true'"));
+        assert_eq!(
+            msg("1..2"),
+            (
+                3,
+                "Syntax error: no viable alternative at input '..2'".into()
+            )
+        );
+        assert_eq!(
+            msg("a.in"),
+            (
+                3,
+                "Syntax error: no viable alternative at input '.in'".into()
+            )
+        );
+        assert_eq!(
+            msg("a.?"),
+            (4, "Syntax error: missing IDENTIFIER at '<EOF>'".into())
+        );
         assert_eq!(msg("").0, 0);
     }
 
