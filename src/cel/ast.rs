@@ -14,6 +14,11 @@ pub struct Span {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expr {
     pub span: Span,
+    /// The byte offset cel-go's parser gives this node, where its compile errors point: the
+    /// operator token of an operator, the `(` of a call, the `.` of a selection, the `[` of
+    /// an index, the `{` of a message literal, the `(` of the call a macro expands, the first
+    /// token of anything else.
+    pub pos: u32,
     pub kind: ExprKind,
 }
 

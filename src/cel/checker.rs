@@ -3,11 +3,13 @@
 //! the function table of the environment's version, validates constant regexes, durations and
 //! timestamps, folds constants as cel-go's `OptOptimize` does, and emits the [`Node`] tree.
 
+use std::cell::RefCell;
+use std::fmt;
 use std::sync::Arc;
 
 use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
 use super::env::{Env, VarKind};
-use super::error::CompileError;
+use super::error::{issue_at, CompileError, Issue};
 use super::eval::{Callee, Comprehension as CNode, Evaluator, Node, RegexOp};
 use super::json::Key;
 use super::library::functions as table;
@@ -20,6 +22,42 @@ pub(crate) struct Checker<'e> {
     env: &'e Env,
     src: &'e str,
     locals: Vec<(String, Type)>,
+    /// The type checker's issues. cel-go keeps checking after an error (the failed node
+    /// gets its error type, which accepts anything) and reports every issue, so does this.
+    issues: RefCell<Vec<Issue>>,
+    /// Issues of the AST validators Kubernetes installs (duration, timestamp and regex
+    /// literals, homogeneous aggregate literals): cel-go runs them only on an expression
+    /// that checked cleanly.
+    late: RefCell<Vec<Issue>>,
+    /// The first failure of folding a constant, which cel-go meets when it creates the
+    /// program: only after the check and the validators passed.
+    program: RefCell<Option<CompileError>>,
+    /// How many `format` calls the expression being checked is inside: their list and map
+    /// literals, at any depth, are exempt from the homogeneous literal rule (Kubernetes
+    /// configures `format` as an exempt function of that validator).
+    in_format: u32,
+    /// The type of every node checked inside a `format` call whose format string and
+    /// argument list are literals, by the node's address, for the format validator.
+    format_types: std::collections::HashMap<usize, Type>,
+}
+
+/// A type as cel-go's checker writes it in messages (`FormatCELType`): `duration`,
+/// `timestamp` and `null` rather than the names `type()` gives them.
+struct Cel<'a>(&'a Type);
+
+impl fmt::Display for Cel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Type::Null => f.write_str("null"),
+            Type::Timestamp => f.write_str("timestamp"),
+            Type::Duration => f.write_str("duration"),
+            Type::List(e) => write!(f, "list({})", Cel(e)),
+            Type::Map(k, v) => write!(f, "map({}, {})", Cel(k), Cel(v)),
+            Type::TypeOf(t) => write!(f, "type({})", Cel(t)),
+            Type::Optional(t) => write!(f, "optional_type({})", Cel(t)),
+            other => write!(f, "{other}"),
+        }
+    }
 }
 
 type Checked = Result<(Node, Type), CompileError>;
@@ -63,12 +101,18 @@ fn type_for_name(name: &str) -> Option<Type> {
 
 /// The segments of `a.b.c` when the expression is an identifier with plain selections.
 fn dotted(e: &Expr) -> Option<Vec<&str>> {
+    dotted_nodes(e).map(|v| v.into_iter().map(|(s, _)| s).collect())
+}
+
+/// The segments of `a.b.c` with the node each one ends (the identifier, then each
+/// selection), for errors that point at one selection of a qualified name.
+fn dotted_nodes(e: &Expr) -> Option<Vec<(&str, &Expr)>> {
     let mut parts = Vec::new();
     let mut cur = e;
     loop {
         match &cur.kind {
             ExprKind::Ident(n) => {
-                parts.push(n.as_str());
+                parts.push((n.as_str(), cur));
                 parts.reverse();
                 return Some(parts);
             }
@@ -77,7 +121,7 @@ fn dotted(e: &Expr) -> Option<Vec<&str>> {
                 field,
                 optional: false,
             } => {
-                parts.push(field.as_str());
+                parts.push((field.as_str(), cur));
                 cur = operand;
             }
             _ => return None,
@@ -104,11 +148,82 @@ impl<'e> Checker<'e> {
             env,
             src,
             locals: Vec::new(),
+            issues: RefCell::default(),
+            late: RefCell::default(),
+            program: RefCell::default(),
+            in_format: 0,
+            format_types: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Checks a whole expression and reports as cel-go does: every type-check issue; else
+    /// every validator issue; else the first constant that fails to fold.
+    pub fn check_expr(&mut self, e: &Expr) -> Checked {
+        let result = self.check(e);
+        let issues = self.issues.take();
+        if !issues.is_empty() {
+            return Err(CompileError::from_issues(self.src, issues));
+        }
+        let result = result?;
+        let late = self.late.take();
+        if !late.is_empty() {
+            return Err(CompileError::from_issues(self.src, late));
+        }
+        if let Some(err) = self.program.take() {
+            return Err(err);
+        }
+        Ok(result)
+    }
+
+    /// Whether the AST validators Kubernetes installs run (regex literals, `string.format`
+    /// calls, homogeneous literals): they come as one set with the homogeneous literal rule,
+    /// which plain CEL (the cel-spec suite) turns off with them.
+    fn k8s_validators(&self) -> bool {
+        self.env.homogeneous_literals
+    }
+
+    /// Whether `name` is an object type of a declared variable (`kubernetes.Namespace`).
+    fn declared_object(&self, name: &str) -> bool {
+        fn holds(t: &Type, name: &str, depth: u32) -> bool {
+            if depth > 16 {
+                return false;
+            }
+            match t {
+                Type::Object(o) => {
+                    o.name == name || o.fields.iter().any(|(_, f)| holds(f, name, depth + 1))
+                }
+                Type::List(e) | Type::Optional(e) | Type::TypeOf(e) => holds(e, name, depth + 1),
+                Type::Map(k, v) => holds(k, name, depth + 1) || holds(v, name, depth + 1),
+                _ => false,
+            }
+        }
+        self.env.variables().iter().any(|v| holds(&v.ty, name, 0))
+    }
+
+    /// Records a type-check issue at `e` and goes on.
+    fn issue(&self, e: &Expr, msg: impl Into<String>) {
+        self.issues
+            .borrow_mut()
+            .push(issue_at(self.src, e.pos as usize, msg));
+    }
+
+    /// Records a validator issue at `e`.
+    fn late_issue(&self, e: &Expr, msg: impl Into<String>) {
+        self.late
+            .borrow_mut()
+            .push(issue_at(self.src, e.pos as usize, msg));
+    }
+
+    /// Records the failure to fold a constant (the first one is reported).
+    fn program_error(&self, msg: impl Into<String>) {
+        let mut slot = self.program.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(CompileError::general(self.src, msg));
         }
     }
 
     fn err(&self, e: &Expr, msg: impl Into<String>) -> CompileError {
-        CompileError::at(self.src, e.span.start as usize, msg)
+        CompileError::at(self.src, e.pos as usize, msg)
     }
 
     fn is_local(&self, name: &str) -> bool {
@@ -123,7 +238,25 @@ impl<'e> Checker<'e> {
             .then_some(f)
     }
 
+    /// Checks `e`. A failure is recorded and the node becomes an error node of type `dyn`
+    /// (cel-go's error type, which accepts anything), so that checking goes on around it.
     pub fn check(&mut self, e: &Expr) -> Checked {
+        let checked = match self.check_node(e) {
+            Ok(checked) => checked,
+            Err(err) => {
+                let message = err.message().to_string();
+                self.issues.borrow_mut().extend(err.issues);
+                (Node::Fail(message.into()), Type::Dyn)
+            }
+        };
+        if self.in_format > 0 {
+            self.format_types
+                .insert(e as *const Expr as usize, checked.1.clone());
+        }
+        Ok(checked)
+    }
+
+    fn check_node(&mut self, e: &Expr) -> Checked {
         match &e.kind {
             ExprKind::Literal(l) => Ok(literal(l)),
             ExprKind::Ident(name) => self.ident(e, name),
@@ -141,6 +274,16 @@ impl<'e> Checker<'e> {
                 self.select(e, node, ty, field, *optional)
             }
             ExprKind::Has { operand, field } => {
+                // `has(variables.x)`: a field of the composited variables.
+                if let ExprKind::Ident(name) = &operand.kind {
+                    if let Some((_, var)) = self.env.variable(name) {
+                        if let (VarKind::Lazy(fields), false) = (&var.kind, self.is_local(name)) {
+                            if !fields.iter().any(|(n, _)| n == field) {
+                                return Err(self.err(e, format!("undefined field '{field}'")));
+                            }
+                        }
+                    }
+                }
                 let (node, ty) = self.check(operand)?;
                 match &ty {
                     Type::Object(o) if o.field(field).is_none() => {
@@ -148,9 +291,10 @@ impl<'e> Checker<'e> {
                     }
                     Type::Object(_) | Type::Map(..) | Type::Dyn | Type::Optional(_) => {}
                     other if self.env.check_types => {
-                        return Err(
-                            self.err(e, format!("invalid type for field selection: {other}"))
-                        );
+                        return Err(self.err(
+                            e,
+                            format!("invalid type for field selection: {}", Cel(other)),
+                        ));
                     }
                     _ => {}
                 }
@@ -180,7 +324,10 @@ impl<'e> Checker<'e> {
                 ))
             }
             ExprKind::Call { func, target, args } => self.call(e, func, target.as_deref(), args),
-            ExprKind::List { elements, optional } => self.list(e, elements, optional, false),
+            ExprKind::List { elements, optional } => {
+                let exempt = self.in_format > 0;
+                self.list(e, elements, optional, exempt)
+            }
             ExprKind::Map { entries } => {
                 let mut nodes = Vec::with_capacity(entries.len());
                 let (mut kt, mut vt): (Option<Type>, Option<Type>) = (None, None);
@@ -188,11 +335,25 @@ impl<'e> Checker<'e> {
                     let (kn, k) = self.check(&entry.key)?;
                     let (vn, mut v) = self.check(&entry.value)?;
                     if entry.optional {
-                        v = self.unwrap_optional(&entry.value, v)?;
+                        v = self.unwrap_optional(&entry.value, v);
                     }
-                    kt = Some(self.homogeneous(&entry.key, kt, k)?);
+                    if self.in_format > 0 {
+                        kt = Some(join(kt.as_ref().unwrap_or(&k), &k).unwrap_or(Type::Dyn));
+                        vt = Some(join(vt.as_ref().unwrap_or(&v), &v).unwrap_or(Type::Dyn));
+                        nodes.push((kn, vn, entry.optional));
+                        continue;
+                    }
+                    // cel-go's validator compares every key and every value with the first
+                    // entry's, and reports each that differs.
+                    kt = Some(match self.homogeneous(&entry.key, kt.clone(), k) {
+                        Ok(t) => t,
+                        Err(first) => first,
+                    });
                     if !(entry.optional && is_optional_none(&entry.value)) {
-                        vt = Some(self.homogeneous(&entry.value, vt, v)?);
+                        vt = Some(match self.homogeneous(&entry.value, vt.clone(), v) {
+                            Ok(t) => t,
+                            Err(first) => first,
+                        });
                     }
                     nodes.push((kn, vn, entry.optional));
                 }
@@ -226,11 +387,9 @@ impl<'e> Checker<'e> {
             let ty = type_for_name(name).unwrap_or(Type::Dyn);
             return Ok((Node::Const(Value::Type(rt)), Type::TypeOf(Box::new(ty))));
         }
-        if super::types::parse_type(name) != Type::Opaque("unknown") && name.contains('.') {
-            let t = super::types::parse_type(name);
-            if let Type::Opaque(n) = t {
-                return Ok((Node::Const(Value::Type(n)), Type::TypeOf(Box::new(t))));
-            }
+        if let Some(n) = type_identifier(name) {
+            let t = Type::Opaque(n);
+            return Ok((Node::Const(Value::Type(n)), Type::TypeOf(Box::new(t))));
         }
         self.undeclared(e, name)
     }
@@ -254,9 +413,10 @@ impl<'e> Checker<'e> {
     /// composited variables (`variables.x`) and type names (`google.protobuf.Timestamp`),
     /// most qualified first, as cel-go does. `None` when the root is an ordinary value.
     fn qualified(&mut self, e: &Expr) -> Result<Option<(Node, Type)>, CompileError> {
-        let Some(parts) = dotted(e) else {
+        let Some(nodes) = dotted_nodes(e) else {
             return Ok(None);
         };
+        let parts: Vec<&str> = nodes.iter().map(|(s, _)| *s).collect();
         if self.is_local(parts[0]) {
             return Ok(None);
         }
@@ -266,7 +426,7 @@ impl<'e> Checker<'e> {
                 continue;
             };
             let (mut node, mut ty, rest) = match &var.kind {
-                VarKind::Plain => (Node::Var(slot), var.ty.clone(), &parts[k..]),
+                VarKind::Plain => (Node::Var(slot), var.ty.clone(), &nodes[k..]),
                 VarKind::Lazy(fields) => {
                     let Some(field) = parts.get(k) else {
                         return Err(
@@ -274,16 +434,16 @@ impl<'e> Checker<'e> {
                         );
                     };
                     let Some(index) = fields.iter().position(|(n, _)| n == field) else {
-                        return Err(self.err(e, format!("undefined field '{field}'")));
+                        return Err(self.err(nodes[k].1, format!("undefined field '{field}'")));
                     };
-                    (Node::Lazy(index), fields[index].1.clone(), &parts[k + 1..])
+                    (Node::Lazy(index), fields[index].1.clone(), &nodes[k + 1..])
                 }
             };
             if k == 1 && rest.is_empty() && matches!(var.kind, VarKind::Plain) {
                 return Ok(None);
             }
-            for field in rest {
-                let (n, t) = self.select(e, node, ty, field, false)?;
+            for (field, at) in rest {
+                let (n, t) = self.select(at, node, ty, field, false)?;
                 node = n;
                 ty = t;
             }
@@ -297,13 +457,20 @@ impl<'e> Checker<'e> {
                 Type::TypeOf(Box::new(ty)),
             )));
         }
-        if let Type::Opaque(n) = super::types::parse_type(&full) {
-            if n != "unknown" {
-                return Ok(Some((
-                    Node::Const(Value::Type(n)),
-                    Type::TypeOf(Box::new(Type::Opaque(n))),
-                )));
-            }
+        if let Some(n) = type_identifier(&full) {
+            return Ok(Some((
+                Node::Const(Value::Type(n)),
+                Type::TypeOf(Box::new(Type::Opaque(n))),
+            )));
+        }
+        if WRAPPER_TYPES.contains(&full.as_str()) || self.declared_object(&full) {
+            // cel-go's checker knows these types by name, but its planner has no value for
+            // them: the program cannot be created.
+            self.program_error(format!("reference to undefined type: {full}"));
+            return Ok(Some((
+                Node::Fail(format!("reference to undefined type: {full}").into()),
+                Type::TypeOf(Box::new(Type::Dyn)),
+            )));
         }
         Ok(None)
     }
@@ -324,7 +491,7 @@ impl<'e> Checker<'e> {
             other if self.env.check_types => {
                 return Err(self.err(
                     e,
-                    format!("type '{other}' does not support field selection"),
+                    format!("type '{}' does not support field selection", Cel(other)),
                 ));
             }
             _ => Type::Dyn,
@@ -351,19 +518,25 @@ impl<'e> Checker<'e> {
         it: &Type,
         optional: bool,
     ) -> Result<Type, CompileError> {
+        let func = if optional { "_[?_]" } else { "_[_]" };
         let (base, optional) = match ot {
             Type::Optional(inner) => ((**inner).clone(), true),
             other => (other.clone(), optional),
         };
+        // A list's index is an `int` (cel-go declares no `list[uint]` overload).
         let elem = match (&base, it) {
-            (Type::List(el), Type::Int | Type::Uint | Type::Dyn) => (**el).clone(),
+            (Type::List(el), Type::Int | Type::Dyn) => (**el).clone(),
             (Type::Map(k, v), key) if Bindings::default().accepts(k, key) => (**v).clone(),
             (Type::Dyn, _) => Type::Dyn,
             _ if !self.env.check_types => Type::Dyn,
             _ => {
                 return Err(self.err(
                     e,
-                    format!("found no matching overload for '_[_]' applied to '({base}, {it})'"),
+                    format!(
+                        "found no matching overload for '{func}' applied to '({}, {})'",
+                        Cel(&base),
+                        Cel(it)
+                    ),
                 ));
             }
         };
@@ -374,15 +547,26 @@ impl<'e> Checker<'e> {
         })
     }
 
-    fn unwrap_optional(&self, e: &Expr, t: Type) -> Result<Type, CompileError> {
+    /// The type inside an optional element or entry value (`[?x]`, `{k: ?v}`); a value
+    /// that is not optional is an issue (cel-go: `expected type 'optional_type(T)' but found
+    /// 'T'`) and checking goes on with its own type.
+    fn unwrap_optional(&self, e: &Expr, t: Type) -> Type {
         match t {
-            Type::Optional(inner) => Ok(*inner),
-            Type::Dyn => Ok(Type::Dyn),
-            other if self.env.check_types => Err(self.err(
-                e,
-                format!("found no matching overload for 'optional entry' applied to '{other}'"),
-            )),
-            _ => Ok(Type::Dyn),
+            Type::Optional(inner) => *inner,
+            Type::Dyn => Type::Dyn,
+            other if self.env.check_types => {
+                let wrapped = Type::Optional(Box::new(other.clone()));
+                self.issue(
+                    e,
+                    format!(
+                        "expected type '{}' but found '{}'",
+                        Cel(&wrapped),
+                        Cel(&other)
+                    ),
+                );
+                other
+            }
+            _ => Type::Dyn,
         }
     }
 
@@ -390,37 +574,41 @@ impl<'e> Checker<'e> {
     /// `ValidateHomogeneousAggregateLiterals`): every element (or key, or value) of a literal
     /// has an equivalent type. `dyn` is a type of its own there: `[dyn(1), 2]` and
     /// `[0, object]` are refused (`expected type 'dyn' but found 'int'`).
-    fn homogeneous(
-        &self,
-        e: &Expr,
-        so_far: Option<Type>,
-        next: Type,
-    ) -> Result<Type, CompileError> {
+    ///
+    /// A mismatch is a validator issue at `e`; it gives back the type so far as `Err`.
+    fn homogeneous(&self, e: &Expr, so_far: Option<Type>, next: Type) -> Result<Type, Type> {
         let Some(prev) = so_far else { return Ok(next) };
         if !self.env.check_types || !self.env.homogeneous_literals {
             return Ok(join(&prev, &next).unwrap_or(Type::Dyn));
         }
-        match (&prev, &next) {
-            (Type::Dyn, Type::Dyn) => Ok(Type::Dyn),
-            (Type::Dyn, _) | (_, Type::Dyn) => {
-                Err(self.err(e, format!("expected type '{prev}' but found '{next}'")))
-            }
+        let joined = match (&prev, &next) {
+            (Type::Dyn, Type::Dyn) => Some(Type::Dyn),
+            (Type::Dyn, _) | (_, Type::Dyn) => None,
             _ => match join(&prev, &next) {
                 Some(t) if prev == next || matches!(t, Type::Optional(_) | Type::Object(_)) => {
-                    Ok(t)
+                    Some(t)
                 }
-                _ => Err(self.err(e, format!("expected type '{prev}' but found '{next}'"))),
+                _ => None,
             },
-        }
+        };
+        joined.ok_or_else(|| {
+            self.late_issue(
+                e,
+                format!("expected type '{}' but found '{}'", Cel(&prev), Cel(&next)),
+            );
+            prev
+        })
     }
 
     fn list(&mut self, e: &Expr, elements: &[Expr], optional: &[bool], exempt: bool) -> Checked {
         let mut nodes = Vec::with_capacity(elements.len());
         let mut elem: Option<Type> = None;
+        // cel-go's validator reports the first element that differs, then leaves the list.
+        let mut mismatched = false;
         for (el, opt) in elements.iter().zip(optional) {
             let (n, mut t) = self.check(el)?;
             if *opt {
-                t = self.unwrap_optional(el, t)?;
+                t = self.unwrap_optional(el, t);
             }
             // `?optional.none()` has an unbound element type in cel-go, which takes the
             // list's: it neither sets nor breaks the homogeneous rule.
@@ -430,8 +618,13 @@ impl<'e> Checker<'e> {
             }
             elem = Some(if exempt {
                 join(elem.as_ref().unwrap_or(&t), &t).unwrap_or(Type::Dyn)
+            } else if mismatched {
+                elem.unwrap_or(Type::Dyn)
             } else {
-                self.homogeneous(el, elem, t)?
+                self.homogeneous(el, elem, t).unwrap_or_else(|first| {
+                    mismatched = true;
+                    first
+                })
             });
             nodes.push(n);
         }
@@ -463,15 +656,19 @@ impl<'e> Checker<'e> {
             "_&&_" | "_||_" => {
                 let (l, lt) = self.check(&args[0])?;
                 let (r, rt) = self.check(&args[1])?;
+                // cel-go checks each operand of a logical operator to be a bool.
+                let mut failed = false;
                 for (t, a) in [(&lt, &args[0]), (&rt, &args[1])] {
                     if self.env.check_types && !matches!(t, Type::Bool | Type::Dyn) {
-                        return Err(self.err(
-                            a,
-                            format!(
-                                "found no matching overload for '{func}' applied to '({lt}, {rt})'"
-                            ),
-                        ));
+                        self.issue(a, format!("expected type 'bool' but found '{}'", Cel(t)));
+                        failed = true;
                     }
+                }
+                if failed {
+                    return Ok((
+                        Node::Fail("logical operand is not a bool".into()),
+                        Type::Dyn,
+                    ));
                 }
                 let node = if func == "_&&_" {
                     Node::And(Box::new(l), Box::new(r))
@@ -488,33 +685,54 @@ impl<'e> Checker<'e> {
                 if self.env.check_types
                     && (!matches!(ct, Type::Bool | Type::Dyn) || joined.is_none())
                 {
-                    return Err(self.err(e, format!("found no matching overload for '_?_:_' applied to '({ct}, {yt}, {nt})'")));
+                    return Err(self.err(
+                        e,
+                        format!(
+                            "found no matching overload for '_?_:_' applied to '({}, {}, {})'",
+                            Cel(&ct),
+                            Cel(&yt),
+                            Cel(&nt)
+                        ),
+                    ));
                 }
                 return Ok((Node::Cond(Box::new([c, y, n])), joined.unwrap_or(Type::Dyn)));
             }
             _ => {}
         }
-        let Some(f) = self.function(func) else {
-            return self.undeclared(e, func);
-        };
+        // The receiver and the arguments are checked before the function is looked up, so an
+        // unknown function reports their issues too.
         let mut nodes = Vec::with_capacity(args.len() + 1);
         let mut types = Vec::with_capacity(args.len() + 1);
+        if func == "format" {
+            self.in_format += 1;
+        }
         if let Some(t) = target {
             let (n, ty) = self.check(t)?;
             nodes.push(n);
             types.push(ty);
         }
+        if func == "matches" && self.k8s_validators() {
+            self.validate_pattern(args.first());
+        }
         for a in args {
-            // Literal lists passed to `format()` are exempt from the homogeneity rule.
-            let (n, ty) = match (&a.kind, func) {
-                (ExprKind::List { elements, optional }, "format") => {
-                    self.list(a, elements, optional, true)?
-                }
-                _ => self.check(a)?,
-            };
+            let (n, ty) = self.check(a)?;
             nodes.push(n);
             types.push(ty);
         }
+        if func == "format" {
+            self.in_format -= 1;
+            if let (Some(t), [list]) = (target, args) {
+                if self.k8s_validators() {
+                    self.validate_format(e, t, list);
+                }
+            }
+            if self.in_format == 0 {
+                self.format_types.clear();
+            }
+        }
+        let Some(f) = self.function(func) else {
+            return self.undeclared(e, func);
+        };
         let member = target.is_some();
         let candidates: Vec<_> = f
             .overloads
@@ -550,12 +768,19 @@ impl<'e> Checker<'e> {
             Some(t) => t,
             None if !self.env.check_types => Type::Dyn,
             None => {
+                // An operand that failed to check has cel-go's error type, `!error!`.
+                let names: Vec<String> = nodes
+                    .iter()
+                    .zip(&types)
+                    .map(|(n, t)| match n {
+                        Node::Fail(_) => "!error!".to_string(),
+                        _ => Cel(t).to_string(),
+                    })
+                    .collect();
                 let shown = if member {
-                    let rest: Vec<String> = types[1..].iter().map(|t| t.to_string()).collect();
-                    format!("{}.({})", types[0], rest.join(", "))
+                    format!("{}.({})", names[0], names[1..].join(", "))
                 } else {
-                    let all: Vec<String> = types.iter().map(|t| t.to_string()).collect();
-                    format!("({})", all.join(", "))
+                    format!("({})", names.join(", "))
                 };
                 return Err(self.err(
                     e,
@@ -563,7 +788,7 @@ impl<'e> Checker<'e> {
                 ));
             }
         };
-        if let Some(node) = self.regex_node(e, func, &mut nodes)? {
+        if let Some(node) = self.regex_node(func, &mut nodes)? {
             return Ok((node, ty));
         }
         if matching.is_empty() {
@@ -587,14 +812,138 @@ impl<'e> Checker<'e> {
         Ok((node, ty))
     }
 
+    /// cel-go's regex literal validator: the first argument of a `matches` call (the
+    /// pattern of `s.matches(p)`, but the subject of the global `matches(s, p)`), when it is a
+    /// string literal, must compile.
+    fn validate_pattern(&self, arg: Option<&Expr>) {
+        let Some(arg) = arg else { return };
+        if let ExprKind::Literal(Literal::String(p)) = &arg.kind {
+            if super::regex::compile_regex(p).is_err() {
+                self.late_issue(arg, "invalid matches argument");
+            }
+        }
+    }
+
+    /// cel-go's `string.format` validator: a literal format string applied to a literal list
+    /// is parsed, and each clause's argument must have a type the clause formats. Issues
+    /// point at the offending element, or at the call when the format string itself is wrong.
+    fn validate_format(&self, call: &Expr, target: &Expr, list: &Expr) {
+        let ExprKind::Literal(Literal::String(fmt)) = &target.kind else {
+            return;
+        };
+        let ExprKind::List { elements, .. } = &list.kind else {
+            return;
+        };
+        // cel-go stops at the first clause that fails, to parse or to accept its argument.
+        let (clauses, malformed) = format_clauses(fmt, elements.len());
+        for (verb, index) in &clauses {
+            let Some(arg) = elements.get(*index) else {
+                continue;
+            };
+            if let Err((at, msg)) = self.format_arg(*verb, arg) {
+                self.late_issue(at, format!("error during formatting: {msg}"));
+                return;
+            }
+        }
+        match malformed {
+            Some(msg) => self.late_issue(call, msg),
+            None => {
+                if elements.len() > clauses.len() {
+                    self.late_issue(
+                        call,
+                        format!(
+                            "too many arguments supplied to string.format (expected {}, got {})",
+                            clauses.len(),
+                            elements.len()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Whether the format clause `verb` accepts `arg`'s static type (by kind, `dyn` always),
+    /// and, for `%s`, every element of a nested list or map literal.
+    fn format_arg<'x>(&self, verb: char, arg: &'x Expr) -> Result<(), (&'x Expr, String)> {
+        let ty = self
+            .format_types
+            .get(&(arg as *const Expr as usize))
+            .cloned()
+            .unwrap_or(Type::Dyn);
+        let ok =
+            |kinds: &[fn(&Type) -> bool]| matches!(ty, Type::Dyn) || kinds.iter().any(|k| k(&ty));
+        let name = type_name(&ty);
+        let int: fn(&Type) -> bool = |t| matches!(t, Type::Int);
+        let uint: fn(&Type) -> bool = |t| matches!(t, Type::Uint);
+        let double: fn(&Type) -> bool = |t| matches!(t, Type::Double);
+        let string: fn(&Type) -> bool = |t| matches!(t, Type::String);
+        let bytes: fn(&Type) -> bool = |t| matches!(t, Type::Bytes);
+        let boolean: fn(&Type) -> bool = |t| matches!(t, Type::Bool);
+        let (valid, what) = match verb {
+            'd' => (
+                ok(&[int, uint]),
+                "decimal clause can only be used on integers",
+            ),
+            'o' => (
+                ok(&[int, uint]),
+                "octal clause can only be used on integers",
+            ),
+            'f' => (
+                ok(&[double, string]),
+                "fixed-point clause can only be used on doubles",
+            ),
+            'e' => (
+                ok(&[double, string]),
+                "scientific clause can only be used on doubles",
+            ),
+            'b' => (
+                ok(&[int, uint, boolean]),
+                "only integers and bools can be formatted as binary",
+            ),
+            'x' | 'X' => (
+                ok(&[int, uint, string, bytes]),
+                "only integers, byte buffers, and strings can be formatted as hex",
+            ),
+            _ => return self.format_string_arg(arg),
+        };
+        if valid {
+            Ok(())
+        } else {
+            Err((arg, format!("{what}, was given {name}")))
+        }
+    }
+
+    /// `%s`: any type but optionals and library objects, looking into list and map literals.
+    fn format_string_arg<'x>(&self, arg: &'x Expr) -> Result<(), (&'x Expr, String)> {
+        let ty = self
+            .format_types
+            .get(&(arg as *const Expr as usize))
+            .cloned()
+            .unwrap_or(Type::Dyn);
+        if matches!(ty, Type::Optional(_) | Type::Opaque(_) | Type::Object(_)) {
+            return Err((
+                arg,
+                format!(
+                    "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given {}",
+                    type_name(&ty)
+                ),
+            ));
+        }
+        match &arg.kind {
+            ExprKind::List { elements, .. } => {
+                elements.iter().try_for_each(|e| self.format_string_arg(e))
+            }
+            ExprKind::Map { entries } => entries.iter().try_for_each(|en| {
+                self.format_string_arg(&en.key)?;
+                self.format_string_arg(&en.value)
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// `matches`, `find`, `findAll` with a constant pattern: compiled once here; an invalid
     /// constant pattern is a compile error.
-    fn regex_node(
-        &self,
-        e: &Expr,
-        func: &str,
-        nodes: &mut Vec<Node>,
-    ) -> Result<Option<Node>, CompileError> {
+    fn regex_node(&self, func: &str, nodes: &mut Vec<Node>) -> Result<Option<Node>, CompileError> {
         let op = match func {
             "matches" => RegexOp::Matches,
             "find" => RegexOp::Find,
@@ -605,13 +954,13 @@ impl<'e> Checker<'e> {
             return Ok(None);
         };
         let pattern = p.as_str().to_string();
+        // A bad constant pattern fails when cel-go plans the program (a literal `matches`
+        // pattern was already reported by the validator, see `validate_pattern`).
         let re = match super::regex::compile_regex(&pattern) {
             Ok(re) => re,
-            Err(err) if op == RegexOp::Matches => {
-                return Err(self.err(e, format!("invalid matches argument: {}", err.message())));
-            }
             Err(err) => {
-                return Err(self.err(e, super::lib::regex::regex_error(err).message().to_string()))
+                self.program_error(err.message().to_string());
+                return Ok(None);
             }
         };
         let pattern_size = pattern.chars().count() as u64;
@@ -645,24 +994,35 @@ impl<'e> Checker<'e> {
         let empty: Vec<Value<'static>> = Vec::new();
         let mut meter = Meter::default();
         let mut ev = Evaluator::new(&empty, &mut meter);
-        match ev.eval(&node) {
+        let result = ev.eval(&node);
+        match result {
             Ok(v) => Ok(Node::Const(detach(v))),
-            // cel-go's literal validators (Kubernetes 1.29+) word these two their own way.
-            Err(err) => Err(self.err(
-                e,
-                match &node {
-                    Node::Call { func, .. } if matches!(func.name, "duration" | "timestamp") => {
-                        format!("invalid {} argument: {}", func.name, err.message())
-                    }
-                    _ => err.message().to_string(),
-                },
-            )),
+            Err(err) => {
+                match literal_validated(e) {
+                    // cel-go's duration and timestamp literal validators (Kubernetes 1.29+):
+                    // an issue at the literal, worded their own way.
+                    Some((name, arg)) => self.late_issue(arg, format!("invalid {name} argument")),
+                    // Any other constant fails when cel-go plans the program.
+                    None => self.program_error(err.message().to_string()),
+                }
+                Ok(node)
+            }
         }
     }
 
     fn comprehension(&mut self, e: &Expr, c: &Comprehension) -> Checked {
         use MacroKind::*;
+        let (issues, late) = (self.issues.borrow().len(), self.late.borrow().len());
         let (range, rt) = self.check(&c.range)?;
+        if matches!(c.kind, OptMap | OptFlatMap) {
+            // cel-go's expansion (`t.hasValue() ? ... t.value() ... : optional.none()`) holds
+            // the target twice, so each issue of the target is reported twice.
+            for list in [(&self.issues, issues), (&self.late, late)] {
+                let mut v = list.0.borrow_mut();
+                let again: Vec<Issue> = v.get(list.1..).map(<[Issue]>::to_vec).unwrap_or_default();
+                v.extend(again);
+            }
+        }
         let two_variable = matches!(c.kind, All | Exists | ExistsOne) && c.var2.is_some()
             || matches!(c.kind, TransformList | TransformMap | TransformMapEntry);
         if two_variable && self.env.version < since::TWO_VAR_COMPREHENSIONS {
@@ -681,8 +1041,9 @@ impl<'e> Checker<'e> {
                 return Err(self.err(
                     e,
                     format!(
-                        "found no matching overload for '{}' applied to '{rt}'",
-                        c.name
+                        "found no matching overload for '{}' applied to '{}'",
+                        c.name,
+                        Cel(&rt)
                     ),
                 ));
             }
@@ -695,7 +1056,7 @@ impl<'e> Checker<'e> {
             _ => {
                 return Err(self.err(
                     &c.range,
-                    format!("expression of type '{rt}' cannot be range of a comprehension (must be list, map, or dynamic)"),
+                    format!("expression of type '{}' cannot be range of a comprehension (must be list, map, or dynamic)", Cel(&rt)),
                 ));
             }
         };
@@ -707,15 +1068,27 @@ impl<'e> Checker<'e> {
         let scoped = self.filter_and_body(c);
         self.locals.truncate(depth);
         let (filter, (body, bt)) = scoped?;
+        // A predicate that is not a bool fails where cel-go's expansion uses it: as an operand
+        // of `&&`/`||` (`all`, `exists`), or as the condition of the step's `_?_:_`, whose
+        // error points at the macro call (`filter`, `exists_one`).
+        let not_bool = self.env.check_types && !matches!(bt, Type::Bool | Type::Dyn);
+        let step = |acc: &Type| {
+            format!(
+                "found no matching overload for '_?_:_' applied to '({}, {}, {})'",
+                Cel(&bt),
+                Cel(acc),
+                Cel(acc)
+            )
+        };
         let ty = match c.kind {
-            All | Exists | ExistsOne => {
+            All | Exists => {
                 self.expect_bool(&c.body, &bt)?;
                 Type::Bool
             }
-            Filter => {
-                self.expect_bool(&c.body, &bt)?;
-                Type::list(t1)
-            }
+            ExistsOne if not_bool => return Err(self.err(e, step(&Type::Int))),
+            ExistsOne => Type::Bool,
+            Filter if not_bool => return Err(self.err(e, step(&Type::list(t1)))),
+            Filter => Type::list(t1),
             Map | TransformList => Type::list(bt),
             TransformMap => Type::map(
                 if matches!(rt, Type::List(_)) {
@@ -727,10 +1100,14 @@ impl<'e> Checker<'e> {
             ),
             TransformMapEntry => match bt {
                 Type::Map(..) | Type::Dyn => bt,
+                // cel-go's expansion inserts the entry with `cel.@mapInsert` into a `{}`.
                 other if self.env.check_types => {
                     return Err(self.err(
-                        &c.body,
-                        format!("transformMapEntry expression must be a map, got {other}"),
+                        e,
+                        format!(
+                            "found no matching overload for 'cel.@mapInsert' applied to '(map(dyn, dyn), {})'",
+                            Cel(&other)
+                        ),
                     ));
                 }
                 _ => Type::Dyn,
@@ -739,10 +1116,14 @@ impl<'e> Checker<'e> {
             OptMap => Type::Optional(Box::new(bt)),
             OptFlatMap => match bt {
                 Type::Optional(_) | Type::Dyn => bt,
+                // cel-go's expansion: `target.hasValue() ? body : optional.none()`.
                 other if self.env.check_types => {
                     return Err(self.err(
-                        &c.body,
-                        format!("optFlatMap expression must be optional, got {other}"),
+                        e,
+                        format!(
+                            "found no matching overload for '_?_:_' applied to '(bool, {}, optional_type(dyn))'",
+                            Cel(&other)
+                        ),
                     ));
                 }
                 _ => Type::Dyn,
@@ -776,7 +1157,7 @@ impl<'e> Checker<'e> {
 
     fn expect_bool(&self, e: &Expr, t: &Type) -> Result<(), CompileError> {
         if self.env.check_types && !matches!(t, Type::Bool | Type::Dyn) {
-            return Err(self.err(e, format!("expected type 'bool' but found '{t}'")));
+            return Err(self.err(e, format!("expected type 'bool' but found '{}'", Cel(t))));
         }
         Ok(())
     }
@@ -827,6 +1208,118 @@ fn detach(v: Value<'_>) -> Value<'static> {
     }
 }
 
+/// The protobuf wrapper types, which cel-go's checker declares by name.
+const WRAPPER_TYPES: &[&str] = &[
+    "google.protobuf.BoolValue",
+    "google.protobuf.BytesValue",
+    "google.protobuf.DoubleValue",
+    "google.protobuf.FloatValue",
+    "google.protobuf.Int32Value",
+    "google.protobuf.Int64Value",
+    "google.protobuf.StringValue",
+    "google.protobuf.UInt32Value",
+    "google.protobuf.UInt64Value",
+];
+
+/// The library types an expression may name as values: only `net.IP` and `net.CIDR`, the
+/// two whose libraries declare their type name as an identifier (Kubernetes' `ip` and `cidr`
+/// libraries); `kubernetes.Quantity` or `kubernetes.URL` are undeclared references.
+fn type_identifier(name: &str) -> Option<&'static str> {
+    match name {
+        "net.IP" => Some("net.IP"),
+        "net.CIDR" => Some("net.CIDR"),
+        _ => None,
+    }
+}
+
+/// A type's name without its parameters, as cel-go's `TypeName()` gives it.
+fn type_name(t: &Type) -> String {
+    match t {
+        Type::List(_) => "list".into(),
+        Type::Map(..) => "map".into(),
+        Type::TypeOf(_) => "type".into(),
+        Type::Optional(_) => "optional_type".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The clauses of a format string as cel-go's validator reads it: each clause's verb and the
+/// index of the argument it takes, up to the first malformed clause, whose message comes
+/// second. `args` is the number of arguments, as a clause past them is an error.
+fn format_clauses(fmt: &str, args: usize) -> (Vec<(char, usize)>, Option<String>) {
+    let mut clauses = Vec::new();
+    let malformed = read_clauses(fmt, args, &mut clauses).err();
+    (clauses, malformed)
+}
+
+fn read_clauses(fmt: &str, args: usize, clauses: &mut Vec<(char, usize)>) -> Result<(), String> {
+    let bytes = fmt.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        if bytes.get(i + 1) == Some(&b'%') {
+            i += 2;
+            continue;
+        }
+        let index = clauses.len();
+        if i + 1 >= bytes.len() {
+            return Err("unexpected end of string".into());
+        }
+        if index >= args {
+            return Err(format!("index {index} out of range"));
+        }
+        i += 1;
+        if bytes[i] == b'.' {
+            i += 1;
+            let digits = i;
+            while i < bytes.len() && bytes[i].is_ascii_digit() {
+                i += 1;
+            }
+            if i >= bytes.len() {
+                return Err("could not parse formatting clause: error while parsing precision: could not find end of precision specifier".into());
+            }
+            if digits == i {
+                return Err("could not parse formatting clause: error while parsing precision: error while converting precision to integer: strconv.Atoi: parsing \"\": invalid syntax".into());
+            }
+        }
+        // cel-go reads one byte as the verb (a multi-byte character shows as its first byte).
+        let verb = char::from(bytes[i]);
+        i += 1;
+        if !matches!(verb, 's' | 'd' | 'f' | 'e' | 'b' | 'x' | 'X' | 'o') {
+            return Err(format!(
+                "could not parse formatting clause: unrecognized formatting clause \"{verb}\""
+            ));
+        }
+        clauses.push((verb, index));
+    }
+    Ok(())
+}
+
+/// The function name and argument of `duration(literal)` or `timestamp(literal)`, the calls
+/// whose literal argument cel-go's validators check.
+fn literal_validated(e: &Expr) -> Option<(&'static str, &Expr)> {
+    let ExprKind::Call {
+        func,
+        target: None,
+        args,
+    } = &e.kind
+    else {
+        return None;
+    };
+    let name = match func.as_str() {
+        "duration" => "duration",
+        "timestamp" => "timestamp",
+        _ => return None,
+    };
+    match args.as_slice() {
+        [arg] if matches!(arg.kind, ExprKind::Literal(_)) => Some((name, arg)),
+        _ => None,
+    }
+}
+
 /// Whether `e` is the literal call `optional.none()`, whose type cel-go leaves free for the
 /// literal around it to bind.
 fn is_optional_none(e: &Expr) -> bool {
@@ -836,5 +1329,229 @@ fn is_optional_none(e: &Expr) -> bool {
             Some(t) => func == "none" && matches!(&t.kind, ExprKind::Ident(n) if n == "optional"),
         },
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cel::Env;
+
+    /// Each issue of compiling `src` as `(column, message)`, in the order shown.
+    fn issues(src: &str) -> Vec<(usize, String)> {
+        let env = Env::new(32);
+        match env.compile(src) {
+            Ok(_) => Vec::new(),
+            Err(e) => e
+                .issues
+                .iter()
+                .map(|i| (i.column, i.message.clone()))
+                .collect(),
+        }
+    }
+
+    fn first_column(src: &str) -> usize {
+        issues(src).first().map_or(0, |i| i.0)
+    }
+
+    #[test]
+    fn a_member_call_fails_at_its_parenthesis() {
+        assert_eq!(
+            issues("'a'.foo()"),
+            [(
+                8,
+                "undeclared reference to 'foo' (in container '')".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_global_call_fails_at_its_parenthesis() {
+        assert_eq!(first_column("foo(1)"), 4);
+        assert_eq!(first_column("size(1, 2)"), 5);
+    }
+
+    #[test]
+    fn an_operator_fails_at_its_token() {
+        assert_eq!(first_column("1 + 'a'"), 3);
+        assert_eq!(first_column("1 <= 'a'"), 3);
+        assert_eq!(first_column("2 * 3 * 'a'"), 7);
+        assert_eq!(first_column("-'a'"), 1);
+        assert_eq!(first_column("1 ? 2 : 3"), 3);
+    }
+
+    #[test]
+    fn a_logical_operand_fails_at_itself() {
+        assert_eq!(
+            issues("1 && 2"),
+            [
+                (1, "expected type 'bool' but found 'int'".to_string()),
+                (6, "expected type 'bool' but found 'int'".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_selection_fails_at_its_dot_and_an_index_at_its_bracket() {
+        assert_eq!(
+            issues("true.x"),
+            [(
+                5,
+                "type 'bool' does not support field selection".to_string()
+            )]
+        );
+        assert_eq!(
+            issues("[1][1u]"),
+            [(
+                4,
+                "found no matching overload for '_[_]' applied to '(list(int), uint)'".to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_macro_fails_at_its_call_and_a_bad_variable_at_itself() {
+        assert_eq!(
+            issues("[1, 2].filter(x, x)"),
+            [(
+                14,
+                "found no matching overload for '_?_:_' applied to '(int, list(int), list(int))'"
+                    .to_string()
+            )]
+        );
+        assert_eq!(first_column("[1].all(x.y, true)"), 10);
+        assert_eq!(first_column("has(1)"), 5);
+    }
+
+    #[test]
+    fn a_message_literal_fails_at_its_brace() {
+        assert_eq!(first_column("Foo{a: 1}"), 4);
+    }
+
+    #[test]
+    fn every_issue_is_reported_in_position_order() {
+        assert_eq!(
+            issues("[1, 2].map(x)"),
+            [
+                (
+                    11,
+                    "undeclared reference to 'map' (in container '')".to_string()
+                ),
+                (
+                    12,
+                    "undeclared reference to 'x' (in container '')".to_string()
+                )
+            ]
+        );
+        assert_eq!(
+            issues("math.abs(-1)"),
+            [
+                (
+                    1,
+                    "undeclared reference to 'math' (in container '')".to_string()
+                ),
+                (
+                    9,
+                    "undeclared reference to 'abs' (in container '')".to_string()
+                )
+            ]
+        );
+    }
+
+    #[test]
+    fn columns_count_characters() {
+        assert_eq!(first_column("'é😀' + 1"), 6);
+        let shown = Env::new(32).compile("'é' + 1").unwrap_err().to_string();
+        assert_eq!(
+            shown,
+            "ERROR: <input>:1:5: found no matching overload for '_+_' applied to '(string, int)'\n | 'é' + 1\n | .．..^"
+        );
+    }
+
+    #[test]
+    fn validators_run_only_on_a_clean_check() {
+        assert_eq!(
+            issues("[1, 'a']"),
+            [(5, "expected type 'int' but found 'string'".to_string())]
+        );
+        assert_eq!(
+            issues("[1, 'a'] == nope"),
+            [(
+                13,
+                "undeclared reference to 'nope' (in container '')".to_string()
+            )]
+        );
+        assert_eq!(
+            issues("duration('soon')"),
+            [(10, "invalid duration argument".to_string())]
+        );
+        assert_eq!(
+            issues("'abc'.matches('[')"),
+            [(15, "invalid matches argument".to_string())]
+        );
+    }
+
+    #[test]
+    fn the_format_validator_points_at_the_argument_or_the_call() {
+        assert_eq!(
+            issues("'%d'.format(['a'])"),
+            [(
+                14,
+                "error during formatting: decimal clause can only be used on integers, was given string"
+                    .to_string()
+            )]
+        );
+        assert_eq!(
+            issues("'%s'.format(['a', 'b'])"),
+            [(
+                12,
+                "too many arguments supplied to string.format (expected 1, got 2)".to_string()
+            )]
+        );
+        assert_eq!(
+            issues("'%i'.format([1])"),
+            [(
+                12,
+                "could not parse formatting clause: unrecognized formatting clause \"i\""
+                    .to_string()
+            )]
+        );
+        // Literals nested in a format call are exempt from the homogeneous rule.
+        assert_eq!(issues("'%s'.format([[1, 'a']])"), []);
+    }
+
+    #[test]
+    fn an_opt_map_target_is_reported_twice_as_cel_go_expands_it() {
+        assert_eq!(
+            issues("optional.of(duration('x')).optMap(z, z)"),
+            [
+                (22, "invalid duration argument".to_string()),
+                (22, "invalid duration argument".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn wrapper_type_names_fail_when_the_program_is_created() {
+        let e = Env::new(32)
+            .compile("google.protobuf.Int64Value")
+            .unwrap_err();
+        assert_eq!(
+            (e.issues[0].line, e.message()),
+            (0, "reference to undefined type: google.protobuf.Int64Value")
+        );
+    }
+
+    #[test]
+    fn a_failed_fold_is_reported_only_after_check_and_validation() {
+        assert_eq!(
+            issues("int('x') == nope"),
+            [(
+                13,
+                "undeclared reference to 'nope' (in container '')".to_string()
+            )]
+        );
+        let e = Env::new(32).compile("'abc'.find('[')").unwrap_err();
+        assert_eq!(e.issues[0].line, 0);
+        assert!(e.message().starts_with("error parsing regexp"));
     }
 }

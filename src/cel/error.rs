@@ -25,8 +25,14 @@ pub struct Issue {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompileError {
     pub issues: Vec<Issue>,
+    /// Issues found beyond [`MAX_ISSUES`], which are counted but not shown (cel-go's
+    /// `maxErrorsToReport`).
+    pub truncated: usize,
     source_lines: Vec<String>,
 }
+
+/// The most issues one compile error shows, as cel-go's default `maxErrorsToReport`.
+pub const MAX_ISSUES: usize = 100;
 
 impl CompileError {
     /// An error at byte `offset` of `source`.
@@ -38,6 +44,20 @@ impl CompileError {
                 column,
                 message: message.into(),
             }],
+            truncated: 0,
+            source_lines: source.lines().map(str::to_string).collect(),
+        }
+    }
+
+    /// Several issues, shown as cel-go shows them: sorted by position (a stable sort, so
+    /// issues at one position keep the order they were found in), at most [`MAX_ISSUES`].
+    pub fn from_issues(source: &str, mut issues: Vec<Issue>) -> Self {
+        issues.sort_by_key(|i| (i.line, i.column));
+        let truncated = issues.len().saturating_sub(MAX_ISSUES);
+        issues.truncate(MAX_ISSUES);
+        CompileError {
+            issues,
+            truncated,
             source_lines: source.lines().map(str::to_string).collect(),
         }
     }
@@ -50,6 +70,7 @@ impl CompileError {
                 column: 0,
                 message: message.into(),
             }],
+            truncated: 0,
             source_lines: source.lines().map(str::to_string).collect(),
         }
     }
@@ -67,7 +88,8 @@ impl fmt::Display for CompileError {
                 writeln!(f)?;
             }
             if issue.line == 0 {
-                write!(f, "ERROR: <input>: {}", issue.message)?;
+                // cel-go's `NoLocation` (line -1, column -1), shown with its column + 1.
+                write!(f, "ERROR: <input>:-1:0: {}", issue.message)?;
                 continue;
             }
             write!(
@@ -76,29 +98,51 @@ impl fmt::Display for CompileError {
                 issue.line, issue.column, issue.message
             )?;
             if let Some(text) = self.source_lines.get(issue.line - 1) {
-                let (snippet, caret) = window(text, issue.column.saturating_sub(1));
-                write!(f, "\n | {snippet}\n | {}^", ".".repeat(caret))?;
+                if text.len() <= MAX_SNIPPET_BYTES {
+                    write!(f, "\n | {}", text.replace('\t', " "))?;
+                    write!(
+                        f,
+                        "\n | {}",
+                        indicator(text, issue.column.saturating_sub(1))
+                    )?;
+                }
             }
+        }
+        if self.truncated > 0 {
+            write!(f, "\n{} more errors were truncated", self.truncated)?;
         }
         Ok(())
     }
 }
 
-impl std::error::Error for CompileError {}
-
-/// At most [`SNIPPET`] characters of a source line around column `col` (0-based), and the
-/// caret's place in that window: a 100,000-character expression is not echoed whole.
-fn window(line: &str, col: usize) -> (String, usize) {
-    let chars: Vec<char> = line.chars().collect();
-    if chars.len() <= SNIPPET {
-        return (line.to_string(), col);
+/// The line under a snippet that points at column `col` (0-based, in characters): one dot per
+/// character before it and a caret, each full-width (`．`, `＾`) under a multi-byte character
+/// so that the caret stays under its character in a terminal, as cel-go draws it.
+fn indicator(line: &str, col: usize) -> String {
+    let mut out = String::with_capacity(col + 3);
+    let mut chars = line.chars();
+    for c in chars.by_ref().take(col) {
+        out.push(if c.len_utf8() > 1 { '\u{ff0e}' } else { '.' });
     }
-    let start = col.saturating_sub(SNIPPET / 2).min(chars.len() - SNIPPET);
-    let text: String = chars[start..start + SNIPPET].iter().collect();
-    (text, col - start)
+    let at_wide = chars.next().is_some_and(|c| c.len_utf8() > 1);
+    out.push(if at_wide { '\u{ff3e}' } else { '^' });
+    out
 }
 
-const SNIPPET: usize = 120;
+/// cel-go's `maxSnippetLength`: a longer source line (in bytes) is not echoed under the error.
+const MAX_SNIPPET_BYTES: usize = 16_384;
+
+impl std::error::Error for CompileError {}
+
+/// An issue at byte `offset` of `source`.
+pub fn issue_at(source: &str, offset: usize, message: impl Into<String>) -> Issue {
+    let (line, column) = line_col(source, offset);
+    Issue {
+        line,
+        column,
+        message: message.into(),
+    }
+}
 
 /// 1-based line and character column of a byte offset.
 pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
@@ -230,6 +274,28 @@ mod tests {
             e.to_string(),
             "ERROR: <input>:1:4: Syntax error: mismatched input '<EOF>'\n | a +\n | ...^"
         );
+    }
+
+    #[test]
+    fn snippets_are_drawn_as_cel_go_draws_them() {
+        // Tabs show as spaces; a caret under a multi-byte character is full-width.
+        let e = CompileError::at("a\t+ é", 4, "m");
+        assert_eq!(e.to_string(), "ERROR: <input>:1:5: m\n | a + é\n | ....＾");
+        // A line longer than 16 KiB is not echoed.
+        let long = "a".repeat(MAX_SNIPPET_BYTES + 1);
+        assert_eq!(
+            CompileError::at(&long, 3, "m").to_string(),
+            "ERROR: <input>:1:4: m"
+        );
+        // Issues are sorted by position, at most MAX_ISSUES shown.
+        let issues: Vec<Issue> = (0..MAX_ISSUES + 2)
+            .rev()
+            .map(|i| issue_at(&long, i, "m"))
+            .collect();
+        let e = CompileError::from_issues(&long, issues);
+        assert_eq!(e.issues.len(), MAX_ISSUES);
+        assert_eq!(e.issues[0].column, 1);
+        assert!(e.to_string().ends_with("\n2 more errors were truncated"));
     }
 
     #[test]

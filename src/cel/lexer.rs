@@ -22,6 +22,8 @@ pub enum Tok {
     Int(u64),
     /// An integer literal too large for `u64`: only an error if used.
     IntOverflow,
+    /// A `u`-suffixed literal beyond `u64`.
+    UintOverflow,
     Uint(u64),
     Double(f64),
     Str(String),
@@ -65,7 +67,9 @@ impl Tok {
         match self {
             Tok::Ident(s) => format!("'{s}'"),
             Tok::QuotedIdent(s) => format!("'`{s}`'"),
-            Tok::Int(_) | Tok::IntOverflow | Tok::Uint(_) | Tok::Double(_) => "number".into(),
+            Tok::Int(_) | Tok::IntOverflow | Tok::UintOverflow | Tok::Uint(_) | Tok::Double(_) => {
+                "number".into()
+            }
             Tok::Str(_) => "string".into(),
             Tok::Bytes(_) => "bytes".into(),
             Tok::True => "'true'".into(),
@@ -135,12 +139,26 @@ pub fn is_reserved(word: &str) -> bool {
 
 /// Splits `src` into tokens, ending with [`Tok::Eof`].
 pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
+    let (tokens, mut unrecognized) = tokenize_recovering(src)?;
+    match unrecognized.is_empty() {
+        true => Ok(tokens),
+        false => Err(unrecognized.remove(0)),
+    }
+}
+
+/// The tokens of `src`, and the text ANTLR's lexer could not recognize: as it does, each
+/// such error is reported and lexing goes on after the character where matching failed.
+/// Other lexical errors (a malformed number) stop at once.
+pub fn tokenize_recovering(src: &str) -> Result<(Vec<Token>, Vec<SyntaxError>), SyntaxError> {
     let mut lx = Lexer {
         src,
         bytes: src.as_bytes(),
         pos: 0,
+        resume: None,
+        after_dot: false,
     };
     let mut out = Vec::with_capacity(src.len() / 3 + 1);
+    let mut unrecognized = Vec::new();
     loop {
         lx.skip_space_and_comments();
         let start = lx.pos;
@@ -150,14 +168,23 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
                 start,
                 end: start,
             });
-            return Ok(out);
+            return Ok((out, unrecognized));
         }
-        let kind = lx.next_token()?;
-        out.push(Token {
-            kind,
-            start,
-            end: lx.pos,
-        });
+        lx.after_dot = out.last().is_some_and(|t: &Token| t.kind == Tok::Dot);
+        match lx.next_token() {
+            Ok(kind) => out.push(Token {
+                kind,
+                start,
+                end: lx.pos,
+            }),
+            Err(e) => match lx.resume.take() {
+                Some(resume) => {
+                    unrecognized.push(e);
+                    lx.pos = resume;
+                }
+                None => return Err(e),
+            },
+        }
     }
 }
 
@@ -165,11 +192,37 @@ struct Lexer<'s> {
     src: &'s str,
     bytes: &'s [u8],
     pos: usize,
+    /// Set with a token recognition error: where lexing goes on.
+    resume: Option<usize>,
+    /// Whether the previous token is a `.` (a backquoted name may only follow one).
+    after_dot: bool,
 }
 
 impl Lexer<'_> {
     fn peek(&self, ahead: usize) -> u8 {
         self.bytes.get(self.pos + ahead).copied().unwrap_or(0)
+    }
+
+    /// ANTLR's token recognition error for a token starting at `start` that failed to match
+    /// at the character at `fail`: the text up to and including that character, after which
+    /// lexing resumes.
+    fn unrecognized(&mut self, start: usize, fail: usize) -> SyntaxError {
+        let len = self.bytes.len();
+        let end = if fail >= len {
+            len
+        } else {
+            fail + self
+                .src
+                .get(fail..)
+                .and_then(|r| r.chars().next())
+                .map_or(1, char::len_utf8)
+        };
+        self.resume = Some(end);
+        let text = self.src.get(start..end).unwrap_or("");
+        SyntaxError {
+            offset: start,
+            message: format!("Syntax error: token recognition error at: '{text}'"),
+        }
     }
 
     fn err(&self, at: usize, msg: impl Into<String>) -> SyntaxError {
@@ -227,20 +280,16 @@ impl Lexer<'_> {
             b'>' => one(self, Tok::Gt),
             b'&' if self.peek(1) == b'&' => two(self, Tok::AndAnd),
             b'|' if self.peek(1) == b'|' => two(self, Tok::OrOr),
+            // The first of `&&`, `||`, `==` alone fails at the character after it.
+            b'&' | b'|' | b'=' => Err(self.unrecognized(self.pos, self.pos + 1)),
             b'.' if self.peek(1).is_ascii_digit() => self.number(),
             b'.' => one(self, Tok::Dot),
             b'0'..=b'9' => self.number(),
-            b'"' | b'\'' => self.string(false, false),
-            b'`' => self.quoted_ident(),
+            b'"' | b'\'' => self.string(false, false, self.pos),
+            b'`' if self.after_dot => self.quoted_ident(),
             b'r' | b'R' | b'b' | b'B' => self.prefixed_or_ident(),
             c if c == b'_' || c.is_ascii_alphabetic() => Ok(self.ident()),
-            _ => {
-                let ch = self.src[self.pos..].chars().next().unwrap_or('?');
-                Err(self.err(
-                    self.pos,
-                    format!("Syntax error: token recognition error at: '{ch}'"),
-                ))
-            }
+            _ => Err(self.unrecognized(self.pos, self.pos)),
         }
     }
 
@@ -255,7 +304,8 @@ impl Lexer<'_> {
             self.pos += 1;
         }
         if self.peek(0) != b'`' || self.pos == body_start {
-            return Err(self.err(start, "Syntax error: token recognition error at: '`'"));
+            let fail = self.pos;
+            return Err(self.unrecognized(start, fail));
         }
         let name = self.src[body_start..self.pos].to_string();
         self.pos += 1;
@@ -288,13 +338,14 @@ impl Lexer<'_> {
         let is_quote = |q: u8| q == b'"' || q == b'\'';
         let raw = |x: u8| x == b'r' || x == b'R';
         let byt = |x: u8| x == b'b' || x == b'B';
+        let token = self.pos;
         if is_quote(b) {
             self.pos += 1;
-            return self.string(raw(a), byt(a));
+            return self.string(raw(a), byt(a), token);
         }
         if ((raw(a) && byt(b)) || (byt(a) && raw(b))) && is_quote(c) {
             self.pos += 2;
-            return self.string(true, true);
+            return self.string(true, true, token);
         }
         Ok(self.ident())
     }
@@ -355,12 +406,13 @@ impl Lexer<'_> {
     fn int_suffix(&mut self, value: Option<u64>) -> Tok {
         if matches!(self.peek(0), b'u' | b'U') {
             self.pos += 1;
-            return value.map_or(Tok::IntOverflow, Tok::Uint);
+            return value.map_or(Tok::UintOverflow, Tok::Uint);
         }
         value.map_or(Tok::IntOverflow, Tok::Int)
     }
 
-    fn string(&mut self, raw: bool, bytes: bool) -> Result<Tok, SyntaxError> {
+    /// A quoted literal; `token` is where its token starts (before any `b`/`r` prefix).
+    fn string(&mut self, raw: bool, bytes: bool, token: usize) -> Result<Tok, SyntaxError> {
         let start = self.pos;
         let quote = self.peek(0);
         let triple = self.peek(1) == quote && self.peek(2) == quote;
@@ -368,7 +420,17 @@ impl Lexer<'_> {
         let mut buf: Vec<u8> = Vec::new();
         loop {
             if self.pos >= self.bytes.len() {
-                return Err(self.err(start, "Syntax error: unterminated string literal"));
+                if triple {
+                    // ANTLR falls back to the longest token that matched: the empty `''`.
+                    self.pos = start + 2;
+                    return Ok(if bytes {
+                        Tok::Bytes(Vec::new())
+                    } else {
+                        Tok::Str(String::new())
+                    });
+                }
+                let end = self.bytes.len();
+                return Err(self.unrecognized(token, end));
             }
             let c = self.bytes[self.pos];
             if triple {
@@ -380,10 +442,11 @@ impl Lexer<'_> {
                 self.pos += 1;
                 break;
             } else if c == b'\n' || c == b'\r' {
-                return Err(self.err(start, "Syntax error: newline in string literal"));
+                let fail = self.pos;
+                return Err(self.unrecognized(token, fail));
             }
             if c == b'\\' && !raw {
-                self.escape(&mut buf, bytes)?;
+                self.escape(&mut buf, bytes, token)?;
                 continue;
             }
             if c == b'\\' && raw {
@@ -407,7 +470,10 @@ impl Lexer<'_> {
             .map_err(|_| self.err(start, "Syntax error: invalid UTF-8 in string literal"))
     }
 
-    fn escape(&mut self, buf: &mut Vec<u8>, bytes: bool) -> Result<(), SyntaxError> {
+    /// One escape sequence. One the grammar accepts but that names no character (a
+    /// surrogate, `\u` in a bytes literal) fails as cel-go's unquoting does: `unable to
+    /// unescape string`, at the literal's token.
+    fn escape(&mut self, buf: &mut Vec<u8>, bytes: bool, token: usize) -> Result<(), SyntaxError> {
         let at = self.pos;
         self.pos += 1;
         let c = self.peek(0);
@@ -431,32 +497,53 @@ impl Lexer<'_> {
             buf.push(b);
             return Ok(());
         }
-        let bad = |lx: &Self| lx.err(at, "Syntax error: invalid escape sequence");
+        // A malformed escape fails to match at its first wrong character.
+        let bad = |lx: &mut Self, fail: usize| lx.unrecognized(token, fail);
+        let unquote = |lx: &Self| lx.err(token, "unable to unescape string");
         match c {
             b'x' | b'X' => {
-                let v = self.hex_digits(2).ok_or_else(|| bad(self))?;
-                push_code(buf, v, bytes).ok_or_else(|| bad(self))
+                let Some(v) = self.hex_digits(2) else {
+                    let fail = self.first_non_hex();
+                    return Err(bad(self, fail));
+                };
+                push_code(buf, v, bytes).ok_or_else(|| unquote(self))
             }
-            b'u' if !bytes => {
-                let v = self.hex_digits(4).ok_or_else(|| bad(self))?;
-                push_code(buf, v, false).ok_or_else(|| bad(self))
-            }
-            b'U' if !bytes => {
-                let v = self.hex_digits(8).ok_or_else(|| bad(self))?;
-                push_code(buf, v, false).ok_or_else(|| bad(self))
+            b'u' | b'U' => {
+                let Some(v) = self.hex_digits(if c == b'u' { 4 } else { 8 }) else {
+                    let fail = self.first_non_hex();
+                    return Err(bad(self, fail));
+                };
+                if bytes {
+                    return Err(unquote(self));
+                }
+                push_code(buf, v, false).ok_or_else(|| unquote(self))
             }
             b'0'..=b'3' => {
                 let d1 = u32::from(c - b'0');
                 let (d2, d3) = (self.peek(0), self.peek(1));
-                if !(b'0'..=b'7').contains(&d2) || !(b'0'..=b'7').contains(&d3) {
-                    return Err(bad(self));
+                if !(b'0'..=b'7').contains(&d2) {
+                    let fail = self.pos;
+                    return Err(bad(self, fail));
+                }
+                if !(b'0'..=b'7').contains(&d3) {
+                    let fail = self.pos + 1;
+                    return Err(bad(self, fail));
                 }
                 self.pos += 2;
                 let v = d1 * 64 + u32::from(d2 - b'0') * 8 + u32::from(d3 - b'0');
-                push_code(buf, v, bytes).ok_or_else(|| bad(self))
+                push_code(buf, v, bytes).ok_or_else(|| unquote(self))
             }
-            _ => Err(bad(self)),
+            _ => Err(bad(self, at + 1)),
         }
+    }
+
+    /// Where a run of hex digits starting here ends.
+    fn first_non_hex(&self) -> usize {
+        let mut i = self.pos;
+        while self.bytes.get(i).is_some_and(u8::is_ascii_hexdigit) {
+            i += 1;
+        }
+        i
     }
 
     fn hex_digits(&mut self, n: usize) -> Option<u32> {

@@ -10,7 +10,7 @@
 
 use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind, MapEntry, Span};
 use super::error::{CompileError, SyntaxError};
-use super::lexer::{tokenize, Tok, Token};
+use super::lexer::{tokenize_recovering, Tok, Token};
 
 /// cel-go's default `ExpressionSizeCodePointLimit`.
 pub const MAX_CODE_POINTS: usize = 100_000;
@@ -28,20 +28,60 @@ pub fn parse(source: &str) -> Result<Expr, CompileError> {
             ),
         ));
     }
-    let tokens = tokenize(source).map_err(|e| CompileError::at(source, e.offset, e.message))?;
-    let mut p = Parser { tokens, pos: 0 };
+    let (tokens, unrecognized) =
+        tokenize_recovering(source).map_err(|e| CompileError::at(source, e.offset, e.message))?;
+    let mut p = Parser {
+        tokens,
+        pos: 0,
+        src: source,
+    };
     let result = p.expr(0).and_then(|(e, _)| {
         if p.peek() != &Tok::Eof {
-            return Err(p.unexpected());
+            return Err(p.trailing());
         }
         Ok(e)
     });
-    result.map_err(|e| CompileError::at(source, e.offset, e.message))
+    // Text the lexer could not recognize is reported with the parser's error on the tokens
+    // around it, as ANTLR reports both.
+    if !unrecognized.is_empty() {
+        let issues = unrecognized
+            .into_iter()
+            .chain(result.err())
+            .flat_map(|e| located(source, e).issues)
+            .collect();
+        return Err(CompileError::from_issues(source, issues));
+    }
+    result.map_err(|e| {
+        let mut err = located(source, e);
+        // ANTLR places the end of an empty input at column -1, which cel-go shows as 0.
+        if source.is_empty() {
+            if let Some(issue) = err.issues.first_mut() {
+                issue.column = 0;
+            }
+        }
+        err
+    })
 }
 
 type PResult = Result<(Expr, u32), SyntaxError>;
 
-struct Parser {
+/// The offset of a syntax error that belongs to no place in the source.
+const NO_LOCATION: usize = usize::MAX;
+
+/// A syntax error as an issue (at no location for [`NO_LOCATION`]).
+fn located(source: &str, e: SyntaxError) -> CompileError {
+    if e.offset == NO_LOCATION {
+        return CompileError::general(source, e.message);
+    }
+    CompileError::at(source, e.offset, e.message)
+}
+
+/// The terminals that can start an expression, as ANTLR lists them when one is missing.
+const EXPR_START: &str = "'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER";
+
+struct Parser<'s> {
+    /// The source, to quote tokens in messages as ANTLR does (by their text).
+    src: &'s str,
     tokens: Vec<Token>,
     pos: usize,
 }
@@ -54,7 +94,84 @@ fn span(start: usize, end: usize) -> Span {
     }
 }
 
-impl Parser {
+impl Parser<'_> {
+    /// The current token as ANTLR quotes it: its text, or `'<EOF>'`.
+    fn quoted(&self) -> String {
+        let t = &self.tokens[self.pos];
+        if t.kind == Tok::Eof {
+            return "'<EOF>'".into();
+        }
+        format!("'{}'", self.src.get(t.start..t.end).unwrap_or(""))
+    }
+
+    /// A token after a complete expression: ANTLR deletes it when the end follows it
+    /// (`extraneous`), and reports a mismatch otherwise.
+    fn trailing(&self) -> SyntaxError {
+        let next_is_end = self
+            .tokens
+            .get(self.pos + 1)
+            .is_none_or(|t| t.kind == Tok::Eof);
+        let how = if next_is_end {
+            "extraneous"
+        } else {
+            "mismatched"
+        };
+        SyntaxError {
+            offset: self.start(),
+            message: format!(
+                "Syntax error: {how} input {} expecting <EOF>",
+                self.quoted()
+            ),
+        }
+    }
+
+    /// A token that cannot start the expression expected here (`or_close`: or `)`, right
+    /// after a call's `(`).
+    fn expected_expr(&self, or_close: bool) -> SyntaxError {
+        if let Tok::Reserved(_) = self.peek() {
+            return self.unexpected();
+        }
+        let set = if or_close {
+            EXPR_START.replacen("'(', ", "'(', ')', ", 1)
+        } else {
+            EXPR_START.to_string()
+        };
+        SyntaxError {
+            offset: self.start(),
+            message: format!(
+                "Syntax error: mismatched input {} expecting {{{set}}}",
+                self.quoted()
+            ),
+        }
+    }
+
+    /// The closing `)` or `]` of a group, call or index: at the end of input ANTLR reports
+    /// it missing (it would insert it).
+    fn close(&mut self, t: Tok) -> Result<Token, SyntaxError> {
+        if self.peek() == &Tok::Eof && self.peek() != &t {
+            return Err(SyntaxError {
+                offset: self.start(),
+                message: format!("Syntax error: missing {} at '<EOF>'", t.describe()),
+            });
+        }
+        self.expect(t)
+    }
+
+    /// The end of a list or map literal after an element, where a `,` may also come.
+    fn close_literal(&mut self, t: Tok) -> Result<Token, SyntaxError> {
+        if self.peek() != &t && self.peek() != &Tok::Comma {
+            return Err(SyntaxError {
+                offset: self.start(),
+                message: format!(
+                    "Syntax error: mismatched input {} expecting {{{}, ','}}",
+                    self.quoted(),
+                    t.describe()
+                ),
+            });
+        }
+        self.expect(t)
+    }
+
     fn peek(&self) -> &Tok {
         &self.tokens[self.pos].kind
     }
@@ -103,7 +220,7 @@ impl Parser {
                 offset: self.start(),
                 message: format!(
                     "Syntax error: mismatched input {} expecting {}",
-                    self.peek().describe(),
+                    self.quoted(),
                     t.describe()
                 ),
             })
@@ -113,9 +230,8 @@ impl Parser {
     fn unexpected(&self) -> SyntaxError {
         let tok = self.peek();
         let message = match tok {
-            Tok::Reserved(w) => format!("Syntax error: reserved identifier: {w}"),
-            Tok::Eof => "Syntax error: mismatched input '<EOF>'".to_string(),
-            other => format!("Syntax error: extraneous input {}", other.describe()),
+            Tok::Reserved(w) => format!("reserved identifier: {w}"),
+            _ => format!("Syntax error: extraneous input {}", self.quoted()),
         };
         SyntaxError {
             offset: self.start(),
@@ -123,23 +239,31 @@ impl Parser {
         }
     }
 
-    fn too_deep(&self, at: usize) -> SyntaxError {
+    /// The depth limit, an error cel-go reports at no location.
+    fn too_deep(&self, _at: usize) -> SyntaxError {
         SyntaxError {
-            offset: at,
+            offset: NO_LOCATION,
             message: format!("expression recursion limit exceeded: {MAX_DEPTH}"),
         }
     }
 
     /// Builds a node whose children have the given depths, refusing trees deeper than the limit.
-    fn node(&self, kind: ExprKind, sp: Span, child_depth: u32) -> PResult {
+    fn node(&self, kind: ExprKind, sp: Span, pos: usize, child_depth: u32) -> PResult {
         let depth = child_depth + 1;
         if depth > MAX_DEPTH {
             return Err(self.too_deep(sp.start as usize));
         }
-        Ok((Expr { span: sp, kind }, depth))
+        Ok((
+            Expr {
+                span: sp,
+                pos: pos as u32,
+                kind,
+            },
+            depth,
+        ))
     }
 
-    fn call(&self, func: &str, args: Vec<(Expr, u32)>, sp: Span) -> PResult {
+    fn call(&self, func: &str, args: Vec<(Expr, u32)>, sp: Span, pos: usize) -> PResult {
         let depth = args.iter().map(|a| a.1).max().unwrap_or(0);
         let args = args.into_iter().map(|a| a.0).collect();
         self.node(
@@ -149,6 +273,7 @@ impl Parser {
                 args,
             },
             sp,
+            pos,
             depth,
         )
     }
@@ -161,6 +286,7 @@ impl Parser {
         }
         let start = self.start();
         let cond = self.logical(nesting, true)?;
+        let question = self.start();
         if !self.eat(&Tok::Question) {
             return Ok(cond);
         }
@@ -168,7 +294,7 @@ impl Parser {
         self.expect(Tok::Colon)?;
         let no = self.expr(nesting + 1)?;
         let sp = span(start, self.prev_end());
-        self.call("_?_:_", vec![cond, yes, no], sp)
+        self.call("_?_:_", vec![cond, yes, no], sp, question)
     }
 
     /// `||` (when `or`) or `&&` chains, built as balanced trees as cel-go does, so a long
@@ -187,34 +313,49 @@ impl Parser {
         if self.peek() != &op_tok {
             return Ok(first);
         }
-        let mut terms = vec![first];
-        while self.eat(&op_tok) {
+        let mut terms = vec![Some(first)];
+        let mut ops = Vec::new();
+        while self.peek() == &op_tok {
+            ops.push(self.start());
+            self.bump();
             let t = if or {
                 self.logical(nesting, false)?
             } else {
                 self.relation(nesting)?
             };
-            terms.push(t);
+            terms.push(Some(t));
         }
-        self.balance(func, terms)
+        self.balance(func, &mut terms, &ops, 0, ops.len() - 1)
     }
 
-    fn balance(&self, func: &str, mut terms: Vec<(Expr, u32)>) -> PResult {
-        while terms.len() > 1 {
-            let mut next = Vec::with_capacity(terms.len().div_ceil(2));
-            let mut it = terms.into_iter();
-            while let Some(l) = it.next() {
-                match it.next() {
-                    Some(r) => {
-                        let sp = span(l.0.span.start as usize, r.0.span.end as usize);
-                        next.push(self.call(func, vec![l, r], sp)?);
-                    }
-                    None => next.push(l),
-                }
-            }
-            terms = next;
-        }
-        terms.pop().ok_or_else(|| self.unexpected())
+    /// The balanced tree cel-go builds over `terms[lo..=hi + 1]` joined by `ops[lo..=hi]`:
+    /// the middle operator `(lo + hi + 1) / 2` is the root, so both the tree's shape and each
+    /// node's position (its operator token) are cel-go's. Recursion is logarithmic.
+    fn balance(
+        &self,
+        func: &str,
+        terms: &mut [Option<(Expr, u32)>],
+        ops: &[usize],
+        lo: usize,
+        hi: usize,
+    ) -> PResult {
+        let mid = (lo + hi).div_ceil(2);
+        let left = if mid == lo {
+            terms[mid].take()
+        } else {
+            Some(self.balance(func, terms, ops, lo, mid - 1)?)
+        };
+        let right = if mid == hi {
+            terms[mid + 1].take()
+        } else {
+            Some(self.balance(func, terms, ops, mid + 1, hi)?)
+        };
+        // Each term is taken exactly once: the ranges of the two halves do not overlap.
+        let (Some(l), Some(r)) = (left, right) else {
+            return Err(self.unexpected());
+        };
+        let sp = span(l.0.span.start as usize, r.0.span.end as usize);
+        self.call(func, vec![l, r], sp, ops[mid])
     }
 
     fn relation(&mut self, nesting: u32) -> PResult {
@@ -230,10 +371,10 @@ impl Parser {
                 Tok::In => "@in",
                 _ => return Ok(lhs),
             };
-            self.bump();
+            let at = self.bump().start;
             let rhs = self.additive(nesting)?;
             let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
-            lhs = self.call(func, vec![lhs, rhs], sp)?;
+            lhs = self.call(func, vec![lhs, rhs], sp, at)?;
         }
     }
 
@@ -245,10 +386,10 @@ impl Parser {
                 Tok::Minus => "_-_",
                 _ => return Ok(lhs),
             };
-            self.bump();
+            let at = self.bump().start;
             let rhs = self.multiplicative(nesting)?;
             let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
-            lhs = self.call(func, vec![lhs, rhs], sp)?;
+            lhs = self.call(func, vec![lhs, rhs], sp, at)?;
         }
     }
 
@@ -261,10 +402,10 @@ impl Parser {
                 Tok::Percent => "_%_",
                 _ => return Ok(lhs),
             };
-            self.bump();
+            let at = self.bump().start;
             let rhs = self.unary(nesting)?;
             let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
-            lhs = self.call(func, vec![lhs, rhs], sp)?;
+            lhs = self.call(func, vec![lhs, rhs], sp, at)?;
         }
     }
 
@@ -293,7 +434,7 @@ impl Parser {
         }
         let func = if op == Tok::Not { "!_" } else { "-_" };
         let sp = span(start, self.prev_end());
-        self.call(func, vec![operand], sp)
+        self.call(func, vec![operand], sp, start)
     }
 
     fn signed_number(&mut self, start: usize, nesting: u32) -> PResult {
@@ -306,13 +447,14 @@ impl Parser {
             _ => {
                 return Err(SyntaxError {
                     offset: start,
-                    message: "Syntax error: invalid int literal".into(),
+                    message: "invalid int literal".into(),
                 });
             }
         };
         let lit_node = (
             Expr {
                 span: span(start, tok.end),
+                pos: start as u32,
                 kind: ExprKind::Literal(lit),
             },
             1,
@@ -331,32 +473,44 @@ impl Parser {
         loop {
             match self.peek() {
                 Tok::Dot => {
-                    self.bump();
+                    let dot = self.bump().start;
                     let optional = self.eat(&Tok::Question);
                     let name_tok = self.bump();
                     let quoted = matches!(name_tok.kind, Tok::QuotedIdent(_));
                     let name = match name_tok.kind {
                         Tok::Ident(s) | Tok::QuotedIdent(s) => s,
                         Tok::Reserved(w) => w.to_string(),
-                        Tok::True => "true".into(),
-                        Tok::False => "false".into(),
-                        Tok::Null => "null".into(),
-                        Tok::In => "in".into(),
-                        _ => {
+                        // `.?` then the end: ANTLR would insert the missing name.
+                        Tok::Eof if optional => {
                             self.unbump(&name_tok);
                             return Err(SyntaxError {
                                 offset: name_tok.start,
+                                message: "Syntax error: missing IDENTIFIER at '<EOF>'".into(),
+                            });
+                        }
+                        // Keywords (`in`, `true`...) are not names after a dot in cel-go's
+                        // grammar: ANTLR finds no alternative from the dot on.
+                        _ => {
+                            self.unbump(&name_tok);
+                            let end = if name_tok.kind == Tok::Eof {
+                                dot + 1
+                            } else {
+                                name_tok.end
+                            };
+                            let text = self.src.get(dot..end).unwrap_or(".");
+                            return Err(SyntaxError {
+                                offset: name_tok.start,
                                 message: format!(
-                                    "Syntax error: mismatched input {} expecting IDENTIFIER",
-                                    self.peek().describe()
+                                    "Syntax error: no viable alternative at input '{text}'"
                                 ),
                             });
                         }
                     };
                     if !optional && !quoted && self.peek() == &Tok::LParen {
+                        let open = self.start();
                         let args = self.arguments(nesting)?;
                         let sp = span(start, self.prev_end());
-                        operand = self.call_or_macro(name, Some(operand), args, sp)?;
+                        operand = self.call_or_macro(name, Some(operand), args, sp, open)?;
                     } else {
                         let sp = span(start, self.prev_end());
                         let depth = operand.1;
@@ -365,14 +519,20 @@ impl Parser {
                             field: name,
                             optional,
                         };
-                        operand = self.node(kind, sp, depth)?;
+                        operand = self.node(kind, sp, dot, depth)?;
                     }
                 }
                 Tok::LBracket => {
-                    self.bump();
+                    let bracket = self.bump().start;
                     let optional = self.eat(&Tok::Question);
+                    if !optional && !starts_expr(self.peek()) {
+                        // After `[` a `?` may also come (`a[?i]`).
+                        let mut e = self.expected_expr(false);
+                        e.message = e.message.replacen("'!', ", "'!', '?', ", 1);
+                        return Err(e);
+                    }
                     let index = self.expr(nesting + 1)?;
-                    self.expect(Tok::RBracket)?;
+                    self.close(Tok::RBracket)?;
                     let sp = span(start, self.prev_end());
                     let depth = operand.1.max(index.1);
                     let kind = ExprKind::Index {
@@ -380,7 +540,7 @@ impl Parser {
                         index: Box::new(index.0),
                         optional,
                     };
-                    operand = self.node(kind, sp, depth)?;
+                    operand = self.node(kind, sp, bracket, depth)?;
                 }
                 _ => return Ok(operand),
             }
@@ -393,12 +553,15 @@ impl Parser {
         if self.eat(&Tok::RParen) {
             return Ok(args);
         }
+        if !starts_expr(self.peek()) {
+            return Err(self.expected_expr(true));
+        }
         loop {
             args.push(self.expr(nesting + 1)?);
             if self.eat(&Tok::Comma) {
                 continue;
             }
-            self.expect(Tok::RParen)?;
+            self.close(Tok::RParen)?;
             return Ok(args);
         }
     }
@@ -410,6 +573,7 @@ impl Parser {
             Ok((
                 Expr {
                     span: span(tok.start, tok.end),
+                    pos: tok.start as u32,
                     kind: ExprKind::Literal(l),
                 },
                 1,
@@ -420,12 +584,16 @@ impl Parser {
                 Ok(v) => lit(Literal::Int(v)),
                 Err(_) => Err(SyntaxError {
                     offset: start,
-                    message: "Syntax error: invalid int literal".into(),
+                    message: "invalid int literal".into(),
                 }),
             },
             Tok::IntOverflow => Err(SyntaxError {
                 offset: start,
-                message: "Syntax error: invalid int literal".into(),
+                message: "invalid int literal".into(),
+            }),
+            Tok::UintOverflow => Err(SyntaxError {
+                offset: start,
+                message: "invalid uint literal".into(),
             }),
             Tok::Uint(v) => lit(Literal::Uint(v)),
             Tok::Double(d) => lit(Literal::Double(d)),
@@ -436,43 +604,47 @@ impl Parser {
             Tok::Null => lit(Literal::Null),
             Tok::LParen => {
                 let inner = self.expr(nesting + 1)?;
-                self.expect(Tok::RParen)?;
+                self.close(Tok::RParen)?;
                 Ok(inner)
             }
             Tok::LBracket => self.list(start, nesting),
             Tok::LBrace => self.map(start, nesting),
             Tok::Dot => match self.peek().clone() {
                 Tok::Ident(name) => {
-                    self.bump();
-                    self.ident_or_call(name, start, nesting)
+                    let at = self.bump().start;
+                    self.ident_or_call(name, start, at, nesting)
                 }
                 _ => Err(self.unexpected()),
             },
-            Tok::Ident(name) => self.ident_or_call(name, start, nesting),
+            Tok::Ident(name) => self.ident_or_call(name, start, start, nesting),
             _ => {
                 self.unbump(&tok);
-                Err(self.unexpected())
+                Err(self.expected_expr(false))
             }
         }
     }
 
-    fn ident_or_call(&mut self, name: String, start: usize, nesting: u32) -> PResult {
+    /// `name`, `name(args)` or `Name{...}`; `start` is where the expression starts (a leading
+    /// dot), `at` the identifier.
+    fn ident_or_call(&mut self, name: String, start: usize, at: usize, nesting: u32) -> PResult {
         if self.peek() == &Tok::LParen {
+            let open = self.start();
             let args = self.arguments(nesting)?;
             let sp = span(start, self.prev_end());
-            return self.call_or_macro(name, None, args, sp);
+            return self.call_or_macro(name, None, args, sp, open);
         }
         // `a.b.C{...}`: a message construction. Kubernetes declares no message types, so it is
         // parsed only to be rejected by the checker with a clear message.
         if self.peek() == &Tok::LBrace
             && name.chars().next().is_some_and(|c| c.is_ascii_uppercase())
         {
+            let brace = self.start();
             self.skip_braces()?;
             let sp = span(start, self.prev_end());
-            return self.node(ExprKind::Struct { type_name: name }, sp, 0);
+            return self.node(ExprKind::Struct { type_name: name }, sp, brace, 0);
         }
         let sp = span(start, self.prev_end());
-        self.node(ExprKind::Ident(name), sp, 0)
+        self.node(ExprKind::Ident(name), sp, at, 0)
     }
 
     fn skip_braces(&mut self) -> Result<(), SyntaxError> {
@@ -506,9 +678,9 @@ impl Parser {
                 break;
             }
         }
-        self.expect(Tok::RBracket)?;
+        self.close_literal(Tok::RBracket)?;
         let sp = span(start, self.prev_end());
-        self.node(ExprKind::List { elements, optional }, sp, depth)
+        self.node(ExprKind::List { elements, optional }, sp, start, depth)
     }
 
     fn map(&mut self, start: usize, nesting: u32) -> PResult {
@@ -529,9 +701,9 @@ impl Parser {
                 break;
             }
         }
-        self.expect(Tok::RBrace)?;
+        self.close_literal(Tok::RBrace)?;
         let sp = span(start, self.prev_end());
-        self.node(ExprKind::Map { entries }, sp, depth)
+        self.node(ExprKind::Map { entries }, sp, start, depth)
     }
 
     /// A call, or the expansion of the macro it spells.
@@ -541,14 +713,15 @@ impl Parser {
         target: Option<(Expr, u32)>,
         args: Vec<(Expr, u32)>,
         sp: Span,
+        open: usize,
     ) -> PResult {
-        if let Some(expanded) = self.expand_macro(&func, target.as_ref(), &args, sp)? {
+        if let Some(expanded) = self.expand_macro(&func, target.as_ref(), &args, sp, open)? {
             return Ok(expanded);
         }
         let depth = target.iter().chain(&args).map(|a| a.1).max().unwrap_or(0);
         let target = target.map(|t| Box::new(t.0));
         let args = args.into_iter().map(|a| a.0).collect();
-        self.node(ExprKind::Call { func, target, args }, sp, depth)
+        self.node(ExprKind::Call { func, target, args }, sp, open, depth)
     }
 
     fn expand_macro(
@@ -557,6 +730,7 @@ impl Parser {
         target: Option<&(Expr, u32)>,
         args: &[(Expr, u32)],
         sp: Span,
+        open: usize,
     ) -> Result<Option<(Expr, u32)>, SyntaxError> {
         let Some(target) = target else {
             if func == "has" && args.len() == 1 {
@@ -570,10 +744,10 @@ impl Parser {
                             operand: operand.clone(),
                             field: field.clone(),
                         };
-                        Ok(Some(self.node(kind, sp, args[0].1)?))
+                        Ok(Some(self.node(kind, sp, open, args[0].1)?))
                     }
                     _ => Err(SyntaxError {
-                        offset: args[0].0.span.start as usize,
+                        offset: args[0].0.pos as usize,
                         message: "invalid argument to has() macro".into(),
                     }),
                 };
@@ -609,7 +783,7 @@ impl Parser {
         let var_name = |a: &(Expr, u32)| match &a.0.kind {
             ExprKind::Ident(n) => Ok(n.clone()),
             _ => Err(SyntaxError {
-                offset: a.0.span.start as usize,
+                offset: a.0.pos as usize,
                 message: "argument must be a simple name".into(),
             }),
         };
@@ -622,7 +796,7 @@ impl Parser {
         if let Some(v2) = &var2 {
             if *v2 == var {
                 return Err(SyntaxError {
-                    offset: args[1].0.span.start as usize,
+                    offset: args[1].0.pos as usize,
                     message: format!("duplicate variable name: {var}"),
                 });
             }
@@ -649,9 +823,35 @@ impl Parser {
         Ok(Some(self.node(
             ExprKind::Comprehension(Box::new(c)),
             sp,
+            open,
             depth,
         )?))
     }
+}
+
+/// Whether `t` can start an expression.
+fn starts_expr(t: &Tok) -> bool {
+    matches!(
+        t,
+        Tok::LBracket
+            | Tok::LBrace
+            | Tok::LParen
+            | Tok::Dot
+            | Tok::Minus
+            | Tok::Not
+            | Tok::True
+            | Tok::False
+            | Tok::Null
+            | Tok::Int(_)
+            | Tok::IntOverflow
+            | Tok::Uint(_)
+            | Tok::UintOverflow
+            | Tok::Double(_)
+            | Tok::Str(_)
+            | Tok::Bytes(_)
+            | Tok::Ident(_)
+            | Tok::Reserved(_)
+    )
 }
 
 #[cfg(test)]
@@ -754,10 +954,11 @@ mod tests {
 
     fn hostile() {
         let chain = vec!["1"; 10_000].join("+");
-        assert!(parse(&chain)
-            .unwrap_err()
-            .to_string()
-            .contains("recursion limit"));
+        // At no location, as cel-go reports it.
+        assert_eq!(
+            parse(&chain).unwrap_err().to_string(),
+            "ERROR: <input>:-1:0: expression recursion limit exceeded: 250"
+        );
         let nested = format!("{}1{}", "(".repeat(1000), ")".repeat(1000));
         assert!(parse(&nested)
             .unwrap_err()
@@ -773,6 +974,178 @@ mod tests {
             .contains("code point size"));
     }
 
+    /// The node positions cel-go's parser gives, as byte offsets.
+    #[test]
+    fn nodes_sit_where_cel_go_places_them() {
+        let at = |src: &str| parse(src).unwrap().pos;
+        assert_eq!(at("a.b"), 1);
+        assert_eq!(at("a.?b"), 1);
+        assert_eq!(at("a[0]"), 1);
+        assert_eq!(at("a.f(1)"), 3);
+        assert_eq!(at("f(1)"), 1);
+        assert_eq!(at(".f(1)"), 2);
+        assert_eq!(at(".a"), 1);
+        assert_eq!(at("1 - 2"), 2);
+        assert_eq!(at("!a"), 0);
+        assert_eq!(at("a ? b : c"), 2);
+        assert_eq!(at("[1]"), 0);
+        assert_eq!(at("{1: 2}"), 0);
+        assert_eq!(at("(a)"), 1);
+        assert_eq!(at("-1"), 0);
+        assert_eq!(at("l.all(x, x)"), 5);
+        assert_eq!(at("has(a.b)"), 3);
+    }
+
+    /// `a || b || c || d || e`: cel-go roots the tree at the middle operator (index
+    /// `(lo + hi + 1) / 2` of the operators) and balances each side the same way.
+    #[test]
+    fn logical_chains_take_cel_go_shape() {
+        let e = parse("a || b || c || d || e").unwrap();
+        assert_eq!(
+            p("a || b || c || d || e"),
+            "_||_(_||_(_||_(a, b), c), _||_(d, e))"
+        );
+        assert_eq!(e.pos, 12);
+        let ExprKind::Call { args, .. } = &e.kind else {
+            panic!("not a call")
+        };
+        assert_eq!(args[0].pos, 7);
+        assert_eq!(args[1].pos, 17);
+        assert_eq!(p("a && b && c"), "_&&_(_&&_(a, b), c)");
+    }
+
+    /// Messages as cel-go's ANTLR parser words them.
+    #[test]
+    fn syntax_errors_read_as_antlr_writes_them() {
+        let msg = |src: &str| {
+            let e = parse(src).unwrap_err();
+            (e.issues[0].column, e.message().to_string())
+        };
+        assert_eq!(
+            msg("(1"),
+            (3, "Syntax error: missing ')' at '<EOF>'".into())
+        );
+        assert_eq!(
+            msg("1)"),
+            (
+                2,
+                "Syntax error: extraneous input ')' expecting <EOF>".into()
+            )
+        );
+        assert_eq!(
+            msg("true and false"),
+            (
+                6,
+                "Syntax error: mismatched input 'and' expecting <EOF>".into()
+            )
+        );
+        assert_eq!(
+            msg("{1: 2"),
+            (
+                6,
+                "Syntax error: mismatched input '<EOF>' expecting {'}', ','}".into()
+            )
+        );
+        assert_eq!(
+            msg("true ? 1"),
+            (
+                9,
+                "Syntax error: mismatched input '<EOF>' expecting ':'".into()
+            )
+        );
+        assert_eq!(
+            msg("f(1,)"),
+            (
+                5,
+                format!("Syntax error: mismatched input ')' expecting {{{EXPR_START}}}")
+            )
+        );
+        assert!(msg("'a'.size(").1.contains("{'[', '{', '(', ')', '.',"));
+        assert!(msg("a[]").1.contains("'-', '!', '?', 'true'"));
+        assert_eq!(
+            msg("1..2"),
+            (
+                3,
+                "Syntax error: no viable alternative at input '..2'".into()
+            )
+        );
+        assert_eq!(
+            msg("a.in"),
+            (
+                3,
+                "Syntax error: no viable alternative at input '.in'".into()
+            )
+        );
+        assert_eq!(
+            msg("a.?"),
+            (4, "Syntax error: missing IDENTIFIER at '<EOF>'".into())
+        );
+        assert_eq!(msg("").0, 0);
+    }
+
+    /// Text the lexer cannot recognize is skipped as ANTLR skips it, and the parser's
+    /// error on what is left is reported too.
+    #[test]
+    fn unrecognized_text_is_reported_with_the_parse_error_after_it() {
+        let all = |src: &str| -> Vec<(usize, String)> {
+            parse(src)
+                .unwrap_err()
+                .issues
+                .iter()
+                .map(|i| (i.column, i.message.clone()))
+                .collect()
+        };
+        assert_eq!(
+            all("true & false"),
+            [
+                (
+                    6,
+                    "Syntax error: token recognition error at: '& '".to_string()
+                ),
+                (
+                    8,
+                    "Syntax error: extraneous input 'false' expecting <EOF>".to_string()
+                )
+            ]
+        );
+        assert_eq!(
+            all("1 === 1"),
+            [(
+                5,
+                "Syntax error: token recognition error at: '= '".to_string()
+            )]
+        );
+        assert_eq!(
+            all("`a`"),
+            [
+                (
+                    1,
+                    "Syntax error: token recognition error at: '`'".to_string()
+                ),
+                (
+                    3,
+                    "Syntax error: token recognition error at: '`'".to_string()
+                )
+            ]
+        );
+        assert_eq!(
+            all("'\\x4'")[0],
+            (
+                1,
+                "Syntax error: token recognition error at: ''\\x4''".to_string()
+            )
+        );
+        assert_eq!(
+            all("'''triple"),
+            [(
+                3,
+                "Syntax error: token recognition error at: ''triple'".to_string()
+            )]
+        );
+        assert_eq!(all("'open").len(), 2);
+        assert!(parse("a.`b-c`").is_ok());
+    }
+
     #[test]
     fn syntax_errors_have_positions() {
         let e = parse("a +").unwrap_err();
@@ -781,5 +1154,18 @@ mod tests {
         assert!(parse("if").is_err());
         assert!(parse("a.if").is_ok());
         assert!(parse("9223372036854775808").is_err());
+        assert_eq!(
+            parse("if").unwrap_err().message(),
+            "reserved identifier: if"
+        );
+        assert_eq!(
+            parse("18446744073709551616u").unwrap_err().message(),
+            "invalid uint literal"
+        );
+        let e = parse("b'\\u00ff'").unwrap_err();
+        assert_eq!(
+            (e.issues[0].column, e.message()),
+            (1, "unable to unescape string")
+        );
     }
 }

@@ -26,7 +26,7 @@ impl Env {
     pub fn compile(&self, source: &str) -> Result<Program, CompileError> {
         let work = || {
             let ast = parse(source)?;
-            let (root, ty) = Checker::new(self, source).check(&ast)?;
+            let (root, ty) = Checker::new(self, source).check_expr(&ast)?;
             Ok(Program {
                 root,
                 ty,
