@@ -211,6 +211,13 @@ enum Command {
         /// The Kubernetes version whose CEL libraries are available (1.N).
         #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
         k8s_version: String,
+        /// Report which matchConditions, variables, validations and audit annotations the
+        /// cases evaluated, and whether each boolean one was seen both true and false.
+        #[arg(long)]
+        coverage: bool,
+        /// Fail the run (exit 1) when coverage is below this percentage; implies --coverage.
+        #[arg(long, value_name = "PERCENT")]
+        min_coverage: Option<f64>,
     },
     /// CustomResourceDefinition validation rules, offline: whether a CRD is accepted, and
     /// the API server's answer to a custom resource. Exit 0 accepted, 1 rejected, 2 for
@@ -231,15 +238,44 @@ enum TestOutput {
     Tap,
 }
 
+/// The flags of `celgate test`.
+struct TestFlags {
+    filter: Option<String>,
+    output: TestOutput,
+    k8s_version: String,
+    coverage: bool,
+    min_coverage: Option<f64>,
+}
+
 /// `celgate test`.
-fn run_test(paths: &[PathBuf], filter: Option<&str>, output: TestOutput, k8s: &str) -> ExitCode {
+fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
     use celgate::testing::report::{render, Format};
-    let options = parse_version(k8s).and_then(|version| {
+    let TestFlags {
+        filter,
+        output,
+        k8s_version,
+        coverage,
+        min_coverage,
+    } = flags;
+    let options = parse_version(&k8s_version).and_then(|version| {
         let filter = filter
+            .as_deref()
             .map(regex::Regex::new)
             .transpose()
             .map_err(|e| Usage(format!("--filter: {e}")))?;
-        Ok(celgate::testing::Options { filter, version })
+        if let Some(p) = min_coverage {
+            if !(0.0..=100.0).contains(&p) {
+                return Err(Usage(format!(
+                    "--min-coverage: expected a percentage from 0 to 100, got {p}"
+                )));
+            }
+        }
+        Ok(celgate::testing::Options {
+            filter,
+            version,
+            coverage,
+            min_coverage,
+        })
     });
     let report = match options.and_then(|o| celgate::testing::run(paths, &o).map_err(Usage)) {
         Ok(r) => r,
@@ -255,6 +291,19 @@ fn run_test(paths: &[PathBuf], filter: Option<&str>, output: TestOutput, k8s: &s
         TestOutput::Tap => Format::Tap,
     };
     print!("{}", render(&report, format));
+    // JUnit and TAP stay machine-readable: the coverage table goes to standard error.
+    if let (Some(c), Format::Junit | Format::Tap) = (&report.coverage, format) {
+        eprint!("{}", c.table());
+    }
+    if report.coverage_too_low() {
+        if let Some(c) = &report.coverage {
+            eprintln!(
+                "celgate: coverage {:.1}% is below --min-coverage {}",
+                c.percent(),
+                min_coverage.unwrap_or_default()
+            );
+        }
+    }
     ExitCode::from(report.exit_code())
 }
 
@@ -607,7 +656,18 @@ fn main() -> ExitCode {
             filter,
             output,
             k8s_version,
-        } => on_big_stack(move || run_test(&paths, filter.as_deref(), output, &k8s_version)),
+            coverage,
+            min_coverage,
+        } => on_big_stack(move || {
+            let flags = TestFlags {
+                filter,
+                output,
+                k8s_version,
+                coverage,
+                min_coverage,
+            };
+            run_test(&paths, flags)
+        }),
         Command::Expr {
             expr,
             vars,

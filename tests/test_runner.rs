@@ -25,6 +25,8 @@ fn options() -> Options {
     Options {
         filter: None,
         version: celgate::cel::NEWEST_MINOR,
+        coverage: false,
+        min_coverage: None,
     }
 }
 
@@ -508,4 +510,156 @@ fn per_policy_and_binding_results() {
             "bindings[param-binding]: expected pass, got error",
         ],
     );
+}
+
+/// A policy whose coverage was worked out by hand (see `coverage_on_a_hand_checked_policy`).
+const COVERED_POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: covered.example.com}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [pods]}
+  matchConditions:
+  - name: not-system
+    expression: "!object.metadata.name.startsWith('system-')"
+  variables:
+  - name: labelled
+    expression: "has(object.metadata.labels) && 'team' in object.metadata.labels"
+  - name: name
+    expression: "object.metadata.name"
+  - name: unused
+    expression: "object.metadata.name.size()"
+  validations:
+  - expression: "variables.labelled"
+  - expression: "variables.name.size() < 10"
+  - expression: "object.spec.containers.all(c, c.image != '')"
+  auditAnnotations:
+  - key: who
+    valueExpression: "'name ' + variables.name"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: covered-binding}
+spec: {policyName: covered.example.com, validationActions: [Deny]}
+"#;
+
+const COVERED_SUITE: &str = r#"apiVersion: celgate.dev/v1alpha1
+kind: CelgateTest
+policies: [policy.yaml]
+objects:
+- {apiVersion: v1, kind: Namespace, metadata: {name: default}}
+cases:
+- name: labelled, short name
+  object: {apiVersion: v1, kind: Pod, metadata: {name: ok, labels: {team: a}}, spec: {containers: [{name: c, image: nginx}]}}
+  expect: {allowed: true}
+- name: unlabelled, ten-letter name
+  object: {apiVersion: v1, kind: Pod, metadata: {name: unlabelled}, spec: {containers: [{name: c, image: nginx}]}}
+  expect: {allowed: false}
+- name: system pods are not matched
+  object: {apiVersion: v1, kind: Pod, metadata: {name: system-x}, spec: {containers: [{name: c, image: nginx}]}}
+  expect: {policies: {covered.example.com: skip}}
+"#;
+
+fn covered_dir(name: &str) -> PathBuf {
+    let dir = temp_dir(name);
+    write(&dir, "policy.yaml", COVERED_POLICY);
+    write(&dir, "covered.celgate-test.yaml", COVERED_SUITE);
+    dir
+}
+
+/// Worked out by hand: the match condition is true for `ok` and `unlabelled`, false for
+/// `system-x` (2/2). `labelled` (boolean) is true for `ok`, false for `unlabelled` (2/2), read
+/// once each by the validations. `name` (a string, 1 point) is read by the validations and the
+/// audit annotation of both matched cases (4 runs). `unused` is never read (0/1).
+/// validations[0] and [1] are true for `ok` and false for `unlabelled` (10 letters, not < 10):
+/// 2/2 each; validations[2] is never false (1/2) and is pointed out. The audit annotation
+/// (1 point) runs twice. 11 of 13 points: 84.6%.
+#[test]
+fn coverage_on_a_hand_checked_policy() {
+    use celgate::admission::probe::Site;
+    let dir = covered_dir("coverage");
+    let mut o = options();
+    o.coverage = true;
+    let report = run(std::slice::from_ref(&dir), &o).unwrap();
+    assert_eq!(report.count(celgate::testing::Status::Pass), 3);
+    let coverage = report.coverage.as_ref().unwrap();
+    let items = &coverage.policies["covered.example.com"];
+    let got: Vec<(Site, usize, u64, bool, bool, (usize, usize))> = items
+        .iter()
+        .map(|i| {
+            (
+                i.site,
+                i.index,
+                i.evaluated,
+                i.seen_true,
+                i.seen_false,
+                i.points(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Site::MatchCondition, 0, 3, true, true, (2, 2)),
+            (Site::Variable, 0, 2, true, true, (2, 2)),
+            (Site::Variable, 1, 4, false, false, (1, 1)),
+            (Site::Variable, 2, 0, false, false, (0, 1)),
+            (Site::Validation, 0, 2, true, true, (2, 2)),
+            (Site::Validation, 1, 2, true, true, (2, 2)),
+            (Site::Validation, 2, 2, true, false, (1, 2)),
+            (Site::AuditAnnotation, 0, 2, false, false, (1, 1)),
+        ]
+    );
+    assert_eq!(coverage.points(), (11, 13));
+    assert_eq!(format!("{:.1}", coverage.percent()), "84.6");
+    let table = rendered(&dir, &report, Format::Table);
+    assert!(
+        table.contains(
+            "    ! validations[2] never fails: no case makes `object.spec.containers.all(c, c.image != '')` false\n"
+        ),
+        "{table}"
+    );
+    assert!(
+        table.contains("  covered.example.com  11/13 (84.6%)\n"),
+        "{table}"
+    );
+    assert!(table.ends_with("coverage: 11/13 (84.6%)\n"), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&render(&report, Format::Json)).unwrap();
+    let policy = &json["coverage"]["policies"][0];
+    assert_eq!(policy["policy"], "covered.example.com");
+    assert_eq!(policy["covered"], 11);
+    assert_eq!(policy["total"], 13);
+    assert_eq!(policy["neverFails"], serde_json::json!(["validations[2]"]));
+    assert_eq!(policy["expressions"][3]["name"], "unused");
+    assert_eq!(policy["expressions"][3]["evaluated"], 0);
+    // Without --coverage nothing is collected.
+    let plain = run(std::slice::from_ref(&dir), &options()).unwrap();
+    assert!(plain.coverage.is_none());
+    assert!(!render(&plain, Format::Json).contains("\"coverage\":"));
+}
+
+#[test]
+fn min_coverage_fails_the_run() {
+    let dir = covered_dir("min-coverage");
+    let (code, out, err) = celgate(&["test", ".", "--min-coverage", "90"], &dir);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("3 passed, 0 failed\n"), "{out}");
+    assert!(
+        err.contains("celgate: coverage 84.6% is below --min-coverage 90"),
+        "{err}"
+    );
+    let (code, out, _) = celgate(&["test", ".", "--min-coverage", "84"], &dir);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("coverage: 11/13 (84.6%)"), "{out}");
+    let (code, _, err) = celgate(&["test", ".", "--min-coverage", "120"], &dir);
+    assert_eq!(code, 2);
+    assert!(err.contains("--min-coverage: expected a percentage from 0 to 100, got 120"));
+    // JUnit stays valid XML: the table goes to standard error.
+    let (code, out, err) = celgate(&["test", ".", "--coverage", "--output", "junit"], &dir);
+    assert_eq!(code, 0);
+    assert!(!out.contains("coverage:"), "{out}");
+    assert!(err.contains("coverage: 11/13 (84.6%)"), "{err}");
 }

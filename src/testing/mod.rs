@@ -7,6 +7,7 @@
 //! This module owns the suite format, the review construction (with a compact table of
 //! built-in resources) and the checks; [`report`] owns the output formats.
 
+pub mod coverage;
 pub mod report;
 mod review;
 
@@ -246,6 +247,10 @@ pub struct Options {
     pub filter: Option<regex::Regex>,
     /// CEL library version (1.N).
     pub version: u16,
+    /// Collect expression coverage ([`Report::coverage`]).
+    pub coverage: bool,
+    /// Below this coverage percentage the run fails (exit 1); implies `coverage`.
+    pub min_coverage: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,6 +283,10 @@ pub struct InvalidFile {
 pub struct Report {
     pub cases: Vec<CaseResult>,
     pub invalid: Vec<InvalidFile>,
+    /// With `--coverage`: what the suites evaluated.
+    pub coverage: Option<coverage::Coverage>,
+    /// With `--min-coverage`: the threshold.
+    pub min_coverage: Option<f64>,
 }
 
 impl Report {
@@ -285,11 +294,20 @@ impl Report {
         self.cases.iter().filter(|c| c.status == status).count()
     }
 
-    /// 0 when every case passed, 1 when one failed, 2 when a suite file is invalid.
+    /// Whether coverage is below `--min-coverage`.
+    pub fn coverage_too_low(&self) -> bool {
+        match (&self.coverage, self.min_coverage) {
+            (Some(c), Some(min)) => c.percent() < min,
+            _ => false,
+        }
+    }
+
+    /// 0 when every case passed (and coverage reached `--min-coverage`), 1 when one failed
+    /// or coverage is too low, 2 when a suite file is invalid.
     pub fn exit_code(&self) -> u8 {
         if !self.invalid.is_empty() {
             2
-        } else if self.count(Status::Fail) > 0 {
+        } else if self.count(Status::Fail) > 0 || self.coverage_too_low() {
             1
         } else {
             0
@@ -341,9 +359,13 @@ pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 /// Runs every suite under `paths`.
 pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, String> {
     let mut report = Report::default();
+    let collector =
+        (options.coverage || options.min_coverage.is_some()).then(coverage::Collector::default);
     for file in find_suites(paths)? {
-        run_file(&file, options, &mut report);
+        run_file(&file, options, &mut report, collector.as_ref());
     }
+    report.coverage = collector.map(coverage::Collector::finish);
+    report.min_coverage = options.min_coverage;
     Ok(report)
 }
 
@@ -527,7 +549,12 @@ fn compile_errors(snapshot: &Snapshot, raw: &BTreeMap<String, Json>) -> Result<(
     Ok(())
 }
 
-fn run_file(file: &Path, options: &Options, report: &mut Report) {
+fn run_file(
+    file: &Path,
+    options: &Options,
+    report: &mut Report,
+    collector: Option<&coverage::Collector>,
+) {
     let name = display(file);
     let suite = match std::fs::read_to_string(file)
         .map_err(|e| format!("{name}: {e}"))
@@ -559,6 +586,12 @@ fn run_file(file: &Path, options: &Options, report: &mut Report) {
             return;
         }
     };
+    if let (Some(c), Ok(b)) = (collector, &built) {
+        for entry in &b.snapshot.policies {
+            c.register(&entry.policy);
+        }
+    }
+    let probe = collector.map(|c| c as &dyn crate::admission::probe::Probe);
     for (index, case) in suite.cases.iter().enumerate() {
         let objects = case_objects(base, &case.object);
         let expanded = match &objects {
@@ -581,7 +614,7 @@ fn run_file(file: &Path, options: &Options, report: &mut Report) {
                 let failures = match (&built, object) {
                     (Err(e), _) => vec![e.clone()],
                     (_, Err(e)) => vec![format!("object: {e}")],
-                    (Ok(b), Ok(object)) => run_case(b, base, case, index, object),
+                    (Ok(b), Ok(object)) => run_case(b, base, case, index, object, probe),
                 };
                 let status = if failures.is_empty() {
                     Status::Pass
@@ -608,6 +641,7 @@ fn run_case(
     case: &Case,
     index: usize,
     object: Option<Json>,
+    probe: Option<&dyn crate::admission::probe::Probe>,
 ) -> Vec<String> {
     let body = match &case.review {
         Some(rel) => {
@@ -638,7 +672,11 @@ fn run_case(
         Ok(r) => r,
         Err(e) => return vec![format!("the review is invalid: {e}")],
     };
-    let verdict = crate::admission::admit_traced(&built.snapshot, &req, &Default::default());
+    let context = Default::default();
+    let verdict = match probe {
+        Some(p) => crate::admission::admit_probed(&built.snapshot, &req, &context, p),
+        None => crate::admission::admit_traced(&built.snapshot, &req, &context),
+    };
     let response = crate::review::encode::response(&req, &verdict);
     check(built, case.expect.as_ref(), &verdict, &response)
 }
