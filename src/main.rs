@@ -218,6 +218,10 @@ enum Command {
         /// Fail the run (exit 1) when coverage is below this percentage; implies --coverage.
         #[arg(long, value_name = "PERCENT")]
         min_coverage: Option<f64>,
+        /// Write what failing cases (and cases without `expect`) observed into their test
+        /// files (comments and key order kept), then run again and report that run.
+        #[arg(long)]
+        update: bool,
     },
     /// CustomResourceDefinition validation rules, offline: whether a CRD is accepted, and
     /// the API server's answer to a custom resource. Exit 0 accepted, 1 rejected, 2 for
@@ -245,6 +249,7 @@ struct TestFlags {
     k8s_version: String,
     coverage: bool,
     min_coverage: Option<f64>,
+    update: bool,
 }
 
 /// `celgate test`.
@@ -256,6 +261,7 @@ fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
         k8s_version,
         coverage,
         min_coverage,
+        update,
     } = flags;
     let options = parse_version(&k8s_version).and_then(|version| {
         let filter = filter
@@ -275,6 +281,7 @@ fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
             version,
             coverage,
             min_coverage,
+            update,
         })
     });
     let report = match options.and_then(|o| celgate::testing::run(paths, &o).map_err(Usage)) {
@@ -290,6 +297,9 @@ fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
         TestOutput::Junit => Format::Junit,
         TestOutput::Tap => Format::Tap,
     };
+    for note in &report.updated {
+        eprintln!("celgate: {note}");
+    }
     print!("{}", render(&report, format));
     // JUnit and TAP stay machine-readable: the coverage table goes to standard error.
     if let (Some(c), Format::Junit | Format::Tap) = (&report.coverage, format) {
@@ -658,6 +668,7 @@ fn main() -> ExitCode {
             k8s_version,
             coverage,
             min_coverage,
+            update,
         } => on_big_stack(move || {
             let flags = TestFlags {
                 filter,
@@ -665,6 +676,7 @@ fn main() -> ExitCode {
                 k8s_version,
                 coverage,
                 min_coverage,
+                update,
             };
             run_test(&paths, flags)
         }),

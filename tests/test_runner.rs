@@ -27,6 +27,7 @@ fn options() -> Options {
         version: celgate::cel::NEWEST_MINOR,
         coverage: false,
         min_coverage: None,
+        update: false,
     }
 }
 
@@ -662,4 +663,72 @@ fn min_coverage_fails_the_run() {
     assert_eq!(code, 0);
     assert!(!out.contains("coverage:"), "{out}");
     assert!(err.contains("coverage: 11/13 (84.6%)"), "{err}");
+}
+
+const STALE_SUITE: &str = r#"# Suite comment: kept.
+apiVersion: celgate.dev/v1alpha1
+kind: CelgateTest
+policies: [policy.yaml]
+objects:
+- {apiVersion: v1, kind: Namespace, metadata: {name: default}}
+cases:
+# A passing case is not touched.
+- name: labelled pod
+  object: {apiVersion: v1, kind: Pod, metadata: {name: a, labels: {owner: me}}}
+  expect: {allowed: true, messageMatches: "^$"}
+- name: unlabelled pod
+  object: {apiVersion: v1, kind: Pod, metadata: {name: b}}
+  expect:
+    code: 200 # stale
+    # the message is what the binding says
+    allowed: true
+    bindings:
+      owner-binding: pass
+- name: flow style
+  object: {apiVersion: v1, kind: Pod, metadata: {name: c}}
+  expect: {messageMatches: "^nope", allowed: true}   # flow comment
+- name: new case
+  object: {apiVersion: v1, kind: Pod, metadata: {name: d}}
+# The end.
+"#;
+
+#[test]
+fn update_round_trip_keeps_comments_and_key_order() {
+    let dir = temp_dir("update");
+    write(&dir, "policy.yaml", POLICY);
+    let file = write(&dir, "owner.celgate-test.yaml", STALE_SUITE);
+    // Without --update the case without expectation makes the file invalid, and the stale
+    // ones fail.
+    let (code, _, _) = celgate(&["test", "."], &dir);
+    assert_eq!(code, 2);
+    let (code, out, err) = celgate(&["test", ".", "--update"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("4 passed, 0 failed"), "{out}");
+    assert!(
+        err.contains("owner.celgate-test.yaml: updated 3 cases"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    let quoted = serde_json::to_string(DENIED).unwrap();
+    let want = STALE_SUITE
+        .replace(
+            "    code: 200 # stale\n    # the message is what the binding says\n    allowed: true\n    bindings:\n      owner-binding: pass\n",
+            "    code: 403  # stale\n    # the message is what the binding says\n    allowed: false\n    bindings: {owner-binding: fail}\n",
+        )
+        .replace(
+            "  expect: {messageMatches: \"^nope\", allowed: true}   # flow comment\n",
+            &format!("  expect: {{message: {quoted}, allowed: false}}  # flow comment\n"),
+        )
+        .replace(
+            "metadata: {name: d}}\n",
+            &format!("metadata: {{name: d}}}}\n  expect: {{allowed: false, message: {quoted}}}\n"),
+        );
+    assert_eq!(text, want);
+    // The updated suite passes as it is, and updating again changes nothing.
+    let (code, out, _) = celgate(&["test", "."], &dir);
+    assert_eq!(code, 0, "{out}");
+    let (code, _, err) = celgate(&["test", ".", "--update"], &dir);
+    assert_eq!(code, 0);
+    assert!(!err.contains("updated"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
 }
