@@ -578,6 +578,16 @@ fn covered_dir(name: &str) -> PathBuf {
 /// validations[0] and [1] are true for `ok` and false for `unlabelled` (10 letters, not < 10):
 /// 2/2 each; validations[2] is never false (1/2) and is pointed out. The audit annotation
 /// (1 point) runs twice. 11 of 13 points: 84.6%.
+/// site, index, evaluations, seen true, seen false, points.
+type Row = (
+    celgate::admission::probe::Site,
+    usize,
+    u64,
+    bool,
+    bool,
+    (usize, usize),
+);
+
 #[test]
 fn coverage_on_a_hand_checked_policy() {
     use celgate::admission::probe::Site;
@@ -588,7 +598,7 @@ fn coverage_on_a_hand_checked_policy() {
     assert_eq!(report.count(celgate::testing::Status::Pass), 3);
     let coverage = report.coverage.as_ref().unwrap();
     let items = &coverage.policies["covered.example.com"];
-    let got: Vec<(Site, usize, u64, bool, bool, (usize, usize))> = items
+    let got: Vec<Row> = items
         .iter()
         .map(|i| {
             (
