@@ -742,3 +742,107 @@ fn update_round_trip_keeps_comments_and_key_order() {
     assert!(!err.contains("updated"), "{err}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
 }
+
+/// A policy that denies every pod, saying what request it saw.
+const ECHO_REQUEST: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: echo.example.com}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: ["*"], resources: [pods]}
+  validations:
+  - expression: "false"
+    messageExpression: >-
+      request.operation + ' ' + request.namespace + '/' + request.name + ' ' +
+      request.userInfo.username + ' ' + request.userInfo.groups.join(',') + ' old=' +
+      (oldObject == null ? '-' : oldObject.metadata.labels.v) + ' dry=' + string(request.dryRun)
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: echo-binding}
+spec: {policyName: echo.example.com, validationActions: [Deny]}
+"#;
+
+#[test]
+fn eval_takes_a_plain_manifest_with_request_flags() {
+    let dir = temp_dir("eval-manifest");
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    write(&dir.join("policies"), "echo.yaml", ECHO_REQUEST);
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: team, labels: {v: new}}\n";
+    write(&dir, "pod.yaml", pod);
+    write(&dir, "old.yaml", &pod.replace("v: new", "v: old"));
+    let message = |args: &[&str]| {
+        let mut all = vec!["eval", "--policies", "policies", "--object", "pod.yaml"];
+        all.extend_from_slice(args);
+        let (code, out, err) = celgate(&all, &dir);
+        assert_eq!(code, 0, "{out}{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let prefix =
+        "ValidatingAdmissionPolicy 'echo.example.com' with binding 'echo-binding' denied request: ";
+    assert_eq!(
+        message(&[]),
+        format!("{prefix}CREATE team/p celgate-test-user system:authenticated old=- dry=false")
+    );
+    assert_eq!(
+        message(&[
+            "--operation",
+            "UPDATE",
+            "--old",
+            "old.yaml",
+            "--user",
+            "alice",
+            "--group",
+            "devs",
+            "--group",
+            "ops",
+            "--dry-run"
+        ]),
+        format!("{prefix}UPDATE team/p alice devs,ops,system:authenticated old=old dry=true")
+    );
+    assert_eq!(
+        message(&["--operation", "delete", "--namespace", "other"]),
+        format!("{prefix}DELETE other/p celgate-test-user system:authenticated old=new dry=false")
+    );
+    // Bad usage: exit 2 with the reason.
+    let (code, _, err) = celgate(
+        &[
+            "eval",
+            "--policies",
+            "policies",
+            "--object",
+            "pod.yaml",
+            "--operation",
+            "UPDATE",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("pod.yaml: --operation UPDATE needs --old (the object as it was)"),
+        "{err}"
+    );
+    let (code, _, err) = celgate(
+        &[
+            "eval",
+            "--policies",
+            "policies",
+            "--object",
+            "pod.yaml",
+            "--operation",
+            "PATCH",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--operation: expected CREATE, UPDATE or DELETE, got \"PATCH\""),
+        "{err}"
+    );
+}

@@ -9,7 +9,7 @@
 
 pub mod coverage;
 pub mod report;
-mod review;
+pub mod review;
 pub mod update;
 
 use std::collections::BTreeMap;
