@@ -573,11 +573,13 @@ fn covered_dir(name: &str) -> PathBuf {
 
 /// Worked out by hand: the match condition is true for `ok` and `unlabelled`, false for
 /// `system-x` (2/2). `labelled` (boolean) is true for `ok`, false for `unlabelled` (2/2), read
-/// once each by the validations. `name` (a string, 1 point) is read by the validations and the
+/// once each by the validations; it is an `&&` chain: `has(object.metadata.labels)` is true
+/// and false (2/2), `'team' in object.metadata.labels` true for `ok` and an error (no
+/// labels) for `unlabelled` (1/2). `name` (a string, 1 point) is read by the validations and the
 /// audit annotation of both matched cases (4 runs). `unused` is never read (0/1).
 /// validations[0] and [1] are true for `ok` and false for `unlabelled` (10 letters, not < 10):
 /// 2/2 each; validations[2] is never false (1/2) and is pointed out. The audit annotation
-/// (1 point) runs twice. 11 of 13 points: 84.6%.
+/// (1 point) runs twice. 14 of 17 points: 82.4%.
 /// site, index, evaluations, seen true, seen false, points.
 type Row = (
     celgate::admission::probe::Site,
@@ -615,7 +617,7 @@ fn coverage_on_a_hand_checked_policy() {
         got,
         vec![
             (Site::MatchCondition, 0, 3, true, true, (2, 2)),
-            (Site::Variable, 0, 2, true, true, (2, 2)),
+            (Site::Variable, 0, 2, true, true, (5, 6)),
             (Site::Variable, 1, 4, false, false, (1, 1)),
             (Site::Variable, 2, 0, false, false, (0, 1)),
             (Site::Validation, 0, 2, true, true, (2, 2)),
@@ -624,8 +626,27 @@ fn coverage_on_a_hand_checked_policy() {
             (Site::AuditAnnotation, 0, 2, false, false, (1, 1)),
         ]
     );
-    assert_eq!(coverage.points(), (11, 13));
-    assert_eq!(format!("{:.1}", coverage.percent()), "84.6");
+    assert_eq!(coverage.points(), (14, 17));
+    assert_eq!(format!("{:.1}", coverage.percent()), "82.4");
+    let labelled = &items[1];
+    assert_eq!(labelled.chain, Some("&&"));
+    let operands: Vec<(&str, bool, bool, u64)> = labelled
+        .operands
+        .iter()
+        .map(|o| (o.expression.as_str(), o.seen_true, o.seen_false, o.errors))
+        .collect();
+    assert_eq!(
+        operands,
+        vec![
+            ("has(object.metadata.labels)", true, true, 0),
+            ("'team' in object.metadata.labels", true, false, 1),
+        ]
+    );
+    // Only expressions at the top level of a chain are split.
+    assert!(items
+        .iter()
+        .filter(|i| i.index != 0 || i.site != Site::Variable)
+        .all(|i| i.operands.is_empty()));
     let table = rendered(&dir, &report, Format::Table);
     assert!(
         table.contains(
@@ -634,15 +655,23 @@ fn coverage_on_a_hand_checked_policy() {
         "{table}"
     );
     assert!(
-        table.contains("  covered.example.com  11/13 (84.6%)\n"),
+        table.contains("  covered.example.com  14/17 (82.4%)\n"),
         "{table}"
     );
-    assert!(table.ends_with("coverage: 11/13 (84.6%)\n"), "{table}");
+    assert!(
+        table.contains("      && operand 1: `'team' in object.metadata.labels`  true ✓  false ✗\n"),
+        "{table}"
+    );
+    assert!(table.ends_with("coverage: 14/17 (82.4%)\n"), "{table}");
     let json: serde_json::Value = serde_json::from_str(&render(&report, Format::Json)).unwrap();
     let policy = &json["coverage"]["policies"][0];
     assert_eq!(policy["policy"], "covered.example.com");
-    assert_eq!(policy["covered"], 11);
-    assert_eq!(policy["total"], 13);
+    assert_eq!(policy["covered"], 14);
+    assert_eq!(policy["total"], 17);
+    assert_eq!(
+        policy["expressions"][1]["operands"][1],
+        serde_json::json!({"expression": "'team' in object.metadata.labels", "seenTrue": true, "seenFalse": false, "errors": 1})
+    );
     assert_eq!(policy["neverFails"], serde_json::json!(["validations[2]"]));
     assert_eq!(policy["expressions"][3]["name"], "unused");
     assert_eq!(policy["expressions"][3]["evaluated"], 0);
@@ -659,12 +688,12 @@ fn min_coverage_fails_the_run() {
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("3 passed, 0 failed\n"), "{out}");
     assert!(
-        err.contains("celgate: coverage 84.6% is below --min-coverage 90"),
+        err.contains("celgate: coverage 82.4% is below --min-coverage 90"),
         "{err}"
     );
-    let (code, out, _) = celgate(&["test", ".", "--min-coverage", "84"], &dir);
+    let (code, out, _) = celgate(&["test", ".", "--min-coverage", "82"], &dir);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("coverage: 11/13 (84.6%)"), "{out}");
+    assert!(out.contains("coverage: 14/17 (82.4%)"), "{out}");
     let (code, _, err) = celgate(&["test", ".", "--min-coverage", "120"], &dir);
     assert_eq!(code, 2);
     assert!(err.contains("--min-coverage: expected a percentage from 0 to 100, got 120"));
@@ -672,7 +701,7 @@ fn min_coverage_fails_the_run() {
     let (code, out, err) = celgate(&["test", ".", "--coverage", "--output", "junit"], &dir);
     assert_eq!(code, 0);
     assert!(!out.contains("coverage:"), "{out}");
-    assert!(err.contains("coverage: 11/13 (84.6%)"), "{err}");
+    assert!(err.contains("coverage: 14/17 (82.4%)"), "{err}");
 }
 
 const STALE_SUITE: &str = r#"# Suite comment: kept.

@@ -35,7 +35,15 @@ impl Seen {
 }
 
 /// Told about every expression evaluated; `index` is the expression's position in its list
-/// of the policy's spec.
+/// of the policy's spec, `activation` what it was evaluated against (so that a probe can
+/// evaluate parts of it too: the cost of variables that reads is not charged to the policy).
 pub trait Probe {
-    fn seen(&self, policy: &str, site: Site, index: usize, seen: Seen);
+    fn seen<'a>(
+        &self,
+        policy: &str,
+        site: Site,
+        index: usize,
+        seen: Seen,
+        activation: &dyn crate::cel::Activation<'a>,
+    );
 }

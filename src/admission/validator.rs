@@ -215,7 +215,9 @@ impl<'a, 'p> Lazy<'a, 'p> {
                     program.eval(&act, &mut meter)
                 });
                 if let Some(p) = self.probe {
-                    p.seen(&self.policy.name, Site::Variable, index, Seen::of(&r));
+                    let cost = self.cost.get();
+                    p.seen(&self.policy.name, Site::Variable, index, Seen::of(&r), &act);
+                    self.cost.set(cost);
                 }
                 if let Err(e) = &r {
                     self.deadline.note(e);
@@ -260,6 +262,25 @@ impl<'a> Activation<'a> for Act<'a, '_> {
         match self.lazy {
             Some(l) => l.get(index),
             None => Err(EvalError::new("variables are not available here")),
+        }
+    }
+}
+
+/// Tells `probe` (if any) what an expression gave; what the probe evaluates against `act`
+/// is not charged to the group.
+fn probed<'a, E>(
+    probe: Option<&dyn Probe>,
+    policy: &CompiledPolicy,
+    site: Site,
+    index: usize,
+    r: &Result<Value<'a>, E>,
+    act: &Act<'a, '_>,
+) {
+    if let Some(p) = probe {
+        let cost = act.lazy.map(|l| l.cost.get());
+        p.seen(&policy.name, site, index, Seen::of(r), act);
+        if let (Some(l), Some(c)) = (act.lazy, cost) {
+            l.cost.set(c);
         }
     }
 }
@@ -523,9 +544,7 @@ fn match_conditions(
         match compiled {
             Err(e) => errors.push(compile_error(e)),
             Ok(program) => match budget.eval(policy, program, &act).inspect(|r| {
-                if let Some(p) = probe {
-                    p.seen(&policy.name, Site::MatchCondition, index, Seen::of(r));
-                }
+                probed(probe, policy, Site::MatchCondition, index, r, &act);
             }) {
                 Err(OutOfBudget) => {
                     return (
@@ -599,9 +618,7 @@ fn validations(
         let r = match &v.program {
             Err(e) => Err(compile_error(e)),
             Ok(program) => match budget.eval(policy, program, &act).inspect(|r| {
-                if let Some(p) = probe {
-                    p.seen(&policy.name, Site::Validation, index, Seen::of(r));
-                }
+                probed(probe, policy, Site::Validation, index, r, &act);
             }) {
                 Err(OutOfBudget) => return vec![error_decision(policy, out_of_budget())],
                 Ok(Ok(Value::Bool(ok))) => Ok(ok),
@@ -715,9 +732,7 @@ fn audit_annotations(
         let error = match compiled {
             Err(e) => Some(compile_error(e)),
             Ok(program) => match budget.eval(policy, program, &act).inspect(|r| {
-                if let Some(p) = probe {
-                    p.seen(&policy.name, Site::AuditAnnotation, index, Seen::of(r));
-                }
+                probed(probe, policy, Site::AuditAnnotation, index, r, &act);
             }) {
                 Err(OutOfBudget) => return Err(out_of_budget()),
                 Ok(Ok(Value::String(s))) => {

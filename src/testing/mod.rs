@@ -448,8 +448,8 @@ fn write_updates(report: &Report) -> Vec<String> {
 
 fn run_once(paths: &[PathBuf], options: &Options) -> Result<Report, String> {
     let mut report = Report::default();
-    let collector =
-        (options.coverage || options.min_coverage.is_some()).then(coverage::Collector::default);
+    let collector = (options.coverage || options.min_coverage.is_some())
+        .then(|| coverage::Collector::new(options.version));
     for file in find_suites(paths)? {
         run_file(&file, options, &mut report, collector.as_ref());
     }
