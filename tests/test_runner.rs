@@ -886,3 +886,125 @@ fn the_example_suites_cover_their_policies() {
     assert!(out.ends_with("coverage: 26/27 (96.3%)\n"), "{out}");
     assert!(!out.contains("never fails"), "{out}");
 }
+
+const KYVERNO_TEST: &str = r#"apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: owner}
+policies: [policy.yaml, unbound.yaml]
+resources: [resources.yaml]
+results:
+- policy: owner.example.com
+  isValidatingAdmissionPolicy: true
+  kind: Pod
+  resources: [labelled, team-a/unlabelled]
+  result: pass
+- policy: no-latest.example.com
+  kind: Pod
+  resources: [labelled]
+  result: fail
+- policy: no-latest.example.com
+  kind: Deployment
+  resource: web
+  status: skip
+- policy: require-labels
+  rule: check-team
+  kind: Pod
+  resources: [labelled]
+  result: pass
+"#;
+
+const UNBOUND: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-latest.example.com}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  validations:
+  - expression: "object.spec.containers.all(c, !c.image.endsWith(':latest'))"
+"#;
+
+const KYVERNO_RESOURCES: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: labelled, labels: {owner: me}}
+spec: {containers: [{name: c, image: "nginx:latest"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unlabelled, namespace: team-a}
+spec: {containers: [{name: c, image: "nginx:1"}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec: {replicas: 1}
+"#;
+
+#[test]
+fn kyverno_test_files_run_with_the_same_meaning() {
+    let dir = temp_dir("kyverno");
+    write(&dir, "policy.yaml", POLICY);
+    write(&dir, "unbound.yaml", UNBOUND);
+    write(&dir, "resources.yaml", KYVERNO_RESOURCES);
+    write(&dir, "kyverno-test.yaml", KYVERNO_TEST);
+    let report = run(std::slice::from_ref(&dir), &options()).unwrap();
+    assert!(report.invalid.is_empty(), "{:?}", report.invalid);
+    let got: Vec<(String, celgate::testing::Status, Vec<String>)> = report
+        .cases
+        .iter()
+        .map(|c| (c.name.clone(), c.status, c.failures.clone()))
+        .collect();
+    use celgate::testing::Status::{Fail, Pass, Skip};
+    assert_eq!(
+        got,
+        vec![
+            ("owner.example.com: Pod/labelled".into(), Pass, vec![]),
+            (
+                "owner.example.com: Pod/team-a/unlabelled".into(),
+                Fail,
+                vec!["policies[owner.example.com]: expected pass, got fail".into()]
+            ),
+            // The policy without binding in the files is bound with Deny, as Kyverno applies it.
+            ("no-latest.example.com: Pod/labelled".into(), Pass, vec![]),
+            ("no-latest.example.com: Deployment/web".into(), Pass, vec![]),
+            (
+                "require-labels: Pod/labelled (not a ValidatingAdmissionPolicy: skipped)".into(),
+                Skip,
+                vec![]
+            ),
+        ]
+    );
+    // Fields with no celgate meaning make the file invalid, naming them.
+    write(
+        &dir,
+        "kyverno-test.yaml",
+        &KYVERNO_TEST.replace("results:", "variables: values.yaml\nresults:"),
+    );
+    let report = run(std::slice::from_ref(&dir), &options()).unwrap();
+    assert_eq!(report.exit_code(), 2);
+    assert!(
+        report.invalid[0]
+            .message
+            .ends_with("kyverno-test.yaml: variables: not supported by celgate (it runs ValidatingAdmissionPolicies only)"),
+        "{:?}",
+        report.invalid
+    );
+    write(
+        &dir,
+        "kyverno-test.yaml",
+        &KYVERNO_TEST.replace(
+            "  status: skip",
+            "  status: skip\n  patchedResource: p.yaml",
+        ),
+    );
+    let report = run(std::slice::from_ref(&dir), &options()).unwrap();
+    assert!(
+        report.invalid[0]
+            .message
+            .ends_with("kyverno-test.yaml: results[2].patchedResource: not supported by celgate"),
+        "{:?}",
+        report.invalid
+    );
+}

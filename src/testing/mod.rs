@@ -8,6 +8,7 @@
 //! built-in resources) and the checks; [`report`] owns the output formats.
 
 pub mod coverage;
+pub mod kyverno;
 pub mod report;
 pub mod review;
 pub mod update;
@@ -349,7 +350,7 @@ pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
                     let path = entry.path();
                     if path.is_dir() {
                         stack.push(path);
-                    } else if name.ends_with(SUFFIX) {
+                    } else if name.ends_with(SUFFIX) || is_kyverno_file(&path, &name) {
                         out.push(path);
                     }
                 }
@@ -363,6 +364,12 @@ pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+/// A `kyverno-test.yaml` that is a Kyverno CLI Test ([`kyverno`]).
+fn is_kyverno_file(path: &Path, name: &str) -> bool {
+    name == kyverno::FILE_NAME
+        && std::fs::read_to_string(path).is_ok_and(|t| kyverno::is_kyverno(&t))
 }
 
 /// Runs every suite under `paths`; with `--update`, writes the observed results into the
@@ -650,10 +657,24 @@ fn run_file(
     collector: Option<&coverage::Collector>,
 ) {
     let name = display(file);
+    let base = file.parent().unwrap_or(Path::new("."));
+    let load = |rel: &str| -> Result<Vec<Json>, String> {
+        Ok(load_path(base, rel)?
+            .into_iter()
+            .map(|l| l.object)
+            .collect())
+    };
+    let mut updatable = options.update;
     let suite = match std::fs::read_to_string(file)
         .map_err(|e| format!("{name}: {e}"))
-        .and_then(|text| parse_suite_for(&name, &text, options.update))
-    {
+        .and_then(|text| {
+            if kyverno::is_kyverno(&text) {
+                updatable = false;
+                kyverno::suite(&name, &text, load)
+            } else {
+                parse_suite_for(&name, &text, options.update)
+            }
+        }) {
         Ok(s) => s,
         Err(message) => {
             report.invalid.push(InvalidFile {
@@ -663,7 +684,6 @@ fn run_file(
             return;
         }
     };
-    let base = file.parent().unwrap_or(Path::new("."));
     let selected = |case: &str| {
         options
             .filter
@@ -711,7 +731,7 @@ fn run_file(
                     (_, Err(e)) => vec![format!("object: {e}")],
                     (Ok(b), Ok(object)) => {
                         let (failures, observed) = run_case(b, base, case, index, object, probe);
-                        if options.update && !failures.is_empty() {
+                        if updatable && !failures.is_empty() {
                             edits = observed.map(|e| (index, e));
                         }
                         failures
