@@ -223,8 +223,10 @@ enum Command {
         #[arg(long)]
         no_cluster_defaults: bool,
     },
-    /// Run policy test suites: every `*.celgate-test.yaml` under PATH (default `.`). Exit 0
-    /// when every case passed, 1 when one failed, 2 on an invalid test file or bad usage.
+    /// Run policy test suites: every `*.celgate-test.yaml` (and Kyverno CLI `kyverno-test.yaml`
+    /// whose policies are ValidatingAdmissionPolicies) under PATH (default `.`). Exit 0 when
+    /// every case passed, 1 when one failed (or coverage is below --min-coverage), 2 on an
+    /// invalid test file or bad usage.
     Test {
         /// Suite files or folders searched recursively.
         #[arg(value_name = "PATH", default_value = ".")]
