@@ -180,16 +180,42 @@ enum Command {
         #[arg(long)]
         cost: bool,
     },
-    /// Evaluate an AdmissionReview against a folder of policies, bindings, params, namespaces
-    /// and RBAC objects, offline, and print the AdmissionReview answer. Exit 0 whatever the
-    /// decision; 2 for unreadable input or an invalid object.
+    /// Evaluate an AdmissionReview, or a plain manifest as the request the API server would
+    /// send for it, against a folder of policies, bindings, params, namespaces and RBAC
+    /// objects, offline, and print the AdmissionReview answer. Exit 0 whatever the decision;
+    /// 2 for unreadable input or an invalid object.
     Eval {
         /// Folder (read recursively) of YAML or JSON manifests, multi-document allowed.
         #[arg(long, value_name = "DIR")]
         policies: PathBuf,
-        /// The AdmissionReview (v1 or v1beta1; JSON or YAML); `-` for standard input.
-        #[arg(long, value_name = "FILE")]
+        /// The AdmissionReview (v1 or v1beta1; JSON or YAML), or any other Kubernetes object
+        /// (a plain manifest, described by --operation, --old, --user, --group); `-` for
+        /// standard input.
+        #[arg(long, visible_alias = "object", value_name = "FILE")]
         request: String,
+        /// With a manifest: CREATE (default), UPDATE (needs --old) or DELETE (the manifest is
+        /// the object deleted).
+        #[arg(long, value_name = "OP")]
+        operation: Option<String>,
+        /// With a manifest: the object as it was (for UPDATE).
+        #[arg(long, value_name = "FILE")]
+        old: Option<PathBuf>,
+        /// With a manifest: the requesting user (default `celgate-test-user`).
+        #[arg(long, value_name = "NAME")]
+        user: Option<String>,
+        /// With a manifest: a group of the user (repeatable); `system:authenticated` is
+        /// always added.
+        #[arg(long = "group", value_name = "GROUP")]
+        groups: Vec<String>,
+        /// With a manifest: the request namespace (default: the manifest's, else `default`).
+        #[arg(long, value_name = "NS")]
+        namespace: Option<String>,
+        /// With a manifest: the subresource (e.g. `status`).
+        #[arg(long, value_name = "NAME")]
+        subresource: Option<String>,
+        /// With a manifest: a dry-run request.
+        #[arg(long)]
+        dry_run: bool,
         /// The Kubernetes version whose CEL libraries are available (1.N).
         #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
         k8s_version: String,
@@ -197,8 +223,10 @@ enum Command {
         #[arg(long)]
         no_cluster_defaults: bool,
     },
-    /// Run policy test suites: every `*.celgate-test.yaml` under PATH (default `.`). Exit 0
-    /// when every case passed, 1 when one failed, 2 on an invalid test file or bad usage.
+    /// Run policy test suites: every `*.celgate-test.yaml` (and Kyverno CLI `kyverno-test.yaml`
+    /// whose policies are ValidatingAdmissionPolicies) under PATH (default `.`). Exit 0 when
+    /// every case passed, 1 when one failed (or coverage is below --min-coverage), 2 on an
+    /// invalid test file or bad usage.
     Test {
         /// Suite files or folders searched recursively.
         #[arg(value_name = "PATH", default_value = ".")]
@@ -211,6 +239,17 @@ enum Command {
         /// The Kubernetes version whose CEL libraries are available (1.N).
         #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
         k8s_version: String,
+        /// Report which matchConditions, variables, validations and audit annotations the
+        /// cases evaluated, and whether each boolean one was seen both true and false.
+        #[arg(long)]
+        coverage: bool,
+        /// Fail the run (exit 1) when coverage is below this percentage; implies --coverage.
+        #[arg(long, value_name = "PERCENT")]
+        min_coverage: Option<f64>,
+        /// Write what failing cases (and cases without `expect`) observed into their test
+        /// files (comments and key order kept), then run again and report that run.
+        #[arg(long)]
+        update: bool,
     },
     /// CustomResourceDefinition validation rules, offline: whether a CRD is accepted, and
     /// the API server's answer to a custom resource. Exit 0 accepted, 1 rejected, 2 for
@@ -231,15 +270,47 @@ enum TestOutput {
     Tap,
 }
 
+/// The flags of `celgate test`.
+struct TestFlags {
+    filter: Option<String>,
+    output: TestOutput,
+    k8s_version: String,
+    coverage: bool,
+    min_coverage: Option<f64>,
+    update: bool,
+}
+
 /// `celgate test`.
-fn run_test(paths: &[PathBuf], filter: Option<&str>, output: TestOutput, k8s: &str) -> ExitCode {
+fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
     use celgate::testing::report::{render, Format};
-    let options = parse_version(k8s).and_then(|version| {
+    let TestFlags {
+        filter,
+        output,
+        k8s_version,
+        coverage,
+        min_coverage,
+        update,
+    } = flags;
+    let options = parse_version(&k8s_version).and_then(|version| {
         let filter = filter
+            .as_deref()
             .map(regex::Regex::new)
             .transpose()
             .map_err(|e| Usage(format!("--filter: {e}")))?;
-        Ok(celgate::testing::Options { filter, version })
+        if let Some(p) = min_coverage {
+            if !(0.0..=100.0).contains(&p) {
+                return Err(Usage(format!(
+                    "--min-coverage: expected a percentage from 0 to 100, got {p}"
+                )));
+            }
+        }
+        Ok(celgate::testing::Options {
+            filter,
+            version,
+            coverage,
+            min_coverage,
+            update,
+        })
     });
     let report = match options.and_then(|o| celgate::testing::run(paths, &o).map_err(Usage)) {
         Ok(r) => r,
@@ -254,7 +325,23 @@ fn run_test(paths: &[PathBuf], filter: Option<&str>, output: TestOutput, k8s: &s
         TestOutput::Junit => Format::Junit,
         TestOutput::Tap => Format::Tap,
     };
+    for note in &report.updated {
+        eprintln!("celgate: {note}");
+    }
     print!("{}", render(&report, format));
+    // JUnit and TAP stay machine-readable: the coverage table goes to standard error.
+    if let (Some(c), Format::Junit | Format::Tap) = (&report.coverage, format) {
+        eprint!("{}", c.table());
+    }
+    if report.coverage_too_low() {
+        if let Some(c) = &report.coverage {
+            eprintln!(
+                "celgate: coverage {:.1}% is below --min-coverage {}",
+                c.percent(),
+                min_coverage.unwrap_or_default()
+            );
+        }
+    }
     ExitCode::from(report.exit_code())
 }
 
@@ -533,9 +620,33 @@ fn on_big_stack(work: impl FnOnce() -> ExitCode + Send + 'static) -> ExitCode {
     }
 }
 
+/// `celgate eval`'s flags that describe a plain manifest's request.
+struct ManifestFlags {
+    operation: Option<String>,
+    old: Option<PathBuf>,
+    user: Option<String>,
+    groups: Vec<String>,
+    namespace: Option<String>,
+    subresource: Option<String>,
+    dry_run: bool,
+}
+
+impl ManifestFlags {
+    fn given(&self) -> bool {
+        self.operation.is_some()
+            || self.old.is_some()
+            || self.user.is_some()
+            || !self.groups.is_empty()
+            || self.namespace.is_some()
+            || self.subresource.is_some()
+            || self.dry_run
+    }
+}
+
 fn run_eval(
     policies: &Path,
     request: &str,
+    manifest: ManifestFlags,
     k8s_version: &str,
     cluster_defaults: bool,
 ) -> Result<(), Usage> {
@@ -544,6 +655,12 @@ fn run_eval(
     if cluster_defaults {
         celgate::source::add_cluster_defaults(&mut objects);
     }
+    // The CRDs tell a manifest's resource and scope.
+    let crds: Vec<Json> = objects
+        .iter()
+        .filter(|o| o.object["kind"] == "CustomResourceDefinition")
+        .map(|o| o.object.clone())
+        .collect();
     let snapshot =
         celgate::source::snapshot(objects, version, true).map_err(|e| Usage(e.to_string()))?;
     let (name, text) = if request == "-" {
@@ -560,12 +677,42 @@ fn run_eval(
     // report); anything else is read as YAML and re-encoded.
     let json =
         celgate::cel::json::Doc::parse(text.as_bytes()).map_or_else(|e| e.is_data(), |_| true);
-    let body = if json {
-        text.into_bytes()
+    let value: Option<Json> = if json {
+        serde_json::from_str(&text).ok()
     } else {
-        let v: Json = serde_yaml_ng::from_str(&text)
-            .map_err(|e| Usage(format!("{name}: not valid JSON or YAML: {e}")))?;
-        serde_json::to_vec(&v).map_err(|e| Usage(format!("{name}: {e}")))?
+        Some(
+            serde_yaml_ng::from_str(&text)
+                .map_err(|e| Usage(format!("{name}: not valid JSON or YAML: {e}")))?,
+        )
+    };
+    let is_review = value
+        .as_ref()
+        .is_none_or(|v| v["kind"] == "AdmissionReview" || v.get("request").is_some());
+    let body = match value {
+        _ if is_review && manifest.given() => {
+            return Err(Usage(format!(
+                "{name}: is an AdmissionReview: --operation, --old, --user, --group, --namespace, --subresource and --dry-run describe a plain manifest"
+            )))
+        }
+        _ if is_review && json => text.into_bytes(),
+        Some(v) if is_review => serde_json::to_vec(&v).map_err(|e| Usage(format!("{name}: {e}")))?,
+        Some(object) => {
+            let old = manifest.old.as_deref().map(read_document).transpose()?;
+            let m = celgate::testing::review::ManifestRequest {
+                operation: manifest.operation,
+                object,
+                old,
+                user: manifest.user,
+                groups: manifest.groups,
+                namespace: manifest.namespace,
+                sub_resource: manifest.subresource,
+                dry_run: manifest.dry_run,
+            };
+            let review = celgate::testing::review::manifest_review(crds.iter(), m)
+                .map_err(|e| Usage(format!("{name}: {e}")))?;
+            serde_json::to_vec(&review).map_err(|e| Usage(format!("{name}: {e}")))?
+        }
+        None => text.into_bytes(),
     };
     let answer = celgate::review::review_answer(&snapshot, &body)
         .map_err(|e| Usage(format!("{name}: {e}")))?;
@@ -591,10 +738,32 @@ fn main() -> ExitCode {
         Command::Eval {
             policies,
             request,
+            operation,
+            old,
+            user,
+            groups,
+            namespace,
+            subresource,
+            dry_run,
             k8s_version,
             no_cluster_defaults,
         } => on_big_stack(move || {
-            match run_eval(&policies, &request, &k8s_version, !no_cluster_defaults) {
+            let manifest = ManifestFlags {
+                operation,
+                old,
+                user,
+                groups,
+                namespace,
+                subresource,
+                dry_run,
+            };
+            match run_eval(
+                &policies,
+                &request,
+                manifest,
+                &k8s_version,
+                !no_cluster_defaults,
+            ) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(Usage(msg)) => {
                     eprintln!("celgate: {msg}");
@@ -607,7 +776,20 @@ fn main() -> ExitCode {
             filter,
             output,
             k8s_version,
-        } => on_big_stack(move || run_test(&paths, filter.as_deref(), output, &k8s_version)),
+            coverage,
+            min_coverage,
+            update,
+        } => on_big_stack(move || {
+            let flags = TestFlags {
+                filter,
+                output,
+                k8s_version,
+                coverage,
+                min_coverage,
+                update,
+            };
+            run_test(&paths, flags)
+        }),
         Command::Expr {
             expr,
             vars,

@@ -25,6 +25,9 @@ fn options() -> Options {
     Options {
         filter: None,
         version: celgate::cel::NEWEST_MINOR,
+        coverage: false,
+        min_coverage: None,
+        update: false,
     }
 }
 
@@ -507,5 +510,501 @@ fn per_policy_and_binding_results() {
             "bindings[owner-binding]: expected pass, got error",
             "bindings[param-binding]: expected pass, got error",
         ],
+    );
+}
+
+/// A policy whose coverage was worked out by hand (see `coverage_on_a_hand_checked_policy`).
+const COVERED_POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: covered.example.com}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [pods]}
+  matchConditions:
+  - name: not-system
+    expression: "!object.metadata.name.startsWith('system-')"
+  variables:
+  - name: labelled
+    expression: "has(object.metadata.labels) && 'team' in object.metadata.labels"
+  - name: name
+    expression: "object.metadata.name"
+  - name: unused
+    expression: "object.metadata.name.size()"
+  validations:
+  - expression: "variables.labelled"
+  - expression: "variables.name.size() < 10"
+  - expression: "object.spec.containers.all(c, c.image != '')"
+  auditAnnotations:
+  - key: who
+    valueExpression: "'name ' + variables.name"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: covered-binding}
+spec: {policyName: covered.example.com, validationActions: [Deny]}
+"#;
+
+const COVERED_SUITE: &str = r#"apiVersion: celgate.dev/v1alpha1
+kind: CelgateTest
+policies: [policy.yaml]
+objects:
+- {apiVersion: v1, kind: Namespace, metadata: {name: default}}
+cases:
+- name: labelled, short name
+  object: {apiVersion: v1, kind: Pod, metadata: {name: ok, labels: {team: a}}, spec: {containers: [{name: c, image: nginx}]}}
+  expect: {allowed: true}
+- name: unlabelled, ten-letter name
+  object: {apiVersion: v1, kind: Pod, metadata: {name: unlabelled}, spec: {containers: [{name: c, image: nginx}]}}
+  expect: {allowed: false}
+- name: system pods are not matched
+  object: {apiVersion: v1, kind: Pod, metadata: {name: system-x}, spec: {containers: [{name: c, image: nginx}]}}
+  expect: {policies: {covered.example.com: skip}}
+"#;
+
+fn covered_dir(name: &str) -> PathBuf {
+    let dir = temp_dir(name);
+    write(&dir, "policy.yaml", COVERED_POLICY);
+    write(&dir, "covered.celgate-test.yaml", COVERED_SUITE);
+    dir
+}
+
+/// Worked out by hand: the match condition is true for `ok` and `unlabelled`, false for
+/// `system-x` (2/2). `labelled` (boolean) is true for `ok`, false for `unlabelled` (2/2), read
+/// once each by the validations; it is an `&&` chain: `has(object.metadata.labels)` is true
+/// and false (2/2), `'team' in object.metadata.labels` true for `ok` and an error (no
+/// labels) for `unlabelled` (1/2). `name` (a string, 1 point) is read by the validations and the
+/// audit annotation of both matched cases (4 runs). `unused` is never read (0/1).
+/// validations[0] and [1] are true for `ok` and false for `unlabelled` (10 letters, not < 10):
+/// 2/2 each; validations[2] is never false (1/2) and is pointed out. The audit annotation
+/// (1 point) runs twice. 14 of 17 points: 82.4%.
+/// site, index, evaluations, seen true, seen false, points.
+type Row = (
+    celgate::admission::probe::Site,
+    usize,
+    u64,
+    bool,
+    bool,
+    (usize, usize),
+);
+
+#[test]
+fn coverage_on_a_hand_checked_policy() {
+    use celgate::admission::probe::Site;
+    let dir = covered_dir("coverage");
+    let mut o = options();
+    o.coverage = true;
+    let report = run(std::slice::from_ref(&dir), &o).unwrap();
+    assert_eq!(report.count(celgate::testing::Status::Pass), 3);
+    let coverage = report.coverage.as_ref().unwrap();
+    let items = &coverage.policies["covered.example.com"];
+    let got: Vec<Row> = items
+        .iter()
+        .map(|i| {
+            (
+                i.site,
+                i.index,
+                i.evaluated,
+                i.seen_true,
+                i.seen_false,
+                i.points(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Site::MatchCondition, 0, 3, true, true, (2, 2)),
+            (Site::Variable, 0, 2, true, true, (5, 6)),
+            (Site::Variable, 1, 4, false, false, (1, 1)),
+            (Site::Variable, 2, 0, false, false, (0, 1)),
+            (Site::Validation, 0, 2, true, true, (2, 2)),
+            (Site::Validation, 1, 2, true, true, (2, 2)),
+            (Site::Validation, 2, 2, true, false, (1, 2)),
+            (Site::AuditAnnotation, 0, 2, false, false, (1, 1)),
+        ]
+    );
+    assert_eq!(coverage.points(), (14, 17));
+    assert_eq!(format!("{:.1}", coverage.percent()), "82.4");
+    let labelled = &items[1];
+    assert_eq!(labelled.chain, Some("&&"));
+    let operands: Vec<(&str, bool, bool, u64)> = labelled
+        .operands
+        .iter()
+        .map(|o| (o.expression.as_str(), o.seen_true, o.seen_false, o.errors))
+        .collect();
+    assert_eq!(
+        operands,
+        vec![
+            ("has(object.metadata.labels)", true, true, 0),
+            ("'team' in object.metadata.labels", true, false, 1),
+        ]
+    );
+    // Only expressions at the top level of a chain are split.
+    assert!(items
+        .iter()
+        .filter(|i| i.index != 0 || i.site != Site::Variable)
+        .all(|i| i.operands.is_empty()));
+    let table = rendered(&dir, &report, Format::Table);
+    assert!(
+        table.contains(
+            "    ! validations[2] never fails: no case makes `object.spec.containers.all(c, c.image != '')` false\n"
+        ),
+        "{table}"
+    );
+    assert!(
+        table.contains("  covered.example.com  14/17 (82.4%)\n"),
+        "{table}"
+    );
+    assert!(
+        table.contains("      && operand 1: `'team' in object.metadata.labels`  true ✓  false ✗\n"),
+        "{table}"
+    );
+    assert!(table.ends_with("coverage: 14/17 (82.4%)\n"), "{table}");
+    let json: serde_json::Value = serde_json::from_str(&render(&report, Format::Json)).unwrap();
+    let policy = &json["coverage"]["policies"][0];
+    assert_eq!(policy["policy"], "covered.example.com");
+    assert_eq!(policy["covered"], 14);
+    assert_eq!(policy["total"], 17);
+    assert_eq!(
+        policy["expressions"][1]["operands"][1],
+        serde_json::json!({"expression": "'team' in object.metadata.labels", "seenTrue": true, "seenFalse": false, "errors": 1})
+    );
+    assert_eq!(policy["neverFails"], serde_json::json!(["validations[2]"]));
+    assert_eq!(policy["expressions"][3]["name"], "unused");
+    assert_eq!(policy["expressions"][3]["evaluated"], 0);
+    // Without --coverage nothing is collected.
+    let plain = run(std::slice::from_ref(&dir), &options()).unwrap();
+    assert!(plain.coverage.is_none());
+    assert!(!render(&plain, Format::Json).contains("\"coverage\":"));
+}
+
+#[test]
+fn min_coverage_fails_the_run() {
+    let dir = covered_dir("min-coverage");
+    let (code, out, err) = celgate(&["test", ".", "--min-coverage", "90"], &dir);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("3 passed, 0 failed\n"), "{out}");
+    assert!(
+        err.contains("celgate: coverage 82.4% is below --min-coverage 90"),
+        "{err}"
+    );
+    let (code, out, _) = celgate(&["test", ".", "--min-coverage", "82"], &dir);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("coverage: 14/17 (82.4%)"), "{out}");
+    let (code, _, err) = celgate(&["test", ".", "--min-coverage", "120"], &dir);
+    assert_eq!(code, 2);
+    assert!(err.contains("--min-coverage: expected a percentage from 0 to 100, got 120"));
+    // JUnit stays valid XML: the table goes to standard error.
+    let (code, out, err) = celgate(&["test", ".", "--coverage", "--output", "junit"], &dir);
+    assert_eq!(code, 0);
+    assert!(!out.contains("coverage:"), "{out}");
+    assert!(err.contains("coverage: 14/17 (82.4%)"), "{err}");
+}
+
+const STALE_SUITE: &str = r#"# Suite comment: kept.
+apiVersion: celgate.dev/v1alpha1
+kind: CelgateTest
+policies: [policy.yaml]
+objects:
+- {apiVersion: v1, kind: Namespace, metadata: {name: default}}
+cases:
+# A passing case is not touched.
+- name: labelled pod
+  object: {apiVersion: v1, kind: Pod, metadata: {name: a, labels: {owner: me}}}
+  expect: {allowed: true, messageMatches: "^$"}
+- name: unlabelled pod
+  object: {apiVersion: v1, kind: Pod, metadata: {name: b}}
+  expect:
+    code: 200 # stale
+    # the message is what the binding says
+    allowed: true
+    bindings:
+      owner-binding: pass
+- name: flow style
+  object: {apiVersion: v1, kind: Pod, metadata: {name: c}}
+  expect: {messageMatches: "^nope", allowed: true}   # flow comment
+- name: new case
+  object: {apiVersion: v1, kind: Pod, metadata: {name: d}}
+# The end.
+"#;
+
+#[test]
+fn update_round_trip_keeps_comments_and_key_order() {
+    let dir = temp_dir("update");
+    write(&dir, "policy.yaml", POLICY);
+    let file = write(&dir, "owner.celgate-test.yaml", STALE_SUITE);
+    // Without --update the case without expectation makes the file invalid, and the stale
+    // ones fail.
+    let (code, _, _) = celgate(&["test", "."], &dir);
+    assert_eq!(code, 2);
+    let (code, out, err) = celgate(&["test", ".", "--update"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("4 passed, 0 failed"), "{out}");
+    assert!(
+        err.contains("owner.celgate-test.yaml: updated 3 cases"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    let quoted = serde_json::to_string(DENIED).unwrap();
+    let want = STALE_SUITE
+        .replace(
+            "    code: 200 # stale\n    # the message is what the binding says\n    allowed: true\n    bindings:\n      owner-binding: pass\n",
+            "    code: 403  # stale\n    # the message is what the binding says\n    allowed: false\n    bindings: {owner-binding: fail}\n",
+        )
+        .replace(
+            "  expect: {messageMatches: \"^nope\", allowed: true}   # flow comment\n",
+            &format!("  expect: {{message: {quoted}, allowed: false}}  # flow comment\n"),
+        )
+        .replace(
+            "metadata: {name: d}}\n",
+            &format!("metadata: {{name: d}}}}\n  expect: {{allowed: false, message: {quoted}}}\n"),
+        );
+    assert_eq!(text, want);
+    // The updated suite passes as it is, and updating again changes nothing.
+    let (code, out, _) = celgate(&["test", "."], &dir);
+    assert_eq!(code, 0, "{out}");
+    let (code, _, err) = celgate(&["test", ".", "--update"], &dir);
+    assert_eq!(code, 0);
+    assert!(!err.contains("updated"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
+}
+
+/// A policy that denies every pod, saying what request it saw.
+const ECHO_REQUEST: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: echo.example.com}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: ["*"], resources: [pods]}
+  validations:
+  - expression: "false"
+    messageExpression: >-
+      request.operation + ' ' + request.namespace + '/' + request.name + ' ' +
+      request.userInfo.username + ' ' + request.userInfo.groups.join(',') + ' old=' +
+      (oldObject == null ? '-' : oldObject.metadata.labels.v) + ' dry=' + string(request.dryRun)
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: echo-binding}
+spec: {policyName: echo.example.com, validationActions: [Deny]}
+"#;
+
+#[test]
+fn eval_takes_a_plain_manifest_with_request_flags() {
+    let dir = temp_dir("eval-manifest");
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    write(&dir.join("policies"), "echo.yaml", ECHO_REQUEST);
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: team, labels: {v: new}}\n";
+    write(&dir, "pod.yaml", pod);
+    write(&dir, "old.yaml", &pod.replace("v: new", "v: old"));
+    let message = |args: &[&str]| {
+        let mut all = vec!["eval", "--policies", "policies", "--object", "pod.yaml"];
+        all.extend_from_slice(args);
+        let (code, out, err) = celgate(&all, &dir);
+        assert_eq!(code, 0, "{out}{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let prefix =
+        "ValidatingAdmissionPolicy 'echo.example.com' with binding 'echo-binding' denied request: ";
+    assert_eq!(
+        message(&[]),
+        format!("{prefix}CREATE team/p celgate-test-user system:authenticated old=- dry=false")
+    );
+    assert_eq!(
+        message(&[
+            "--operation",
+            "UPDATE",
+            "--old",
+            "old.yaml",
+            "--user",
+            "alice",
+            "--group",
+            "devs",
+            "--group",
+            "ops",
+            "--dry-run"
+        ]),
+        format!("{prefix}UPDATE team/p alice devs,ops,system:authenticated old=old dry=true")
+    );
+    assert_eq!(
+        message(&["--operation", "delete", "--namespace", "other"]),
+        format!("{prefix}DELETE other/p celgate-test-user system:authenticated old=new dry=false")
+    );
+    // Bad usage: exit 2 with the reason.
+    let (code, _, err) = celgate(
+        &[
+            "eval",
+            "--policies",
+            "policies",
+            "--object",
+            "pod.yaml",
+            "--operation",
+            "UPDATE",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("pod.yaml: --operation UPDATE needs --old (the object as it was)"),
+        "{err}"
+    );
+    let (code, _, err) = celgate(
+        &[
+            "eval",
+            "--policies",
+            "policies",
+            "--object",
+            "pod.yaml",
+            "--operation",
+            "PATCH",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--operation: expected CREATE, UPDATE or DELETE, got \"PATCH\""),
+        "{err}"
+    );
+}
+
+/// The bundled suites cover their policies but for one operand that no request can make true
+/// with the bundled param (`size(variables.registries) == 0`).
+#[test]
+fn the_example_suites_cover_their_policies() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (code, out, err) = celgate(&["test", "examples/tests", "--min-coverage", "95"], root);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("coverage: 26/27 (96.3%)\n"), "{out}");
+    assert!(!out.contains("never fails"), "{out}");
+}
+
+const KYVERNO_TEST: &str = r#"apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: owner}
+policies: [policy.yaml, unbound.yaml]
+resources: [resources.yaml]
+results:
+- policy: owner.example.com
+  isValidatingAdmissionPolicy: true
+  kind: Pod
+  resources: [labelled, team-a/unlabelled]
+  result: pass
+- policy: no-latest.example.com
+  kind: Pod
+  resources: [labelled]
+  result: fail
+- policy: no-latest.example.com
+  kind: Deployment
+  resource: web
+  status: skip
+- policy: require-labels
+  rule: check-team
+  kind: Pod
+  resources: [labelled]
+  result: pass
+"#;
+
+const UNBOUND: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-latest.example.com}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  validations:
+  - expression: "object.spec.containers.all(c, !c.image.endsWith(':latest'))"
+"#;
+
+const KYVERNO_RESOURCES: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: labelled, labels: {owner: me}}
+spec: {containers: [{name: c, image: "nginx:latest"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: unlabelled, namespace: team-a}
+spec: {containers: [{name: c, image: "nginx:1"}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec: {replicas: 1}
+"#;
+
+#[test]
+fn kyverno_test_files_run_with_the_same_meaning() {
+    let dir = temp_dir("kyverno");
+    write(&dir, "policy.yaml", POLICY);
+    write(&dir, "unbound.yaml", UNBOUND);
+    write(&dir, "resources.yaml", KYVERNO_RESOURCES);
+    write(&dir, "kyverno-test.yaml", KYVERNO_TEST);
+    let report = run(std::slice::from_ref(&dir), &options()).unwrap();
+    assert!(report.invalid.is_empty(), "{:?}", report.invalid);
+    let got: Vec<(String, celgate::testing::Status, Vec<String>)> = report
+        .cases
+        .iter()
+        .map(|c| (c.name.clone(), c.status, c.failures.clone()))
+        .collect();
+    use celgate::testing::Status::{Fail, Pass, Skip};
+    assert_eq!(
+        got,
+        vec![
+            ("owner.example.com: Pod/labelled".into(), Pass, vec![]),
+            (
+                "owner.example.com: Pod/team-a/unlabelled".into(),
+                Fail,
+                vec!["policies[owner.example.com]: expected pass, got fail".into()]
+            ),
+            // The policy without binding in the files is bound with Deny, as Kyverno applies it.
+            ("no-latest.example.com: Pod/labelled".into(), Pass, vec![]),
+            ("no-latest.example.com: Deployment/web".into(), Pass, vec![]),
+            (
+                "require-labels: Pod/labelled (not a ValidatingAdmissionPolicy: skipped)".into(),
+                Skip,
+                vec![]
+            ),
+        ]
+    );
+    // Fields with no celgate meaning make the file invalid, naming them.
+    write(
+        &dir,
+        "kyverno-test.yaml",
+        &KYVERNO_TEST.replace("results:", "variables: values.yaml\nresults:"),
+    );
+    let report = run(std::slice::from_ref(&dir), &options()).unwrap();
+    assert_eq!(report.exit_code(), 2);
+    assert!(
+        report.invalid[0]
+            .message
+            .ends_with("kyverno-test.yaml: variables: not supported by celgate (it runs ValidatingAdmissionPolicies only)"),
+        "{:?}",
+        report.invalid
+    );
+    write(
+        &dir,
+        "kyverno-test.yaml",
+        &KYVERNO_TEST.replace(
+            "  status: skip",
+            "  status: skip\n  patchedResource: p.yaml",
+        ),
+    );
+    let report = run(std::slice::from_ref(&dir), &options()).unwrap();
+    assert!(
+        report.invalid[0]
+            .message
+            .ends_with("kyverno-test.yaml: results[2].patchedResource: not supported by celgate"),
+        "{:?}",
+        report.invalid
     );
 }

@@ -16,6 +16,7 @@ mod activation;
 pub mod context;
 pub mod error;
 mod params;
+pub mod probe;
 pub mod rbac;
 pub mod request;
 mod routing;
@@ -53,7 +54,7 @@ pub fn admit(
     req: &Request<'_>,
     context: &AdmitContext<'_>,
 ) -> AdmissionVerdict {
-    admit_with(snapshot, req, context, false)
+    admit_with(snapshot, req, context, false, None)
 }
 
 /// [`admit`], also recording [`AdmissionVerdict::results`].
@@ -62,7 +63,18 @@ pub fn admit_traced(
     req: &Request<'_>,
     context: &AdmitContext<'_>,
 ) -> AdmissionVerdict {
-    admit_with(snapshot, req, context, true)
+    admit_with(snapshot, req, context, true, None)
+}
+
+/// [`admit_traced`], also telling `probe` about every expression evaluated (for
+/// `celgate test --coverage`).
+pub fn admit_probed(
+    snapshot: &Snapshot,
+    req: &Request<'_>,
+    context: &AdmitContext<'_>,
+    probe: &dyn probe::Probe,
+) -> AdmissionVerdict {
+    admit_with(snapshot, req, context, true, Some(probe))
 }
 
 fn admit_with(
@@ -70,6 +82,7 @@ fn admit_with(
     req: &Request<'_>,
     context: &AdmitContext<'_>,
     trace: bool,
+    probe: Option<&dyn probe::Probe>,
 ) -> AdmissionVerdict {
     let services = context.services;
     let deadline = Deadline::new(&context.limits);
@@ -140,7 +153,7 @@ fn admit_with(
                     &authz,
                     &preset,
                 );
-                let (result, condition_errors) = validate(policy, &bindings, &deadline);
+                let (result, condition_errors) = validate(policy, &bindings, &deadline, probe);
                 let elapsed = started.elapsed();
                 verdict.timed_out |= deadline.passed();
                 let Some(result) = result else {

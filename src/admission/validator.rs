@@ -16,6 +16,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
 
+use super::probe::{Probe, Seen, Site};
 use super::Deadline;
 use crate::cel::eval::Activation;
 use crate::cel::{CancelReason, EvalError, Program, Value, PER_CALL_LIMIT};
@@ -168,10 +169,16 @@ struct Lazy<'a, 'p> {
     /// error, if it is the variable's, is labelled by it.
     stop: Cell<Option<CancelReason>>,
     deadline: &'p Deadline,
+    probe: Option<&'p dyn Probe>,
 }
 
 impl<'a, 'p> Lazy<'a, 'p> {
-    fn new(policy: &'p CompiledPolicy, values: &'p [Value<'a>], deadline: &'p Deadline) -> Self {
+    fn new(
+        policy: &'p CompiledPolicy,
+        values: &'p [Value<'a>],
+        deadline: &'p Deadline,
+        probe: Option<&'p dyn Probe>,
+    ) -> Self {
         Lazy {
             policy,
             values,
@@ -179,6 +186,7 @@ impl<'a, 'p> Lazy<'a, 'p> {
             cost: Cell::new(0),
             stop: Cell::new(None),
             deadline,
+            probe,
         }
     }
 
@@ -206,6 +214,11 @@ impl<'a, 'p> Lazy<'a, 'p> {
                 let r = contain(&self.policy.name, program.source(), || {
                     program.eval(&act, &mut meter)
                 });
+                if let Some(p) = self.probe {
+                    let cost = self.cost.get();
+                    p.seen(&self.policy.name, Site::Variable, index, Seen::of(&r), &act);
+                    self.cost.set(cost);
+                }
                 if let Err(e) = &r {
                     self.deadline.note(e);
                     stop = match e {
@@ -249,6 +262,25 @@ impl<'a> Activation<'a> for Act<'a, '_> {
         match self.lazy {
             Some(l) => l.get(index),
             None => Err(EvalError::new("variables are not available here")),
+        }
+    }
+}
+
+/// Tells `probe` (if any) what an expression gave; what the probe evaluates against `act`
+/// is not charged to the group.
+fn probed<'a, E>(
+    probe: Option<&dyn Probe>,
+    policy: &CompiledPolicy,
+    site: Site,
+    index: usize,
+    r: &Result<Value<'a>, E>,
+    act: &Act<'a, '_>,
+) {
+    if let Some(p) = probe {
+        let cost = act.lazy.map(|l| l.cost.get());
+        p.seen(&policy.name, site, index, Seen::of(r), act);
+        if let (Some(l), Some(c)) = (act.lazy, cost) {
+            l.cost.set(c);
         }
     }
 }
@@ -462,25 +494,27 @@ pub fn validate(
     policy: &CompiledPolicy,
     b: &GroupValues<'_>,
     deadline: &Deadline,
+    probe: Option<&dyn Probe>,
 ) -> (Option<ParamResult>, u64) {
     let mut condition_errors = 0;
     if !policy.match_conditions.is_empty() {
-        let (early, errors) = match_conditions(policy, &b.condition, deadline);
+        let (early, errors) = match_conditions(policy, &b.condition, deadline, probe);
         condition_errors = errors;
         if let Some(early) = early {
             return (early, condition_errors);
         }
     }
-    (evaluate(policy, b, deadline), condition_errors)
+    (evaluate(policy, b, deadline, probe), condition_errors)
 }
 
 fn evaluate(
     policy: &CompiledPolicy,
     b: &GroupValues<'_>,
     deadline: &Deadline,
+    probe: Option<&dyn Probe>,
 ) -> Option<ParamResult> {
-    let mut decisions = validations(policy, b, deadline);
-    match audit_annotations(policy, &b.audit, deadline) {
+    let mut decisions = validations(policy, b, deadline, probe);
+    match audit_annotations(policy, &b.audit, deadline, probe) {
         Ok(audit) => Some(ParamResult { decisions, audit }),
         Err(failure) => {
             // An audit-annotation group failure replaces the whole result for this param.
@@ -500,15 +534,18 @@ fn match_conditions(
     policy: &CompiledPolicy,
     values: &[Value<'_>],
     deadline: &Deadline,
+    probe: Option<&dyn Probe>,
 ) -> (Option<Option<ParamResult>>, u64) {
     let act = Act { values, lazy: None };
     let mut budget = Budget(MATCH_CONDITIONS_BUDGET, deadline);
     let mut errors: Vec<ExprFailure> = Vec::new();
     let mut any_false = false;
-    for (_, compiled) in &policy.match_conditions {
+    for (index, (_, compiled)) in policy.match_conditions.iter().enumerate() {
         match compiled {
             Err(e) => errors.push(compile_error(e)),
-            Ok(program) => match budget.eval(policy, program, &act) {
+            Ok(program) => match budget.eval(policy, program, &act).inspect(|r| {
+                probed(probe, policy, Site::MatchCondition, index, r, &act);
+            }) {
                 Err(OutOfBudget) => {
                     return (
                         Some(fail_or_skip(policy, out_of_budget())),
@@ -568,18 +605,21 @@ fn validations(
     policy: &CompiledPolicy,
     b: &GroupValues<'_>,
     deadline: &Deadline,
+    probe: Option<&dyn Probe>,
 ) -> Vec<PolicyDecision> {
-    let lazy = Lazy::new(policy, &b.validation, deadline);
+    let lazy = Lazy::new(policy, &b.validation, deadline, probe);
     let act = Act {
         values: &b.validation,
         lazy: Some(&lazy),
     };
     let mut budget = Budget(BUDGET, deadline);
     let mut results: Vec<Result<bool, ExprFailure>> = Vec::with_capacity(policy.validations.len());
-    for v in &policy.validations {
+    for (index, v) in policy.validations.iter().enumerate() {
         let r = match &v.program {
             Err(e) => Err(compile_error(e)),
-            Ok(program) => match budget.eval(policy, program, &act) {
+            Ok(program) => match budget.eval(policy, program, &act).inspect(|r| {
+                probed(probe, policy, Site::Validation, index, r, &act);
+            }) {
                 Err(OutOfBudget) => return vec![error_decision(policy, out_of_budget())],
                 Ok(Ok(Value::Bool(ok))) => Ok(ok),
                 Ok(Ok(_)) => Err(runtime_error(
@@ -593,7 +633,7 @@ fn validations(
         results.push(r);
     }
     // Every messageExpression, passing validations included, on the budget that is left.
-    let message_lazy = Lazy::new(policy, &b.message, deadline);
+    let message_lazy = Lazy::new(policy, &b.message, deadline, probe);
     let message_act = Act {
         values: &b.message,
         lazy: Some(&message_lazy),
@@ -675,11 +715,12 @@ fn audit_annotations(
     policy: &CompiledPolicy,
     values: &[Value<'_>],
     deadline: &Deadline,
+    probe: Option<&dyn Probe>,
 ) -> Result<Vec<AuditResult>, ExprFailure> {
     if policy.audit_annotations.is_empty() {
         return Ok(Vec::new());
     }
-    let lazy = Lazy::new(policy, values, deadline);
+    let lazy = Lazy::new(policy, values, deadline, probe);
     let act = Act {
         values,
         lazy: Some(&lazy),
@@ -687,10 +728,12 @@ fn audit_annotations(
     let mut budget = Budget(BUDGET, deadline);
     let mut out = Vec::new();
     let ignore = policy.failure_policy == FailurePolicy::Ignore;
-    for (key, compiled) in &policy.audit_annotations {
+    for (index, (key, compiled)) in policy.audit_annotations.iter().enumerate() {
         let error = match compiled {
             Err(e) => Some(compile_error(e)),
-            Ok(program) => match budget.eval(policy, program, &act) {
+            Ok(program) => match budget.eval(policy, program, &act).inspect(|r| {
+                probed(probe, policy, Site::AuditAnnotation, index, r, &act);
+            }) {
                 Err(OutOfBudget) => return Err(out_of_budget()),
                 Ok(Ok(Value::String(s))) => {
                     let v = s.as_str().trim();

@@ -7,8 +7,11 @@
 //! This module owns the suite format, the review construction (with a compact table of
 //! built-in resources) and the checks; [`report`] owns the output formats.
 
+pub mod coverage;
+pub mod kyverno;
 pub mod report;
-mod review;
+pub mod review;
+pub mod update;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -246,6 +249,13 @@ pub struct Options {
     pub filter: Option<regex::Regex>,
     /// CEL library version (1.N).
     pub version: u16,
+    /// Collect expression coverage ([`Report::coverage`]).
+    pub coverage: bool,
+    /// Below this coverage percentage the run fails (exit 1); implies `coverage`.
+    pub min_coverage: Option<f64>,
+    /// Write what failing cases (and cases without an expectation) observed into their
+    /// suite files, then run again ([`update`]).
+    pub update: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,6 +274,9 @@ pub struct CaseResult {
     pub elapsed: Duration,
     /// Why it failed, one line per unmet expectation.
     pub failures: Vec<String>,
+    /// With `--update`: the case's position in its file and the changes that make its
+    /// expectation what was observed (`None`: nothing to write).
+    pub update: Option<(usize, Vec<update::Edit>)>,
 }
 
 /// A suite file that could not be read as one (exit 2).
@@ -278,6 +291,12 @@ pub struct InvalidFile {
 pub struct Report {
     pub cases: Vec<CaseResult>,
     pub invalid: Vec<InvalidFile>,
+    /// With `--coverage`: what the suites evaluated.
+    pub coverage: Option<coverage::Coverage>,
+    /// With `--min-coverage`: the threshold.
+    pub min_coverage: Option<f64>,
+    /// With `--update`: what was written, and what could not be.
+    pub updated: Vec<String>,
 }
 
 impl Report {
@@ -285,11 +304,20 @@ impl Report {
         self.cases.iter().filter(|c| c.status == status).count()
     }
 
-    /// 0 when every case passed, 1 when one failed, 2 when a suite file is invalid.
+    /// Whether coverage is below `--min-coverage`.
+    pub fn coverage_too_low(&self) -> bool {
+        match (&self.coverage, self.min_coverage) {
+            (Some(c), Some(min)) => c.percent() < min,
+            _ => false,
+        }
+    }
+
+    /// 0 when every case passed (and coverage reached `--min-coverage`), 1 when one failed
+    /// or coverage is too low, 2 when a suite file is invalid.
     pub fn exit_code(&self) -> u8 {
         if !self.invalid.is_empty() {
             2
-        } else if self.count(Status::Fail) > 0 {
+        } else if self.count(Status::Fail) > 0 || self.coverage_too_low() {
             1
         } else {
             0
@@ -322,7 +350,7 @@ pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
                     let path = entry.path();
                     if path.is_dir() {
                         stack.push(path);
-                    } else if name.ends_with(SUFFIX) {
+                    } else if name.ends_with(SUFFIX) || is_kyverno_file(&path, &name) {
                         out.push(path);
                     }
                 }
@@ -338,17 +366,112 @@ pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     Ok(out)
 }
 
-/// Runs every suite under `paths`.
+/// A `kyverno-test.yaml` that is a Kyverno CLI Test ([`kyverno`]).
+fn is_kyverno_file(path: &Path, name: &str) -> bool {
+    name == kyverno::FILE_NAME
+        && std::fs::read_to_string(path).is_ok_and(|t| kyverno::is_kyverno(&t))
+}
+
+/// Runs every suite under `paths`; with `--update`, writes the observed results into the
+/// suites first and reports a second run.
 pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, String> {
-    let mut report = Report::default();
-    for file in find_suites(paths)? {
-        run_file(&file, options, &mut report);
+    if !options.update {
+        return run_once(paths, options);
     }
+    let first = run_once(
+        paths,
+        &Options {
+            coverage: false,
+            min_coverage: None,
+            ..options.clone()
+        },
+    )?;
+    let updated = write_updates(&first);
+    let mut report = run_once(
+        paths,
+        &Options {
+            update: false,
+            ..options.clone()
+        },
+    )?;
+    report.updated = updated;
+    Ok(report)
+}
+
+/// An expanded case's name and edits.
+type CaseEdits<'r> = (&'r str, &'r Vec<update::Edit>);
+
+/// Writes the edits of `report`'s cases into their files; one line per file or problem.
+fn write_updates(report: &Report) -> Vec<String> {
+    let mut notes = Vec::new();
+    // Per file, per case index: the edits of each of its (expanded) cases.
+    let mut by_file: BTreeMap<&str, BTreeMap<usize, Vec<CaseEdits<'_>>>> = BTreeMap::new();
+    for c in &report.cases {
+        if let Some((index, edits)) = &c.update {
+            by_file
+                .entry(c.file.as_str())
+                .or_default()
+                .entry(*index)
+                .or_default()
+                .push((c.name.as_str(), edits));
+        }
+    }
+    for (file, cases) in by_file {
+        let mut text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => {
+                notes.push(format!("{file}: not updated: {e}"));
+                continue;
+            }
+        };
+        let mut count = 0;
+        for (index, results) in cases {
+            let Some(&(name, edits)) = results.first() else {
+                continue;
+            };
+            if results.iter().any(|(_, e)| *e != edits) {
+                notes.push(format!(
+                    "{file}: {name}: not updated: its documents give different results"
+                ));
+                continue;
+            }
+            match update::apply(&text, index, edits) {
+                Ok(t) => {
+                    text = t;
+                    count += 1;
+                }
+                Err(e) => notes.push(format!("{file}: {name}: not updated: {e}")),
+            }
+        }
+        if count > 0 {
+            match std::fs::write(file, &text) {
+                Ok(()) => notes.push(format!("{file}: updated {count} cases")),
+                Err(e) => notes.push(format!("{file}: not updated: {e}")),
+            }
+        }
+    }
+    notes
+}
+
+fn run_once(paths: &[PathBuf], options: &Options) -> Result<Report, String> {
+    let mut report = Report::default();
+    let collector = (options.coverage || options.min_coverage.is_some())
+        .then(|| coverage::Collector::new(options.version));
+    for file in find_suites(paths)? {
+        run_file(&file, options, &mut report, collector.as_ref());
+    }
+    report.coverage = collector.map(coverage::Collector::finish);
+    report.min_coverage = options.min_coverage;
     Ok(report)
 }
 
 /// Reads and checks a suite file's text.
 pub fn parse_suite(file: &str, text: &str) -> Result<Suite, String> {
+    parse_suite_for(file, text, false)
+}
+
+/// [`parse_suite`]; for `--update`, a case may have no expectation yet.
+fn parse_suite_for(file: &str, text: &str, update: bool) -> Result<Suite, String> {
     let suite: Suite = serde_yaml_ng::from_str(text).map_err(|e| format!("{file}: {e}"))?;
     if suite.api_version != API_VERSION {
         return Err(format!(
@@ -364,7 +487,7 @@ pub fn parse_suite(file: &str, text: &str) -> Result<Suite, String> {
     }
     for (i, case) in suite.cases.iter().enumerate() {
         let at = format!("{file}: cases[{i}] ({:?})", case.name);
-        if case.expect.as_ref().is_none_or(Expect::is_empty) && !case.skip {
+        if case.expect.as_ref().is_none_or(Expect::is_empty) && !case.skip && !update {
             return Err(format!(
                 "{at}: expect: a case needs at least one expectation"
             ));
@@ -527,12 +650,31 @@ fn compile_errors(snapshot: &Snapshot, raw: &BTreeMap<String, Json>) -> Result<(
     Ok(())
 }
 
-fn run_file(file: &Path, options: &Options, report: &mut Report) {
+fn run_file(
+    file: &Path,
+    options: &Options,
+    report: &mut Report,
+    collector: Option<&coverage::Collector>,
+) {
     let name = display(file);
+    let base = file.parent().unwrap_or(Path::new("."));
+    let load = |rel: &str| -> Result<Vec<Json>, String> {
+        Ok(load_path(base, rel)?
+            .into_iter()
+            .map(|l| l.object)
+            .collect())
+    };
+    let mut updatable = options.update;
     let suite = match std::fs::read_to_string(file)
         .map_err(|e| format!("{name}: {e}"))
-        .and_then(|text| parse_suite(&name, &text))
-    {
+        .and_then(|text| {
+            if kyverno::is_kyverno(&text) {
+                updatable = false;
+                kyverno::suite(&name, &text, load)
+            } else {
+                parse_suite_for(&name, &text, options.update)
+            }
+        }) {
         Ok(s) => s,
         Err(message) => {
             report.invalid.push(InvalidFile {
@@ -542,7 +684,6 @@ fn run_file(file: &Path, options: &Options, report: &mut Report) {
             return;
         }
     };
-    let base = file.parent().unwrap_or(Path::new("."));
     let selected = |case: &str| {
         options
             .filter
@@ -559,6 +700,12 @@ fn run_file(file: &Path, options: &Options, report: &mut Report) {
             return;
         }
     };
+    if let (Some(c), Ok(b)) = (collector, &built) {
+        for entry in &b.snapshot.policies {
+            c.register(&entry.policy);
+        }
+    }
+    let probe = collector.map(|c| c as &dyn crate::admission::probe::Probe);
     for (index, case) in suite.cases.iter().enumerate() {
         let objects = case_objects(base, &case.object);
         let expanded = match &objects {
@@ -575,13 +722,20 @@ fn run_file(file: &Path, options: &Options, report: &mut Report) {
                 continue;
             }
             let started = Instant::now();
+            let mut edits = None;
             let (status, failures) = if case.skip {
                 (Status::Skip, Vec::new())
             } else {
                 let failures = match (&built, object) {
                     (Err(e), _) => vec![e.clone()],
                     (_, Err(e)) => vec![format!("object: {e}")],
-                    (Ok(b), Ok(object)) => run_case(b, base, case, index, object),
+                    (Ok(b), Ok(object)) => {
+                        let (failures, observed) = run_case(b, base, case, index, object, probe);
+                        if updatable && !failures.is_empty() {
+                            edits = observed.map(|e| (index, e));
+                        }
+                        failures
+                    }
                 };
                 let status = if failures.is_empty() {
                     Status::Pass
@@ -596,19 +750,22 @@ fn run_file(file: &Path, options: &Options, report: &mut Report) {
                 status,
                 elapsed: started.elapsed(),
                 failures,
+                update: edits,
             });
         }
     }
 }
 
-/// Runs one case; the unmet expectations.
+/// Runs one case; the unmet expectations, and (when it was answered) the edits that make
+/// its expectation what was observed.
 fn run_case(
     built: &Built,
     base: &Path,
     case: &Case,
     index: usize,
     object: Option<Json>,
-) -> Vec<String> {
+    probe: Option<&dyn crate::admission::probe::Probe>,
+) -> (Vec<String>, Option<Vec<update::Edit>>) {
     let body = match &case.review {
         Some(rel) => {
             let path = base.join(rel);
@@ -628,19 +785,134 @@ fn run_case(
     };
     let body = match body.and_then(|b| serde_json::to_vec(&b).map_err(|e| e.to_string())) {
         Ok(b) => b,
-        Err(e) => return vec![e],
+        Err(e) => return (vec![e], None),
     };
     let doc = match crate::cel::json::Doc::parse(&body) {
         Ok(d) => d,
-        Err(e) => return vec![format!("the review is not valid JSON: {e}")],
+        Err(e) => return (vec![format!("the review is not valid JSON: {e}")], None),
     };
     let req = match crate::review::request(&doc) {
         Ok(r) => r,
-        Err(e) => return vec![format!("the review is invalid: {e}")],
+        Err(e) => return (vec![format!("the review is invalid: {e}")], None),
     };
-    let verdict = crate::admission::admit_traced(&built.snapshot, &req, &Default::default());
+    let context = Default::default();
+    let verdict = match probe {
+        Some(p) => crate::admission::admit_probed(&built.snapshot, &req, &context, p),
+        None => crate::admission::admit_traced(&built.snapshot, &req, &context),
+    };
     let response = crate::review::encode::response(&req, &verdict);
-    check(built, case.expect.as_ref(), &verdict, &response)
+    let failures = check(built, case.expect.as_ref(), &verdict, &response);
+    let edits = observe(built, case.expect.as_ref(), &verdict, &response);
+    (failures, Some(edits))
+}
+
+/// A policy's result: the worst of its bindings', `skip` when none was evaluated.
+fn policy_result(verdict: &AdmissionVerdict, policy: &str) -> Expected {
+    Expected::of(
+        verdict
+            .results
+            .iter()
+            .filter(|r| r.policy == policy)
+            .map(|r| r.outcome)
+            .max(),
+    )
+}
+
+/// A binding's result; a policy-level configuration error is every binding's.
+fn binding_result(built: &Built, verdict: &AdmissionVerdict, binding: &str) -> Expected {
+    let policy = built.binding_policy.get(binding);
+    Expected::of(
+        verdict
+            .results
+            .iter()
+            .filter(|r| match &r.binding {
+                Some(b) => b == binding,
+                None => Some(&r.policy) == policy,
+            })
+            .map(|r| r.outcome)
+            .max(),
+    )
+}
+
+/// The edits that make `expect` what was observed: each field it has, with its observed
+/// value (a `messageMatches` that does not match becomes an exact `message`); for a case
+/// without expectation, `allowed`, and `message` and `warnings` when there are some.
+fn observe(
+    built: &Built,
+    expect: Option<&Expect>,
+    verdict: &AdmissionVerdict,
+    response: &Json,
+) -> Vec<update::Edit> {
+    use serde_json::json;
+    let status = &response["status"];
+    let message = status["message"].as_str().unwrap_or("");
+    let allowed = verdict.allowed();
+    let edit = |key, value| update::Edit {
+        key,
+        new_key: key,
+        value,
+    };
+    let Some(expect) = expect.filter(|e| !e.is_empty()) else {
+        let mut out = vec![edit("allowed", json!(allowed))];
+        if !allowed {
+            out.push(edit("message", json!(message)));
+        }
+        if !verdict.warnings.is_empty() {
+            out.push(edit("warnings", json!(verdict.warnings)));
+        }
+        return out;
+    };
+    let mut out = Vec::new();
+    if expect.allowed.is_some() {
+        out.push(edit("allowed", json!(allowed)));
+    }
+    if expect.code.is_some() {
+        out.push(edit("code", json!(status["code"].as_u64().unwrap_or(200))));
+    }
+    if expect.reason.is_some() {
+        out.push(edit(
+            "reason",
+            json!(status["reason"].as_str().unwrap_or("")),
+        ));
+    }
+    if expect.message.is_some() {
+        out.push(edit("message", json!(message)));
+    }
+    if let Some(Pattern(re)) = &expect.message_matches {
+        if !re.is_match(message) {
+            out.push(update::Edit {
+                key: "messageMatches",
+                new_key: "message",
+                value: json!(message),
+            });
+        }
+    }
+    if expect.warnings.is_some() {
+        out.push(edit("warnings", json!(verdict.warnings)));
+    }
+    if let Some(want) = &expect.audit_annotations {
+        let got = &response["auditAnnotations"];
+        let m: serde_json::Map<String, Json> = want
+            .keys()
+            .filter_map(|k| Some((k.clone(), got.get(k)?.clone())))
+            .collect();
+        out.push(edit("auditAnnotations", Json::Object(m)));
+    }
+    if let Some(want) = &expect.policies {
+        let m: serde_json::Map<String, Json> = want
+            .keys()
+            .map(|p| (p.clone(), json!(policy_result(verdict, p).name())))
+            .collect();
+        out.push(edit("policies", Json::Object(m)));
+    }
+    if let Some(want) = &expect.bindings {
+        let m: serde_json::Map<String, Json> = want
+            .keys()
+            .map(|b| (b.clone(), json!(binding_result(built, verdict, b).name())))
+            .collect();
+        out.push(edit("bindings", Json::Object(m)));
+    }
+    out
 }
 
 fn check(
@@ -649,7 +921,7 @@ fn check(
     verdict: &AdmissionVerdict,
     response: &Json,
 ) -> Vec<String> {
-    let Some(expect) = expect else {
+    let Some(expect) = expect.filter(|e| !e.is_empty()) else {
         return vec!["no expectation".into()];
     };
     let mut out = Vec::new();
@@ -722,14 +994,7 @@ fn check(
         }
     }
     for (policy, want) in expect.policies.iter().flatten() {
-        let got = Expected::of(
-            verdict
-                .results
-                .iter()
-                .filter(|r| &r.policy == policy)
-                .map(|r| r.outcome)
-                .max(),
-        );
+        let got = policy_result(verdict, policy);
         if got != *want {
             out.push(format!(
                 "policies[{policy}]: expected {}, got {}",
@@ -739,19 +1004,7 @@ fn check(
         }
     }
     for (binding, want) in expect.bindings.iter().flatten() {
-        let policy = built.binding_policy.get(binding);
-        let got = Expected::of(
-            verdict
-                .results
-                .iter()
-                .filter(|r| match &r.binding {
-                    Some(b) => b == binding,
-                    // A policy-level configuration error is every binding's.
-                    None => Some(&r.policy) == policy,
-                })
-                .map(|r| r.outcome)
-                .max(),
-        );
+        let got = binding_result(built, verdict, binding);
         if got != *want {
             out.push(format!(
                 "bindings[{binding}]: expected {}, got {}",

@@ -66,6 +66,17 @@ fn table(report: &Report) -> String {
         }
     }
     let _ = writeln!(out, "{}", summary(report));
+    if let Some(c) = &report.coverage {
+        out.push_str(&c.table());
+        if report.coverage_too_low() {
+            let _ = writeln!(
+                out,
+                "coverage {:.1}% is below --min-coverage {}",
+                c.percent(),
+                report.min_coverage.unwrap_or_default()
+            );
+        }
+    }
     out
 }
 
@@ -96,13 +107,21 @@ fn json_report(report: &Report) -> String {
         .iter()
         .map(|f| json!({"file": f.file, "message": f.message}))
         .collect();
-    let v = json!({
+    let mut v = json!({
         "cases": cases,
         "invalidFiles": invalid,
         "passed": report.count(Status::Pass),
         "failed": report.count(Status::Fail),
         "skipped": report.count(Status::Skip),
     });
+    if let Some(c) = &report.coverage {
+        let mut cov = c.to_json();
+        if let Some(min) = report.min_coverage {
+            cov["minimum"] = json!(min);
+            cov["belowMinimum"] = json!(report.coverage_too_low());
+        }
+        v["coverage"] = cov;
+    }
     let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
     s.push('\n');
     s

@@ -344,3 +344,73 @@ fn suffix(index: usize) -> String {
         })
         .collect()
 }
+
+/// A request described by `celgate eval`'s flags around a plain manifest.
+#[derive(Debug, Clone, Default)]
+pub struct ManifestRequest {
+    /// CREATE (default), UPDATE, DELETE.
+    pub operation: Option<String>,
+    pub object: Json,
+    pub old: Option<Json>,
+    pub user: Option<String>,
+    /// Groups besides `system:authenticated`, which is always added (as `kubectl --as-group`).
+    pub groups: Vec<String>,
+    pub namespace: Option<String>,
+    pub sub_resource: Option<String>,
+    pub dry_run: bool,
+}
+
+/// The AdmissionReview the API server would send for `m`, with the kinds of `cluster`'s
+/// CRDs known; built as a test case's review is.
+pub fn manifest_review<'a>(
+    cluster: impl Iterator<Item = &'a Json>,
+    m: ManifestRequest,
+) -> Result<Json, String> {
+    let operation = match m
+        .operation
+        .as_deref()
+        .map(str::to_ascii_uppercase)
+        .as_deref()
+    {
+        None | Some("CREATE") => super::Operation::Create,
+        Some("UPDATE") => super::Operation::Update,
+        Some("DELETE") => super::Operation::Delete,
+        Some(other) => {
+            return Err(format!(
+                "--operation: expected CREATE, UPDATE or DELETE, got {other:?}"
+            ))
+        }
+    };
+    if operation == super::Operation::Update && m.old.is_none() {
+        return Err("--operation UPDATE needs --old (the object as it was)".into());
+    }
+    if !m.object.is_object() {
+        return Err("the manifest must be a Kubernetes object (a mapping)".into());
+    }
+    let user_info = (m.user.is_some() || !m.groups.is_empty()).then(|| {
+        let mut groups = m.groups.clone();
+        if !groups.iter().any(|g| g == "system:authenticated") {
+            groups.push("system:authenticated".into());
+        }
+        super::UserInfo {
+            username: m.user.clone(),
+            groups: Some(groups),
+            ..Default::default()
+        }
+    });
+    let case = Case {
+        name: String::new(),
+        operation: Some(operation),
+        object: None,
+        old_object: None,
+        namespace: m.namespace,
+        user_info,
+        sub_resource: m.sub_resource,
+        dry_run: Some(m.dry_run),
+        options: None,
+        review: None,
+        skip: false,
+        expect: None,
+    };
+    build(&Resources::new(cluster), &case, 0, Some(m.object), m.old)
+}
