@@ -8,8 +8,14 @@ use std::process::Command;
 use celgate::testing::report::{render, Format};
 use celgate::testing::{run, Options, Report};
 
+/// A fresh directory of its own: tests run in parallel, and several call the same helper.
 fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("celgate-test-runner-{}-{name}", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!(
+        "celgate-test-runner-{}-{name}-{n}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
