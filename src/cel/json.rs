@@ -738,7 +738,6 @@ fn same_key(text: &str, unescaped: &str, a: &Entry, b: &Entry) -> bool {
 /// times). A large object goes through an open-addressing table of entry indices (`table`,
 /// reused), hashed with a per-process random key, so that chosen keys cannot make the check
 /// quadratic.
-#[inline]
 fn repeated_key(
     text: &str,
     unescaped: &str,
@@ -746,6 +745,7 @@ fn repeated_key(
     table: &mut Vec<u32>,
     hasher: &mut Option<std::hash::RandomState>,
 ) -> Option<usize> {
+    use std::hash::BuildHasher;
     if keys.len() <= MASK_MAX {
         let mut seen = 0u64;
         for (i, e) in keys.iter().enumerate() {
@@ -758,21 +758,6 @@ fn repeated_key(
         }
         return None;
     }
-    repeated_key_in_table(text, unescaped, keys, table, hasher)
-}
-
-/// [`repeated_key`] for a large object, out of line: the common small objects keep the check
-/// inlined in the parse.
-#[cold]
-#[inline(never)]
-fn repeated_key_in_table(
-    text: &str,
-    unescaped: &str,
-    keys: &[Entry],
-    table: &mut Vec<u32>,
-    hasher: &mut Option<std::hash::RandomState>,
-) -> Option<usize> {
-    use std::hash::BuildHasher;
     let slots = (keys.len() * 2).next_power_of_two();
     table.clear();
     table.resize(slots, NONE);
@@ -971,8 +956,15 @@ fn object<'de, A: MapAccess<'de>>(b: &mut Build<'de>, mut map: A) -> Result<(), 
     }
     let first = index(b.entries.len());
     let len = index(b.pending.len() - mark);
+    // The duplicate check of a large object has just filled `table` with its keys: keep it
+    // as the object's lookup index (a failed check fails the parse anyway).
     if len as usize > MASK_MAX && b.repeated.is_none() {
-        keep_key_index(b, first);
+        b.key_indexes.push(KeyIndex {
+            first,
+            at: index(b.key_slots.len()),
+            slots: index(b.table.len()),
+        });
+        b.key_slots.extend_from_slice(&b.table);
     }
     b.entries.extend(b.pending.drain(mark..));
     b.nodes[at] = Node::Object {
@@ -981,21 +973,6 @@ fn object<'de, A: MapAccess<'de>>(b: &mut Build<'de>, mut map: A) -> Result<(), 
         end: index(b.nodes.len()),
     };
     Ok(())
-}
-
-/// Keeps the table the duplicate check of a large object has just filled with its keys as the
-/// object's lookup index (a failed check fails the parse anyway). Out of line and cold, so
-/// that the common path of [`object`] stays small enough for the small-object check to be
-/// inlined into it.
-#[cold]
-#[inline(never)]
-fn keep_key_index(b: &mut Build<'_>, first: u32) {
-    b.key_indexes.push(KeyIndex {
-        first,
-        at: index(b.key_slots.len()),
-        slots: index(b.table.len()),
-    });
-    b.key_slots.extend_from_slice(&b.table);
 }
 
 /// Reads one key into an entry whose value is the next node.
