@@ -3,7 +3,10 @@
 //!
 //! - A cap on open connections. At the cap the listener accepts nothing (new connections wait
 //!   in the kernel's backlog, no descriptor is used) and asks the connection idle the longest
-//!   to close, so that connections that send nothing cannot lock the API server out.
+//!   to close, so that connections that send nothing cannot lock the API server out. A
+//!   connection still in its TLS handshake is left alone for its first second: in a burst of
+//!   new connections, closing the oldest handshakes would fail good clients one after another
+//!   while the ones that finished sit idle.
 //! - Per connection, a watchdog that requests and reads keep informed: the TLS handshake and
 //!   the first request must come within the client timeout; an HTTP/1.1 request head within
 //!   the client timeout of its first byte; and a connection without a request in flight for the
@@ -49,6 +52,8 @@ pub struct ConnLimits {
 
 /// How often, at the cap, one more idle connection is asked to close while none has ended.
 const EVICT_EVERY: Duration = Duration::from_millis(100);
+/// How long, at the cap, a connection in its TLS handshake is not picked to close.
+const HANDSHAKE_GRACE_MS: u64 = 1000;
 /// HTTP/2 pings find peers that went away without closing.
 const H2_PING: Duration = Duration::from_secs(30);
 /// Accept errors: the first pause, and the longest.
@@ -71,6 +76,8 @@ struct Activity {
     served: AtomicBool,
     /// Asked to close at the cap (not picked again).
     evicted: AtomicBool,
+    /// The TLS handshake has not finished.
+    handshaking: AtomicBool,
     close: Notify,
 }
 
@@ -84,6 +91,7 @@ impl Activity {
             head: AtomicU64::new(0),
             served: AtomicBool::new(false),
             evicted: AtomicBool::new(false),
+            handshaking: AtomicBool::new(true),
             close: Notify::new(),
         };
         a.last.store(a.now(), Ordering::Relaxed);
@@ -102,6 +110,17 @@ impl Activity {
         self.http1
             .store(protocol == Protocol::Http1, Ordering::Relaxed);
         self.last.store(self.now(), Ordering::Relaxed);
+        self.handshaking.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether the cap may pick this connection to close: idle, not picked yet, and not in a
+    /// handshake that started less than a second ago.
+    fn evictable(&self) -> bool {
+        self.idle()
+            && !self.evicted.load(Ordering::Relaxed)
+            && (!self.handshaking.load(Ordering::Relaxed)
+                || self.now().saturating_sub(self.last.load(Ordering::Relaxed))
+                    >= HANDSHAKE_GRACE_MS)
     }
 
     fn begin(&self) {
@@ -210,12 +229,12 @@ impl Registry {
     }
 
     /// Asks the connection idle the longest (not asked yet) to close; false when every
-    /// connection has a request in flight.
+    /// connection has a request in flight or a young handshake.
     fn evict_one(&self) -> bool {
         let open = self.lock();
         let oldest = open
             .values()
-            .filter(|a| a.idle() && !a.evicted.load(Ordering::Relaxed))
+            .filter(|a| a.evictable())
             .min_by_key(|a| a.last.load(Ordering::Relaxed));
         match oldest {
             Some(a) => {
@@ -713,11 +732,15 @@ mod tests {
     #[test]
     fn at_the_cap_the_longest_idle_connection_is_asked_to_close() {
         let r = Arc::new(Registry::new());
-        let (busy, _e1) = r.add();
-        std::thread::sleep(Duration::from_millis(5));
-        let (old, _e2) = r.add();
-        std::thread::sleep(Duration::from_millis(5));
-        let (young, _e3) = r.add();
+        let handshaken = || {
+            let (a, e) = r.add();
+            a.handshaken(Protocol::Http1);
+            std::thread::sleep(Duration::from_millis(5));
+            (a, e)
+        };
+        let (busy, _e1) = handshaken();
+        let (old, _e2) = handshaken();
+        let (young, _e3) = handshaken();
         busy.begin();
         assert!(r.evict_one());
         assert!(old.evicted.load(Ordering::Relaxed));
@@ -730,5 +753,29 @@ mod tests {
         );
         drop(_e2);
         assert_eq!(r.lock().len(), 2);
+    }
+
+    #[test]
+    fn a_young_handshake_is_not_picked_at_the_cap() {
+        let Some(epoch) = Instant::now().checked_sub(Duration::from_secs(5)) else {
+            return; // a machine up for less than 5 s: nothing to test against
+        };
+        let r = Arc::new(Registry {
+            epoch,
+            ..Registry::new()
+        });
+        let (fresh, _e1) = r.add(); // accepted now, handshaking
+        assert!(!r.evict_one(), "a handshake under a second old stays");
+        assert!(!fresh.evicted.load(Ordering::Relaxed));
+        let (stalled, _e2) = r.add();
+        stalled.last.store(0, Ordering::Relaxed); // accepted 5 s ago, still handshaking
+        assert!(r.evict_one());
+        assert!(stalled.evicted.load(Ordering::Relaxed));
+        fresh.handshaken(Protocol::Http2);
+        assert!(
+            r.evict_one(),
+            "once handshaken, an idle connection may be picked"
+        );
+        assert!(fresh.evicted.load(Ordering::Relaxed));
     }
 }
