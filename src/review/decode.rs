@@ -88,6 +88,16 @@ impl std::fmt::Display for Path<'_> {
     }
 }
 
+/// A key quoted as Go quotes it, formatted only when an error is written: paths are built
+/// for every label of every review, errors for few.
+struct Quoted<'k>(&'k str);
+
+impl std::fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&quoted(self.0))
+    }
+}
+
 fn required(path: impl std::fmt::Display) -> ReviewError {
     ReviewError::Required(path.to_string())
 }
@@ -260,7 +270,7 @@ fn user_info(node: Ref<'_, '_>) -> Result<UserInfo, ReviewError> {
     if let Some(e) = optional_object(Path(P, "extra"), extra)? {
         let mut c = e.children();
         while let Some((k, v)) = c.next_entry() {
-            let values = strings(format_args!("{P}.extra[{}]", quoted(k)), Some(v))?;
+            let values = strings(format_args!("{P}.extra[{}]", Quoted(k)), Some(v))?;
             extras.insert(k.to_string(), values);
         }
     }
@@ -307,7 +317,7 @@ fn meta<'d>(path: &str, object: Option<Ref<'d, 'd>>) -> Result<Meta<'d>, ReviewE
         let mut c = l.children();
         while let Some((k, v)) = c.next_entry() {
             let value = string(
-                format_args!("{path}.metadata.labels[{}]", quoted(k)),
+                format_args!("{path}.metadata.labels[{}]", Quoted(k)),
                 Some(v),
             )?;
             map.insert(k.to_string(), value.to_string());
