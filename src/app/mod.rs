@@ -104,22 +104,22 @@ pub fn serve(
     eval_threads: usize,
     ca_out: Option<&Path>,
 ) -> Result<(), ServeError> {
-    // The blocking pool runs the evaluator, which recurses once per nesting level of an
-    // expression: give its threads (and the workers) a stack sized for the deepest one.
-    // Evaluation is CPU work, but one thread per core would let as many slow reviews (each
-    // running up to its deadline) hold up every other review queued behind them. Four per
-    // core: up to three slow reviews per core leave threads for the fast ones, which the
-    // kernel's scheduler then shares the cores with (a fast review needs well under its time
-    // slice), while a burst of fast reviews still queues rather than multiplying threads.
-    // Threads are started on demand and their stacks are touched only as deep as used. In a
-    // cluster an evaluation may also wait on the API server (a SubjectAccessReview, a
-    // namespace GET): eight per core keep such waits from holding up the other reviews.
+    // Evaluation runs on the server's pool (`server::pool`): one evaluation per core at a
+    // time, and a spare thread beside each evaluation past `server::pool::SLOW_EVALUATION`, so
+    // slow reviews (each running up to its deadline) do not hold up the others. Four threads
+    // per core at most leave room for up to three slow reviews per core. In a cluster an
+    // evaluation may also wait on the API server (a SubjectAccessReview, a namespace GET):
+    // eight per core keep such waits from holding up the other reviews.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let evaluators = match (eval_threads, &cfg.source) {
         (n, _) if n > 0 => n,
         (_, PolicySource::Folder(_)) => cores * 4,
         (_, PolicySource::Kubernetes { .. }) => cores * 8,
     };
+    let mut cfg = cfg;
+    cfg.limits.eval_threads = evaluators;
+    // The blocking pool compiles policies, which recurses once per nesting level of an
+    // expression: its threads (and the workers) get a stack sized for the deepest one.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(32 << 20)

@@ -2,9 +2,10 @@
 //! `/readyz`, and `/metrics` on a separate plain-HTTP port.
 //!
 //! Requests read the current snapshot through an `ArcSwap` (no locks); evaluation runs on
-//! tokio's blocking pool, whose threads have a stack sized for the engine, so the async
-//! workers never block and never run the evaluator. The evaluation stops at the request's
-//! deadline, so that its thread is free for other reviews soon after. Bad input gets a clear
+//! the [`pool`]'s threads (one per core, and a spare beside each slow evaluation), whose stack
+//! is sized for the engine, so the async workers never block and never run the evaluator.
+//! The evaluation stops at the request's deadline, so that its thread is free for other
+//! reviews soon after. Bad input gets a clear
 //! HTTP answer: 415 for a wrong content type, 413 over the body limit, 400 for malformed JSON
 //! or a review without a request, 429 when too many reviews are in flight, 503 before the
 //! policy source first loaded, 504 past the API server's `?timeout=`. Connections are capped
@@ -15,6 +16,7 @@
 
 pub mod conn;
 pub mod metrics;
+pub mod pool;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -63,6 +65,9 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// Bytes one expression's evaluation may build.
     pub memory_per_expression: u64,
+    /// Evaluation threads at most: one per core runs at a time, the others serve beside slow
+    /// evaluations (see [`pool`]).
+    pub eval_threads: usize,
 }
 
 impl Default for Limits {
@@ -77,6 +82,7 @@ impl Default for Limits {
             metrics_max_connections: 16,
             idle_timeout: Duration::from_secs(120),
             memory_per_expression: crate::cel::DEFAULT_MEMORY_LIMIT,
+            eval_threads: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
         }
     }
 }
@@ -105,6 +111,7 @@ pub struct AppState {
     /// lookup); unset: none (a policy folder).
     services: std::sync::OnceLock<Services>,
     inflight: Arc<Semaphore>,
+    evaluators: pool::EvalPool,
 }
 
 impl AppState {
@@ -114,6 +121,10 @@ impl AppState {
             ready: AtomicBool::new(false),
             metrics: Metrics::new(),
             inflight: Arc::new(Semaphore::new(limits.max_inflight)),
+            evaluators: pool::EvalPool::new(
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+                limits.eval_threads,
+            ),
             compiled: Default::default(),
             services: std::sync::OnceLock::new(),
             limits,
@@ -309,7 +320,7 @@ async fn validate(
     };
     let snapshot = s.snapshot.load_full();
     let state = s.clone();
-    let mut work = tokio::task::spawn_blocking(move || {
+    let mut work = s.evaluators.spawn(move || {
         // Held while the evaluation runs, past a 504 too: max_inflight bounds the threads
         // really busy.
         let _permit = permit;
@@ -320,7 +331,18 @@ async fn validate(
         let context = state.admit_context(deadline_at);
         Some(crate::review::answer(&snapshot, &bytes, &context))
     });
-    let answer = match tokio::time::timeout_at(deadline_at.into(), &mut work).await {
+    // Until the deadline; meanwhile, once the evaluation has run for SLOW_EVALUATION, it is
+    // marked slow so that a spare thread serves the reviews queued behind it.
+    let mut check_at = Some(Instant::now() + pool::SLOW_EVALUATION);
+    let finished = loop {
+        let wake = check_at.map_or(deadline_at, |c| c.min(deadline_at));
+        match tokio::time::timeout_at(wake.into(), &mut work).await {
+            Ok(done) => break Ok(done),
+            Err(_) if wake >= deadline_at => break Err(()),
+            Err(_) => check_at = work.check(Instant::now()),
+        }
+    };
+    let answer = match finished {
         Err(_) => {
             // The evaluation stops at the deadline too, within a few milliseconds: its
             // checks and the request are counted when it has.
