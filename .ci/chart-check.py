@@ -42,6 +42,7 @@ IMAGE = {"image": {"repository": "registry.example.com/celgate"}}
 
 VARIANTS = {
     "default": {},
+    "generated": {"certificates": {"mode": "generated"}},
     "cert-manager": {"certificates": {"mode": "certManager"}},
     "cert-manager-issuer": {
         "certificates": {
@@ -82,6 +83,7 @@ INVALID = {
     "timeout": ({"webhook": {"timeoutSeconds": 60}}, SCHEMA),
     "unknown key": ({"webhok": {}}, SCHEMA),
     "certificate mode": ({"certificates": {"mode": "selfmade"}}, SCHEMA),
+    "controller duration": ({"certificates": {"controller": {"overlap": "soon"}}}, SCHEMA),
     "param namespace name": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": ["configmaps"], "namespaces": ["Team_A"]}]}}, SCHEMA),
     "param entry without resources": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": []}]}}, SCHEMA),
 }
@@ -168,9 +170,12 @@ def check_promises(variant, objects):
     conditions = {c["name"] for c in w.get("matchConditions", [])}
     if not {"not-an-auth-review", "not-a-lease", "not-a-node-heartbeat"} <= conditions:
         fail(f"{variant}: auth reviews, leases and node heartbeats must never reach celgate: {conditions}")
-    mode = variant_values(variant).get("certificates", {}).get("mode", "generated")
+    mode = variant_values(variant).get("certificates", {}).get("mode", "controller")
     ca = w["clientConfig"].get("caBundle")
-    if mode == "certManager":
+    check_certificate_controller(variant, objects, mode == "controller", dep, ca)
+    if mode == "controller":
+        pass
+    elif mode == "certManager":
         if "cert-manager.io/inject-ca-from" not in hook["metadata"].get("annotations", {}):
             fail(f"{variant}: cert-manager must inject the CA")
     elif not ca:
@@ -210,6 +215,47 @@ def check_promises(variant, objects):
     for kind in ["HorizontalPodAutoscaler", "ServiceMonitor", "NetworkPolicy"]:
         if (find(objects, kind) is not None) != autoscaled:
             fail(f"{variant}: {kind} is optional and off by default")
+
+
+def check_certificate_controller(variant, objects, on, dep, ca):
+    """Mode controller: celgate gets its Secret's name, the webhook's and the Service's DNS
+    names; the chart renders no certificate; RBAC is that one Secret (and create) and that
+    one webhook configuration. Other modes: none of it."""
+    pod = dep["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    cert_args = [a for a in args if a.startswith("--cert-")]
+    role = find(objects, "Role", f"{RELEASE}-certificates")
+    cluster_role = find(objects, "ClusterRole", f"{RELEASE}-webhook-ca")
+    bindings = [o for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
+                and o["roleRef"]["name"] in (f"{RELEASE}-certificates", f"{RELEASE}-webhook-ca")]
+    if not on:
+        if cert_args or role or cluster_role or bindings:
+            fail(f"{variant}: certificate controller flags or RBAC outside mode controller")
+        return
+    secret = f"{RELEASE}-tls"
+    svc = f"{RELEASE}.{NAMESPACE}"
+    wanted = {f"--cert-secret={secret}", f"--cert-namespace={NAMESPACE}", f"--cert-webhook={RELEASE}",
+              f"--cert-dns-name={RELEASE}", f"--cert-dns-name={svc}", f"--cert-dns-name={svc}.svc",
+              f"--cert-dns-name={svc}.svc.cluster.local"}
+    if not wanted <= set(cert_args) or any(a.startswith("--tls-") for a in args):
+        fail(f"{variant}: certificate controller flags {cert_args}, expected {sorted(wanted)}")
+    if ca or find(objects, "Secret") or pod.get("volumes") or pod["containers"][0].get("volumeMounts"):
+        fail(f"{variant}: mode controller renders no caBundle, Secret or certificate volume")
+    rules = role["rules"] if role else []
+    expected = [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret], "verbs": ["get", "update"]},
+    ]
+    if rules != expected:
+        fail(f"{variant}: certificate Role {rules}, expected {expected}")
+    rules = cluster_role["rules"] if cluster_role else []
+    expected = [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
+                 "resourceNames": [RELEASE], "verbs": ["get", "update"]}]
+    if rules != expected:
+        fail(f"{variant}: webhook caBundle ClusterRole {rules}, expected {expected}")
+    if len(bindings) != 2 or any((b["subjects"][0]["name"], b["subjects"][0]["namespace"]) != (RELEASE, NAMESPACE)
+                                 for b in bindings):
+        fail(f"{variant}: the certificate Roles must be bound to celgate's service account: {bindings}")
 
 
 def check_params(variant, objects, cluster_verbs):
@@ -302,9 +348,10 @@ metadata:
 DEPLOY_HEADER = f"""\
 # celgate: plain manifests rendered from charts/celgate by `make chart` (release "{RELEASE}" in
 # namespace "{NAMESPACE}", created here) with the chart's default values, except:
-#   certificates.mode=certManager: the serving certificate is issued by cert-manager in the
-#     cluster (install cert-manager first), never committed;
 #   image.repository={IMAGE["image"]["repository"]}: celgate publishes no image; use yours.
+# celgate makes its serving certificate at run time (certificates.mode controller): a CA and a
+# certificate in the Secret {RELEASE}-tls, the CA injected into the webhook's caBundle, rotated
+# before expiry; nothing secret is committed here, and no cert-manager is needed.
 # The webhook is registered with failurePolicy Ignore (the chart's webhook.failOpenUntilReady),
 # so that pods that never become ready cannot refuse every write; arm it once they are ready.
 # Apply:
@@ -372,9 +419,9 @@ def main():
         check_refused(what, with_image(values), [needle])
     check_refused("no image.repository", {}, NO_IMAGE_HINT)
     check_refused("empty image.repository", {"image": {"repository": ""}}, NO_IMAGE_HINT)
-    # The plain manifests: default values, with certificates from cert-manager, because a
-    # committed rendering of mode "generated" would hand every user the same private key.
-    text, _, _ = render(with_image(VARIANTS["cert-manager"]))
+    # The plain manifests: default values. Certificates come from celgate's controller at run
+    # time (a committed rendering of mode "generated" would hand every user the same key).
+    text, _, _ = render(with_image(VARIANTS["default"]))
     validate("deploy/celgate.yaml", yaml.safe_load(NAMESPACE_OBJECT))
     check_generated(DEPLOY, DEPLOY_HEADER + NAMESPACE_OBJECT + text, write)
     readme, undescribed = chart_readme.render()

@@ -14,6 +14,8 @@
 //!     against a snapshot, and the AdmissionReview codec), [`crd`] (CRD validation rules);
 //! - [`source`]: where the objects come from (a folder, or the cluster's watchers and the
 //!   SubjectAccessReview authorizer); it builds snapshots with the engine;
+//! - [`certs`]: the certificate controller, which keeps the serving certificate in a Secret,
+//!   its CA in the webhook configuration, and rotates both; it hands the server PEM only;
 //! - [`server`]: the webhook's HTTP service over a snapshot handle, a readiness flag and the
 //!   metrics; it knows no source;
 //! - [`testing`]: `celgate test`, policy test suites run on the engine over folder sources;
@@ -31,6 +33,7 @@ pub mod admission;
 pub mod apimachinery;
 pub mod app;
 pub mod cel;
+pub mod certs;
 pub mod crd;
 pub mod matching;
 pub mod model;

@@ -120,6 +120,8 @@ enum Command {
         /// Require client certificates signed by this CA (PEM).
         #[arg(long)]
         client_ca: Option<PathBuf>,
+        #[command(flatten)]
+        cert_controller: CertControllerFlags,
         #[arg(long, value_enum, default_value = "text")]
         log_format: LogFormat,
         /// Log level or filter (RUST_LOG syntax); RUST_LOG wins when set.
@@ -426,6 +428,7 @@ fn serve(command: Command) -> ExitCode {
         dns_names,
         ca_out,
         client_ca,
+        cert_controller,
         log_format,
         log_level,
         max_body_bytes,
@@ -460,11 +463,19 @@ fn serve(command: Command) -> ExitCode {
             }
         },
     };
-    let cert = match (tls_cert, tls_key, self_signed) {
-        (Some(cert), Some(key), false) => CertSource::Files { cert, key },
-        (None, None, true) => CertSource::SelfSigned { names: dns_names },
+    let controlled = match cert_controller.source(kube_api_url.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("celgate: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cert = match (tls_cert, tls_key, self_signed, controlled) {
+        (Some(cert), Some(key), false, None) => CertSource::Files { cert, key },
+        (None, None, true, None) => CertSource::SelfSigned { names: dns_names },
+        (None, None, false, Some(c)) => c,
         _ => {
-            eprintln!("celgate: give --tls-cert and --tls-key, or --self-signed");
+            eprintln!("celgate: give --tls-cert and --tls-key, --self-signed, or --cert-secret");
             return ExitCode::from(2);
         }
     };
@@ -951,4 +962,72 @@ fn read_document(path: &Path) -> Result<Json, Usage> {
             PathBuf::from(path).display()
         ))
     })
+}
+
+/// `celgate serve`'s certificate controller (`celgate::certs`).
+#[derive(clap::Args)]
+struct CertControllerFlags {
+    /// Manage the serving certificate at run time in this Secret (created when missing): a CA
+    /// and a certificate for the --cert-dns-names, the CA injected into the caBundle of
+    /// --cert-webhook, both rotated before expiry. Instead of --tls-cert or --self-signed.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["tls_cert", "self_signed"])]
+    cert_secret: Option<String>,
+    /// Namespace of --cert-secret (the Deployment passes its own).
+    #[arg(long, value_name = "NS", env = "POD_NAMESPACE", default_value = "")]
+    cert_namespace: String,
+    /// The ValidatingWebhookConfiguration whose webhooks get the CA bundle in caBundle.
+    #[arg(long, value_name = "NAME", default_value = "")]
+    cert_webhook: String,
+    /// A name of the serving certificate (repeatable): the Service's DNS names, e.g.
+    /// `celgate.celgate-system.svc`.
+    #[arg(long = "cert-dns-name", value_name = "NAME")]
+    cert_dns_names: Vec<String>,
+    /// Lifetime of each CA and serving certificate.
+    #[arg(long, value_name = "DURATION", default_value = "8760h")]
+    cert_validity: String,
+    /// A rotation starts this long before the certificate expires.
+    #[arg(long, value_name = "DURATION", default_value = "720h")]
+    cert_renew_before: String,
+    /// The wait between the steps of a rotation (the new CA trusted beside the old, the new
+    /// certificate served, the old CA dropped), for every replica and the API server to see
+    /// each step; at least twice --cert-check-interval.
+    #[arg(long, value_name = "DURATION", default_value = "1m")]
+    cert_overlap: String,
+    /// How often each replica checks the Secret and the caBundle (and re-injects a caBundle
+    /// that was overwritten).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    cert_check_interval: String,
+}
+
+impl CertControllerFlags {
+    /// The certificate source, when --cert-secret is given.
+    fn source(self, api_url: Option<&str>) -> Result<Option<CertSource>, String> {
+        let Some(secret) = self.cert_secret else {
+            return Ok(None);
+        };
+        let duration = |flag: &str, text: &str| {
+            celgate::apimachinery::duration::parse_go_duration(text)
+                .filter(|n| *n > 0)
+                .map(|n| Duration::from_nanos(n as u64))
+                .ok_or_else(|| format!("{flag} {text:?}: not a positive duration such as 720h"))
+        };
+        let options = celgate::certs::Options {
+            namespace: self.cert_namespace,
+            secret,
+            webhook: self.cert_webhook,
+            names: self.cert_dns_names,
+            timing: celgate::certs::Timing {
+                validity: duration("--cert-validity", &self.cert_validity)?,
+                renew_before: duration("--cert-renew-before", &self.cert_renew_before)?,
+                overlap: duration("--cert-overlap", &self.cert_overlap)?,
+            },
+            check_every: duration("--cert-check-interval", &self.cert_check_interval)?,
+        };
+        options.check()?;
+        let api_url = api_url
+            .map(str::parse)
+            .transpose()
+            .map_err(|e| format!("--kube-api-url: {e}"))?;
+        Ok(Some(CertSource::Controller { api_url, options }))
+    }
 }

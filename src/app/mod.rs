@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::certs;
 use crate::server::tls::{self, Identity, TlsError};
 use crate::server::{self, AppState, Bound, Limits, Listen, ServerError};
 use crate::source::folder::FolderSource;
@@ -29,6 +30,14 @@ pub enum CertSource {
     Files { cert: PathBuf, key: PathBuf },
     /// Generated at start for these names; the CA is returned to register.
     SelfSigned { names: Vec<String> },
+    /// Kept in a Secret and rotated by the certificate controller ([`crate::certs`]), which
+    /// also injects its CA into the webhook configuration; the service starts once it has
+    /// a certificate.
+    Controller {
+        /// The API server; `None`: in-cluster configuration or the kubeconfig.
+        api_url: Option<axum::http::Uri>,
+        options: certs::Options,
+    },
 }
 
 /// Where policies come from.
@@ -76,6 +85,10 @@ pub enum StartError {
     /// The Kubernetes client cannot be configured (`--source kubernetes`).
     #[error(transparent)]
     Cluster(#[from] ClientError),
+    /// The certificate controller's settings are refused, or it stopped before issuing a
+    /// certificate.
+    #[error("certificate controller: {0}")]
+    Certificates(String),
 }
 
 /// Why `celgate serve` stopped with an error.
@@ -180,6 +193,8 @@ pub struct Running {
     tasks: Vec<JoinHandle<()>>,
     /// The cluster source, kept alive while serving.
     pub cluster: Option<Arc<KubeSource>>,
+    /// The certificate controller, stopped when dropped.
+    certs: Option<certs::Handle>,
 }
 
 impl Running {
@@ -189,13 +204,25 @@ impl Running {
         for t in self.tasks {
             let _ = t.await;
         }
+        drop(self.certs);
     }
 }
 
 /// Starts the service; returns once both listeners are bound and the first load was tried.
 pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
+    let mut cert_controller = None;
     let (key, ca_pem) = match &cfg.cert {
         CertSource::Files { cert, key } => (tls::load_certified_key(cert, key)?, None),
+        CertSource::Controller { api_url, options } => {
+            options.check().map_err(StartError::Certificates)?;
+            let client = crate::source::kube::client(api_url.clone()).await?;
+            let handle = certs::start(client, options.clone());
+            let pair = first_certificate(&handle).await?;
+            cert_controller = Some(handle);
+            let key =
+                tls::certified_key_from_pem(pair.cert_pem.as_bytes(), pair.key_pem.as_bytes())?;
+            (key, None)
+        }
         CertSource::SelfSigned { names } => {
             let s = tls::self_signed(names)?;
             let key = tls::certified_key_from_pem(s.cert_pem.as_bytes(), s.key_pem.as_bytes())?;
@@ -256,6 +283,13 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
             },
         ));
     }
+    if let Some(handle) = &cert_controller {
+        tokio::spawn(follow_certificates(
+            identity.clone(),
+            state.clone(),
+            handle.serving.clone(),
+        ));
+    }
     Ok(Running {
         bound,
         state,
@@ -263,7 +297,43 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
         shutdown: tx,
         tasks,
         cluster,
+        certs: cert_controller,
     })
+}
+
+/// The certificate controller's first pair; it retries until the API server answers.
+async fn first_certificate(handle: &certs::Handle) -> Result<Arc<certs::Pair>, StartError> {
+    let mut serving = handle.serving.clone();
+    let first = serving
+        .wait_for(Option::is_some)
+        .await
+        .map_err(|_| StartError::Certificates("stopped before issuing a certificate".into()))?
+        .clone();
+    first.ok_or_else(|| StartError::Certificates("no certificate".into()))
+}
+
+/// Serves each new pair of the certificate controller from the next handshake on; ends with
+/// the controller.
+async fn follow_certificates(
+    identity: Arc<Identity>,
+    state: Arc<AppState>,
+    mut serving: watch::Receiver<Option<Arc<certs::Pair>>>,
+) {
+    while serving.changed().await.is_ok() {
+        let Some(pair) = serving.borrow_and_update().clone() else {
+            continue;
+        };
+        match tls::certified_key_from_pem(pair.cert_pem.as_bytes(), pair.key_pem.as_bytes()) {
+            Ok(key) => {
+                identity.replace(key);
+                if let Some(t) = identity.not_after() {
+                    state.metrics.certificate_expiry.set(t);
+                }
+                tracing::info!("serving certificate replaced by the certificate controller");
+            }
+            Err(e) => tracing::warn!(error = %e, "certificate from the controller not served"),
+        }
+    }
 }
 
 /// The problem gauge's labels of a source's problems.

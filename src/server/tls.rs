@@ -118,51 +118,9 @@ impl ResolvesServerCert for Identity {
     }
 }
 
-/// The `notAfter` of a DER certificate, read with a minimal walk of its ASN.1 (tbsCertificate
-/// → validity → notAfter), as Unix seconds.
+/// The `notAfter` of a DER certificate, as Unix seconds.
 fn not_after(der: &[u8]) -> Option<f64> {
-    fn header(b: &[u8]) -> Option<(u8, usize, usize)> {
-        let tag = *b.first()?;
-        let first = *b.get(1)? as usize;
-        if first < 0x80 {
-            return Some((tag, 2, first));
-        }
-        let n = first & 0x7f;
-        let mut len = 0usize;
-        for i in 0..n {
-            len = (len << 8) | *b.get(2 + i)? as usize;
-        }
-        Some((tag, 2 + n, len))
-    }
-    fn inner(b: &[u8]) -> Option<&[u8]> {
-        let (_, h, l) = header(b)?;
-        b.get(h..h + l)
-    }
-    fn skip(b: &[u8]) -> Option<&[u8]> {
-        let (_, h, l) = header(b)?;
-        b.get(h + l..)
-    }
-    let tbs = inner(inner(der)?)?;
-    let mut rest = tbs;
-    if rest.first() == Some(&0xa0) {
-        rest = skip(rest)?; // version
-    }
-    rest = skip(rest)?; // serial
-    rest = skip(rest)?; // signature algorithm
-    rest = skip(rest)?; // issuer
-    let validity = inner(rest)?;
-    let after = skip(validity)?;
-    let (tag, h, l) = header(after)?;
-    let text = std::str::from_utf8(after.get(h..h + l)?).ok()?;
-    let (year, rest) = if tag == 0x17 {
-        let yy: i64 = text.get(0..2)?.parse().ok()?;
-        (if yy < 50 { 2000 + yy } else { 1900 + yy }, text.get(2..)?)
-    } else {
-        (text.get(0..4)?.parse().ok()?, text.get(4..)?)
-    };
-    let n = |r: std::ops::Range<usize>| -> Option<u32> { rest.get(r)?.parse().ok() };
-    let days = crate::apimachinery::civil::days_from_civil(year, n(0..2)?, n(2..4)?);
-    Some((days * 86_400 + i64::from(n(4..6)? * 3600 + n(6..8)? * 60 + n(8..10)?)) as f64)
+    crate::apimachinery::x509::validity(der).map(|v| v.not_after as f64)
 }
 
 /// Builds the server configuration around `identity`.

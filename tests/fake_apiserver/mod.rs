@@ -92,6 +92,8 @@ pub struct Fake {
     pub requests: Mutex<Vec<String>>,
     pub reviews: Mutex<Vec<Json>>,
     pub posted_events: Mutex<Vec<Json>>,
+    /// Successful replaces (PUT) of cluster-scoped objects, as `plural/name`.
+    pub replaces: Mutex<Vec<String>>,
     sar: Mutex<Sar>,
 }
 
@@ -135,6 +137,7 @@ impl Fake {
             requests: Mutex::default(),
             reviews: Mutex::default(),
             posted_events: Mutex::default(),
+            replaces: Mutex::default(),
             sar: Mutex::new(Box::new(|_| Ok(json!({"allowed": false})))),
         });
         for k in kinds {
@@ -438,11 +441,40 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
             json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": in_gv[0].api_version, "resources": resources}),
         );
     }
-    // GET of one cluster-scoped object.
+    // GET and replace (PUT, refused with 409 on a stale resourceVersion) of one
+    // cluster-scoped object.
     let single = kinds.iter().find_map(|k| {
         let name = path.strip_prefix(&format!("{}/", k.key()))?;
         (!name.contains('/')).then(|| (k.clone(), name.to_string()))
     });
+    if let Some((kind, name)) = single.as_ref().filter(|_| method == Method::PUT) {
+        let mut body: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
+        let stored = {
+            let r = fake.resources.lock().unwrap();
+            r[&kind.key()]
+                .objects
+                .get(&(String::new(), name.clone()))
+                .cloned()
+        };
+        let Some(stored) = stored else {
+            return status(
+                StatusCode::NOT_FOUND,
+                &format!("{} {name:?} not found", kind.plural),
+            );
+        };
+        if stored["metadata"]["resourceVersion"] != body["metadata"]["resourceVersion"] {
+            return status(StatusCode::CONFLICT, "the object has been modified");
+        }
+        fake.replaces
+            .lock()
+            .unwrap()
+            .push(format!("{}/{name}", kind.plural));
+        body["apiVersion"] = json!(kind.api_version);
+        body["kind"] = json!(kind.kind);
+        fake.apply(body);
+        let r = fake.resources.lock().unwrap();
+        return ok(r[&kind.key()].objects[&(String::new(), name.clone())].clone());
+    }
     if let Some((kind, name)) = single {
         let r = fake.resources.lock().unwrap();
         return match r[&kind.key()].objects.get(&(String::new(), name.clone())) {
