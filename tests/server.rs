@@ -688,6 +688,7 @@ async fn cluster_source_end_to_end() {
     let cfg = ServeConfig {
         source: PolicySource::Kubernetes {
             api_url: Some(format!("http://{api}").parse().unwrap()),
+            kubeconfig: None,
             options: celgate::source::kube::KubeOptions {
                 debounce: Duration::from_millis(20),
                 recheck: Duration::from_millis(200),
@@ -786,6 +787,308 @@ async fn cluster_source_end_to_end() {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
     server.shutdown().await;
+}
+
+/// A cluster-mode configuration reaching the fake API server through a kubeconfig file, with
+/// the CEL version taken from its `/version`.
+fn kubeconfig_cluster(dir: &Path, api: SocketAddr) -> ServeConfig {
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: fake, cluster: {{server: 'http://{api}'}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: fake, user: u}}}}]\n\
+             current-context: c\n"
+        ),
+    )
+    .unwrap();
+    ServeConfig {
+        source: PolicySource::Kubernetes {
+            api_url: None,
+            kubeconfig: Some(kubeconfig),
+            options: celgate::source::kube::KubeOptions {
+                debounce: Duration::from_millis(20),
+                version_from_server: true,
+                ..Default::default()
+            },
+            sar: None,
+        },
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        cert: CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        client_ca: None,
+        limits: Limits::default(),
+        poll: Duration::from_millis(100),
+        version: celgate::cel::NEWEST_MINOR,
+    }
+}
+
+/// `--kubeconfig` reaches the API server of its current context, and without
+/// `--k8s-version` the CEL environment is the API server's own version: on a 1.29 server
+/// `isIP` (1.30) does not compile, as the API server itself would refuse it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_and_the_api_servers_version() {
+    use fake_apiserver::{policy_kinds, Fake, Kind};
+    let dir = temp_dir("kubeconfig");
+    let mut kinds = policy_kinds("v1").to_vec();
+    kinds.push(Kind::new("v1", "Namespace", "namespaces", false));
+    let (fake, api) = Fake::start(&kinds).await;
+    fake.set_version("1", "29+");
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    fake.apply(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "ip-check"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]},
+            "validations": [{"expression": "isIP('10.0.0.1')"}]
+        }
+    }));
+    fake.apply(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "ip-check"}, "spec": {"policyName": "ip-check", "validationActions": ["Deny"]}}));
+    let server = start(kubeconfig_cluster(&dir, api))
+        .await
+        .expect("server starts");
+    let cluster = server.cluster.clone().unwrap();
+    for _ in 0..100 {
+        if cluster.ready() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(cluster.ready(), "the kubeconfig's server was listed");
+    assert_eq!(cluster.server_version(), Some(29));
+    let ca = server.ca_pem.clone().unwrap();
+    let (status, body) = call(
+        server.bound.webhook,
+        &ca,
+        true,
+        "/validate",
+        "application/json",
+        review("admission.k8s.io/v1", json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    let a = answer(&body);
+    assert_eq!(a["response"]["allowed"], false);
+    let message = a["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("undeclared reference to 'isIP'"),
+        "{message}"
+    );
+    server.shutdown().await;
+
+    // A version newer than celgate knows gets the newest it knows, where isIP compiles.
+    fake.set_version("1", "99");
+    let server = start(kubeconfig_cluster(&dir, api))
+        .await
+        .expect("server starts");
+    let cluster = server.cluster.clone().unwrap();
+    for _ in 0..100 {
+        if cluster.ready() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cluster.server_version(), Some(celgate::cel::NEWEST_MINOR));
+    let (_, body) = call(
+        server.bound.webhook,
+        &ca_of(&server),
+        true,
+        "/validate",
+        "application/json",
+        review("admission.k8s.io/v1", json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer(&body)["response"]["allowed"], true);
+    server.shutdown().await;
+}
+
+/// While the API server cannot be reached at start, the source metrics are already there:
+/// an alert on them need not handle their absence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_metrics_are_there_before_the_first_sync() {
+    use fake_apiserver::{policy_kinds, Fake};
+    let dir = temp_dir("unreachable-metrics");
+    let (fake, api) = Fake::start(&policy_kinds("v1")).await;
+    fake.set_unreachable(true);
+    let server = start(kubeconfig_cluster(&dir, api))
+        .await
+        .expect("server starts");
+    let metrics = server.bound.metrics.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let text = plain_get(metrics, "/metrics").await;
+    assert!(
+        text.contains("celgate_source_synced{source=\"discovery\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("celgate_source_stale_seconds{source=\"discovery\"}"),
+        "{text}"
+    );
+    server.shutdown().await;
+}
+
+/// `celgate serve` refuses at start what waiting would not fix: a policy folder that is not
+/// there, and a kubeconfig that cannot be read. The message names the path.
+#[test]
+fn serve_exits_at_start_on_a_missing_folder_or_kubeconfig() {
+    let dir = temp_dir("missing-at-start");
+    let missing = dir.join("no-such-folder");
+    let kubeconfig = dir.join("no-such-kubeconfig");
+    let cases: [(&[&str], &Path); 2] = [
+        (&["--policies", missing.to_str().unwrap()], &missing),
+        (
+            &[
+                "--source",
+                "kubernetes",
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+            ],
+            &kubeconfig,
+        ),
+    ];
+    for (args, path) in cases {
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+            .args(["serve", "--self-signed", "--listen", "127.0.0.1:0"])
+            .args(["--metrics-listen", "off", "--log-color", "never"])
+            .args(args)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(err.contains(path.to_str().unwrap()), "{args:?}: {err}");
+        assert!(!err.contains("last good snapshot"), "{err}");
+        assert!(!err.contains("serving"), "{err}");
+    }
+}
+
+/// `celgate serve` on `dir` with `flags`, standard error piped: its log lines so far, shared,
+/// and the addresses of its "serving" line (the webhook's and the metrics').
+fn spawn_logging(
+    dir: &Path,
+    flags: &[&str],
+) -> (
+    std::process::Child,
+    Arc<std::sync::Mutex<Vec<String>>>,
+    SocketAddr,
+) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(["serve", "--self-signed", "--ca-out"])
+        .arg(dir.join("ca.pem"))
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .arg("--policies")
+        .arg(dir)
+        .args(flags)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let seen = lines.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("serving") {
+                let _ = tx.send(line.clone());
+            }
+            seen.lock().unwrap().push(line);
+        }
+    });
+    let serving = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("celgate says it is serving");
+    // Colour codes (`ESC [ ... m`) out, then `webhook=ADDR` in text, `"webhook":"ADDR"` in
+    // JSON: the address ends at a space, a quote or the end of the line.
+    let mut plain = String::new();
+    let mut rest = serving.as_str();
+    while let Some(at) = rest.find('\x1b') {
+        plain.push_str(&rest[..at]);
+        rest = rest[at..].split_once('m').map_or("", |(_, r)| r);
+    }
+    plain.push_str(rest);
+    let webhook = plain
+        .split("webhook")
+        .nth(1)
+        .map(|r| r.trim_start_matches(['=', '"', ':']))
+        .and_then(|r| r.split([' ', '"']).next())
+        .unwrap_or_default();
+    let webhook: SocketAddr = webhook.parse().unwrap_or_else(|e| panic!("{e}: {plain}"));
+    (child, lines, webhook)
+}
+
+/// Logs as a log collector reads them: JSON lines never repeat a key (a field named like a
+/// key of the formatter's own would), text has no colour codes when standard error is not a
+/// terminal unless `--log-color always`, and the start-up line gives plain addresses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_lines_parse_and_carry_no_colour_codes() {
+    let dir = temp_dir("log-lines");
+    write_policy(&dir, "Deny");
+    // A binding naming no policy: a misconfigured object, logged with what is wrong.
+    std::fs::write(
+        dir.join("orphan.yaml"),
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n\
+         metadata: {name: orphan}\nspec: {policyName: nosuch, validationActions: [Deny]}\n",
+    )
+    .unwrap();
+    for flags in [
+        &["--log-format", "json"][..],
+        &["--log-format", "json", "--log-color", "always"][..],
+        &[][..],
+        &["--log-color", "never"][..],
+        &["--log-color", "always"][..],
+    ] {
+        let (mut child, lines, webhook) = spawn_logging(&dir, flags);
+        let ca = std::fs::read_to_string(dir.join("ca.pem")).unwrap();
+        // Refused before evaluation (415), and timed out (504): both log what was answered.
+        let (status, _) = call(
+            webhook,
+            &ca,
+            true,
+            "/validate",
+            "text/plain",
+            b"{}".to_vec(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status, 415);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let lines = lines.lock().unwrap().clone();
+        let text = lines.join("\n");
+        for wanted in ["serving", "refused request", "misconfigured object"] {
+            assert!(text.contains(wanted), "{flags:?}: no {wanted:?} in\n{text}");
+        }
+        assert!(!text.contains("Some("), "{flags:?}: {text}");
+        let coloured = text.contains('\x1b');
+        if flags.contains(&"json") {
+            assert!(!coloured, "{flags:?}: {text}");
+            for line in &lines {
+                // celgate's own parser refuses a repeated key, as serde_json would not.
+                if let Err(e) = celgate::cel::json::Doc::parse(line.as_bytes()) {
+                    panic!("{flags:?}: {e}: {line}");
+                }
+                let log: Json = serde_json::from_str(line).unwrap();
+                if log["fields"]["message"] == "serving" {
+                    let metrics = log["fields"]["metrics"].as_str().unwrap();
+                    assert!(metrics.parse::<SocketAddr>().is_ok(), "{line}");
+                }
+            }
+        } else {
+            assert_eq!(coloured, flags.contains(&"always"), "{flags:?}: {text}");
+        }
+    }
 }
 
 // ---- Hardening: deadlines, evaluation threads, connections, metric labels ----

@@ -40,8 +40,11 @@ pub enum PolicySource {
     Folder(FolderSource),
     /// The cluster's policies, bindings, params and namespaces, through the API server.
     Kubernetes {
-        /// The API server; `None`: in-cluster configuration or the kubeconfig.
+        /// The API server; `None`: `kubeconfig`, else in-cluster configuration or the
+        /// default kubeconfig.
         api_url: Option<axum::http::Uri>,
+        /// A kubeconfig file whose current context to use (`--kubeconfig`).
+        kubeconfig: Option<PathBuf>,
         options: KubeOptions,
         /// `authorizer` checks by SubjectAccessReview; `None`: no cluster authorizer (checks
         /// read the RBAC objects of the snapshot, which a cluster source does not hold).
@@ -76,6 +79,10 @@ pub enum StartError {
     /// The Kubernetes client cannot be configured (`--source kubernetes`).
     #[error(transparent)]
     Cluster(#[from] ClientError),
+    /// The policy folder does not exist or is not a directory (`--source folder`): a typo or
+    /// a relative path run from elsewhere, which waiting would not fix.
+    #[error("cannot read the policy folder {}: {reason}", dir.display())]
+    PolicyFolder { dir: PathBuf, reason: String },
 }
 
 /// Why `celgate serve` stopped with an error.
@@ -140,7 +147,11 @@ pub fn serve(
                 None => println!("{ca}"),
             }
         }
-        tracing::info!(webhook = %running.bound.webhook, metrics = ?running.bound.metrics, "serving");
+        let metrics = running
+            .bound
+            .metrics
+            .map_or_else(|| "off".to_string(), |a| a.to_string());
+        tracing::info!(webhook = %running.bound.webhook, %metrics, "serving");
         wait_for_signal().await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
         running.shutdown().await;
@@ -194,6 +205,9 @@ impl Running {
 
 /// Starts the service; returns once both listeners are bound and the first load was tried.
 pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
+    if let PolicySource::Folder(source) = &cfg.source {
+        check_folder(&source.dir)?;
+    }
     let (key, ca_pem) = match &cfg.cert {
         CertSource::Files { cert, key } => (tls::load_certified_key(cert, key)?, None),
         CertSource::SelfSigned { names } => {
@@ -211,6 +225,7 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
     let mut folder_watch = None;
     let cluster = match &cfg.source {
         PolicySource::Folder(source) => {
+            tracing::info!(k8s_version = %format!("1.{}", cfg.version), "CEL environment");
             let mut watch = folder::FolderWatch::new(state.clone(), source.clone(), cfg.version);
             // The first load does not wait for a quiet period: only for a read during which
             // nothing changed.
@@ -220,9 +235,19 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
         }
         PolicySource::Kubernetes {
             api_url,
+            kubeconfig,
             options,
             sar,
-        } => Some(cluster::start(&state, api_url.clone(), options.clone(), sar.clone()).await?),
+        } => {
+            if !options.version_from_server {
+                tracing::info!(k8s_version = %format!("1.{}", options.version), "CEL environment");
+            }
+            let connect = crate::source::kube::Connect {
+                api_url: api_url.clone(),
+                kubeconfig: kubeconfig.clone(),
+            };
+            Some(cluster::start(&state, connect, options.clone(), sar.clone()).await?)
+        }
     };
     let (tx, rx) = watch::channel(false);
     let at = Listen {
@@ -264,6 +289,20 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
         tasks,
         cluster,
     })
+}
+
+/// Refuses a policy folder that is not there at start. Once serving, a folder that vanishes
+/// keeps the last good snapshot (a volume being swapped); at start there is none to keep.
+fn check_folder(dir: &Path) -> Result<(), StartError> {
+    let refuse = |reason: String| StartError::PolicyFolder {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(refuse("not a directory".into())),
+        Err(e) => Err(refuse(e.to_string())),
+    }
 }
 
 /// The problem gauge's labels of a source's problems.

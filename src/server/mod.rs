@@ -208,12 +208,14 @@ async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {
 
 fn refuse(s: &AppState, status: StatusCode, reason: &'static str, message: String) -> Response {
     s.metrics.bad_requests.with_label_values(&[reason]).inc();
+    // No field is called `message`: the JSON log already has the event's message under that
+    // key, and would repeat it.
     // A body cut short is a client that went away (the API server cancelling at its own
     // deadline, a load generator stopping): counted, but not worth a warning each.
     if reason == "body" {
-        tracing::debug!(reason, %message, "refused request");
+        tracing::debug!(reason, answer = %message, "refused request");
     } else {
-        tracing::warn!(reason, %message, "refused request");
+        tracing::warn!(reason, answer = %message, "refused request");
     }
     (status, message).into_response()
 }
@@ -387,7 +389,7 @@ async fn validate(
 /// `celgate_requests_total`).
 fn timed_out(timeout: Duration) -> Response {
     let message = format!("no decision within {timeout:?}");
-    tracing::warn!(%message, "request timed out");
+    tracing::warn!(answer = %message, "request timed out");
     (StatusCode::GATEWAY_TIMEOUT, message).into_response()
 }
 

@@ -59,8 +59,9 @@ pub enum LoadError {
     /// A directory below the folder cannot be resolved or listed.
     #[error(transparent)]
     List(#[from] ListError),
-    /// The folder could not be listed when the state now being loaded was taken.
-    #[error("{}: {source}", dir.display())]
+    /// The folder could not be listed when the state now being loaded was taken (the
+    /// listing error names the path).
+    #[error("{source}")]
     Unlisted {
         dir: PathBuf,
         #[source]
