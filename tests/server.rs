@@ -361,6 +361,167 @@ async fn bad_input_gets_a_clear_answer() {
     server.shutdown().await;
 }
 
+/// An HTTP/2 request whose body is sent in two parts: `head` with the headers, then, once the
+/// answer is in and `pause` has passed, `tail` with END_STREAM. Returns the answer and
+/// whether the stream was reset before the client had sent its whole body (what curl reports
+/// as "Stream error in the HTTP/2 framing layer", without the answer).
+async fn h2_two_part_body(
+    addr: SocketAddr,
+    ca_pem: &str,
+    content_type: &str,
+    head: usize,
+    tail: usize,
+    pause: Duration,
+) -> (u16, String, bool) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let tls = TlsConnector::from(client_tls(ca_pem, b"h2", None))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (client, connection) = h2::client::handshake(tls).await.unwrap();
+    tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let req = hyper::Request::builder()
+        .method("POST")
+        .uri(format!("https://localhost:{}/validate", addr.port()))
+        .header("content-type", content_type)
+        .header("content-length", head + tail)
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(req, false).unwrap();
+    let mut reset = send
+        .send_data(Bytes::from(vec![b' '; head]), false)
+        .is_err();
+    // The answer comes before the body is complete.
+    let response = tokio::time::timeout(Duration::from_secs(5), response)
+        .await
+        .expect("an answer before the body is complete")
+        .unwrap();
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        text.extend_from_slice(&chunk);
+    }
+    tokio::time::sleep(pause).await;
+    // The rest of the body, a frame at a time, as flow control lets it through.
+    let mut left = tail;
+    while left > 0 && !reset {
+        let n = left.min(16 << 10);
+        send.reserve_capacity(n);
+        let capacity = tokio::time::timeout(
+            Duration::from_secs(5),
+            std::future::poll_fn(|cx| send.poll_capacity(cx)),
+        )
+        .await;
+        match capacity {
+            Ok(Some(Ok(c))) if c > 0 => {
+                let c = c.min(left);
+                left -= c;
+                reset = send
+                    .send_data(Bytes::from(vec![b' '; c]), left == 0)
+                    .is_err();
+            }
+            Ok(Some(Ok(_))) => {}
+            _ => reset = true,
+        }
+    }
+    if tail == 0 && !reset {
+        reset = send.send_data(Bytes::new(), true).is_err();
+    }
+    // A reset sent after the last frame left would still be one.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let late = std::future::poll_fn(|cx| match send.poll_reset(cx) {
+        std::task::Poll::Ready(Ok(_)) => std::task::Poll::Ready(true),
+        _ => std::task::Poll::Ready(false),
+    })
+    .await;
+    (
+        status,
+        String::from_utf8_lossy(&text).into_owned(),
+        reset || late,
+    )
+}
+
+/// HTTP/2 early refusals (503 before the first load, 415, 413) answer before reading the
+/// body, and then read the rest of it (bounded), so that the stream ends cleanly and the
+/// client gets the answer: resetting the stream while the client still sends makes curl
+/// report a framing error instead. Past the bounds the stream is reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_early_refusals_end_the_stream_cleanly() {
+    let dir = temp_dir("h2-refusals");
+    write_policy(&dir, "Deny");
+    let limits = Limits {
+        max_body: 64 << 10,
+        client_timeout: Duration::from_millis(800),
+        ..Limits::default()
+    };
+    let server = serve_self_signed(&dir, limits.clone()).await;
+    let ca = server.ca_pem.clone().unwrap();
+    let addr = server.bound.webhook;
+    let pause = Duration::from_millis(100);
+    // Wrong content type, and a body over the limit: the rest follows the answer.
+    for (content_type, head, tail, want, text) in [
+        ("text/plain", 1000, 40 << 10, 415, "application/json"),
+        (
+            "application/json",
+            70 << 10,
+            40 << 10,
+            413,
+            "exceeds 65536 bytes",
+        ),
+    ] {
+        let (status, body, reset) =
+            h2_two_part_body(addr, &ca, content_type, head, tail, pause).await;
+        assert_eq!(status, want);
+        assert!(body.contains(text), "{body}");
+        assert!(
+            !reset,
+            "{want}: the stream was reset while the client was sending"
+        );
+    }
+    // Past the byte bound, and past the time bound: the stream is reset. (Beyond the bound
+    // by more than the stream's flow-control window, which the server's transport accepts
+    // whatever the handler does.)
+    let (status, _, reset) = h2_two_part_body(addr, &ca, "text/plain", 1000, 3 << 20, pause).await;
+    assert_eq!((status, reset), (415, true), "more than the drain takes");
+    let (status, _, reset) = h2_two_part_body(
+        addr,
+        &ca,
+        "text/plain",
+        1000,
+        1000,
+        Duration::from_millis(1500),
+    )
+    .await;
+    assert_eq!((status, reset), (415, true), "later than the drain waits");
+    server.shutdown().await;
+
+    // Not ready yet (the folder does not load): 503, and the stream ends cleanly too.
+    let broken = temp_dir("h2-refusals-broken");
+    std::fs::write(broken.join("broken.yaml"), "kind: [unclosed\n").unwrap();
+    let server = serve_self_signed(&broken, limits).await;
+    let ca = server.ca_pem.clone().unwrap();
+    let (status, body, reset) = h2_two_part_body(
+        server.bound.webhook,
+        &ca,
+        "application/json",
+        1000,
+        1000,
+        pause,
+    )
+    .await;
+    assert_eq!(status, 503);
+    assert!(body.contains("not yet ready"), "{body}");
+    assert!(
+        !reset,
+        "503: the stream was reset while the client was sending"
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_folder_changes_are_seen_by_the_next_request() {
     let dir = temp_dir("reload");
