@@ -714,8 +714,8 @@ fn run_eval(
         serde_json::from_str(&text).ok()
     } else {
         Some(
-            serde_yaml_ng::from_str(&text)
-                .map_err(|e| Usage(format!("{name}: not valid JSON or YAML: {e}")))?,
+            celgate::source::folder::parse_document(Path::new(&name), &text)
+                .map_err(|e| Usage(format!("{name}: {e}")))?,
         )
     };
     let is_review = value
@@ -958,25 +958,12 @@ fn load_vars(vars: &[String]) -> Result<Vec<(String, Json)>, Usage> {
         .collect()
 }
 
-/// Reads one JSON or YAML document.
+/// Reads one JSON or YAML document (JSON errors for JSON text, with their position).
 fn read_document(path: &Path) -> Result<Json, Usage> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Usage(format!("cannot read {}: {e}", path.display())))?;
-    let is_yaml = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yaml" | "yml")
-    );
-    if !is_yaml {
-        if let Ok(j) = serde_json::from_str(&text) {
-            return Ok(j);
-        }
-    }
-    serde_yaml_ng::from_str(&text).map_err(|e| {
-        Usage(format!(
-            "{}: not valid JSON or YAML: {e}",
-            PathBuf::from(path).display()
-        ))
-    })
+    celgate::source::folder::parse_document(path, &text)
+        .map_err(|e| Usage(format!("{}: {e}", path.display())))
 }
 
 #[cfg(test)]
