@@ -76,6 +76,11 @@ enum Command {
         /// folder is refused: at start celgate stays unready, later the last good snapshot stays.
         #[arg(long)]
         allow_empty_policies: bool,
+        /// Refuse a request in a namespace the policy folder does not define with `namespaces
+        /// "x" not found`, as `celgate eval` does (`--source folder`); without it such a
+        /// namespace is served as a bare one (its name and `kubernetes.io/metadata.name` label).
+        #[arg(long)]
+        strict_namespaces: bool,
         /// API server URL (`--source kubernetes`), without credentials (`kubectl proxy`);
         /// default: the in-cluster service account, or the kubeconfig.
         #[arg(long, value_name = "URL", conflicts_with = "kubeconfig")]
@@ -436,6 +441,7 @@ fn serve(command: Command) -> ExitCode {
         policies,
         reload_settle,
         allow_empty_policies,
+        strict_namespaces,
         kube_api_url,
         kubeconfig,
         authz_cache_ttl,
@@ -560,6 +566,7 @@ fn serve(command: Command) -> ExitCode {
                 dir: policies,
                 settle,
                 allow_empty: allow_empty_policies,
+                strict_namespaces,
             }),
             Err(e) => {
                 eprintln!("celgate: {e}");

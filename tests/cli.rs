@@ -163,3 +163,31 @@ fn the_example_pod_and_request() {
     );
     assert_eq!((code, out.trim()), (0, "true"), "{err}");
 }
+
+/// `celgate eval` mirrors the API server: a namespace the folder does not define does not
+/// exist (`celgate serve` serves it bare unless `--strict-namespaces`; tests/server.rs).
+#[test]
+fn eval_keeps_namespaces_strict() {
+    let dir = temp_dir("strict-namespaces");
+    std::fs::write(
+        dir.join("policy.yaml"),
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\n\
+         metadata: {name: no-debug}\nspec:\n  matchConstraints:\n    namespaceSelector:\n      \
+         matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]\n    \
+         resourceRules: [{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]\n  \
+         validations: [{expression: 'true'}]\n---\n\
+         apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n\
+         metadata: {name: no-debug}\nspec: {policyName: no-debug, validationActions: [Deny]}\n",
+    )
+    .unwrap();
+    let (code, out, err) = celgate(
+        &["eval", "--policies", ".", "--object", "-"],
+        &dir,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, namespace: team-a}\n",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(r#"failed to configure policy: namespaces \"team-a\" not found"#),
+        "{out}"
+    );
+}

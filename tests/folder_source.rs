@@ -58,6 +58,7 @@ async fn serve(dir: &Path, settle: Duration, allow_empty: bool) -> Running {
             dir: dir.to_path_buf(),
             settle,
             allow_empty,
+            strict_namespaces: false,
         }),
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: None,

@@ -689,6 +689,82 @@ async fn not_ready_until_policies_load() {
     server.shutdown().await;
 }
 
+/// A request in a namespace the policy folder does not define, under a policy that selects
+/// namespaces (the usual "all but kube-system"): served as a bare namespace by default, so the
+/// policy decides; with strict namespaces (`--strict-namespaces`, and `celgate eval`) it is the
+/// API server's `namespaces "team-a" not found`, under the failurePolicy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_the_folder_does_not_define() {
+    let dir = temp_dir("bare-namespaces");
+    let selecting = POLICY.replace(
+        "  matchConstraints:\n",
+        "  matchConstraints:\n    namespaceSelector:\n      matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]\n",
+    );
+    std::fs::write(
+        dir.join("policy.yaml"),
+        selecting.replace("ACTIONS", "Deny"),
+    )
+    .unwrap();
+    let in_team_a = |data: Json| {
+        let mut r: Json = serde_json::from_slice(&review("admission.k8s.io/v1", data)).unwrap();
+        r["request"]["namespace"] = json!("team-a");
+        r["request"]["object"]["metadata"]["namespace"] = json!("team-a");
+        serde_json::to_vec(&r).unwrap()
+    };
+    for strict in [false, true] {
+        let cfg = ServeConfig {
+            source: PolicySource::Folder(celgate::source::folder::FolderSource {
+                strict_namespaces: strict,
+                ..celgate::source::folder::FolderSource::new(&dir)
+            }),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            metrics_listen: None,
+            cert: CertSource::SelfSigned {
+                names: vec!["localhost".into()],
+            },
+            client_ca: None,
+            limits: Limits::default(),
+            poll: Duration::from_millis(100),
+            version: celgate::cel::NEWEST_MINOR,
+        };
+        let server = start(cfg).await.expect("server starts");
+        let ca = server.ca_pem.clone().unwrap();
+        let decide = |body: Vec<u8>| {
+            let ca = ca.clone();
+            let addr = server.bound.webhook;
+            async move {
+                let (status, body) = call(addr, &ca, true, "/validate", "application/json", body)
+                    .await
+                    .unwrap();
+                assert_eq!(status, 200);
+                answer(&body)["response"].clone()
+            }
+        };
+        let ok = decide(in_team_a(json!({"ok": "1"}))).await;
+        let debug = decide(in_team_a(json!({"debug": "1"}))).await;
+        let debug_message = debug["status"]["message"].as_str().unwrap_or_default();
+        if strict {
+            for a in [&ok, &debug] {
+                assert_eq!(a["allowed"], false);
+                let message = a["status"]["message"].as_str().unwrap();
+                assert!(
+                    message
+                        .ends_with("failed to configure policy: namespaces \"team-a\" not found"),
+                    "{message}"
+                );
+            }
+        } else {
+            assert_eq!(ok["allowed"], true, "{ok}");
+            assert_eq!(debug["allowed"], false);
+            assert!(
+                debug_message.ends_with("no debug configmaps"),
+                "{debug_message}"
+            );
+        }
+        server.shutdown().await;
+    }
+}
+
 /// A raw TLS connection trusting `ca_pem`, for clients that misbehave.
 async fn raw_tls(addr: SocketAddr, ca_pem: &str) -> tokio_rustls::client::TlsStream<TcpStream> {
     let tcp = TcpStream::connect(addr).await.unwrap();

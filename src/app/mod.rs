@@ -226,6 +226,12 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
     let cluster = match &cfg.source {
         PolicySource::Folder(source) => {
             tracing::info!(k8s_version = %format!("1.{}", cfg.version), "CEL environment");
+            if !source.strict_namespaces {
+                state.set_services(crate::admission::Services {
+                    authorizer: None,
+                    namespace_lookup: Some(Arc::new(crate::source::folder::BareNamespaces)),
+                });
+            }
             let mut watch = folder::FolderWatch::new(state.clone(), source.clone(), cfg.version);
             // The first load does not wait for a quiet period: only for a read during which
             // nothing changed.

@@ -30,16 +30,39 @@ pub struct FolderSource {
     /// a folder is refused: at start the service stays unready, later the last good snapshot
     /// stays.
     pub allow_empty: bool,
+    /// A request in a namespace the folder does not define is refused as the API server
+    /// refuses one in a namespace that does not exist (`namespaces "x" not found`), as
+    /// `celgate eval` does (`--strict-namespaces`). Without it the namespace is served as a
+    /// bare one, named and labelled `kubernetes.io/metadata.name` as every namespace is: a
+    /// folder seldom lists every namespace of the cluster it guards.
+    pub strict_namespaces: bool,
 }
 
 impl FolderSource {
-    /// `dir` with the default settle interval, empty folders refused.
+    /// `dir` with the default settle interval, empty folders refused, namespaces the folder
+    /// does not define served bare.
     pub fn new(dir: impl Into<PathBuf>) -> FolderSource {
         FolderSource {
             dir: dir.into(),
             settle: DEFAULT_SETTLE,
             allow_empty: false,
+            strict_namespaces: false,
         }
+    }
+}
+
+/// A namespace the policy folder does not define, as every namespace is at least: its name
+/// and the `kubernetes.io/metadata.name` label the API server sets.
+#[derive(Debug)]
+pub struct BareNamespaces;
+
+impl crate::admission::NamespaceLookup for BareNamespaces {
+    fn get(&self, name: &str) -> Option<Json> {
+        Some(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+        }))
     }
 }
 
