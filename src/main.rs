@@ -353,7 +353,7 @@ fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
     for note in &report.updated {
         eprintln!("celgate: {note}");
     }
-    print!("{}", render(&report, format));
+    emit(&render(&report, format));
     // JUnit and TAP stay machine-readable: the coverage table goes to standard error.
     if let (Some(c), Format::Junit | Format::Tap) = (&report.coverage, format) {
         eprint!("{}", c.table());
@@ -756,11 +756,22 @@ fn run_eval(
     };
     let answer = celgate::review::review_answer(&snapshot, &body)
         .map_err(|e| Usage(format!("{name}: {e}")))?;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&answer).unwrap_or_default()
-    );
+    emit_line(&serde_json::to_string_pretty(&answer).unwrap_or_default());
     Ok(())
+}
+
+/// Writes a command's result to standard output. A reader that stopped reading
+/// (`celgate eval ... | head`) is no error of celgate's: the rest is dropped, where `print!`
+/// would panic.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// [`emit`] and a newline.
+fn emit_line(text: &str) {
+    emit(&format!("{text}\n"));
 }
 
 /// An error for exit code 2 (bad usage or unreadable input).
@@ -772,7 +783,7 @@ fn main() -> ExitCode {
         Command::Serve { .. } => serve(cli.command),
         Command::Crd { command } => on_big_stack(move || run_crd(command)),
         Command::Version => {
-            println!("celgate {}", env!("CARGO_PKG_VERSION"));
+            emit_line(&format!("celgate {}", env!("CARGO_PKG_VERSION")));
             ExitCode::SUCCESS
         }
         Command::Eval {
@@ -871,7 +882,7 @@ fn run_crd(command: CrdCommand) -> ExitCode {
     };
     match answer {
         Ok(a) => {
-            println!("{}", a.output);
+            emit_line(&a.output);
             if a.accepted {
                 ExitCode::SUCCESS
             } else {
@@ -937,9 +948,8 @@ fn run_expr(expr: &str, vars: &[String], k8s_version: &str, show_cost: bool) -> 
     }
     match result {
         Ok(v) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&v.to_json()).unwrap_or_else(|_| "null".into())
+            emit_line(
+                &serde_json::to_string_pretty(&v.to_json()).unwrap_or_else(|_| "null".into()),
             );
             ExitCode::SUCCESS
         }

@@ -191,3 +191,20 @@ fn eval_keeps_namespaces_strict() {
         "{out}"
     );
 }
+
+/// A reader that stops early (`celgate eval ... | head`) does not make celgate panic: the
+/// output is dropped and the exit code is the command's.
+#[test]
+fn a_closed_standard_output_is_no_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(["expr", "'a' + 'b'"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

@@ -144,7 +144,14 @@ pub fn serve(
                     })?;
                     tracing::info!(path = %path.display(), "self-signed CA written");
                 }
-                None => println!("{ca}"),
+                None => {
+                    use std::io::Write;
+                    // Not print!: a closed standard output must not panic the server.
+                    let mut out = std::io::stdout().lock();
+                    if let Err(e) = writeln!(out, "{ca}").and_then(|()| out.flush()) {
+                        tracing::warn!(error = %e, "cannot print the self-signed CA (--ca-out writes it to a file)");
+                    }
+                }
             }
         }
         let metrics = running
