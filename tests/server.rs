@@ -1328,6 +1328,38 @@ async fn log_lines_parse_and_carry_no_colour_codes() {
     }
 }
 
+/// No log event has a field called `message`: the JSON formatter puts the event's own message
+/// under that key, and would repeat it (the test above sees the lines logged in one run; this
+/// one sees every log call in the sources).
+#[test]
+fn no_log_field_is_called_message() {
+    let call =
+        regex::Regex::new(r"(?s)tracing::(?:trace|debug|info|warn|error)!\((.*?)\);").unwrap();
+    // `message = value`, or the shorthand `message`, `%message`, `?message` as a whole argument.
+    let field = regex::Regex::new(r"(?:^|,)\s*(?:[%?]?message\s*(?:,|$)|message\s*=[^=])").unwrap();
+    let mut stack = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let mut found = Vec::new();
+    let mut calls = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for c in call.captures_iter(&text) {
+                    calls += 1;
+                    if field.is_match(&c[1]) {
+                        found.push(format!("{}: {}", path.display(), &c[0]));
+                    }
+                }
+            }
+        }
+    }
+    assert!(calls > 50, "the log calls were found ({calls})");
+    assert!(found.is_empty(), "{found:#?}");
+}
+
 // ---- Hardening: deadlines, evaluation threads, connections, metric labels ----
 
 /// A policy whose validations each run a comprehension over `object.items` inside another,
