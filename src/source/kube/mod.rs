@@ -119,27 +119,30 @@ pub async fn client(connect: Connect) -> Result<Client, ClientError> {
     Client::try_from(config).map_err(ClientError::Client)
 }
 
-/// The CEL environment's minor version for an API server that reports `major.minor` (minor
-/// as `32` or, on some providers, `32+`): its own, or the nearest celgate knows.
-pub fn server_minor(major: &str, minor: &str) -> Result<u16, String> {
+/// The CEL environment's minor version for an API server that reports `major`.`minor`
+/// (minor as `32` or, on some providers, `32+`): its own when celgate knows it, else the
+/// nearest it knows, or the newest for a version it cannot read; then with why, to log.
+pub fn server_minor(major: &str, minor: &str) -> (u16, Option<String>) {
     use crate::cel::{NEWEST_MINOR, OLDEST_MINOR};
     let digits = minor.trim_end_matches(|c: char| !c.is_ascii_digit());
     match (major, digits.parse::<u16>()) {
-        ("1", Ok(m)) => Ok(m.clamp(OLDEST_MINOR, NEWEST_MINOR)),
-        _ => Err(format!(
-            "the API server reports version {major:?}.{minor:?}, not 1.N"
-        )),
+        ("1", Ok(m)) if (OLDEST_MINOR..=NEWEST_MINOR).contains(&m) => (m, None),
+        ("1", Ok(m)) => {
+            let nearest = m.clamp(OLDEST_MINOR, NEWEST_MINOR);
+            let why = format!("celgate knows 1.{OLDEST_MINOR} to 1.{NEWEST_MINOR}, not 1.{m}");
+            (nearest, Some(why))
+        }
+        _ => (
+            NEWEST_MINOR,
+            Some(format!("version {major:?}.{minor:?} is not 1.N")),
+        ),
     }
 }
 
-/// The API server's version, as [`server_minor`] maps it, and as it reported it.
-async fn api_server_minor(client: &Client) -> Result<(u16, String), String> {
-    let info = client
-        .apiserver_version()
-        .await
-        .map_err(|e| e.to_string())?;
-    let minor = server_minor(&info.major, &info.minor)?;
-    Ok((minor, info.git_version))
+/// The API server's `major` and `minor`, and the version as it prints it.
+async fn api_server_version(client: &Client) -> Result<(String, String, String), kube::Error> {
+    let info = client.apiserver_version().await?;
+    Ok((info.major, info.minor, info.git_version))
 }
 
 /// Receives each new snapshot.
@@ -384,13 +387,22 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
     if options.version_from_server {
         // The API server's own version, so that celgate accepts the CEL it accepts.
         options.version = loop {
-            let answer = tokio::time::timeout(LOOKUP_TIMEOUT, api_server_minor(&client)).await;
+            let answer = tokio::time::timeout(LOOKUP_TIMEOUT, api_server_version(&client)).await;
             let error = match answer {
-                Ok(Ok((minor, reported))) => {
-                    tracing::info!(k8s_version = %format!("1.{minor}"), api_server = %reported, "CEL environment of the API server's version (--k8s-version to choose another)");
+                Ok(Ok((major, minor, printed))) => {
+                    let (minor, why) = server_minor(&major, &minor);
+                    let k8s_version = format!("1.{minor}");
+                    match why {
+                        None => {
+                            tracing::info!(%k8s_version, api_server = %printed, "CEL environment of the API server's version (--k8s-version to choose another)")
+                        }
+                        Some(why) => {
+                            tracing::warn!(%k8s_version, api_server = %printed, %why, "CEL environment of the nearest version celgate knows (--k8s-version to choose another)")
+                        }
+                    }
                     break minor;
                 }
-                Ok(Err(e)) => e,
+                Ok(Err(e)) => e.to_string(),
                 Err(_) => DiscoveryError::TimedOut.to_string(),
             };
             lock(&shared.discovery_failing_since).get_or_insert_with(Instant::now);
@@ -842,5 +854,28 @@ impl Inputs {
             }
         }
         b.build_cached(version, cache)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_minor;
+    use crate::cel::{NEWEST_MINOR, OLDEST_MINOR};
+
+    #[test]
+    fn the_api_servers_version_picks_the_environment() {
+        assert_eq!(server_minor("1", "32"), (32, None));
+        assert_eq!(
+            server_minor("1", "30+"),
+            (30, None),
+            "as EKS and GKE report it"
+        );
+        let (newer, why) = server_minor("1", "99");
+        assert_eq!(newer, NEWEST_MINOR);
+        assert!(why.unwrap().contains("not 1.99"));
+        assert_eq!(server_minor("1", "20").0, OLDEST_MINOR);
+        let (unread, why) = server_minor("", "");
+        assert_eq!(unread, NEWEST_MINOR);
+        assert!(why.is_some());
     }
 }
