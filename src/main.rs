@@ -45,6 +45,15 @@ enum LogFormat {
     Json,
 }
 
+/// When text logs are coloured.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LogColor {
+    /// When standard error is a terminal.
+    Auto,
+    Always,
+    Never,
+}
+
 // Parsed once at start: the size of the largest variant does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
@@ -67,10 +76,19 @@ enum Command {
         /// folder is refused: at start celgate stays unready, later the last good snapshot stays.
         #[arg(long)]
         allow_empty_policies: bool,
-        /// API server URL (`--source kubernetes`); default: the in-cluster service account, or
-        /// the kubeconfig.
-        #[arg(long, value_name = "URL")]
+        /// Refuse a request in a namespace the policy folder does not define with `namespaces
+        /// "x" not found`, as `celgate eval` does (`--source folder`); without it such a
+        /// namespace is served as a bare one (its name and `kubernetes.io/metadata.name` label).
+        #[arg(long)]
+        strict_namespaces: bool,
+        /// API server URL (`--source kubernetes`), without credentials (`kubectl proxy`);
+        /// default: the in-cluster service account, or the kubeconfig.
+        #[arg(long, value_name = "URL", conflicts_with = "kubeconfig")]
         kube_api_url: Option<String>,
+        /// Kubeconfig file whose current context to use (`--source kubernetes`); default: the
+        /// in-cluster service account, else `KUBECONFIG`, else `~/.kube/config`.
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: Option<PathBuf>,
         /// How long a SubjectAccessReview answer is reused (`--source kubernetes`).
         #[arg(long, value_name = "DURATION", default_value = "10s")]
         authz_cache_ttl: String,
@@ -96,6 +114,7 @@ enum Command {
         /// Name of that Lease.
         #[arg(long, default_value = "celgate-events")]
         lease_name: String,
+        /// HTTPS address of the webhook (POST /validate, /healthz, /readyz).
         #[arg(long, default_value = "0.0.0.0:8443")]
         listen: std::net::SocketAddr,
         /// Plain-HTTP address for /metrics; `off` disables it.
@@ -122,8 +141,12 @@ enum Command {
         client_ca: Option<PathBuf>,
         #[command(flatten)]
         cert_controller: CertControllerFlags,
+        /// Log lines as text or as one JSON object each (on standard error).
         #[arg(long, value_enum, default_value = "text")]
         log_format: LogFormat,
+        /// Colour text logs: `auto` when standard error is a terminal.
+        #[arg(long, value_enum, default_value = "auto")]
+        log_color: LogColor,
         /// Log level or filter (RUST_LOG syntax); RUST_LOG wins when set.
         #[arg(long, default_value = "info")]
         log_level: String,
@@ -162,9 +185,10 @@ enum Command {
         /// request's headers and body.
         #[arg(long, value_name = "DURATION", default_value = "10s")]
         client_timeout: String,
-        /// The Kubernetes version whose CEL libraries are available (1.N).
-        #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
-        k8s_version: String,
+        /// The Kubernetes version whose CEL libraries are available (1.N or v1.N); default:
+        /// the API server's own with `--source kubernetes`, else the newest celgate knows.
+        #[arg(long, value_name = "1.N")]
+        k8s_version: Option<String>,
     },
     /// Evaluate one CEL expression in the ValidatingAdmissionPolicy environment and print the
     /// result as JSON. Exit 0 on a value, 1 on a CEL error, 2 on bad usage.
@@ -176,7 +200,7 @@ enum Command {
         /// types; other names are declared `dyn`. Unset VAP variables are null.
         #[arg(long = "var", value_name = "NAME=FILE")]
         vars: Vec<String>,
-        /// The Kubernetes version whose CEL libraries are available (1.N).
+        /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
         #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
         k8s_version: String,
         /// Print the evaluation's cost on standard error.
@@ -219,7 +243,7 @@ enum Command {
         /// With a manifest: a dry-run request.
         #[arg(long)]
         dry_run: bool,
-        /// The Kubernetes version whose CEL libraries are available (1.N).
+        /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
         #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
         k8s_version: String,
         /// Do not add what every cluster has (namespace name labels, kube-root-ca.crt).
@@ -237,9 +261,10 @@ enum Command {
         /// Only run cases whose `FILE: CASE NAME` matches this regular expression.
         #[arg(long, value_name = "REGEX")]
         filter: Option<String>,
+        /// Report format: a table, JSON, JUnit XML or TAP, on standard output.
         #[arg(long, value_enum, default_value = "table")]
         output: TestOutput,
-        /// The Kubernetes version whose CEL libraries are available (1.N).
+        /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
         #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
         k8s_version: String,
         /// Report which matchConditions, variables, validations and audit annotations the
@@ -331,7 +356,7 @@ fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
     for note in &report.updated {
         eprintln!("celgate: {note}");
     }
-    print!("{}", render(&report, format));
+    emit(&render(&report, format));
     // JUnit and TAP stay machine-readable: the coverage table goes to standard error.
     if let (Some(c), Format::Junit | Format::Tap) = (&report.coverage, format) {
         eprint!("{}", c.table());
@@ -394,15 +419,22 @@ impl celgate::cel::k8s::authz::Authorizer for NoAuthorizationData {
     }
 }
 
-fn init_logging(format: LogFormat, level: &str) {
+fn init_logging(format: LogFormat, color: LogColor, level: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // Escape codes only where a terminal renders them, not in a file or a log collector.
+    let ansi = match color {
+        LogColor::Auto => std::io::stderr().is_terminal(),
+        LogColor::Always => true,
+        LogColor::Never => false,
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+        LogFormat::Text => builder.with_ansi(ansi).init(),
     }
 }
 
@@ -412,7 +444,9 @@ fn serve(command: Command) -> ExitCode {
         policies,
         reload_settle,
         allow_empty_policies,
+        strict_namespaces,
         kube_api_url,
+        kubeconfig,
         authz_cache_ttl,
         authz_timeout,
         kube_retry_max,
@@ -430,6 +464,7 @@ fn serve(command: Command) -> ExitCode {
         client_ca,
         cert_controller,
         log_format,
+        log_color,
         log_level,
         max_body_bytes,
         max_inflight,
@@ -445,14 +480,16 @@ fn serve(command: Command) -> ExitCode {
     else {
         return ExitCode::from(2);
     };
-    init_logging(log_format, &log_level);
-    let version = match parse_version(&k8s_version) {
+    init_logging(log_format, log_color, &log_level);
+    // None: the API server's own (cluster mode), or the newest known (folder mode).
+    let given_version = match k8s_version.as_deref().map(parse_version).transpose() {
         Ok(v) => v,
         Err(Usage(m)) => {
             eprintln!("celgate: {m}");
             return ExitCode::from(2);
         }
     };
+    let version = given_version.unwrap_or(NEWEST_MINOR);
     let metrics_listen = match metrics_listen.as_str() {
         "off" | "" => None,
         other => match other.parse() {
@@ -463,7 +500,7 @@ fn serve(command: Command) -> ExitCode {
             }
         },
     };
-    let controlled = match cert_controller.source(kube_api_url.as_deref()) {
+    let controlled = match cert_controller.source(kube_api_url.as_deref(), kubeconfig.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("celgate: {e}");
@@ -541,6 +578,7 @@ fn serve(command: Command) -> ExitCode {
                 dir: policies,
                 settle,
                 allow_empty: allow_empty_policies,
+                strict_namespaces,
             }),
             Err(e) => {
                 eprintln!("celgate: {e}");
@@ -577,8 +615,10 @@ fn serve(command: Command) -> ExitCode {
                 });
             PolicySource::Kubernetes {
                 api_url,
+                kubeconfig,
                 options: KubeOptions {
                     version,
+                    version_from_server: given_version.is_none(),
                     events: !no_events,
                     events_lease,
                     instance: pod_name,
@@ -693,8 +733,8 @@ fn run_eval(
         serde_json::from_str(&text).ok()
     } else {
         Some(
-            serde_yaml_ng::from_str(&text)
-                .map_err(|e| Usage(format!("{name}: not valid JSON or YAML: {e}")))?,
+            celgate::source::folder::parse_document(Path::new(&name), &text)
+                .map_err(|e| Usage(format!("{name}: {e}")))?,
         )
     };
     let is_review = value
@@ -728,11 +768,22 @@ fn run_eval(
     };
     let answer = celgate::review::review_answer(&snapshot, &body)
         .map_err(|e| Usage(format!("{name}: {e}")))?;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&answer).unwrap_or_default()
-    );
+    emit_line(&serde_json::to_string_pretty(&answer).unwrap_or_default());
     Ok(())
+}
+
+/// Writes a command's result to standard output. A reader that stopped reading
+/// (`celgate eval ... | head`) is no error of celgate's: the rest is dropped, where `print!`
+/// would panic.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// [`emit`] and a newline.
+fn emit_line(text: &str) {
+    emit(&format!("{text}\n"));
 }
 
 /// An error for exit code 2 (bad usage or unreadable input).
@@ -744,7 +795,7 @@ fn main() -> ExitCode {
         Command::Serve { .. } => serve(cli.command),
         Command::Crd { command } => on_big_stack(move || run_crd(command)),
         Command::Version => {
-            println!("celgate {}", env!("CARGO_PKG_VERSION"));
+            emit_line(&format!("celgate {}", env!("CARGO_PKG_VERSION")));
             ExitCode::SUCCESS
         }
         Command::Eval {
@@ -843,7 +894,7 @@ fn run_crd(command: CrdCommand) -> ExitCode {
     };
     match answer {
         Ok(a) => {
-            println!("{}", a.output);
+            emit_line(&a.output);
             if a.accepted {
                 ExitCode::SUCCESS
             } else {
@@ -909,9 +960,8 @@ fn run_expr(expr: &str, vars: &[String], k8s_version: &str, show_cost: bool) -> 
     }
     match result {
         Ok(v) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&v.to_json()).unwrap_or_else(|_| "null".into())
+            emit_line(
+                &serde_json::to_string_pretty(&v.to_json()).unwrap_or_else(|_| "null".into()),
             );
             ExitCode::SUCCESS
         }
@@ -923,13 +973,7 @@ fn run_expr(expr: &str, vars: &[String], k8s_version: &str, show_cost: bool) -> 
 }
 
 fn parse_version(v: &str) -> Result<u16, Usage> {
-    let minor = v.strip_prefix("1.").and_then(|m| m.parse::<u16>().ok());
-    match minor {
-        Some(m) if m <= NEWEST_MINOR => Ok(m),
-        _ => Err(Usage(format!(
-            "--k8s-version must be 1.N with N at most {NEWEST_MINOR}, got {v:?}"
-        ))),
-    }
+    celgate::cel::parse_k8s_version(v).map_err(|e| Usage(format!("--k8s-version: {e}")))
 }
 
 fn load_vars(vars: &[String]) -> Result<Vec<(String, Json)>, Usage> {
@@ -943,25 +987,54 @@ fn load_vars(vars: &[String]) -> Result<Vec<(String, Json)>, Usage> {
         .collect()
 }
 
-/// Reads one JSON or YAML document.
+/// Reads one JSON or YAML document (JSON errors for JSON text, with their position).
 fn read_document(path: &Path) -> Result<Json, Usage> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Usage(format!("cannot read {}: {e}", path.display())))?;
-    let is_yaml = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("yaml" | "yml")
-    );
-    if !is_yaml {
-        if let Ok(j) = serde_json::from_str(&text) {
-            return Ok(j);
+    celgate::source::folder::parse_document(path, &text)
+        .map_err(|e| Usage(format!("{}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every subcommand and every flag or argument says what it is for in `--help`.
+    #[test]
+    fn every_command_and_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name()).trim().to_string();
+            if cmd.get_about().is_none()
+                && path != "celgate help"
+                && !path.starts_with("celgate help ")
+            {
+                missing.push(path.clone());
+            }
+            for arg in cmd.get_arguments() {
+                // clap's own --help and --version.
+                if matches!(arg.get_id().as_str(), "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &path, missing);
+            }
         }
+        let mut missing = Vec::new();
+        let mut cli = Cli::command();
+        cli.build();
+        walk(&cli, "", &mut missing);
+        assert!(missing.is_empty(), "without help text: {missing:?}");
     }
-    serde_yaml_ng::from_str(&text).map_err(|e| {
-        Usage(format!(
-            "{}: not valid JSON or YAML: {e}",
-            PathBuf::from(path).display()
-        ))
-    })
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
 }
 
 /// `celgate serve`'s certificate controller (`celgate::certs`).
@@ -1001,7 +1074,11 @@ struct CertControllerFlags {
 
 impl CertControllerFlags {
     /// The certificate source, when --cert-secret is given.
-    fn source(self, api_url: Option<&str>) -> Result<Option<CertSource>, String> {
+    fn source(
+        self,
+        api_url: Option<&str>,
+        kubeconfig: Option<&Path>,
+    ) -> Result<Option<CertSource>, String> {
         let Some(secret) = self.cert_secret else {
             return Ok(None);
         };
@@ -1028,6 +1105,10 @@ impl CertControllerFlags {
             .map(str::parse)
             .transpose()
             .map_err(|e| format!("--kube-api-url: {e}"))?;
-        Ok(Some(CertSource::Controller { api_url, options }))
+        let connect = celgate::source::kube::Connect {
+            api_url,
+            kubeconfig: kubeconfig.map(Path::to_path_buf),
+        };
+        Ok(Some(CertSource::Controller { connect, options }))
     }
 }

@@ -88,7 +88,10 @@ async fn serve(api: SocketAddr, options: Options) -> Running {
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: None,
         cert: CertSource::Controller {
-            api_url: Some(format!("http://{api}").parse().unwrap()),
+            connect: celgate::source::kube::Connect {
+                api_url: Some(format!("http://{api}").parse().unwrap()),
+                kubeconfig: None,
+            },
             options,
         },
         client_ca: None,

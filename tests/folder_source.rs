@@ -58,6 +58,7 @@ async fn serve(dir: &Path, settle: Duration, allow_empty: bool) -> Running {
             dir: dir.to_path_buf(),
             settle,
             allow_empty,
+            strict_namespaces: false,
         }),
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: None,
@@ -312,6 +313,12 @@ async fn a_dangling_binding_is_reported_until_its_policy_exists() {
 
 /// `celgate serve` itself on `dir` with `flags`: the status of `/readyz` on its metrics port.
 fn binary_readyz(dir: &Path, flags: &[&str]) -> u16 {
+    binary_start(dir, flags).0
+}
+
+/// `celgate serve` itself on `dir` with `flags`: the status of `/readyz` on its metrics port,
+/// and the log lines up to the one that says it serves.
+fn binary_start(dir: &Path, flags: &[&str]) -> (u16, Vec<String>) {
     use std::io::{BufRead, Read, Write};
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
         .args(["serve", "--self-signed", "--log-format", "json"])
@@ -326,11 +333,13 @@ fn binary_readyz(dir: &Path, flags: &[&str]) -> u16 {
     let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     // The "serving" line comes once the first load was tried.
     let mut metrics = None;
+    let mut lines = Vec::new();
     for line in stderr.lines() {
-        let log: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+        let line = line.unwrap();
+        let log: serde_json::Value = serde_json::from_str(&line).unwrap();
+        lines.push(line);
         if log["fields"]["message"] == "serving" {
-            let m = log["fields"]["metrics"].as_str().unwrap();
-            metrics = Some(m["Some(".len()..m.len() - 1].to_string());
+            metrics = Some(log["fields"]["metrics"].as_str().unwrap().to_string());
             break;
         }
     }
@@ -342,7 +351,20 @@ fn binary_readyz(dir: &Path, flags: &[&str]) -> u16 {
     tcp.read_to_string(&mut answer).unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
-    answer[9..12].parse().unwrap()
+    (answer[9..12].parse().unwrap(), lines)
+}
+
+/// A folder that does not load at start leaves the service unready, and the log says so,
+/// not that a last good snapshot (there is none) stays.
+#[test]
+fn a_broken_folder_at_start_is_logged_as_not_ready() {
+    let dir = temp_dir("broken-at-start");
+    std::fs::write(dir.join("broken.yaml"), "kind: [unclosed\n").unwrap();
+    let (status, lines) = binary_start(&dir, &[]);
+    assert_eq!(status, 503);
+    let text = lines.join("\n");
+    assert!(text.contains("not ready until it loads"), "{text}");
+    assert!(!text.contains("last good snapshot"), "{text}");
 }
 
 /// The command line: `--allow-empty-policies` makes an empty folder ready; a bad

@@ -361,6 +361,167 @@ async fn bad_input_gets_a_clear_answer() {
     server.shutdown().await;
 }
 
+/// An HTTP/2 request whose body is sent in two parts: `head` with the headers, then, once the
+/// answer is in and `pause` has passed, `tail` with END_STREAM. Returns the answer and
+/// whether the stream was reset before the client had sent its whole body (what curl reports
+/// as "Stream error in the HTTP/2 framing layer", without the answer).
+async fn h2_two_part_body(
+    addr: SocketAddr,
+    ca_pem: &str,
+    content_type: &str,
+    head: usize,
+    tail: usize,
+    pause: Duration,
+) -> (u16, String, bool) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let tls = TlsConnector::from(client_tls(ca_pem, b"h2", None))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (client, connection) = h2::client::handshake(tls).await.unwrap();
+    tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let req = hyper::Request::builder()
+        .method("POST")
+        .uri(format!("https://localhost:{}/validate", addr.port()))
+        .header("content-type", content_type)
+        .header("content-length", head + tail)
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(req, false).unwrap();
+    let mut reset = send
+        .send_data(Bytes::from(vec![b' '; head]), false)
+        .is_err();
+    // The answer comes before the body is complete.
+    let response = tokio::time::timeout(Duration::from_secs(5), response)
+        .await
+        .expect("an answer before the body is complete")
+        .unwrap();
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let mut text = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        text.extend_from_slice(&chunk);
+    }
+    tokio::time::sleep(pause).await;
+    // The rest of the body, a frame at a time, as flow control lets it through.
+    let mut left = tail;
+    while left > 0 && !reset {
+        let n = left.min(16 << 10);
+        send.reserve_capacity(n);
+        let capacity = tokio::time::timeout(
+            Duration::from_secs(5),
+            std::future::poll_fn(|cx| send.poll_capacity(cx)),
+        )
+        .await;
+        match capacity {
+            Ok(Some(Ok(c))) if c > 0 => {
+                let c = c.min(left);
+                left -= c;
+                reset = send
+                    .send_data(Bytes::from(vec![b' '; c]), left == 0)
+                    .is_err();
+            }
+            Ok(Some(Ok(_))) => {}
+            _ => reset = true,
+        }
+    }
+    if tail == 0 && !reset {
+        reset = send.send_data(Bytes::new(), true).is_err();
+    }
+    // A reset sent after the last frame left would still be one.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let late = std::future::poll_fn(|cx| match send.poll_reset(cx) {
+        std::task::Poll::Ready(Ok(_)) => std::task::Poll::Ready(true),
+        _ => std::task::Poll::Ready(false),
+    })
+    .await;
+    (
+        status,
+        String::from_utf8_lossy(&text).into_owned(),
+        reset || late,
+    )
+}
+
+/// HTTP/2 early refusals (503 before the first load, 415, 413) answer before reading the
+/// body, and then read the rest of it (bounded), so that the stream ends cleanly and the
+/// client gets the answer: resetting the stream while the client still sends makes curl
+/// report a framing error instead. Past the bounds the stream is reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_early_refusals_end_the_stream_cleanly() {
+    let dir = temp_dir("h2-refusals");
+    write_policy(&dir, "Deny");
+    let limits = Limits {
+        max_body: 64 << 10,
+        client_timeout: Duration::from_millis(800),
+        ..Limits::default()
+    };
+    let server = serve_self_signed(&dir, limits.clone()).await;
+    let ca = server.ca_pem.clone().unwrap();
+    let addr = server.bound.webhook;
+    let pause = Duration::from_millis(100);
+    // Wrong content type, and a body over the limit: the rest follows the answer.
+    for (content_type, head, tail, want, text) in [
+        ("text/plain", 1000, 40 << 10, 415, "application/json"),
+        (
+            "application/json",
+            70 << 10,
+            40 << 10,
+            413,
+            "exceeds 65536 bytes",
+        ),
+    ] {
+        let (status, body, reset) =
+            h2_two_part_body(addr, &ca, content_type, head, tail, pause).await;
+        assert_eq!(status, want);
+        assert!(body.contains(text), "{body}");
+        assert!(
+            !reset,
+            "{want}: the stream was reset while the client was sending"
+        );
+    }
+    // Past the byte bound, and past the time bound: the stream is reset. (Beyond the bound
+    // by more than the stream's flow-control window, which the server's transport accepts
+    // whatever the handler does.)
+    let (status, _, reset) = h2_two_part_body(addr, &ca, "text/plain", 1000, 3 << 20, pause).await;
+    assert_eq!((status, reset), (415, true), "more than the drain takes");
+    let (status, _, reset) = h2_two_part_body(
+        addr,
+        &ca,
+        "text/plain",
+        1000,
+        1000,
+        Duration::from_millis(1500),
+    )
+    .await;
+    assert_eq!((status, reset), (415, true), "later than the drain waits");
+    server.shutdown().await;
+
+    // Not ready yet (the folder does not load): 503, and the stream ends cleanly too.
+    let broken = temp_dir("h2-refusals-broken");
+    std::fs::write(broken.join("broken.yaml"), "kind: [unclosed\n").unwrap();
+    let server = serve_self_signed(&broken, limits).await;
+    let ca = server.ca_pem.clone().unwrap();
+    let (status, body, reset) = h2_two_part_body(
+        server.bound.webhook,
+        &ca,
+        "application/json",
+        1000,
+        1000,
+        pause,
+    )
+    .await;
+    assert_eq!(status, 503);
+    assert!(body.contains("not yet ready"), "{body}");
+    assert!(
+        !reset,
+        "503: the stream was reset while the client was sending"
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_folder_changes_are_seen_by_the_next_request() {
     let dir = temp_dir("reload");
@@ -528,6 +689,82 @@ async fn not_ready_until_policies_load() {
     server.shutdown().await;
 }
 
+/// A request in a namespace the policy folder does not define, under a policy that selects
+/// namespaces (the usual "all but kube-system"): served as a bare namespace by default, so the
+/// policy decides; with strict namespaces (`--strict-namespaces`, and `celgate eval`) it is the
+/// API server's `namespaces "team-a" not found`, under the failurePolicy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_the_folder_does_not_define() {
+    let dir = temp_dir("bare-namespaces");
+    let selecting = POLICY.replace(
+        "  matchConstraints:\n",
+        "  matchConstraints:\n    namespaceSelector:\n      matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]\n",
+    );
+    std::fs::write(
+        dir.join("policy.yaml"),
+        selecting.replace("ACTIONS", "Deny"),
+    )
+    .unwrap();
+    let in_team_a = |data: Json| {
+        let mut r: Json = serde_json::from_slice(&review("admission.k8s.io/v1", data)).unwrap();
+        r["request"]["namespace"] = json!("team-a");
+        r["request"]["object"]["metadata"]["namespace"] = json!("team-a");
+        serde_json::to_vec(&r).unwrap()
+    };
+    for strict in [false, true] {
+        let cfg = ServeConfig {
+            source: PolicySource::Folder(celgate::source::folder::FolderSource {
+                strict_namespaces: strict,
+                ..celgate::source::folder::FolderSource::new(&dir)
+            }),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            metrics_listen: None,
+            cert: CertSource::SelfSigned {
+                names: vec!["localhost".into()],
+            },
+            client_ca: None,
+            limits: Limits::default(),
+            poll: Duration::from_millis(100),
+            version: celgate::cel::NEWEST_MINOR,
+        };
+        let server = start(cfg).await.expect("server starts");
+        let ca = server.ca_pem.clone().unwrap();
+        let decide = |body: Vec<u8>| {
+            let ca = ca.clone();
+            let addr = server.bound.webhook;
+            async move {
+                let (status, body) = call(addr, &ca, true, "/validate", "application/json", body)
+                    .await
+                    .unwrap();
+                assert_eq!(status, 200);
+                answer(&body)["response"].clone()
+            }
+        };
+        let ok = decide(in_team_a(json!({"ok": "1"}))).await;
+        let debug = decide(in_team_a(json!({"debug": "1"}))).await;
+        let debug_message = debug["status"]["message"].as_str().unwrap_or_default();
+        if strict {
+            for a in [&ok, &debug] {
+                assert_eq!(a["allowed"], false);
+                let message = a["status"]["message"].as_str().unwrap();
+                assert!(
+                    message
+                        .ends_with("failed to configure policy: namespaces \"team-a\" not found"),
+                    "{message}"
+                );
+            }
+        } else {
+            assert_eq!(ok["allowed"], true, "{ok}");
+            assert_eq!(debug["allowed"], false);
+            assert!(
+                debug_message.ends_with("no debug configmaps"),
+                "{debug_message}"
+            );
+        }
+        server.shutdown().await;
+    }
+}
+
 /// A raw TLS connection trusting `ca_pem`, for clients that misbehave.
 async fn raw_tls(addr: SocketAddr, ca_pem: &str) -> tokio_rustls::client::TlsStream<TcpStream> {
     let tcp = TcpStream::connect(addr).await.unwrap();
@@ -688,6 +925,7 @@ async fn cluster_source_end_to_end() {
     let cfg = ServeConfig {
         source: PolicySource::Kubernetes {
             api_url: Some(format!("http://{api}").parse().unwrap()),
+            kubeconfig: None,
             options: celgate::source::kube::KubeOptions {
                 debounce: Duration::from_millis(20),
                 recheck: Duration::from_millis(200),
@@ -786,6 +1024,340 @@ async fn cluster_source_end_to_end() {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
     server.shutdown().await;
+}
+
+/// A cluster-mode configuration reaching the fake API server through a kubeconfig file, with
+/// the CEL version taken from its `/version`.
+fn kubeconfig_cluster(dir: &Path, api: SocketAddr) -> ServeConfig {
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: fake, cluster: {{server: 'http://{api}'}}}}]\n\
+             users: [{{name: u, user: {{token: t}}}}]\ncontexts: [{{name: c, context: {{cluster: fake, user: u}}}}]\n\
+             current-context: c\n"
+        ),
+    )
+    .unwrap();
+    ServeConfig {
+        source: PolicySource::Kubernetes {
+            api_url: None,
+            kubeconfig: Some(kubeconfig),
+            options: celgate::source::kube::KubeOptions {
+                debounce: Duration::from_millis(20),
+                version_from_server: true,
+                ..Default::default()
+            },
+            sar: None,
+        },
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        cert: CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        client_ca: None,
+        limits: Limits::default(),
+        poll: Duration::from_millis(100),
+        version: celgate::cel::NEWEST_MINOR,
+    }
+}
+
+/// `--kubeconfig` reaches the API server of its current context, and without
+/// `--k8s-version` the CEL environment is the API server's own version: on a 1.29 server
+/// `isIP` (1.30) does not compile, as the API server itself would refuse it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_and_the_api_servers_version() {
+    use fake_apiserver::{policy_kinds, Fake, Kind};
+    let dir = temp_dir("kubeconfig");
+    let mut kinds = policy_kinds("v1").to_vec();
+    kinds.push(Kind::new("v1", "Namespace", "namespaces", false));
+    let (fake, api) = Fake::start(&kinds).await;
+    fake.set_version("1", "29+");
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    fake.apply(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "ip-check"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]},
+            "validations": [{"expression": "isIP('10.0.0.1')"}]
+        }
+    }));
+    fake.apply(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "ip-check"}, "spec": {"policyName": "ip-check", "validationActions": ["Deny"]}}));
+    let server = start(kubeconfig_cluster(&dir, api))
+        .await
+        .expect("server starts");
+    let cluster = server.cluster.clone().unwrap();
+    for _ in 0..100 {
+        if cluster.ready() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(cluster.ready(), "the kubeconfig's server was listed");
+    assert_eq!(cluster.server_version(), Some(29));
+    let ca = server.ca_pem.clone().unwrap();
+    let (status, body) = call(
+        server.bound.webhook,
+        &ca,
+        true,
+        "/validate",
+        "application/json",
+        review("admission.k8s.io/v1", json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status, 200);
+    let a = answer(&body);
+    assert_eq!(a["response"]["allowed"], false);
+    let message = a["response"]["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("undeclared reference to 'isIP'"),
+        "{message}"
+    );
+    server.shutdown().await;
+
+    // A version newer than celgate knows gets the newest it knows, where isIP compiles.
+    fake.set_version("1", "99");
+    let server = start(kubeconfig_cluster(&dir, api))
+        .await
+        .expect("server starts");
+    let cluster = server.cluster.clone().unwrap();
+    for _ in 0..100 {
+        if cluster.ready() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cluster.server_version(), Some(celgate::cel::NEWEST_MINOR));
+    let (_, body) = call(
+        server.bound.webhook,
+        &ca_of(&server),
+        true,
+        "/validate",
+        "application/json",
+        review("admission.k8s.io/v1", json!({})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(answer(&body)["response"]["allowed"], true);
+    server.shutdown().await;
+}
+
+/// While the API server cannot be reached at start, the source metrics are already there:
+/// an alert on them need not handle their absence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_metrics_are_there_before_the_first_sync() {
+    use fake_apiserver::{policy_kinds, Fake};
+    let dir = temp_dir("unreachable-metrics");
+    let (fake, api) = Fake::start(&policy_kinds("v1")).await;
+    fake.set_unreachable(true);
+    let server = start(kubeconfig_cluster(&dir, api))
+        .await
+        .expect("server starts");
+    let metrics = server.bound.metrics.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let text = plain_get(metrics, "/metrics").await;
+    assert!(
+        text.contains("celgate_source_synced{source=\"discovery\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("celgate_source_stale_seconds{source=\"discovery\"}"),
+        "{text}"
+    );
+    server.shutdown().await;
+}
+
+/// `celgate serve` refuses at start what waiting would not fix: a policy folder that is not
+/// there, and a kubeconfig that cannot be read. The message names the path.
+#[test]
+fn serve_exits_at_start_on_a_missing_folder_or_kubeconfig() {
+    let dir = temp_dir("missing-at-start");
+    let missing = dir.join("no-such-folder");
+    let kubeconfig = dir.join("no-such-kubeconfig");
+    let cases: [(&[&str], &Path); 2] = [
+        (&["--policies", missing.to_str().unwrap()], &missing),
+        (
+            &[
+                "--source",
+                "kubernetes",
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+            ],
+            &kubeconfig,
+        ),
+    ];
+    for (args, path) in cases {
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+            .args(["serve", "--self-signed", "--listen", "127.0.0.1:0"])
+            .args(["--metrics-listen", "off", "--log-color", "never"])
+            .args(args)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert!(err.contains(path.to_str().unwrap()), "{args:?}: {err}");
+        assert!(!err.contains("last good snapshot"), "{err}");
+        assert!(!err.contains("serving"), "{err}");
+    }
+}
+
+/// `celgate serve` on `dir` with `flags`, standard error piped: its log lines so far, shared,
+/// and the addresses of its "serving" line (the webhook's and the metrics').
+fn spawn_logging(
+    dir: &Path,
+    flags: &[&str],
+) -> (
+    std::process::Child,
+    Arc<std::sync::Mutex<Vec<String>>>,
+    SocketAddr,
+) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(["serve", "--self-signed", "--ca-out"])
+        .arg(dir.join("ca.pem"))
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .arg("--policies")
+        .arg(dir)
+        .args(flags)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let seen = lines.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("serving") {
+                let _ = tx.send(line.clone());
+            }
+            seen.lock().unwrap().push(line);
+        }
+    });
+    let serving = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("celgate says it is serving");
+    // Colour codes (`ESC [ ... m`) out, then `webhook=ADDR` in text, `"webhook":"ADDR"` in
+    // JSON: the address ends at a space, a quote or the end of the line.
+    let mut plain = String::new();
+    let mut rest = serving.as_str();
+    while let Some(at) = rest.find('\x1b') {
+        plain.push_str(&rest[..at]);
+        rest = rest[at..].split_once('m').map_or("", |(_, r)| r);
+    }
+    plain.push_str(rest);
+    let webhook = plain
+        .split("webhook")
+        .nth(1)
+        .map(|r| r.trim_start_matches(['=', '"', ':']))
+        .and_then(|r| r.split([' ', '"']).next())
+        .unwrap_or_default();
+    let webhook: SocketAddr = webhook.parse().unwrap_or_else(|e| panic!("{e}: {plain}"));
+    (child, lines, webhook)
+}
+
+/// Logs as a log collector reads them: JSON lines never repeat a key (a field named like a
+/// key of the formatter's own would), text has no colour codes when standard error is not a
+/// terminal unless `--log-color always`, and the start-up line gives plain addresses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_lines_parse_and_carry_no_colour_codes() {
+    let dir = temp_dir("log-lines");
+    write_policy(&dir, "Deny");
+    // A binding naming no policy: a misconfigured object, logged with what is wrong.
+    std::fs::write(
+        dir.join("orphan.yaml"),
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n\
+         metadata: {name: orphan}\nspec: {policyName: nosuch, validationActions: [Deny]}\n",
+    )
+    .unwrap();
+    for flags in [
+        &["--log-format", "json"][..],
+        &["--log-format", "json", "--log-color", "always"][..],
+        &[][..],
+        &["--log-color", "never"][..],
+        &["--log-color", "always"][..],
+    ] {
+        let (mut child, lines, webhook) = spawn_logging(&dir, flags);
+        let ca = std::fs::read_to_string(dir.join("ca.pem")).unwrap();
+        // Refused before evaluation (415), and timed out (504): both log what was answered.
+        let (status, _) = call(
+            webhook,
+            &ca,
+            true,
+            "/validate",
+            "text/plain",
+            b"{}".to_vec(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status, 415);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let lines = lines.lock().unwrap().clone();
+        let text = lines.join("\n");
+        for wanted in ["serving", "refused request", "misconfigured object"] {
+            assert!(text.contains(wanted), "{flags:?}: no {wanted:?} in\n{text}");
+        }
+        assert!(!text.contains("Some("), "{flags:?}: {text}");
+        let coloured = text.contains('\x1b');
+        if flags.contains(&"json") {
+            assert!(!coloured, "{flags:?}: {text}");
+            for line in &lines {
+                // celgate's own parser refuses a repeated key, as serde_json would not.
+                if let Err(e) = celgate::cel::json::Doc::parse(line.as_bytes()) {
+                    panic!("{flags:?}: {e}: {line}");
+                }
+                let log: Json = serde_json::from_str(line).unwrap();
+                if log["fields"]["message"] == "serving" {
+                    let metrics = log["fields"]["metrics"].as_str().unwrap();
+                    assert!(metrics.parse::<SocketAddr>().is_ok(), "{line}");
+                }
+            }
+        } else {
+            assert_eq!(coloured, flags.contains(&"always"), "{flags:?}: {text}");
+        }
+    }
+}
+
+/// No log event has a field called `message`: the JSON formatter puts the event's own message
+/// under that key, and would repeat it (the test above sees the lines logged in one run; this
+/// one sees every log call in the sources).
+#[test]
+fn no_log_field_is_called_message() {
+    let call =
+        regex::Regex::new(r"(?s)tracing::(?:trace|debug|info|warn|error)!\((.*?)\);").unwrap();
+    // `message = value`, or the shorthand `message`, `%message`, `?message` as a whole argument.
+    let field = regex::Regex::new(r"(?:^|,)\s*(?:[%?]?message\s*(?:,|$)|message\s*=[^=])").unwrap();
+    let mut stack = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let mut found = Vec::new();
+    let mut calls = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for c in call.captures_iter(&text) {
+                    calls += 1;
+                    if field.is_match(&c[1]) {
+                        found.push(format!("{}: {}", path.display(), &c[0]));
+                    }
+                }
+            }
+        }
+    }
+    assert!(calls > 50, "the log calls were found ({calls})");
+    assert!(found.is_empty(), "{found:#?}");
 }
 
 // ---- Hardening: deadlines, evaluation threads, connections, metric labels ----

@@ -18,11 +18,11 @@ use crate::source::kube::{self, ClientError, KubeOptions, KubeSource};
 /// come, and the service turns ready with the first (complete) one.
 pub(super) async fn start(
     state: &Arc<AppState>,
-    api_url: Option<axum::http::Uri>,
+    connect: kube::Connect,
     options: KubeOptions,
     sar: Option<SarOptions>,
 ) -> Result<Arc<KubeSource>, ClientError> {
-    let client = kube::client(api_url).await?;
+    let client = kube::client(connect).await?;
     let authorizer =
         sar.map(|o| SarAuthorizer::new(client.clone(), o) as Arc<dyn AuthorizerFactory>);
     // What the engine may wait on, handed to it per review (the snapshot stays pure data).

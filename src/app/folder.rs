@@ -90,7 +90,12 @@ impl FolderWatch {
             Ok(built) => built,
             Err(e) => {
                 metrics.source_errors.inc();
-                tracing::error!(error = %e, "policy folder not loaded; the last good snapshot stays");
+                // Before the first load there is no snapshot to keep: say what the service does.
+                if self.state.ready.load(Ordering::Acquire) {
+                    tracing::error!(error = %e, "policy folder not loaded; the last good snapshot stays");
+                } else {
+                    tracing::error!(error = %e, "policy folder not loaded; not ready until it loads");
+                }
                 return;
             }
         };
@@ -125,7 +130,7 @@ impl FolderWatch {
     fn report(&mut self, problems: Vec<Problem>) {
         let current: BTreeSet<Problem> = problems.into_iter().collect();
         for p in current.difference(&self.problems) {
-            tracing::warn!(kind = %p.kind, name = %p.name, reason = p.reason, message = %p.message, "misconfigured object in the policy folder");
+            tracing::warn!(kind = %p.kind, name = %p.name, reason = p.reason, problem = %p.message, "misconfigured object in the policy folder");
         }
         for p in self.problems.difference(&current) {
             tracing::info!(kind = %p.kind, name = %p.name, reason = p.reason, "policy folder problem resolved");

@@ -25,6 +25,8 @@ use crate::source::kube::{ClientError, KubeOptions, KubeSource};
 
 /// Where the serving certificate comes from.
 #[derive(Debug, Clone)]
+// Built once at start: the size of the controller's settings does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum CertSource {
     /// PEM files, reloaded when they change.
     Files { cert: PathBuf, key: PathBuf },
@@ -34,8 +36,8 @@ pub enum CertSource {
     /// also injects its CA into the webhook configuration; the service starts once it has
     /// a certificate.
     Controller {
-        /// The API server; `None`: in-cluster configuration or the kubeconfig.
-        api_url: Option<axum::http::Uri>,
+        /// The API server: a URL, a kubeconfig, or the in-cluster configuration.
+        connect: crate::source::kube::Connect,
         options: certs::Options,
     },
 }
@@ -49,8 +51,11 @@ pub enum PolicySource {
     Folder(FolderSource),
     /// The cluster's policies, bindings, params and namespaces, through the API server.
     Kubernetes {
-        /// The API server; `None`: in-cluster configuration or the kubeconfig.
+        /// The API server; `None`: `kubeconfig`, else in-cluster configuration or the
+        /// default kubeconfig.
         api_url: Option<axum::http::Uri>,
+        /// A kubeconfig file whose current context to use (`--kubeconfig`).
+        kubeconfig: Option<PathBuf>,
         options: KubeOptions,
         /// `authorizer` checks by SubjectAccessReview; `None`: no cluster authorizer (checks
         /// read the RBAC objects of the snapshot, which a cluster source does not hold).
@@ -89,6 +94,10 @@ pub enum StartError {
     /// certificate.
     #[error("certificate controller: {0}")]
     Certificates(String),
+    /// The policy folder does not exist or is not a directory (`--source folder`): a typo or
+    /// a relative path run from elsewhere, which waiting would not fix.
+    #[error("cannot read the policy folder {}: {reason}", dir.display())]
+    PolicyFolder { dir: PathBuf, reason: String },
 }
 
 /// Why `celgate serve` stopped with an error.
@@ -150,10 +159,21 @@ pub fn serve(
                     })?;
                     tracing::info!(path = %path.display(), "self-signed CA written");
                 }
-                None => println!("{ca}"),
+                None => {
+                    use std::io::Write;
+                    // Not print!: a closed standard output must not panic the server.
+                    let mut out = std::io::stdout().lock();
+                    if let Err(e) = writeln!(out, "{ca}").and_then(|()| out.flush()) {
+                        tracing::warn!(error = %e, "cannot print the self-signed CA (--ca-out writes it to a file)");
+                    }
+                }
             }
         }
-        tracing::info!(webhook = %running.bound.webhook, metrics = ?running.bound.metrics, "serving");
+        let metrics = running
+            .bound
+            .metrics
+            .map_or_else(|| "off".to_string(), |a| a.to_string());
+        tracing::info!(webhook = %running.bound.webhook, %metrics, "serving");
         wait_for_signal().await;
         tracing::info!("shutting down: no new connections, finishing in-flight requests");
         running.shutdown().await;
@@ -211,11 +231,14 @@ impl Running {
 /// Starts the service; returns once both listeners are bound and the first load was tried.
 pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
     let mut cert_controller = None;
+    if let PolicySource::Folder(source) = &cfg.source {
+        check_folder(&source.dir)?;
+    }
     let (key, ca_pem) = match &cfg.cert {
         CertSource::Files { cert, key } => (tls::load_certified_key(cert, key)?, None),
-        CertSource::Controller { api_url, options } => {
+        CertSource::Controller { connect, options } => {
             options.check().map_err(StartError::Certificates)?;
-            let client = crate::source::kube::client(api_url.clone()).await?;
+            let client = crate::source::kube::client(connect.clone()).await?;
             let handle = certs::start(client, options.clone());
             let pair = first_certificate(&handle).await?;
             cert_controller = Some(handle);
@@ -238,6 +261,13 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
     let mut folder_watch = None;
     let cluster = match &cfg.source {
         PolicySource::Folder(source) => {
+            tracing::info!(k8s_version = %format!("1.{}", cfg.version), "CEL environment");
+            if !source.strict_namespaces {
+                state.set_services(crate::admission::Services {
+                    authorizer: None,
+                    namespace_lookup: Some(Arc::new(crate::source::folder::BareNamespaces)),
+                });
+            }
             let mut watch = folder::FolderWatch::new(state.clone(), source.clone(), cfg.version);
             // The first load does not wait for a quiet period: only for a read during which
             // nothing changed.
@@ -247,9 +277,19 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
         }
         PolicySource::Kubernetes {
             api_url,
+            kubeconfig,
             options,
             sar,
-        } => Some(cluster::start(&state, api_url.clone(), options.clone(), sar.clone()).await?),
+        } => {
+            if !options.version_from_server {
+                tracing::info!(k8s_version = %format!("1.{}", options.version), "CEL environment");
+            }
+            let connect = crate::source::kube::Connect {
+                api_url: api_url.clone(),
+                kubeconfig: kubeconfig.clone(),
+            };
+            Some(cluster::start(&state, connect, options.clone(), sar.clone()).await?)
+        }
     };
     let (tx, rx) = watch::channel(false);
     let at = Listen {
@@ -333,6 +373,20 @@ async fn follow_certificates(
             }
             Err(e) => tracing::warn!(error = %e, "certificate from the controller not served"),
         }
+    }
+}
+
+/// Refuses a policy folder that is not there at start. Once serving, a folder that vanishes
+/// keeps the last good snapshot (a volume being swapped); at start there is none to keep.
+fn check_folder(dir: &Path) -> Result<(), StartError> {
+    let refuse = |reason: String| StartError::PolicyFolder {
+        dir: dir.to_path_buf(),
+        reason,
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(refuse("not a directory".into())),
+        Err(e) => Err(refuse(e.to_string())),
     }
 }
 

@@ -7,6 +7,47 @@ use super::types::Type;
 /// adds `includes`); the default compatibility version.
 pub const NEWEST_MINOR: u16 = 37;
 
+/// The oldest Kubernetes minor version celgate accepts: the first with the Authz library,
+/// the oldest environment the library tables model (ValidatingAdmissionPolicy itself is
+/// alpha from 1.26 and read by celgate from v1beta1, 1.28).
+pub const OLDEST_MINOR: u16 = 27;
+
+/// Reads a Kubernetes version as users write it and kubectl prints it: `1.30`, `v1.30`,
+/// `v1.30.2`, `v1.30.2-gke.1` (the minor is what selects the environment). Refuses other
+/// majors and minors outside [`OLDEST_MINOR`]..=[`NEWEST_MINOR`], saying which are known.
+pub fn parse_k8s_version(text: &str) -> Result<u16, String> {
+    let bare = text.trim();
+    let bare = bare.strip_prefix('v').unwrap_or(bare);
+    let mut parts = bare.splitn(3, '.');
+    let (major, minor, rest) = (parts.next(), parts.next(), parts.next());
+    // A patch, if any, is digits followed by an optional pre-release or build suffix.
+    let patch_ok = rest.is_none_or(|r| {
+        let digits = r.bytes().take_while(u8::is_ascii_digit).count();
+        digits > 0
+            && r[digits..]
+                .chars()
+                .next()
+                .is_none_or(|c| c == '-' || c == '+')
+    });
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let minor = match (major, minor) {
+        (Some(ma), Some(mi)) if numeric(ma) && numeric(mi) && patch_ok => {
+            ma.parse::<u16>().ok().zip(mi.parse::<u16>().ok())
+        }
+        _ => None,
+    };
+    let range = format!("1.{OLDEST_MINOR} to 1.{NEWEST_MINOR}");
+    match minor {
+        None => Err(format!(
+            "{text:?} is not a Kubernetes version such as 1.{NEWEST_MINOR} or v1.{NEWEST_MINOR}"
+        )),
+        Some((1, m)) if (OLDEST_MINOR..=NEWEST_MINOR).contains(&m) => Ok(m),
+        Some(_) => Err(format!(
+            "Kubernetes {text} is not supported: celgate knows {range}"
+        )),
+    }
+}
+
 /// A declared variable.
 #[derive(Debug, Clone)]
 pub struct Variable {
@@ -96,5 +137,30 @@ mod tests {
     fn env_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<Env>();
+    }
+
+    #[test]
+    fn versions_as_written_and_as_kubectl_prints_them() {
+        for (text, minor) in [
+            ("1.30", 30),
+            ("v1.30", 30),
+            ("v1.30.2", 30),
+            ("v1.32.5-gke.1014001", 32),
+            ("1.33.0+k3s1", 33),
+            (" 1.27 ", 27),
+            ("1.37", 37),
+        ] {
+            assert_eq!(parse_k8s_version(text), Ok(minor), "{text}");
+        }
+        for text in ["1.0", "2.5", "1.26", "1.38", "v2.30"] {
+            let e = parse_k8s_version(text).unwrap_err();
+            assert!(e.contains("celgate knows 1.27 to 1.37"), "{text}: {e}");
+        }
+        for text in [
+            "", "1", "1.", "x1.30", "1.30x", "1.30.", "1.30.x", "v", "1.-3",
+        ] {
+            let e = parse_k8s_version(text).unwrap_err();
+            assert!(e.contains("is not a Kubernetes version"), "{text}: {e}");
+        }
     }
 }

@@ -28,7 +28,7 @@ pub mod types;
 pub mod value;
 pub mod vap;
 
-pub use env::{Env, NEWEST_MINOR};
+pub use env::{parse_k8s_version, Env, NEWEST_MINOR, OLDEST_MINOR};
 pub use error::{CancelReason, CompileError, EvalError};
 pub use eval::Activation;
 pub use meter::{Meter, DEFAULT_MEMORY_LIMIT, PER_CALL_LIMIT};

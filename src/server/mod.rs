@@ -32,6 +32,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use http_body_util::BodyExt;
+use hyper::body::Body as HttpBody;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
@@ -219,12 +220,14 @@ async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {
 
 fn refuse(s: &AppState, status: StatusCode, reason: &'static str, message: String) -> Response {
     s.metrics.bad_requests.with_label_values(&[reason]).inc();
+    // No field is called `message`: the JSON log already has the event's message under that
+    // key, and would repeat it.
     // A body cut short is a client that went away (the API server cancelling at its own
     // deadline, a load generator stopping): counted, but not worth a warning each.
     if reason == "body" {
-        tracing::debug!(reason, %message, "refused request");
+        tracing::debug!(reason, answer = %message, "refused request");
     } else {
-        tracing::warn!(reason, %message, "refused request");
+        tracing::warn!(reason, answer = %message, "refused request");
     }
     (status, message).into_response()
 }
@@ -254,6 +257,7 @@ async fn validate(
     // would let everything through. A 503 makes the API server apply the webhook's own
     // failurePolicy (the readiness probe normally keeps requests away until then).
     if !s.ready.load(Ordering::Acquire) {
+        drain(&s, body);
         return refuse(
             &s,
             StatusCode::SERVICE_UNAVAILABLE,
@@ -270,6 +274,7 @@ async fn validate(
                 .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
         });
     if !json {
+        drain(&s, body);
         return refuse(
             &s,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -278,38 +283,36 @@ async fn validate(
         );
     }
     let limit = s.limits.max_body;
-    let limited = http_body_util::Limited::new(body, limit);
-    let bytes: Bytes = match tokio::time::timeout(s.limits.client_timeout, limited.collect()).await
-    {
-        Err(_) => {
-            return refuse(
-                &s,
-                StatusCode::REQUEST_TIMEOUT,
-                "slow_client",
-                "the request body was not received in time".into(),
-            )
-        }
-        Ok(Err(e))
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
-            return refuse(
-                &s,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!("the request body exceeds {limit} bytes"),
-            );
-        }
-        Ok(Err(e)) => {
-            return refuse(
-                &s,
-                StatusCode::BAD_REQUEST,
-                "body",
-                format!("cannot read the request body: {e}"),
-            )
-        }
-        Ok(Ok(c)) => c.to_bytes(),
-    };
+    let mut body = body;
+    let bytes: Bytes =
+        match tokio::time::timeout(s.limits.client_timeout, read_body(&mut body, limit)).await {
+            Err(_) => {
+                return refuse(
+                    &s,
+                    StatusCode::REQUEST_TIMEOUT,
+                    "slow_client",
+                    "the request body was not received in time".into(),
+                )
+            }
+            Ok(Err(BodyError::TooLarge)) => {
+                drain(&s, body);
+                return refuse(
+                    &s,
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    format!("the request body exceeds {limit} bytes"),
+                );
+            }
+            Ok(Err(BodyError::Read(e))) => {
+                return refuse(
+                    &s,
+                    StatusCode::BAD_REQUEST,
+                    "body",
+                    format!("cannot read the request body: {e}"),
+                )
+            }
+            Ok(Ok(b)) => b,
+        };
     let Ok(permit) = s.inflight.clone().try_acquire_owned() else {
         return refuse(
             &s,
@@ -405,11 +408,78 @@ async fn validate(
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// Why a request body was not read whole.
+enum BodyError {
+    /// It is longer than the limit (what was read of it is gone; the rest is not read).
+    TooLarge,
+    /// The client went away or broke the framing.
+    Read(axum::Error),
+}
+
+/// Reads a request body of at most `limit` bytes. A body that arrives in one frame (the
+/// usual case) is kept as it came, without a copy.
+async fn read_body(body: &mut Body, limit: usize) -> Result<Bytes, BodyError> {
+    let mut first: Option<Bytes> = None;
+    let mut more: Option<Vec<u8>> = None;
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(BodyError::Read)?.into_data() else {
+            continue; // trailers: not part of the review
+        };
+        total = total.saturating_add(data.len());
+        if total > limit {
+            return Err(BodyError::TooLarge);
+        }
+        match (&mut first, &mut more) {
+            (None, _) => first = Some(data),
+            (Some(head), None) => {
+                let hint = usize::try_from(HttpBody::size_hint(&*body).lower()).unwrap_or(0);
+                let mut buf = Vec::with_capacity(total.saturating_add(hint).min(limit));
+                buf.extend_from_slice(head);
+                buf.extend_from_slice(&data);
+                more = Some(buf);
+            }
+            (Some(_), Some(buf)) => buf.extend_from_slice(&data),
+        }
+    }
+    Ok(match (first, more) {
+        (_, Some(buf)) => Bytes::from(buf),
+        (Some(b), None) => b,
+        (None, None) => Bytes::new(),
+    })
+}
+
+/// Reads and discards what is left of a refused request's body, in the background, up to
+/// `--max-body-bytes` more bytes and for at most `--client-timeout`, so that the answer
+/// sent before the body was read ends the exchange cleanly. Dropping the body instead makes
+/// HTTP/2 reset the stream while the client is still sending (RST_STREAM NO_ERROR, which
+/// RFC 9113 allows but curl and other clients report as a stream error without showing the
+/// answer), and HTTP/1.1 close the connection. Past either bound the body is dropped.
+fn drain(s: &AppState, mut body: Body) {
+    if HttpBody::is_end_stream(&body) {
+        return;
+    }
+    let (cap, time) = (s.limits.max_body, s.limits.client_timeout);
+    tokio::spawn(async move {
+        let mut left = cap;
+        let discard = async {
+            while let Some(Ok(frame)) = body.frame().await {
+                let len = frame.data_ref().map_or(0, Bytes::len);
+                match left.checked_sub(len) {
+                    Some(l) => left = l,
+                    None => return,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(time, discard).await;
+    });
+}
+
 /// 504: no decision by the deadline (counted as the `timeout` decision of
 /// `celgate_requests_total`).
 fn timed_out(timeout: Duration) -> Response {
     let message = format!("no decision within {timeout:?}");
-    tracing::warn!(%message, "request timed out");
+    tracing::warn!(answer = %message, "request timed out");
     (StatusCode::GATEWAY_TIMEOUT, message).into_response()
 }
 

@@ -30,16 +30,39 @@ pub struct FolderSource {
     /// a folder is refused: at start the service stays unready, later the last good snapshot
     /// stays.
     pub allow_empty: bool,
+    /// A request in a namespace the folder does not define is refused as the API server
+    /// refuses one in a namespace that does not exist (`namespaces "x" not found`), as
+    /// `celgate eval` does (`--strict-namespaces`). Without it the namespace is served as a
+    /// bare one, named and labelled `kubernetes.io/metadata.name` as every namespace is: a
+    /// folder seldom lists every namespace of the cluster it guards.
+    pub strict_namespaces: bool,
 }
 
 impl FolderSource {
-    /// `dir` with the default settle interval, empty folders refused.
+    /// `dir` with the default settle interval, empty folders refused, namespaces the folder
+    /// does not define served bare.
     pub fn new(dir: impl Into<PathBuf>) -> FolderSource {
         FolderSource {
             dir: dir.into(),
             settle: DEFAULT_SETTLE,
             allow_empty: false,
+            strict_namespaces: false,
         }
+    }
+}
+
+/// A namespace the policy folder does not define, as every namespace is at least: its name
+/// and the `kubernetes.io/metadata.name` label the API server sets.
+#[derive(Debug)]
+pub struct BareNamespaces;
+
+impl crate::admission::NamespaceLookup for BareNamespaces {
+    fn get(&self, name: &str) -> Option<Json> {
+        Some(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+        }))
     }
 }
 
@@ -59,8 +82,9 @@ pub enum LoadError {
     /// A directory below the folder cannot be resolved or listed.
     #[error(transparent)]
     List(#[from] ListError),
-    /// The folder could not be listed when the state now being loaded was taken.
-    #[error("{}: {source}", dir.display())]
+    /// The folder could not be listed when the state now being loaded was taken (the
+    /// listing error names the path).
+    #[error("{source}")]
     Unlisted {
         dir: PathBuf,
         #[source]
@@ -73,10 +97,12 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
-    /// A `.json` file is not JSON (its one document).
-    #[error("{} (document 1): invalid JSON: {source}", file.display())]
+    /// A `.json` file is not JSON (its one document), or a document of a file that looks
+    /// like JSON is malformed.
+    #[error("{} (document {document}): invalid JSON: {source}", file.display())]
     Json {
         file: PathBuf,
+        document: usize,
         #[source]
         source: serde_json::Error,
     },
@@ -206,27 +232,102 @@ pub fn manifest_files(dir: &Path) -> Result<Vec<PathBuf>, ListError> {
     Ok(out)
 }
 
-/// Parses the documents of one file's text.
-pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError> {
-    let mut docs: Vec<Json> = Vec::new();
-    let is_json = file.extension().is_some_and(|e| e == "json");
-    if is_json {
-        docs.push(
-            serde_json::from_str(text).map_err(|source| LoadError::Json {
-                file: file.to_path_buf(),
-                source,
-            })?,
-        );
+/// Whether text is meant as JSON: its first character other than white space (or a byte
+/// order mark) opens an object or an array. YAML written by hand does not start so, except
+/// for a flow mapping, which is tried as YAML when it is not JSON.
+pub fn looks_like_json(text: &str) -> bool {
+    let start = text.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+    matches!(start.as_bytes().first(), Some(b'{' | b'['))
+}
+
+fn is_json_file(file: &Path) -> bool {
+    file.extension().is_some_and(|e| e == "json")
+}
+
+/// Why one document given as JSON or YAML does not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum DocError {
+    /// It is JSON (a `.json` file, or text that looks like JSON) and malformed; the error
+    /// has the line and column.
+    #[error("invalid JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// It is YAML and malformed.
+    #[error("invalid YAML: {0}")]
+    Yaml(#[source] serde_yaml_ng::Error),
+}
+
+/// One document given as JSON or YAML (`file` is its name, `-` or another for standard
+/// input): a `.json` file is JSON; other text is JSON when it [`looks_like_json`] (or YAML if
+/// it is valid YAML only), else YAML. A malformed document that is, or looks like, JSON is
+/// reported by the JSON parser: the YAML parser's error on JSON text points elsewhere.
+pub fn parse_document(file: &Path, text: &str) -> Result<Json, DocError> {
+    if is_json_file(file) || looks_like_json(text) {
+        match serde_json::from_str(text) {
+            Ok(v) => Ok(v),
+            Err(e) if is_json_file(file) => Err(DocError::Json(e)),
+            Err(e) => serde_yaml_ng::from_str(text).map_err(|_| DocError::Json(e)),
+        }
     } else {
-        for (i, d) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-            let v = Json::deserialize(d).map_err(|source| LoadError::Yaml {
+        serde_yaml_ng::from_str(text).map_err(DocError::Yaml)
+    }
+}
+
+/// JSON documents, one after another, optionally separated by YAML's `---` lines (JSON
+/// written into a YAML stream). The separators are blanked out rather than cut, so that an
+/// error's line and column are those of `text`. An error comes with its document number.
+fn json_documents(text: &str) -> Result<Vec<Json>, (usize, serde_json::Error)> {
+    let mut blanked = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            blanked.extend(line.chars().map(|c| if c == '\n' { c } else { ' ' }));
+        } else {
+            blanked.push_str(line);
+        }
+    }
+    let mut docs = Vec::new();
+    for value in serde_json::Deserializer::from_str(&blanked).into_iter::<Json>() {
+        docs.push(value.map_err(|e| (docs.len() + 1, e))?);
+    }
+    Ok(docs)
+}
+
+fn yaml_documents(file: &Path, text: &str) -> Result<Vec<Json>, LoadError> {
+    serde_yaml_ng::Deserializer::from_str(text)
+        .enumerate()
+        .map(|(i, d)| {
+            Json::deserialize(d).map_err(|source| LoadError::Yaml {
                 file: file.to_path_buf(),
                 document: i + 1,
                 source,
-            })?;
-            docs.push(v);
+            })
+        })
+        .collect()
+}
+
+/// Parses the documents of one file's text: a `.json` file, or a file that looks like JSON
+/// ([`looks_like_json`]), is one JSON document (errors from the JSON parser), else YAML,
+/// multi-document allowed.
+pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError> {
+    let json_error = |source| LoadError::Json {
+        file: file.to_path_buf(),
+        document: 1,
+        source,
+    };
+    let docs: Vec<Json> = if is_json_file(file) {
+        vec![serde_json::from_str(text).map_err(json_error)?]
+    } else if looks_like_json(text) {
+        match json_documents(text) {
+            Ok(docs) => docs,
+            // Valid YAML all the same (a flow mapping, a trailing comma): as before.
+            Err((document, e)) => yaml_documents(file, text).map_err(|_| LoadError::Json {
+                file: file.to_path_buf(),
+                document,
+                source: e,
+            })?,
         }
-    }
+    } else {
+        yaml_documents(file, text)?
+    };
     let mut out = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
         let document = i + 1;
@@ -463,6 +564,59 @@ mod tests {
         assert!(e
             .to_string()
             .starts_with("bad.json (document 1): invalid JSON"));
+    }
+
+    /// JSON in a `.yaml` file, or in text without a name, is parsed as JSON: a malformed one
+    /// gets the JSON parser's line and column, not the YAML parser's idea of the error. A
+    /// YAML flow mapping, which also starts with `{`, still reads as YAML.
+    #[test]
+    fn json_looking_text_gets_json_errors() {
+        let bad = "{\"kind\": \"ConfigMap\",\n \"data\": {\"a\": 1 \"b\": 2}}\n";
+        let e = parse_documents(Path::new("cm.yaml"), bad).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cm.yaml (document 1): invalid JSON: expected `,` or `}` at line 2 column 18"
+        );
+        for name in ["-", "review.txt", "review.json", "review.yaml"] {
+            let e = parse_document(Path::new(name), bad).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "invalid JSON: expected `,` or `}` at line 2 column 18",
+                "{name}"
+            );
+            let e = parse_document(Path::new(name), " [1, 2\n").unwrap_err();
+            assert!(
+                e.to_string().starts_with("invalid JSON: EOF"),
+                "{name}: {e}"
+            );
+        }
+        // JSON documents in a YAML stream: the error names the document, and the line of
+        // the whole file.
+        let stream = "{\"kind\": \"A\"}\n---\n{\"kind\": \"B\"}\n---\n{\"kind\": \"C\" \"x\": 1}\n";
+        let e = parse_documents(Path::new("s.yaml"), stream).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "s.yaml (document 3): invalid JSON: expected `,` or `}` at line 5 column 14"
+        );
+        let good = stream.replace(" \"x\": 1", "");
+        let docs = parse_documents(Path::new("s.yaml"), &good).unwrap();
+        let kinds: Vec<_> = docs.iter().map(|d| d.object["kind"].clone()).collect();
+        assert_eq!(kinds, ["A", "B", "C"]);
+        assert_eq!(docs[2].document, 3);
+        let flow = "{kind: ConfigMap, metadata: {name: a}}\n";
+        let docs = parse_documents(Path::new("cm.yaml"), flow).unwrap();
+        assert_eq!(docs[0].object["metadata"]["name"], "a");
+        assert_eq!(
+            parse_document(Path::new("-"), flow).unwrap()["kind"],
+            "ConfigMap"
+        );
+        let e = parse_document(Path::new("flow.json"), flow).unwrap_err();
+        assert!(
+            matches!(e, DocError::Json(_)),
+            "a .json file is JSON only: {e}"
+        );
+        let e = parse_document(Path::new("-"), "a: [1\n").unwrap_err();
+        assert!(e.to_string().starts_with("invalid YAML"), "{e}");
     }
 
     fn temp_dir(name: &str) -> PathBuf {

@@ -772,7 +772,7 @@ fn run_case(
             std::fs::read_to_string(&path)
                 .map_err(|e| format!("review: {}: {e}", path.display()))
                 .and_then(|text| {
-                    serde_yaml_ng::from_str::<Json>(&text)
+                    folder::parse_document(&path, &text)
                         .map_err(|e| format!("review: {}: {e}", path.display()))
                 })
         }

@@ -95,6 +95,8 @@ pub struct Fake {
     /// Successful replaces (PUT) of cluster-scoped objects, as `plural/name`.
     pub replaces: Mutex<Vec<String>>,
     sar: Mutex<Sar>,
+    /// The `major` and `minor` that `/version` reports.
+    version: Mutex<(String, String)>,
 }
 
 pub fn policy_kinds(version: &str) -> [Kind; 2] {
@@ -139,6 +141,7 @@ impl Fake {
             posted_events: Mutex::default(),
             replaces: Mutex::default(),
             sar: Mutex::new(Box::new(|_| Ok(json!({"allowed": false})))),
+            version: Mutex::new(("1".into(), "32".into())),
         });
         for k in kinds {
             fake.serve(k.clone());
@@ -175,6 +178,11 @@ impl Fake {
         } else {
             f.remove(&kind.gv_path());
         }
+    }
+
+    /// What `/version` reports (`major`, `minor`; default 1 and 32).
+    pub fn set_version(&self, major: &str, minor: &str) {
+        *self.version.lock().unwrap() = (major.into(), minor.into());
     }
 
     pub fn serve(&self, kind: Kind) {
@@ -382,6 +390,15 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
         .push(format!("{} {}", req.method(), req.uri()));
     if fake.down.load(Ordering::SeqCst) {
         return status(StatusCode::INTERNAL_SERVER_ERROR, "the server is down");
+    }
+    if path == "version" {
+        let (major, minor) = fake.version.lock().unwrap().clone();
+        let digits = minor.trim_end_matches('+');
+        return ok(json!({
+            "major": major, "minor": minor, "gitVersion": format!("v{major}.{digits}.0"),
+            "gitCommit": "0", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64"
+        }));
     }
     let method = req.method().clone();
     let body = axum::body::to_bytes(req.into_body(), 1 << 20)

@@ -10,6 +10,13 @@ pub enum ClientError {
     /// Neither the in-cluster service account nor a kubeconfig gives a usable configuration.
     #[error("cannot configure the Kubernetes client: {0}")]
     Config(#[source] kube::config::InferConfigError),
+    /// The `--kubeconfig` file cannot be read, or its current context is unusable.
+    #[error("cannot use the kubeconfig {}: {source}", path.display())]
+    Kubeconfig {
+        path: std::path::PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
     /// The configuration is there but the client cannot be built from it (TLS, proxy, ...).
     #[error("cannot create the Kubernetes client: {0}")]
     Client(#[source] kube::Error),

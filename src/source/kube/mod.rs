@@ -55,6 +55,9 @@ const VAP_GROUP: &str = "admissionregistration.k8s.io";
 pub struct KubeOptions {
     /// Kubernetes minor version of the CEL environment.
     pub version: u16,
+    /// Take the CEL environment's version from the API server's `/version` instead (clamped
+    /// to the versions celgate knows); no snapshot is built before it answered.
+    pub version_from_server: bool,
     /// Changes arriving within this window make one rebuild.
     pub debounce: Duration,
     /// How long the first snapshot waits for the param kinds named at start.
@@ -77,6 +80,7 @@ impl Default for KubeOptions {
     fn default() -> Self {
         KubeOptions {
             version: crate::cel::NEWEST_MINOR,
+            version_from_server: false,
             debounce: Duration::from_millis(200),
             param_grace: Duration::from_secs(10),
             recheck: Duration::from_secs(10),
@@ -88,14 +92,57 @@ impl Default for KubeOptions {
     }
 }
 
-/// A client for the API server at `api_url`, or (`None`) for the in-cluster service account
-/// or the kubeconfig.
-pub async fn client(api_url: Option<axum::http::Uri>) -> Result<Client, ClientError> {
-    let config = match api_url {
-        Some(url) => kube::Config::new(url),
-        None => kube::Config::infer().await.map_err(ClientError::Config)?,
+/// How to reach the API server.
+#[derive(Debug, Clone, Default)]
+pub struct Connect {
+    /// This URL, without credentials (`kubectl proxy`).
+    pub api_url: Option<axum::http::Uri>,
+    /// This kubeconfig file's current context (`--kubeconfig`).
+    pub kubeconfig: Option<std::path::PathBuf>,
+}
+
+/// A client for the API server at `api_url`, else of the kubeconfig file, else (neither) for
+/// the in-cluster service account or the kubeconfig of `KUBECONFIG` or `~/.kube/config`.
+pub async fn client(connect: Connect) -> Result<Client, ClientError> {
+    let config = match (connect.api_url, connect.kubeconfig) {
+        (Some(url), _) => kube::Config::new(url),
+        (None, Some(path)) => {
+            let options = kube::config::KubeConfigOptions::default();
+            let loaded = match kube::config::Kubeconfig::read_from(&path) {
+                Ok(k) => kube::Config::from_custom_kubeconfig(k, &options).await,
+                Err(e) => Err(e),
+            };
+            loaded.map_err(|source| ClientError::Kubeconfig { path, source })?
+        }
+        (None, None) => kube::Config::infer().await.map_err(ClientError::Config)?,
     };
     Client::try_from(config).map_err(ClientError::Client)
+}
+
+/// The CEL environment's minor version for an API server that reports `major`.`minor`
+/// (minor as `32` or, on some providers, `32+`): its own when celgate knows it, else the
+/// nearest it knows, or the newest for a version it cannot read; then with why, to log.
+pub fn server_minor(major: &str, minor: &str) -> (u16, Option<String>) {
+    use crate::cel::{NEWEST_MINOR, OLDEST_MINOR};
+    let digits = minor.trim_end_matches(|c: char| !c.is_ascii_digit());
+    match (major, digits.parse::<u16>()) {
+        ("1", Ok(m)) if (OLDEST_MINOR..=NEWEST_MINOR).contains(&m) => (m, None),
+        ("1", Ok(m)) => {
+            let nearest = m.clamp(OLDEST_MINOR, NEWEST_MINOR);
+            let why = format!("celgate knows 1.{OLDEST_MINOR} to 1.{NEWEST_MINOR}, not 1.{m}");
+            (nearest, Some(why))
+        }
+        _ => (
+            NEWEST_MINOR,
+            Some(format!("version {major:?}.{minor:?} is not 1.N")),
+        ),
+    }
+}
+
+/// The API server's `major` and `minor`, and the version as it prints it.
+async fn api_server_version(client: &Client) -> Result<(String, String, String), kube::Error> {
+    let info = client.apiserver_version().await?;
+    Ok((info.major, info.minor, info.git_version))
 }
 
 /// Receives each new snapshot.
@@ -116,7 +163,15 @@ struct Shared {
     problems: Mutex<Vec<Problem>>,
     /// The policy API version in use (`v1` or `v1beta1`), once discovered.
     vap_version: Mutex<Option<String>>,
+    /// When the discovery of the policy API first failed, while it has not answered yet.
+    discovery_failing_since: Mutex<Option<Instant>>,
+    /// The CEL environment's version read from the API server, once read.
+    cel_version: Mutex<Option<u16>>,
 }
+
+/// The status reported before discovery has answered: the watches do not exist yet, and an
+/// alert on the source metrics must not depend on their absence.
+pub const DISCOVERY_SOURCE: &str = "discovery";
 
 impl KubeSource {
     /// Starts the watchers on the current tokio runtime.
@@ -134,12 +189,21 @@ impl KubeSource {
         self.shared.ready.load(Ordering::Acquire)
     }
 
-    /// Each watched resource's health.
+    /// Each watched resource's health; before the policy API is discovered (the API server
+    /// unreachable at start), one unsynced source named [`DISCOVERY_SOURCE`], stale since the
+    /// first failed lookup.
     pub fn status(&self) -> Vec<SourceStatus> {
-        lock(&self.shared.stores)
-            .iter()
-            .map(|s| s.status())
-            .collect()
+        let stores = lock(&self.shared.stores);
+        if stores.is_empty() {
+            let since = *lock(&self.shared.discovery_failing_since);
+            return vec![SourceStatus {
+                name: DISCOVERY_SOURCE.into(),
+                synced: false,
+                stale: since.map_or(Duration::ZERO, |t| t.elapsed()),
+                objects: 0,
+            }];
+        }
+        stores.iter().map(|s| s.status()).collect()
     }
 
     /// What is currently wrong with the cluster's policies and bindings.
@@ -153,6 +217,12 @@ impl KubeSource {
     /// called for are published: a replica known not to report can be waited on.
     pub fn reporting_decided_after(&self) -> u64 {
         self.shared.reporting_decided_after.load(Ordering::Acquire)
+    }
+
+    /// The CEL environment's minor version read from the API server's `/version`, once read
+    /// (`None` as well when the version was given).
+    pub fn server_version(&self) -> Option<u16> {
+        *lock(&self.shared.cel_version)
     }
 
     /// `v1` or `v1beta1` once discovery answered.
@@ -309,11 +379,39 @@ fn named_param_kinds(policies: &[Arc<Json>]) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-async fn run(client: Client, options: KubeOptions, publish: Publish, shared: Arc<Shared>) {
+async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared: Arc<Shared>) {
     let changed = Arc::new(Notify::new());
     // Started before the API server (or while it is down): ready within about `retry_max`
     // once it answers.
     let mut backoff = Backoff::new(options.retry_max);
+    if options.version_from_server {
+        // The API server's own version, so that celgate accepts the CEL it accepts.
+        options.version = loop {
+            let answer = tokio::time::timeout(LOOKUP_TIMEOUT, api_server_version(&client)).await;
+            let error = match answer {
+                Ok(Ok((major, minor, printed))) => {
+                    let (minor, why) = server_minor(&major, &minor);
+                    let k8s_version = format!("1.{minor}");
+                    match why {
+                        None => {
+                            tracing::info!(%k8s_version, api_server = %printed, "CEL environment of the API server's version (--k8s-version to choose another)")
+                        }
+                        Some(why) => {
+                            tracing::warn!(%k8s_version, api_server = %printed, %why, "CEL environment of the nearest version celgate knows (--k8s-version to choose another)")
+                        }
+                    }
+                    break minor;
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => DiscoveryError::TimedOut.to_string(),
+            };
+            lock(&shared.discovery_failing_since).get_or_insert_with(Instant::now);
+            let delay = backoff.next_delay();
+            tracing::warn!(%error, retry_in = ?delay, "cannot read the API server's version");
+            tokio::time::sleep(delay).await;
+        };
+        *lock(&shared.cel_version) = Some(options.version);
+    }
     let version = loop {
         let answer = tokio::time::timeout(LOOKUP_TIMEOUT, policy_version(&client)).await;
         let error = match answer {
@@ -321,6 +419,7 @@ async fn run(client: Client, options: KubeOptions, publish: Publish, shared: Arc
             Ok(Err(e)) => e,
             Err(_) => DiscoveryError::TimedOut,
         };
+        lock(&shared.discovery_failing_since).get_or_insert_with(Instant::now);
         let delay = backoff.next_delay();
         tracing::warn!(error = %error, retry_in = ?delay, "cannot discover the ValidatingAdmissionPolicy API");
         tokio::time::sleep(delay).await;
@@ -755,5 +854,28 @@ impl Inputs {
             }
         }
         b.build_cached(version, cache)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_minor;
+    use crate::cel::{NEWEST_MINOR, OLDEST_MINOR};
+
+    #[test]
+    fn the_api_servers_version_picks_the_environment() {
+        assert_eq!(server_minor("1", "32"), (32, None));
+        assert_eq!(
+            server_minor("1", "30+"),
+            (30, None),
+            "as EKS and GKE report it"
+        );
+        let (newer, why) = server_minor("1", "99");
+        assert_eq!(newer, NEWEST_MINOR);
+        assert!(why.unwrap().contains("not 1.99"));
+        assert_eq!(server_minor("1", "20").0, OLDEST_MINOR);
+        let (unread, why) = server_minor("", "");
+        assert_eq!(unread, NEWEST_MINOR);
+        assert!(why.is_some());
     }
 }

@@ -1,0 +1,210 @@
+//! The command line as a user meets it: the binary run on files, its exit code and what it
+//! prints. Malformed JSON is reported by the JSON parser with its position (not by the YAML
+//! parser), Kubernetes versions are read as kubectl prints them and unknown ones refused, and
+//! the example files the README shows work.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("celgate-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs celgate in `cwd` with `stdin`: exit code, standard output, standard error.
+fn celgate(args: &[&str], cwd: &Path, stdin: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A review with a missing comma on line 3 (serde_json stops at the `"` in column 25).
+const BAD_REVIEW: &str = "{\"apiVersion\": \"admission.k8s.io/v1\",\n \"kind\": \"AdmissionReview\",\n \"request\": {\"uid\": \"1\" \"kind\": {}}}\n";
+const AT: &str = "invalid JSON: expected `,` or `}` at line 3 column 25";
+
+#[test]
+fn malformed_json_is_reported_by_the_json_parser() {
+    let dir = temp_dir("json");
+    let policies = repo().join("examples/policies");
+    let policies = policies.to_str().unwrap();
+    for name in ["review.json", "review.txt", "review.yaml"] {
+        std::fs::write(dir.join(name), BAD_REVIEW).unwrap();
+    }
+    // `eval`: a file of any name, and standard input.
+    for request in ["review.json", "review.txt", "review.yaml", "-"] {
+        let (code, _, err) = celgate(
+            &["eval", "--policies", policies, "--request", request],
+            &dir,
+            BAD_REVIEW,
+        );
+        assert_eq!(code, 2, "{request}: {err}");
+        assert!(err.contains(AT), "{request}: {err}");
+        assert!(!err.contains("YAML"), "{request}: {err}");
+    }
+    // `expr`: a variable's file.
+    let (code, _, err) = celgate(
+        &["expr", "--var", "object=review.yaml", "object.kind"],
+        &dir,
+        "",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("review.yaml: {AT}")), "{err}");
+    // A policy folder: a JSON document in a .yaml file.
+    let folder = dir.join("policies");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("policy.yaml"), BAD_REVIEW).unwrap();
+    let (code, _, err) = celgate(
+        &["eval", "--policies", "policies", "--request", "-"],
+        &dir,
+        "{}",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("policy.yaml (document 1): {AT}")),
+        "{err}"
+    );
+    // `test`: a case's review file.
+    std::fs::write(
+        dir.join("bad.celgate-test.yaml"),
+        format!(
+            "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\nmetadata: {{name: bad}}\n\
+             policies: [{policies}]\ncases:\n- name: broken review\n  review: review.txt\n  \
+             expect: {{allowed: true}}\n"
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = celgate(&["test", "bad.celgate-test.yaml"], &dir, "");
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains(&format!("review.txt: {AT}")), "{out}");
+}
+
+#[test]
+fn kubernetes_versions_as_kubectl_prints_them() {
+    let dir = temp_dir("versions");
+    let (code, out, err) = celgate(
+        &["expr", "--k8s-version", "v1.30", "isIP('10.0.0.1')"],
+        &dir,
+        "",
+    );
+    assert_eq!((code, out.trim()), (0, "true"), "{err}");
+    let (code, _, err) = celgate(
+        &["expr", "--k8s-version", "v1.29.4", "isIP('10.0.0.1')"],
+        &dir,
+        "",
+    );
+    assert_eq!(code, 1, "not yet in 1.29: {err}");
+    for args in [
+        &["expr", "--k8s-version", "1.0", "1"][..],
+        &["expr", "--k8s-version", "2.5", "1"][..],
+        &["test", "--k8s-version", "1.0", "."][..],
+        &[
+            "eval",
+            "--k8s-version",
+            "1.99",
+            "--policies",
+            ".",
+            "--request",
+            "-",
+        ][..],
+        &[
+            "serve",
+            "--k8s-version",
+            "2.5",
+            "--self-signed",
+            "--metrics-listen",
+            "off",
+        ][..],
+    ] {
+        let (code, _, err) = celgate(args, &dir, "");
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("is not supported: celgate knows 1.27 to 1.37"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// The `celgate expr` example on the example Pod and its request.
+#[test]
+fn the_example_pod_and_request() {
+    let (code, out, err) = celgate(
+        &[
+            "expr",
+            "--var",
+            "object=examples/pod.yaml",
+            "--var",
+            "request=examples/request.yaml",
+            "request.operation == 'CREATE' && request.name == object.metadata.name && \
+             object.spec.containers.all(c, c.image.startsWith('registry.example.com/'))",
+        ],
+        &repo(),
+        "",
+    );
+    assert_eq!((code, out.trim()), (0, "true"), "{err}");
+}
+
+/// `celgate eval` mirrors the API server: a namespace the folder does not define does not
+/// exist (`celgate serve` serves it bare unless `--strict-namespaces`; tests/server.rs).
+#[test]
+fn eval_keeps_namespaces_strict() {
+    let dir = temp_dir("strict-namespaces");
+    std::fs::write(
+        dir.join("policy.yaml"),
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\n\
+         metadata: {name: no-debug}\nspec:\n  matchConstraints:\n    namespaceSelector:\n      \
+         matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]\n    \
+         resourceRules: [{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]\n  \
+         validations: [{expression: 'true'}]\n---\n\
+         apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n\
+         metadata: {name: no-debug}\nspec: {policyName: no-debug, validationActions: [Deny]}\n",
+    )
+    .unwrap();
+    let (code, out, err) = celgate(
+        &["eval", "--policies", ".", "--object", "-"],
+        &dir,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm, namespace: team-a}\n",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(r#"failed to configure policy: namespaces \"team-a\" not found"#),
+        "{out}"
+    );
+}
+
+/// A reader that stops early (`celgate eval ... | head`) does not make celgate panic: the
+/// output is dropped and the exit code is the command's.
+#[test]
+fn a_closed_standard_output_is_no_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(["expr", "'a' + 'b'"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
