@@ -170,7 +170,8 @@ fn rebuild(c: &mut Criterion) {
     let build = |objects: &[std::sync::Arc<Json>]| {
         let mut b = celgate::policy::snapshot::SnapshotBuilder::new();
         for o in objects {
-            celgate::source::add_shared(&mut b, o.clone(), false).expect("valid");
+            celgate::source::add_shared(&mut b, o.clone(), celgate::source::Check::Nothing)
+                .expect("valid");
         }
         b.build_cached(NEWEST_MINOR, &cache)
     };

@@ -388,3 +388,45 @@ fn serve_flags() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--reload-settle \"soon\""));
     assert_eq!(FolderSource::new(&dir).settle, Duration::from_secs(2));
 }
+
+/// A policy the API server would refuse to create (an expression that does not compile in
+/// the creation-time environment, `kubectl apply` says) is refused in the folder too: its last
+/// good version stays enforced, the refusal is counted and reported, and a later fix loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_the_api_server_would_refuse_keeps_its_last_good_version() {
+    let dir = temp_dir("refused");
+    let good = policies(&["a"]);
+    std::fs::write(dir.join("a.yaml"), &good).unwrap();
+    let server = serve(&dir, Duration::from_millis(50), false).await;
+    assert_eq!(names(&server), ["a"]);
+    let compiled = |r: &Running| {
+        r.state.snapshot.load().policies[0].policy.validations[0]
+            .program
+            .is_ok()
+    };
+    assert!(compiled(&server));
+    let refused = "celgate_source_reload_refused_total{reason=\"invalid_policy\"}";
+    assert!(metrics(&server).contains(&format!("{refused} 0")));
+
+    let bad = good.replace("object.metadata.name != 'a'", "request.namex != 'a'");
+    std::fs::write(dir.join("a.yaml"), &bad).unwrap();
+    let problem = "celgate_config_problems{kind=\"ValidatingAdmissionPolicy\",name=\"a\",reason=\"InvalidPolicy\"} 1";
+    wait_until("the refusal is reported", || {
+        metrics(&server).contains(problem)
+    })
+    .await;
+    assert!(metrics(&server).contains(&format!("{refused} 1")));
+    // The last good version is still the one enforced (it compiles; the refused one does not).
+    assert_eq!(names(&server), ["a"]);
+    assert!(compiled(&server));
+
+    // Fixed: loaded, and the problem goes away.
+    std::fs::write(
+        dir.join("a.yaml"),
+        good.replace("object.metadata.name != 'a'", "request.name != 'a'"),
+    )
+    .unwrap();
+    wait_until("the fix is loaded", || !metrics(&server).contains(problem)).await;
+    assert_eq!(names(&server), ["a"]);
+    server.shutdown().await;
+}

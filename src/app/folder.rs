@@ -2,16 +2,18 @@
 //! settled), whether to swap the new snapshot in (never an empty one unless allowed), and
 //! what is logged and counted about it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde_json::Value as Json;
 use tokio::sync::watch;
 
 use crate::server::AppState;
 use crate::source::folder::{self, Fingerprint, FolderSource, LoadError, NotLoaded, Settle};
 use crate::source::kube::Problem;
+use crate::source::Served;
 
 /// Why a folder state was not loaded (other than a change while it was read).
 #[derive(Debug, thiserror::Error)]
@@ -32,12 +34,14 @@ pub(super) struct FolderWatch {
     settle: Settle,
     /// The misconfigured objects last reported, so that each is logged once.
     problems: BTreeSet<Problem>,
+    /// The policy objects last served, by name: kept when a new version is refused.
+    last_good: Arc<BTreeMap<String, Arc<Json>>>,
 }
 
 impl FolderWatch {
     pub(super) fn new(state: Arc<AppState>, source: FolderSource, version: u16) -> FolderWatch {
         // Present from the start, so that an alert on it need not handle its absence.
-        for reason in ["empty", "unsettled"] {
+        for reason in ["empty", "unsettled", "invalid_policy"] {
             state
                 .metrics
                 .source_reload_refused
@@ -49,6 +53,7 @@ impl FolderWatch {
             version,
             settle: Settle::default(),
             problems: BTreeSet::new(),
+            last_good: Arc::default(),
         }
     }
 
@@ -63,9 +68,10 @@ impl FolderWatch {
     async fn load(&mut self, expected: Fingerprint) {
         let (dir, version, state) = (self.source.dir.clone(), self.version, self.state.clone());
         let wanted = expected.clone();
+        let last_good = self.last_good.clone();
         let built = tokio::task::spawn_blocking(move || {
             let objects = folder::load_settled(&dir, &wanted)?;
-            crate::source::build_for_serving(objects, version, &state.compiled)
+            crate::source::build_for_serving(objects, version, &state.compiled, &last_good)
                 .map_err(NotLoaded::Invalid)
         })
         .await;
@@ -86,7 +92,12 @@ impl FolderWatch {
             Err(e) => Err(FolderError::from(e)),
         };
         self.settle.handled(expected);
-        let (snapshot, problems) = match outcome {
+        let Served {
+            snapshot,
+            problems,
+            accepted,
+            refused,
+        } = match outcome {
             Ok(built) => built,
             Err(e) => {
                 metrics.source_errors.inc();
@@ -121,8 +132,15 @@ impl FolderWatch {
         if ready && after * 2 < before {
             tracing::warn!(folder = %dir, before, after, "policy folder reload drops most policies");
         }
+        if refused > 0 {
+            metrics
+                .source_reload_refused
+                .with_label_values(&["invalid_policy"])
+                .inc_by(refused as u64);
+        }
         tracing::info!(policies = after, problems = problems.len(), folder = %dir, "policies loaded");
         self.state.install(snapshot);
+        self.last_good = Arc::new(accepted);
         self.report(problems);
     }
 

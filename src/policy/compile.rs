@@ -158,6 +158,69 @@ impl CompiledPolicy {
     }
 }
 
+/// Why the API server (of Kubernetes 1.`version`) would refuse to create `policy`: its
+/// validation errors, then every expression that does not compile in the creation-time
+/// environment, as `spec.validations[0].expression: Invalid value: "...": compilation failed:
+/// ...`. That environment is the API server's compatibility version, one minor back: a library
+/// is usable in new expressions from the release after the one that introduced it (stored
+/// expressions may use it at once, which is what [`compile`] at `version` accepts).
+pub fn creation_errors(policy: &Policy, version: u16) -> FieldErrors {
+    let mut errors = super::validate::validate_policy(policy);
+    let creation = version
+        .saturating_sub(1)
+        .clamp(crate::cel::OLDEST_MINOR, crate::cel::NEWEST_MINOR);
+    let compiled = compile(policy, creation);
+    let spec = &policy.spec;
+    let mut note = |path: String, text: &str, c: &Compiled| {
+        if let Err(e) = c {
+            errors.expression(path, text, e.to_string());
+        }
+    };
+    for (i, (m, (_, c))) in spec
+        .match_conditions
+        .iter()
+        .zip(&compiled.match_conditions)
+        .enumerate()
+    {
+        note(
+            format!("spec.matchConditions[{i}].expression"),
+            &m.expression,
+            c,
+        );
+    }
+    for (i, (v, (_, c))) in spec.variables.iter().zip(&compiled.variables).enumerate() {
+        note(format!("spec.variables[{i}].expression"), &v.expression, c);
+    }
+    for (i, (v, c)) in spec
+        .validations
+        .iter()
+        .zip(&compiled.validations)
+        .enumerate()
+    {
+        note(
+            format!("spec.validations[{i}].expression"),
+            &v.expression,
+            &c.program,
+        );
+        if let (Some(text), Some(m)) = (&v.message_expression, &c.message_program) {
+            note(format!("spec.validations[{i}].messageExpression"), text, m);
+        }
+    }
+    for (i, (a, (_, c))) in spec
+        .audit_annotations
+        .iter()
+        .zip(&compiled.audit_annotations)
+        .enumerate()
+    {
+        note(
+            format!("spec.auditAnnotations[{i}].valueExpression"),
+            &a.value_expression,
+            c,
+        );
+    }
+    errors
+}
+
 /// Validation errors as a configuration error, if there are any.
 pub fn invalid(errors: FieldErrors) -> Option<FieldErrors> {
     (!errors.is_empty()).then_some(errors)

@@ -98,6 +98,15 @@ impl FieldErrors {
         });
     }
 
+    /// An expression the API server refuses, with its compile error as the detail.
+    pub fn expression(&mut self, path: String, expression: &str, detail: String) {
+        self.0.push(FieldError::Invalid {
+            path,
+            value: expression.to_string(),
+            detail,
+        });
+    }
+
     fn invalid(&mut self, path: &str, value: &str, detail: &str) {
         self.0.push(FieldError::Invalid {
             path: path.to_string(),

@@ -11,6 +11,10 @@ pub enum ObjectError {
     #[error("{0}")]
     Malformed(#[source] serde_json::Error),
     /// A policy or binding that fails validation (only when validating strictly).
-    #[error("invalid {kind}: {errors}")]
-    Invalid { kind: String, errors: FieldErrors },
+    #[error("invalid {kind} {name:?}: {errors}")]
+    Invalid {
+        kind: String,
+        name: String,
+        errors: FieldErrors,
+    },
 }

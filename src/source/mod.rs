@@ -6,12 +6,15 @@ mod error;
 pub mod folder;
 pub mod kube;
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use serde::Deserialize;
 use serde_json::{json, Value as Json};
 
 use crate::model::{Binding, Policy};
 use crate::policy::snapshot::{CompileCache, Snapshot, SnapshotBuilder};
-use crate::policy::validate::{validate_binding, validate_policy, FieldErrors};
+use crate::policy::validate::{validate_binding, FieldErrors};
 pub use error::ObjectError;
 use folder::{LoadError, Loaded};
 
@@ -57,10 +60,35 @@ pub fn add_cluster_defaults(objects: &mut Vec<Loaded>) {
 
 /// Builds a snapshot from loaded objects; an object that claims to be a policy or binding
 /// but does not read as one is an error naming its file and document. With `strict`, so is
-/// one that fails the API server's validation; otherwise that becomes a configuration error
+/// one the API server would refuse to create (its validation, and for a policy every
+/// expression in the creation-time environment); otherwise that becomes a configuration error
 /// at admission, under the policy's failurePolicy.
 pub fn snapshot(objects: Vec<Loaded>, version: u16, strict: bool) -> Result<Snapshot, LoadError> {
     snapshot_cached(objects, version, strict, &CompileCache::default())
+}
+
+/// [`snapshot`] of objects as an API server stores them: each passed the validation (checked
+/// here), but a policy stored by an earlier API server may hold an expression that no longer
+/// compiles, a configuration error at admission under its failurePolicy (the spec's §4.1).
+pub fn snapshot_stored(objects: Vec<Loaded>, version: u16) -> Result<Snapshot, LoadError> {
+    let mut b = SnapshotBuilder::new();
+    for o in objects {
+        add_loaded(&mut b, o, Check::Stored)?;
+    }
+    Ok(b.build(version))
+}
+
+/// What is checked of a policy or binding as it is added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Nothing: objects from the API server passed its checks; what fails anyway becomes a
+    /// configuration error at admission.
+    Nothing,
+    /// The API server's validation of the object.
+    Stored,
+    /// What the API server of Kubernetes 1.N checks when the object is created: the
+    /// validation, and for a policy every expression in the creation-time environment.
+    Created(u16),
 }
 
 /// [`snapshot`], reusing the compiled policies of `cache` (a policy is compiled once per
@@ -73,15 +101,20 @@ pub fn snapshot_cached(
 ) -> Result<Snapshot, LoadError> {
     let mut b = SnapshotBuilder::new();
     for o in objects {
-        add_loaded(&mut b, o, strict)?;
+        let check = if strict {
+            Check::Created(version)
+        } else {
+            Check::Nothing
+        };
+        add_loaded(&mut b, o, check)?;
     }
     Ok(b.build_cached(version, cache))
 }
 
-/// Adds one object to a snapshot under construction: a policy or binding is read (and, with
-/// `strict`, validated); anything else is a namespace, param or RBAC object.
-pub fn add_loaded(b: &mut SnapshotBuilder, o: Loaded, strict: bool) -> Result<(), LoadError> {
-    add_shared(b, std::sync::Arc::new(o.object), strict).map_err(|source| LoadError::Object {
+/// Adds one object to a snapshot under construction: a policy or binding is read and refused
+/// if it fails `check`; anything else is a namespace, param or RBAC object.
+pub fn add_loaded(b: &mut SnapshotBuilder, o: Loaded, check: Check) -> Result<(), LoadError> {
+    add_shared(b, std::sync::Arc::new(o.object), check).map_err(|source| LoadError::Object {
         file: o.file,
         document: o.document,
         source,
@@ -93,28 +126,38 @@ pub fn add_loaded(b: &mut SnapshotBuilder, o: Loaded, strict: bool) -> Result<()
 pub fn add_shared(
     b: &mut SnapshotBuilder,
     object: std::sync::Arc<Json>,
-    strict: bool,
+    check: Check,
 ) -> Result<(), ObjectError> {
     let api_version = object["apiVersion"].as_str().unwrap_or("");
     let is_vap = crate::model::API_VERSIONS.contains(&api_version);
     let invalid = |errors: FieldErrors| ObjectError::Invalid {
         kind: object["kind"].as_str().unwrap_or("object").to_string(),
+        name: object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
         errors,
     };
     match (is_vap, object["kind"].as_str()) {
         (true, Some("ValidatingAdmissionPolicy")) => {
             let p = Policy::deserialize(&*object).map_err(ObjectError::Malformed)?;
-            let errors = validate_policy(&p);
-            if strict && !errors.is_empty() {
+            let errors = match check {
+                Check::Nothing => FieldErrors::default(),
+                Check::Stored => crate::policy::validate::validate_policy(&p),
+                Check::Created(version) => crate::policy::compile::creation_errors(&p, version),
+            };
+            if !errors.is_empty() {
                 return Err(invalid(errors));
             }
             b.add_policy(p);
         }
         (true, Some("ValidatingAdmissionPolicyBinding")) => {
             let binding = Binding::deserialize(&*object).map_err(ObjectError::Malformed)?;
-            let errors = validate_binding(&binding);
-            if strict && !errors.is_empty() {
-                return Err(invalid(errors));
+            if check != Check::Nothing {
+                let errors = validate_binding(&binding);
+                if !errors.is_empty() {
+                    return Err(invalid(errors));
+                }
             }
             b.add_binding(binding);
         }
@@ -123,41 +166,95 @@ pub fn add_shared(
     Ok(())
 }
 
-/// Builds a snapshot of a folder's objects for serving: invalid policies become
-/// configuration errors (not a refusal of the whole folder). Also returns the folder's
-/// misconfigured policies and bindings (a binding naming no policy, a missing param, ...),
-/// found as for the cluster source, with the same reasons.
+/// A folder's objects built for serving.
+pub struct Served {
+    pub snapshot: Snapshot,
+    /// The folder's misconfigured policies and bindings (a binding naming no policy, a
+    /// missing param, a policy refused...), with the cluster source's reasons.
+    pub problems: Vec<kube::Problem>,
+    /// The policy objects served, by name: the next load's last good versions.
+    pub accepted: BTreeMap<String, Arc<Json>>,
+    /// Policies refused as the API server would refuse to create them.
+    pub refused: usize,
+}
+
+/// Builds a snapshot of a folder's objects for serving. A policy the API server would refuse
+/// to create (its validation, or an expression that does not compile in the creation-time
+/// environment) is not served: its `last_good` version is, as the API server keeps the
+/// stored object when an update is refused, or none (a binding to it then names no policy).
+/// Each refusal is a problem (`InvalidPolicy`) saying which. An invalid binding is served: the
+/// requests it matches get the configuration error, under the policy's failurePolicy.
 pub fn build_for_serving(
     objects: Vec<Loaded>,
     version: u16,
     cache: &CompileCache,
-) -> Result<(Snapshot, Vec<kube::Problem>), LoadError> {
+    last_good: &BTreeMap<String, Arc<Json>>,
+) -> Result<Served, LoadError> {
     let mut b = SnapshotBuilder::new();
     let (mut policies, mut bindings) = (Vec::new(), Vec::new());
+    let mut accepted = BTreeMap::new();
+    let mut refusals = Vec::new();
     for o in objects {
-        let object = std::sync::Arc::new(o.object);
+        let mut object = Arc::new(o.object);
         if crate::model::API_VERSIONS.contains(&object["apiVersion"].as_str().unwrap_or("")) {
             match object["kind"].as_str() {
-                Some("ValidatingAdmissionPolicy") => policies.push(object.clone()),
+                Some("ValidatingAdmissionPolicy") => {
+                    let policy = Policy::deserialize(&*object).map_err(|e| LoadError::Object {
+                        file: o.file.clone(),
+                        document: o.document,
+                        source: ObjectError::Malformed(e),
+                    })?;
+                    let errors = crate::policy::compile::creation_errors(&policy, version);
+                    let name = policy.metadata.name;
+                    if !errors.is_empty() {
+                        let kept = last_good.get(&name).cloned();
+                        let served = if kept.is_some() {
+                            "its last good version is served"
+                        } else {
+                            "not served (no earlier version was loaded)"
+                        };
+                        refusals.push(kube::feedback::problem(
+                            &object,
+                            "InvalidPolicy",
+                            format!(
+                                "refused as the API server would refuse it ({}): {errors}; {served}",
+                                o.file.display()
+                            ),
+                        ));
+                        match kept {
+                            Some(previous) => object = previous,
+                            None => continue,
+                        }
+                    }
+                    accepted.insert(name, object.clone());
+                    policies.push(object.clone());
+                }
                 Some("ValidatingAdmissionPolicyBinding") => bindings.push(object.clone()),
                 _ => {}
             }
         }
-        add_shared(&mut b, object, false).map_err(|source| LoadError::Object {
+        add_shared(&mut b, object, Check::Nothing).map_err(|source| LoadError::Object {
             file: o.file,
             document: o.document,
             source,
         })?;
     }
     let snapshot = b.build_cached(version, cache);
-    let problems = kube::feedback::problems(
+    let mut problems = kube::feedback::problems(
         &policies,
         &bindings,
         &snapshot,
         |k| folder_param(&snapshot, k),
         &Default::default(),
     );
-    Ok((snapshot, problems))
+    let refused = refusals.len();
+    problems.extend(refusals);
+    Ok(Served {
+        snapshot,
+        problems,
+        accepted,
+        refused,
+    })
 }
 
 /// Whether the param a binding names is in the folder, and its kind's scope; `None` when
@@ -217,8 +314,15 @@ kind: ConfigMap
 metadata: {name: cm, namespace: team}
 "#;
         let objects = folder::parse_documents(std::path::Path::new("f.yaml"), yaml).unwrap();
-        let (snapshot, problems) =
-            build_for_serving(objects, crate::cel::NEWEST_MINOR, &CompileCache::default()).unwrap();
+        let Served {
+            snapshot, problems, ..
+        } = build_for_serving(
+            objects,
+            crate::cel::NEWEST_MINOR,
+            &CompileCache::default(),
+            &BTreeMap::new(),
+        )
+        .unwrap();
         assert_eq!(snapshot.policies.len(), 1);
         let found: Vec<(&str, &str)> = problems
             .iter()
@@ -229,5 +333,69 @@ metadata: {name: cm, namespace: team}
             [("elsewhere", "ParamNotFound"), ("orphan", "PolicyNotFound")]
         );
         assert_eq!(problems[1].kind, "ValidatingAdmissionPolicyBinding");
+    }
+
+    /// A policy the API server would refuse to create (`request.namex` does not compile; a
+    /// library newer than the creation-time environment) is not served: its last good version
+    /// is, or none; each refusal is a problem saying so.
+    #[test]
+    fn refused_policies_keep_their_last_good_version() {
+        let policy = |name: &str, expression: &str| {
+            format!(
+                r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: {name}}}
+spec:
+  matchConstraints: {{resourceRules: [{{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}]}}
+  validations: [{{expression: "{expression}"}}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: {name}}}
+spec: {{policyName: {name}, validationActions: [Deny]}}
+"#
+            )
+        };
+        let load = |yaml: &str, version: u16, last_good: &BTreeMap<String, Arc<Json>>| {
+            let objects = folder::parse_documents(std::path::Path::new("f.yaml"), yaml).unwrap();
+            build_for_serving(objects, version, &CompileCache::default(), last_good).unwrap()
+        };
+        let good = load(&policy("p", "request.name == 'a'"), 37, &BTreeMap::new());
+        assert_eq!((good.snapshot.policies.len(), good.refused), (1, 0));
+
+        // An update the API server would refuse: the last good version stays served.
+        let bad = load(&policy("p", "request.namex == 'a'"), 37, &good.accepted);
+        assert_eq!(bad.refused, 1);
+        assert_eq!(bad.snapshot.policies.len(), 1);
+        assert!(bad.snapshot.policies[0].policy.validations[0]
+            .program
+            .is_ok());
+        assert_eq!(bad.accepted["p"], good.accepted["p"]);
+        let refusal = bad
+            .problems
+            .iter()
+            .find(|p| p.reason == "InvalidPolicy")
+            .expect("a problem");
+        assert!(
+            refusal.message.contains(
+                "spec.validations[0].expression: Invalid value: \"request.namex == 'a'\": compilation failed: ERROR: <input>:1:8: undefined field 'namex'"
+            ) && refusal.message.contains("its last good version is served"),
+            "{}",
+            refusal.message
+        );
+
+        // Without an earlier version nothing is served, and the binding names no policy.
+        let first = load(&policy("p", "request.namex == 'a'"), 37, &BTreeMap::new());
+        assert_eq!((first.snapshot.policies.len(), first.refused), (0, 1));
+        assert!(first.accepted.is_empty());
+        let reasons: Vec<&str> = first.problems.iter().map(|p| p.reason).collect();
+        assert_eq!(reasons, ["PolicyNotFound", "InvalidPolicy"]);
+
+        // isIP is in the 1.30 libraries: a 1.30 API server stores it (the stored-expressions
+        // environment) but refuses it in a new policy; a 1.31 API server accepts it.
+        let ip = policy("ip", "isIP('1.2.3.4')");
+        assert_eq!(load(&ip, 30, &BTreeMap::new()).refused, 1);
+        assert_eq!(load(&ip, 31, &BTreeMap::new()).refused, 0);
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use celgate::cel::NEWEST_MINOR;
-use celgate::source::{add_cluster_defaults, folder, snapshot};
+use celgate::source::{add_cluster_defaults, folder, snapshot_stored};
 use libtest_mimic::{Failed, Trial};
 use serde_json::Value as Json;
 
@@ -28,7 +28,7 @@ pub fn answer_case(dir: &Path) -> Result<(Json, Json), String> {
     let text = std::fs::read_to_string(&objects_path).map_err(|e| e.to_string())?;
     let mut objects = folder::parse_documents(&objects_path, &text).map_err(|e| e.to_string())?;
     add_cluster_defaults(&mut objects);
-    let snap = snapshot(objects, NEWEST_MINOR, true).map_err(|e| e.to_string())?;
+    let snap = snapshot_stored(objects, NEWEST_MINOR).map_err(|e| e.to_string())?;
     let body = std::fs::read(dir.join("review.json")).map_err(|e| e.to_string())?;
     let answer = celgate::review::review_answer(&snap, &body).map_err(|e| e.to_string())?;
     let expected = std::fs::read(dir.join("expected.json")).map_err(|e| e.to_string())?;

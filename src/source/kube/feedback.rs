@@ -49,7 +49,7 @@ fn note(text: String) -> String {
     format!("{}... ({} more bytes)", &text[..end], text.len() - end)
 }
 
-fn problem(object: &Json, reason: &'static str, message: String) -> Problem {
+pub(crate) fn problem(object: &Json, reason: &'static str, message: String) -> Problem {
     let text = |v: &Json| v.as_str().unwrap_or("").to_string();
     Problem {
         kind: text(&object["kind"]),
@@ -299,7 +299,7 @@ spec: {policyName: broken, validationActions: [Deny]}
                 document: 0,
                 object: Json::clone(o),
             };
-            crate::source::add_loaded(&mut b, loaded, false).unwrap();
+            crate::source::add_loaded(&mut b, loaded, crate::source::Check::Nothing).unwrap();
         }
         let snapshot = b.build(crate::cel::NEWEST_MINOR);
         let found = problems(

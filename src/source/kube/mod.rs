@@ -838,7 +838,9 @@ impl Inputs {
             // The API server validated these objects; one that still does not read is
             // skipped (and logged) rather than taking the whole snapshot down.
             let name = format!("{}/{}", o["kind"].as_str().unwrap_or(""), meta["name"]);
-            if let Err(e) = crate::source::add_shared(&mut b, o.clone(), false) {
+            if let Err(e) =
+                crate::source::add_shared(&mut b, o.clone(), crate::source::Check::Nothing)
+            {
                 tracing::warn!(object = %name, error = %e, "object skipped");
             }
         }
