@@ -18,7 +18,7 @@ use libtest_mimic::{Completion, Failed, Trial};
 use serde_json::Value as Json;
 
 /// Oracle cases that must pass (raise it as behaviour is added, never lower it).
-const MIN_PASSED: usize = 223;
+const MIN_PASSED: usize = 238;
 
 fn shared_dir() -> PathBuf {
     std::env::var_os("CELGATE_SHARED")
@@ -45,6 +45,20 @@ fn mask(s: &str) -> String {
         .into_owned()
 }
 
+/// The cause the API server gives each of the (at most 4) rules it names as the most
+/// expensive when a CRD's total estimated cost is over budget: *which* rules it names among
+/// equally expensive ones changes from one request to the next, so only their number is
+/// compared (the field is masked).
+const CONTRIBUTED: &str = "Forbidden: contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema";
+
+fn mask_field(field: String, message: &str) -> String {
+    if message == CONTRIBUTED {
+        "<one of the most expensive rules>".into()
+    } else {
+        field
+    }
+}
+
 fn causes_of(v: &Json) -> Vec<(String, String, String)> {
     let mut out: Vec<(String, String, String)> = v
         .get("causes")
@@ -53,7 +67,8 @@ fn causes_of(v: &Json) -> Vec<(String, String, String)> {
             a.iter()
                 .map(|c| {
                     let f = |k: &str| mask(c.get(k).and_then(Json::as_str).unwrap_or_default());
-                    (f("field"), f("type"), f("message"))
+                    let message = f("message");
+                    (mask_field(f("field"), &message), f("type"), message)
                 })
                 .collect()
         })
@@ -65,7 +80,14 @@ fn causes_of(v: &Json) -> Vec<(String, String, String)> {
 fn our_causes(causes: &[Cause]) -> Vec<(String, String, String)> {
     let mut out: Vec<(String, String, String)> = causes
         .iter()
-        .map(|c| (mask(&c.field), mask(&c.reason), mask(&c.message)))
+        .map(|c| {
+            let message = mask(&c.message);
+            (
+                mask_field(mask(&c.field), &message),
+                mask(&c.reason),
+                message,
+            )
+        })
         .collect();
     out.sort();
     out
@@ -120,14 +142,6 @@ fn run_case(dir: &Path) -> Outcome {
     let op = req["op"].as_str().unwrap_or("none");
     let exp_crd = &expected["crd"];
     let crd_rejected = exp_crd["allowed"] == false;
-    if crd_rejected
-        && exp_crd["causes"].as_array().is_some_and(|a| {
-            a.iter()
-                .any(|c| c["message"].as_str().unwrap_or("").contains("estimated"))
-        })
-    {
-        return Outcome::Skip("static cost estimation");
-    }
     let Some(crd_doc) = yaml_docs(&dir.join("crd.yaml")).into_iter().next() else {
         return Outcome::Fail("no crd.yaml".into());
     };

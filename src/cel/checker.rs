@@ -39,6 +39,9 @@ pub(crate) struct Checker<'e> {
     /// The type of every node checked inside a `format` call whose format string and
     /// argument list are literals, by the node's address, for the format validator.
     format_types: std::collections::HashMap<usize, Type>,
+    /// The type of every checked node by its address, when asked for (static cost
+    /// estimation needs each node's type); `None` otherwise, so compiling pays nothing.
+    node_types: Option<std::collections::HashMap<usize, Type>>,
 }
 
 /// A type as cel-go's checker writes it in messages (`FormatCELType`): `duration`,
@@ -153,6 +156,23 @@ impl<'e> Checker<'e> {
             program: RefCell::default(),
             in_format: 0,
             format_types: std::collections::HashMap::new(),
+            node_types: None,
+        }
+    }
+
+    /// Records the type of every node checked from now on ([`Checker::take_node_types`]).
+    pub fn record_node_types(&mut self) {
+        self.node_types = Some(std::collections::HashMap::new());
+    }
+
+    /// The recorded node types, by node address.
+    pub fn take_node_types(&mut self) -> std::collections::HashMap<usize, Type> {
+        self.node_types.take().unwrap_or_default()
+    }
+
+    fn record(&mut self, e: &Expr, ty: &Type) {
+        if let Some(types) = &mut self.node_types {
+            types.insert(e as *const Expr as usize, ty.clone());
         }
     }
 
@@ -253,6 +273,7 @@ impl<'e> Checker<'e> {
             self.format_types
                 .insert(e as *const Expr as usize, checked.1.clone());
         }
+        self.record(e, &checked.1);
         Ok(checked)
     }
 
@@ -442,8 +463,12 @@ impl<'e> Checker<'e> {
             if k == 1 && rest.is_empty() && matches!(var.kind, VarKind::Plain) {
                 return Ok(None);
             }
+            if k == 1 {
+                self.record(nodes[0].1, &ty);
+            }
             for (field, at) in rest {
                 let (n, t) = self.select(at, node, ty, field, false)?;
+                self.record(at, &t);
                 node = n;
                 ty = t;
             }

@@ -5,10 +5,11 @@
 
 use serde_json::Value as Json;
 
+use super::cost::{self, Decl, RuleCost};
 use super::errors::{go_quote, Cause};
 use super::schema::{Crd, Schema, ValidationRule};
 use super::structural;
-use super::types::{cel_type, root_type, to_cel};
+use super::types::{cel_type, escape, root_type, to_cel};
 use crate::cel::lexer::{tokenize, Tok};
 use crate::cel::types::Type;
 use crate::cel::{Env, Meter, Program, Value};
@@ -91,6 +92,12 @@ pub const SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
 
 /// Checks the schema and compiles every rule; the causes are those of a rejected CRD.
 pub fn compile(crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
+    compile_with_costs(crd, &mut Vec::new())
+}
+
+/// [`compile`], also listing the estimated cost of every rule and messageExpression that
+/// compiled, in schema order (`celgate crd check --costs`).
+pub fn compile_with_costs(crd: &Crd, costs: &mut Vec<RuleCost>) -> Result<CompiledCrd, Vec<Cause>> {
     // Rules are compiled only for an otherwise valid schema, as the API server does: a
     // structural or rule-field error hides the compile errors.
     let mut causes = structural::check(&crd.schema, SCHEMA_PATH);
@@ -99,7 +106,24 @@ pub fn compile(crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
         return Err(causes);
     }
     let root_ty = root_type(&crd.schema);
-    let root = compile_node(&crd.schema, root_ty, SCHEMA_PATH, "selfType", &mut causes);
+    let root_decl = cost::decl(&crd.schema, true);
+    let mut scope = Scope {
+        decl: root_decl.as_ref(),
+        cardinality: Some(1),
+        uncorrelatable: None,
+    };
+    let root = compile_node(
+        &crd.schema,
+        root_ty,
+        SCHEMA_PATH,
+        "selfType",
+        &mut scope,
+        &mut Compiling {
+            causes: &mut causes,
+            costs,
+        },
+    );
+    budget_causes(costs, &mut causes);
     if !causes.is_empty() {
         return Err(causes);
     }
@@ -115,12 +139,50 @@ pub fn compile(crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
     })
 }
 
+/// Where the rules being compiled sit: the sizes of their scope, how many times the scope can
+/// occur in an object (`None`: unbounded), and the schema path above which `oldSelf` cannot
+/// be correlated (items of a list that is not a list-map, fields of an atomic map).
+#[derive(Clone)]
+struct Scope<'d> {
+    decl: Option<&'d Decl>,
+    cardinality: Option<u64>,
+    uncorrelatable: Option<String>,
+}
+
+impl<'d> Scope<'d> {
+    /// The scope of a child of `schema` (at `path`) whose sizes are `decl`.
+    fn child(&self, schema: &Schema, decl: Option<&'d Decl>) -> Scope<'d> {
+        Scope {
+            decl,
+            cardinality: self
+                .cardinality
+                .zip(cost::child_factor(schema))
+                .map(|(c, f)| cost::times(c, f)),
+            uncorrelatable: self.uncorrelatable.clone(),
+        }
+    }
+
+    fn forbid_old_self(mut self, path: &str) -> Self {
+        if self.uncorrelatable.is_none() {
+            self.uncorrelatable = Some(path.to_string());
+        }
+        self
+    }
+}
+
+/// The outputs of compiling: the causes of a rejection and the estimated costs.
+struct Compiling<'o> {
+    causes: &'o mut Vec<Cause>,
+    costs: &'o mut Vec<RuleCost>,
+}
+
 fn compile_node(
     schema: &Schema,
     ty: Type,
     path: &str,
     type_name: &str,
-    causes: &mut Vec<Cause>,
+    scope: &mut Scope<'_>,
+    out: &mut Compiling<'_>,
 ) -> Node {
     let mut node = Node::default();
     // Each rule scope has its own `selfType` (the API server's names are relative to the
@@ -132,17 +194,29 @@ fn compile_node(
     };
     for (i, rule) in schema.validations.iter().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
-        if let Some(r) = compile_rule(rule, &ty, &at, causes) {
+        if let Some(r) = compile_rule(rule, &ty, &at, scope, out) {
             node.rules.push(r);
         }
     }
+    let decl = scope.decl;
+    // Fields of a map of an unknown type cannot be correlated with their old values
+    // (`granular` and `atomic` maps can).
+    let fields_scope = if schema
+        .map_type
+        .as_deref()
+        .is_some_and(|t| t != "granular" && t != "atomic")
+    {
+        scope.clone().forbid_old_self(path)
+    } else {
+        scope.clone()
+    };
     for (name, sub) in &schema.properties {
         let sub_path = format!("{path}.properties[{name}]");
         let sub_name = format!("{type_name}.{name}");
         let Some(sub_ty) = cel_type(sub, &sub_name) else {
             if !sub.validations.is_empty() {
                 // An untyped preserve-unknown-fields node has no CEL declaration.
-                causes.push(Cause {
+                out.causes.push(Cause {
                     field: format!("{sub_path}.x-kubernetes-validations"),
                     reason: "InternalError".into(),
                     message: "Internal error: failed to construct type information for x-kubernetes-validations rules: unable to convert structural schema to CEL declarations".into(),
@@ -150,7 +224,9 @@ fn compile_node(
             }
             continue;
         };
-        let child = compile_node(sub, sub_ty, &sub_path, &sub_name, causes);
+        let sub_decl = decl.and_then(|d| escape(name).and_then(|n| d.fields.get(&n)));
+        let mut sub_scope = fields_scope.child(schema, sub_decl);
+        let child = compile_node(sub, sub_ty, &sub_path, &sub_name, &mut sub_scope, out);
         if !child.is_empty() {
             node.props.push((name.clone(), child));
         }
@@ -158,7 +234,19 @@ fn compile_node(
     if let Some(items) = schema.items.as_deref() {
         let sub_name = format!("{type_name}.@idx");
         if let Some(t) = cel_type(items, &sub_name) {
-            let child = compile_node(items, t, &format!("{path}.items"), &sub_name, causes);
+            // Only list-map items correlate with old items (by key).
+            let mut sub_scope = scope.child(schema, decl.and_then(|d| d.elem.as_deref()));
+            if schema.list_type.as_deref() != Some("map") {
+                sub_scope = sub_scope.forbid_old_self(path);
+            }
+            let child = compile_node(
+                items,
+                t,
+                &format!("{path}.items"),
+                &sub_name,
+                &mut sub_scope,
+                out,
+            );
             if !child.is_empty() {
                 node.items = Some(Box::new(child));
             }
@@ -167,12 +255,14 @@ fn compile_node(
     if let Some(add) = schema.additional_schema() {
         let sub_name = format!("{type_name}.@elem");
         if let Some(t) = cel_type(add, &sub_name) {
+            let mut sub_scope = scope.child(schema, decl.and_then(|d| d.elem.as_deref()));
             let child = compile_node(
                 add,
                 t,
                 &format!("{path}.additionalProperties"),
                 &sub_name,
-                causes,
+                &mut sub_scope,
+                out,
             );
             if !child.is_empty() {
                 node.additional = Some(Box::new(child));
@@ -292,21 +382,50 @@ fn compile_rule(
     rule: &ValidationRule,
     ty: &Type,
     at: &str,
-    causes: &mut Vec<Cause>,
+    scope: &Scope<'_>,
+    out: &mut Compiling<'_>,
 ) -> Option<CompiledRule> {
+    let causes = &mut *out.causes;
     let before = causes.len();
     if rule.rule.trim().is_empty() {
         return None;
     }
     let uses_old_self = references_old_self(&rule.rule);
     let env = env_for(ty, rule.optional_old_self);
-    let program = match env.compile(&rule.rule) {
-        Ok(p) if matches!(p.result_type(), Type::Bool | Type::Dyn) => Some(p),
+    let no_decl = Decl::default();
+    let decl = scope.decl.unwrap_or(&no_decl);
+    let program = match env.compile_typed(&rule.rule) {
+        Ok((p, ast)) if matches!(p.result_type(), Type::Bool | Type::Dyn) => {
+            // The rule's cost times the number of times its scope can occur.
+            let base = cost::estimate(&ast, decl);
+            let cardinality = scope
+                .cardinality
+                .unwrap_or_else(|| cost::unbounded_cardinality(decl));
+            let total = cost::times(base, cardinality);
+            if total > cost::STATIC_ESTIMATED_COST_LIMIT {
+                causes.push(Cause::forbidden(
+                    format!("{at}.rule"),
+                    &cost::exceeds_message(
+                        "estimated rule cost",
+                        total,
+                        cost::STATIC_ESTIMATED_COST_LIMIT,
+                    ),
+                ));
+            }
+            out.costs.push(RuleCost {
+                field: format!("{at}.rule"),
+                expression: rule.rule.clone(),
+                estimated: base,
+                cardinality,
+                cost: total,
+            });
+            Some(p)
+        }
         Ok(_) => {
             causes.push(Cause::invalid(
                 format!("{at}.rule"),
                 &rule_go_syntax(rule),
-                "compilation failed: cel expression must evaluate to a bool",
+                "cel expression must evaluate to a bool",
             ));
             None
         }
@@ -319,26 +438,37 @@ fn compile_rule(
             None
         }
     };
-    if let Some(v) = rule.optional_old_self {
-        // A rule that does not compile counts as not using oldSelf (the server reports both).
-        if !uses_old_self || program.is_none() {
-            causes.push(Cause::invalid(
-                format!("{at}.optionalOldSelf"),
-                &v.to_string(),
-                "may not be set if oldSelf is not used in rule",
-            ));
-        }
-    }
-    let message = if rule.message_expression.trim().is_empty() {
+    let message = if rule.message_expression.trim().is_empty() || program.is_none() {
         None
     } else {
-        match env.compile(&rule.message_expression) {
-            Ok(p) if matches!(p.result_type(), Type::String | Type::Dyn) => Some(p),
+        match env.compile_typed(&rule.message_expression) {
+            Ok((p, ast)) if matches!(p.result_type(), Type::String | Type::Dyn) => {
+                // A messageExpression's cost is not multiplied by the cardinality.
+                let base = cost::estimate(&ast, decl);
+                if base > cost::STATIC_ESTIMATED_COST_LIMIT {
+                    causes.push(Cause::forbidden(
+                        format!("{at}.messageExpression"),
+                        &cost::exceeds_message(
+                            "estimated messageExpression cost",
+                            base,
+                            cost::STATIC_ESTIMATED_COST_LIMIT,
+                        ),
+                    ));
+                }
+                out.costs.push(RuleCost {
+                    field: format!("{at}.messageExpression"),
+                    expression: rule.message_expression.clone(),
+                    estimated: base,
+                    cardinality: 1,
+                    cost: base,
+                });
+                Some(p)
+            }
             Ok(_) => {
                 causes.push(Cause::invalid(
                     format!("{at}.messageExpression"),
                     &rule_go_syntax(rule),
-                    "messageExpression compilation failed: must evaluate to a string",
+                    "messageExpression must evaluate to a string",
                 ));
                 None
             }
@@ -352,6 +482,24 @@ fn compile_rule(
             }
         }
     };
+    // A rule that does not compile counts as not using oldSelf (the server reports both).
+    if uses_old_self && program.is_some() {
+        if let Some(within) = &scope.uncorrelatable {
+            causes.push(Cause::invalid(
+                format!("{at}.rule"),
+                &go_quote(&rule.rule),
+                &format!(
+                    "oldSelf cannot be used on the uncorrelatable portion of the schema within {within}"
+                ),
+            ));
+        }
+    } else if let Some(v) = rule.optional_old_self {
+        causes.push(Cause::invalid(
+            format!("{at}.optionalOldSelf"),
+            &v.to_string(),
+            "may not be set if oldSelf is not used in rule",
+        ));
+    }
     if causes.len() > before {
         return None;
     }
@@ -361,6 +509,34 @@ fn compile_rule(
         message,
         uses_old_self,
     })
+}
+
+/// The per-CRD budget: when the total estimated cost is over it, the most expensive rules
+/// (at most 4, each at least 1% of the budget) and the total are reported.
+fn budget_causes(costs: &[RuleCost], causes: &mut Vec<Cause>) {
+    let total = costs.iter().fold(0u64, |t, c| t.saturating_add(c.cost));
+    if total <= cost::STATIC_ESTIMATED_CRD_COST_LIMIT {
+        return;
+    }
+    let mut expensive: Vec<&RuleCost> = costs
+        .iter()
+        .filter(|c| c.cost >= cost::STATIC_ESTIMATED_CRD_COST_LIMIT / 100)
+        .collect();
+    expensive.sort_by_key(|c| std::cmp::Reverse(c.cost));
+    for c in expensive.iter().take(4) {
+        causes.push(Cause::forbidden(
+            c.field.clone(),
+            "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+        ));
+    }
+    causes.push(Cause::forbidden(
+        SCHEMA_PATH,
+        &cost::exceeds_message(
+            "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+            total,
+            cost::STATIC_ESTIMATED_CRD_COST_LIMIT,
+        ),
+    ));
 }
 
 /// One step of a rule's `fieldPath`.
