@@ -355,6 +355,10 @@ enum CrdCommand {
         /// Output: text (the Status message) or json.
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: LogFormat,
+        /// Also list every rule's estimated cost: per evaluation, times how often it may
+        /// run, and its share of the per-rule limit and of the CRD budget.
+        #[arg(long)]
+        costs: bool,
     },
     /// Validate a custom resource as a create, or as an update of --old.
     Validate {
@@ -807,9 +811,14 @@ fn run_crd(command: CrdCommand) -> ExitCode {
         cli::read_doc(&text).map_err(|e| Usage(format!("{}: {e}", p.display())))
     };
     let answer = match command {
-        CrdCommand::Check { crd, output } => {
-            read(&crd).map(|c| cli::check(&c, matches!(output, LogFormat::Json)))
-        }
+        CrdCommand::Check { crd, output, costs } => read(&crd).map(|c| {
+            let json = matches!(output, LogFormat::Json);
+            if costs {
+                cli::check_costs(&c, json)
+            } else {
+                cli::check(&c, json)
+            }
+        }),
         CrdCommand::Validate {
             crd,
             object,
