@@ -808,6 +808,16 @@ fn eval_rule(
                 ));
             }
         }
+        // A type mismatch at run time (only `dyn` values get there, e.g. int-or-string).
+        Err(e) if e.message().starts_with("no such overload") => run.causes.push(Cause::invalid(
+            field,
+            &value_label,
+            &format!(
+                "'{}': call arguments did not match a supported operator, function or macro signature for rule: {}",
+                e.message(),
+                rule_error_string(&r.rule)
+            ),
+        )),
         Err(e) => run.causes.push(Cause::invalid(
             field,
             &value_label,
