@@ -1035,6 +1035,30 @@ impl<'e> Checker<'e> {
         }
     }
 
+    /// The first `n` arguments of the call whose `(` is at `open`, when they are plain
+    /// identifiers: their names and positions (macro variables are not nodes of the tree).
+    fn call_arg_idents(&self, open: usize, n: usize) -> Vec<(String, usize)> {
+        use super::lexer::{tokenize, Tok};
+        let Some(rest) = self.src.get(open + 1..) else {
+            return Vec::new();
+        };
+        let Ok(tokens) = tokenize(rest) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut it = tokens.iter();
+        while out.len() < n {
+            match it.next().map(|t| (&t.kind, t.start)) {
+                Some((Tok::Ident(name), at)) => out.push((name.clone(), open + 1 + at)),
+                _ => break,
+            }
+            if out.len() < n && !matches!(it.next().map(|t| &t.kind), Some(Tok::Comma)) {
+                break;
+            }
+        }
+        out
+    }
+
     fn comprehension(&mut self, e: &Expr, c: &Comprehension) -> Checked {
         use MacroKind::*;
         let (issues, late) = (self.issues.borrow().len(), self.late.borrow().len());
@@ -1051,10 +1075,22 @@ impl<'e> Checker<'e> {
         let two_variable = matches!(c.kind, All | Exists | ExistsOne) && c.var2.is_some()
             || matches!(c.kind, TransformList | TransformMap | TransformMapEntry);
         if two_variable && self.env.version < since::TWO_VAR_COMPREHENSIONS {
-            return Err(self.err(
-                e,
-                format!("undeclared reference to '{}' (in container '')", c.name),
-            ));
+            // Without the macro, cel-go checks a plain call: the function is undeclared, and
+            // so are the two variable names and whatever the other arguments use of them.
+            let msg = |n: &str| format!("undeclared reference to '{n}' (in container '')");
+            self.issue(e, msg(c.name));
+            for (name, pos) in self.call_arg_idents(e.pos as usize, 2) {
+                if !self.is_local(&name) {
+                    self.issues
+                        .borrow_mut()
+                        .push(issue_at(self.src, pos, msg(&name)));
+                }
+            }
+            if let Some(f) = &c.filter {
+                self.check(f)?;
+            }
+            self.check(&c.body)?;
+            return Ok((Node::Fail(msg(c.name).into()), Type::Dyn));
         }
         if c.kind == SortBy && self.env.version < since::LISTS_V3 {
             return Err(self.err(e, "undeclared reference to 'sortBy' (in container '')"));
