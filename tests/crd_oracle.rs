@@ -18,7 +18,7 @@ use libtest_mimic::{Completion, Failed, Trial};
 use serde_json::Value as Json;
 
 /// Oracle cases that must pass (raise it as behaviour is added, never lower it).
-const MIN_PASSED: usize = 245;
+const MIN_PASSED: usize = 246;
 
 fn shared_dir() -> PathBuf {
     std::env::var_os("CELGATE_SHARED")

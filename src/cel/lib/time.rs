@@ -12,8 +12,10 @@ fn out_of_range<'a>() -> R<'a> {
 }
 
 pub(super) fn timestamp_add<'a>(t: Timestamp, d: i64) -> R<'a> {
-    Timestamp::from_nanos(t.as_nanos() + i128::from(d))
-        .map_or_else(out_of_range, |t| Ok(Value::Timestamp(t)))
+    // The result keeps the operand's offset, as Go's `Time.Add` keeps its location.
+    Timestamp::from_nanos(t.as_nanos() + i128::from(d)).map_or_else(out_of_range, |r| {
+        Ok(Value::Timestamp(r.with_offset(t.offset())))
+    })
 }
 
 pub fn to_timestamp<'a>(a: &[Value<'a>]) -> R<'a> {
