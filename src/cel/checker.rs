@@ -759,7 +759,7 @@ impl<'e> Checker<'e> {
             return self.undeclared(e, func);
         };
         let member = target.is_some();
-        let candidates: Vec<_> = f
+        let mut candidates: Vec<_> = f
             .overloads
             .iter()
             .filter(|o| {
@@ -768,6 +768,10 @@ impl<'e> Checker<'e> {
                     && o.since <= self.env.version
             })
             .collect();
+        // A later implementation of the same signature supersedes an earlier one (a
+        // behaviour Kubernetes fixed in a later version).
+        let all = candidates.clone();
+        candidates.retain(|o| !all.iter().any(|n| n.since > o.since && n.sig == o.sig));
         let mut result: Option<Type> = None;
         let mut matching: Vec<&'static Overload> = Vec::new();
         for o in &candidates {

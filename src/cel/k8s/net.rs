@@ -208,10 +208,15 @@ impl Cidr {
         (bits(&self.addr).0 & m) == (bits(ip).0 & m)
     }
 
-    /// Kubernetes' `containsCIDR`: this masked prefix must equal `other`'s address (not
-    /// masked) at this prefix length, so `10.0.0.0/8` contains `10.0.0.0/16` but not
-    /// `10.1.0.0/16` (`netip.PrefixFrom` keeps the host bits; the recorded answers agree).
     pub fn contains_cidr(&self, other: &Cidr) -> bool {
+        self.prefix <= other.prefix && self.contains_ip(&other.addr)
+    }
+
+    /// `containsCIDR` up to Kubernetes 1.32: this masked prefix must equal `other`'s address
+    /// (not masked) at this prefix length, so `10.0.0.0/8` contains `10.0.0.0/16` but not
+    /// `10.1.0.0/16` (`netip.PrefixFrom` keeps the host bits; the recorded answers agree).
+    /// 1.33 fixed it (kubernetes#130496: `Overlaps`), as [`Cidr::contains_cidr`] computes.
+    pub fn contains_cidr_until_1_32(&self, other: &Cidr) -> bool {
         self.masked().addr == other.addr && self.prefix <= other.prefix
     }
 }
@@ -322,6 +327,12 @@ fn contains_cidr<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Bool(cidr_of(&a[0])?.contains_cidr(&cidr_of(&a[1])?)))
 }
 
+fn contains_cidr_until_1_32<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(
+        cidr_of(&a[0])?.contains_cidr_until_1_32(&cidr_of(&a[1])?),
+    ))
+}
+
 fn masked<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::opaque(cidr_of(&a[0])?.masked()))
 }
@@ -417,6 +428,17 @@ pub fn register(add: Register<'_>) {
             ("net.CIDR.(net.CIDR) bool", v),
             ("net.CIDR.(string) bool", v),
         ],
+        contains_cidr_until_1_32,
+        Cost::Custom(cost_contains),
+    );
+    // The same signatures with the 1.33 implementation, which supersedes the one above.
+    let fixed = since::CONTAINS_CIDR_OVERLAPS;
+    add(
+        "containsCIDR",
+        &[
+            ("net.CIDR.(net.CIDR) bool", fixed),
+            ("net.CIDR.(string) bool", fixed),
+        ],
         contains_cidr,
         Cost::Custom(cost_contains),
     );
@@ -480,12 +502,13 @@ mod tests {
     #[test]
     fn containment_and_equality() {
         let net = parse_cidr("10.0.0.0/8").unwrap();
+        assert!(net.contains_cidr(&parse_cidr("10.1.0.0/16").unwrap()));
         // As Kubernetes 1.32 answers (recorded): only a CIDR at the network's own address.
-        assert!(net.contains_cidr(&parse_cidr("10.0.0.0/16").unwrap()));
-        assert!(!net.contains_cidr(&parse_cidr("10.1.0.0/16").unwrap()));
+        assert!(net.contains_cidr_until_1_32(&parse_cidr("10.0.0.0/16").unwrap()));
+        assert!(!net.contains_cidr_until_1_32(&parse_cidr("10.1.0.0/16").unwrap()));
         assert!(!parse_cidr("0.0.0.0/0")
             .unwrap()
-            .contains_cidr(&parse_cidr("10.0.0.0/8").unwrap()));
+            .contains_cidr_until_1_32(&parse_cidr("10.0.0.0/8").unwrap()));
         assert!(!parse_cidr("10.1.0.0/16").unwrap().contains_cidr(&net));
         assert!(!net.contains_ip(&p6("::a00:1")));
         assert_ne!(
