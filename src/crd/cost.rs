@@ -304,12 +304,17 @@ pub struct Estimator<'a> {
 
 /// The estimated maximum cost of a checked rule whose `self` has the sizes of `root`.
 pub fn estimate(ast: &TypedAst, root: &Decl) -> u64 {
+    estimate_range(ast, root).max
+}
+
+/// The estimated cost range (minimum and maximum) of a checked rule.
+pub fn estimate_range(ast: &TypedAst, root: &Decl) -> Range {
     let mut e = Estimator {
         root,
         ast,
         iter: Vec::new(),
     };
-    e.cost(&ast.expr).cost.max
+    e.cost(&ast.expr).cost
 }
 
 impl Estimator<'_> {
@@ -493,7 +498,14 @@ impl Estimator<'_> {
                 }
             }
             ExprKind::Struct { .. } => Est::new(Range::new(40, 40), ty),
-            ExprKind::Call { func, target, args } => self.call(func, target.as_deref(), args, ty),
+            ExprKind::Call { func, target, args } => {
+                // `ip.isCanonical(s)`: the checker makes a namespaced function of a call on
+                // a name that is no variable.
+                if let Some(ns) = target.as_deref().and_then(|t| self.qualified_name(t)) {
+                    return self.call(&format!("{ns}.{func}"), None, args, ty);
+                }
+                self.call(func, target.as_deref(), args, ty)
+            }
             ExprKind::Comprehension(c) => self.comprehension(c, ty),
         }
     }
@@ -584,6 +596,18 @@ impl Estimator<'_> {
         let target = target.map(|t| self.cost(t));
         let arg_sum = args.iter().fold(Range::new(0, 0), |s, a| s.add(a.cost));
         let target_cost = target.as_ref().map_or(Range::new(0, 0), |t| t.cost);
+        // cel-go's own per-overload estimators come first: the ext sets library's.
+        if let ("sets.contains" | "sets.intersects" | "sets.equivalent", [a, b]) =
+            (func, args.as_slice())
+        {
+            let factor = if func == "sets.equivalent" { 2.0 } else { 1.0 };
+            let c = self
+                .k8s_size(a)
+                .mul(self.k8s_size(b))
+                .factor(factor)
+                .add(Range::new(1, 1));
+            return Est::new(c.add(arg_sum), ty);
+        }
         let (fn_cost, size) = match self.k8s_call(func, target.as_ref(), &args, raw) {
             Some((c, size)) => (c.add(arg_sum), size),
             None => self.std_call(func, target.as_ref(), &args, arg_sum),
@@ -906,5 +930,402 @@ mod tests {
         assert_eq!(d.fields["e"].max_elements, 3);
         assert_eq!(d.fields["l"].max_elements, (MAX_REQUEST_SIZE_BYTES - 2) / 2);
         assert_eq!(d.fields["d"].max_elements, 32);
+    }
+}
+
+/// The API server's own cost expectations (apiextensions-apiserver's `TestCostEstimation`,
+/// 1.32): the rule's estimated cost on a schema without bounds ("calc") and with them
+/// ("set"), with `self` the schema itself (not a resource root).
+#[cfg(test)]
+mod api_server_costs {
+    use serde_json::{json, Value as Json};
+
+    use super::*;
+    use crate::cel::types::Type;
+    use crate::crd::rules::env_for;
+    use crate::crd::types::cel_type;
+
+    fn cost(schema: Json, rule: &str) -> u64 {
+        let s: Schema = serde_json::from_value(schema).unwrap();
+        let ty = cel_type(&s, "selfType").unwrap();
+        let (_, ast) = env_for(&ty, None).compile_typed(rule).unwrap();
+        estimate(&ast, &decl(&s, false).unwrap())
+    }
+
+    fn with(mut s: Json, key: &str, max: Option<i64>) -> Json {
+        if let Some(m) = max {
+            s[key] = json!(m);
+        }
+        s
+    }
+
+    /// `parseRuleType`: a schema for `number`, `duration`, `int-or-string`...
+    fn scalar(t: &str) -> Json {
+        match t {
+            "duration" | "date" | "date-time" => json!({"type": "string", "format": t}),
+            "int-or-string" => json!({"x-kubernetes-int-or-string": true}),
+            t => json!({"type": t}),
+        }
+    }
+
+    fn array(items: Json, max: Option<i64>) -> Json {
+        with(json!({"type": "array", "items": items}), "maxItems", max)
+    }
+
+    fn map(values: Json, max: Option<i64>) -> Json {
+        with(
+            json!({"type": "object", "additionalProperties": values}),
+            "maxProperties",
+            max,
+        )
+    }
+
+    fn string(max: Option<i64>) -> Json {
+        with(json!({"type": "string"}), "maxLength", max)
+    }
+
+    fn object_with_required() -> Json {
+        json!({"type": "object", "required": ["required"], "properties": {
+            "required": {"type": "string"}, "optional": {"type": "string"}}})
+    }
+
+    type Gen = fn(Option<i64>) -> Json;
+
+    /// As the API server's test: an expected cost of 0 is not checked (only that the rule
+    /// compiles).
+    fn check(
+        name: &str,
+        gen: impl Fn(Option<i64>) -> Json,
+        rule: &str,
+        calc: u64,
+        set: (i64, u64),
+    ) {
+        for (got, want, what) in [
+            (cost(gen(None), rule), calc, "calc"),
+            (cost(gen(Some(set.0)), rule), set.1, "set"),
+        ] {
+            if want > 0 {
+                assert_eq!(got, want, "{name}: {what}");
+            }
+        }
+    }
+
+    #[test]
+    fn lists_and_maps_of_scalars() {
+        for (t, calc, n, set) in [
+            ("number", 4718591, 10, 32),
+            ("string", 3145727, 20, 62),
+            ("boolean", 1887437, 5, 17),
+            ("int-or-string", 4718591, 10, 32),
+            ("duration", 2359295, 5, 17),
+            ("date", 725936, 15, 47),
+            ("date-time", 428963, 25, 77),
+        ] {
+            check(
+                t,
+                |m| array(scalar(t), m),
+                "self.all(x, true)",
+                calc,
+                (n, set),
+            );
+        }
+        for (t, calc, n, set) in [
+            ("number", 1348169, 10, 32),
+            ("string", 1179647, 3, 11),
+            ("boolean", 943718, 100, 302),
+            ("int-or-string", 1348169, 15, 47),
+            ("duration", 1048577, 5, 17),
+            ("date", 524288, 10, 32),
+            ("date-time", 349526, 25, 77),
+        ] {
+            check(
+                t,
+                |m| map(scalar(t), m),
+                "self.all(x, true)",
+                calc,
+                (n, set),
+            );
+            check(t, |m| map(scalar(t), m), "has(self.x)", 0, (n, 0));
+        }
+    }
+
+    #[test]
+    fn nested_structures() {
+        let arrays: Gen = |m| array(json!({"type": "array", "items": {"type": "number"}}), m);
+        check(
+            "array of arrays",
+            arrays,
+            "self.all(x, true)",
+            3145727,
+            (100, 302),
+        );
+        check(
+            "array of arrays index",
+            arrays,
+            "self[0][0] == -1.0",
+            3,
+            (51, 3),
+        );
+        let objects: Gen = |m| array(object_with_required(), m);
+        check(
+            "array of objects",
+            objects,
+            "self.all(x, true)",
+            555128,
+            (50, 152),
+        );
+        check(
+            "array of objects index",
+            objects,
+            "self[0] == null",
+            2,
+            (422, 2),
+        );
+        let maps: Gen = |m| {
+            array(
+                json!({"type": "object", "additionalProperties": {"type": "number"}}),
+                m,
+            )
+        };
+        check(
+            "array of maps",
+            maps,
+            "self.all(x, x.y == 25.2)",
+            6291452,
+            (12, 74),
+        );
+        check("array of maps index", maps, "self[0].x > 2.0", 4, (3000, 4));
+        let m_objects: Gen = |m| map(object_with_required(), m);
+        check(
+            "map of objects",
+            m_objects,
+            "self.all(x, true)",
+            428963,
+            (20, 62),
+        );
+        check("map of objects has", m_objects, "has(self.x)", 0, (9001, 0));
+        let m_maps: Gen = |m| {
+            map(
+                json!({"type": "object", "additionalProperties": {"type": "number"}}),
+                m,
+            )
+        };
+        check(
+            "map of maps",
+            m_maps,
+            "self.all(x, true)",
+            1179647,
+            (10, 32),
+        );
+        let m_arrays: Gen = |m| map(json!({"type": "array", "items": {"type": "number"}}), m);
+        check(
+            "map of arrays",
+            m_arrays,
+            "self.all(x, true)",
+            1179647,
+            (25, 77),
+        );
+        let nested: Gen = |m| map(string(m), m);
+        check(
+            "map of strings, value length",
+            nested,
+            "self.all(x, x.contains(self[x]))",
+            2752507,
+            (10, 72),
+        );
+        let all_max: Gen = |m| {
+            let inner = with(object_with_required(), "maxProperties", m);
+            array(map(inner, m), m)
+        };
+        let one_max: Gen = |m| array(map(object_with_required(), m), None);
+        let rule = r#"self.all(x, x["y"].required == "z")"#;
+        check("nested, all bounded", all_max, rule, 7340027, (10, 72));
+        check("nested, one bounded", one_max, rule, 7340027, (10, 7340027));
+    }
+
+    #[test]
+    fn loops_indexes_and_comparisons() {
+        let numbers: Gen = |m| array(json!({"type": "number"}), m);
+        assert_eq!(
+            cost(numbers(Some(10)), "self.all(x, self.all(y, true))"),
+            352
+        );
+        assert!(cost(numbers(None), "self.all(x, self.all(y, true))") > PER_CALL_LIMIT);
+        assert_eq!(
+            cost(
+                numbers(Some(10)),
+                "self.all(x, self.all(y, self.all(z, true)))"
+            ),
+            3552
+        );
+        check("index numbers", numbers, "self[1] == 0.0", 2, (5000, 2));
+        check("index, no items", numbers, "self[3] == 0.0", 2, (0, 2));
+        check(
+            "big maxItems",
+            numbers,
+            "self.all(x, x == 0.0)",
+            6291454,
+            (3 * 1024 * 2048, 25165826),
+        );
+        let strings: Gen = |m| array(json!({"type": "string"}), m);
+        check(
+            "index strings",
+            strings,
+            "self[1] == self[1]",
+            314577,
+            (8, 314577),
+        );
+        let ios: Gen = |m| array(scalar("int-or-string"), m);
+        check("index int-or-string", ios, "self[0] == 5", 3, (10, 3));
+        let bools: Gen = |m| array(json!({"type": "boolean"}), m);
+        check("index booleans", bools, "self[0] == false", 2, (25, 2));
+        let durations: Gen = |m| array(scalar("duration"), m);
+        check(
+            "durations",
+            durations,
+            "self[0].getHours() == 2",
+            4,
+            (525, 4),
+        );
+        let dates: Gen = |m| array(scalar("date"), m);
+        check("dates", dates, "self[2].getDayOfMonth() == 13", 4, (42, 4));
+        let times: Gen = |m| array(scalar("date-time"), m);
+        check(
+            "date-times",
+            times,
+            "self[2].getMinutes() == 45",
+            4,
+            (99, 4),
+        );
+        let numbers_map: Gen = |m| map(json!({"type": "number"}), m);
+        check("map index", numbers_map, r#"self["x"] == 0.0"#, 2, (0, 2));
+        let ints: Gen = |m| map(json!({"type": "integer"}), m);
+        check("size", ints, "oldSelf.size() == self.size()", 5, (10, 5));
+        let tmap: Gen = |m| map(scalar("date-time"), m);
+        check("timestamp ==", tmap, r#"self["a"] == self["b"]"#, 8, (7, 8));
+        let dmap: Gen = |m| map(scalar("duration"), m);
+        check("duration ==", dmap, r#"self["c"] == self["d"]"#, 8, (42, 8));
+    }
+
+    #[test]
+    fn strings() {
+        check("contains", string, "self.contains('test')", 314574, (10, 5));
+        check("startsWith", string, "self.startsWith('test')", 2, (15, 2));
+        check("endsWith", string, "self.endsWith('test')", 2, (30, 2));
+        check(
+            "concat",
+            string,
+            r#"size(self + "hello") > size("hello")"#,
+            314578,
+            (4, 7),
+        );
+        check("matches", string, r#"self.matches("x")"#, 314574, (50, 22));
+        check(
+            "matches literal",
+            string,
+            r#""".matches("(((((((((())))))))))[0-9]")"#,
+            7,
+            (10, 7),
+        );
+        check("matches empty", string, r#"self.matches("")"#, 1, (100, 1));
+        check("== literal", string, r#"self == "x""#, 2, (0, 1));
+        let bytes: Gen = |m| with(json!({"type": "string", "format": "byte"}), "maxLength", m);
+        check("bytes ==", bytes, r#"self == b"x""#, 2, (0, 1));
+        let enums: Gen = |m| {
+            with(
+                json!({"type": "string", "enum": ["A", "B", "C", "LongValue"]}),
+                "maxLength",
+                m,
+            )
+        };
+        check("enum", enums, "self.contains('A')", 2, (1000, 401));
+        check(
+            "find",
+            string,
+            "self.find('[0-9]+') == ''",
+            629147,
+            (10, 11),
+        );
+        check(
+            "lowerAscii",
+            string,
+            "self.lowerAscii() == 'lower!'",
+            314575,
+            (10, 6),
+        );
+        let list: Gen = |m| array(string(m), m);
+        check(
+            "join",
+            list,
+            "self.join(' ') == 'aa bb'",
+            329853068905,
+            (10, 43),
+        );
+        check(
+            "isSorted",
+            list,
+            "self.isSorted() == true",
+            329854432052,
+            (10, 52),
+        );
+        let replace: Gen = |m| {
+            json!({"type": "object", "properties": {
+                "str": string(m), "before": string(Some(2)), "after": string(Some(4))}})
+        };
+        let rule = "self.str.replace(self.before, self.after) == 'does not matter'";
+        check("replace", replace, rule, 629154, (4, 12));
+        let split: Gen =
+            |m| json!({"type": "object", "properties": {"str": string(m), "separator": string(m)}});
+        check(
+            "split",
+            split,
+            "self.str.split(self.separator) == []",
+            629160,
+            (10, 22),
+        );
+    }
+
+    const PER_CALL_LIMIT: u64 = 1_000_000;
+
+    /// Kubernetes' library estimates (apiserver's `library/cost_test.go`, 1.32) on
+    /// expressions of literals: (min, max).
+    #[test]
+    fn library_functions() {
+        let range = |expr: &str| {
+            let (_, ast) = env_for(&Type::Dyn, None).compile_typed(expr).unwrap();
+            let r = estimate_range(&ast, &Decl::default());
+            (r.min, r.max)
+        };
+        let url = "url('https:://kubernetes.io/')";
+        for op in [".getScheme()", ".getHost()", ".getPort()", ".getQuery()"] {
+            assert_eq!(range(&format!("{url}{op}")), (4, 4), "{op}");
+        }
+        assert_eq!(range(&format!("{url} == {url}")), (7, 9));
+        assert_eq!(range(&format!("{url} == url('http://x.b')")), (5, 5));
+        let v4 = "ip('192.168.0.1')";
+        let v6 = "ip('2001:db8:3333:4444:5555:6666:7777:8888')";
+        assert_eq!(range(v4), (2, 2));
+        assert_eq!(range(v6), (4, 4));
+        assert_eq!(range(&format!("{v4}.family()")), (3, 3));
+        assert_eq!(range(&format!("{v6}.isLoopback()")), (5, 5));
+        assert_eq!(range(&format!("{v4} == ip('192.168.0.1')")), (5, 5));
+        assert_eq!(range("ip.isCanonical('192.168.0.1')"), (3, 3));
+        assert_eq!(
+            range("ip.isCanonical('2001:db8:3333:4444:5555:6666:7777:8888')"),
+            (8, 8)
+        );
+        let net = "cidr('192.168.0.0/16')";
+        assert_eq!(range(net), (2, 2));
+        assert_eq!(range(&format!("{net}.prefixLength()")), (3, 3));
+        assert_eq!(
+            range(&format!("{net}.containsCIDR(cidr('192.0.0.0/30'))")),
+            (7, 11)
+        );
+        assert_eq!(
+            range(&format!("{net}.containsCIDR('192.168.0.0/16')")),
+            (7, 11)
+        );
+        assert_eq!(range(&format!("{net}.containsIP(ip('192.0.0.1'))")), (4, 7));
+        assert_eq!(range(&format!("{net}.containsIP('192.169.0.1')")), (5, 8));
     }
 }

@@ -309,7 +309,7 @@ fn references_old_self(src: &str) -> bool {
     false
 }
 
-fn env_for(ty: &Type, old_self: Option<bool>) -> Env {
+pub(crate) fn env_for(ty: &Type, old_self: Option<bool>) -> Env {
     let mut env = Env::new(CRD_CEL_VERSION);
     env.declare("self", ty.clone());
     let old_ty = if old_self == Some(true) {
