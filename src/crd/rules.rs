@@ -101,16 +101,21 @@ pub fn compile_with_costs(crd: &Crd, costs: &mut Vec<RuleCost>) -> Result<Compil
     // Rules are compiled only for an otherwise valid schema, as the API server does: a
     // structural or rule-field error hides the compile errors.
     let mut causes = structural::check(&crd.schema, SCHEMA_PATH);
-    check_rule_fields(&crd.schema, SCHEMA_PATH, &mut causes);
     if !causes.is_empty() {
         return Err(causes);
     }
+    // A rule-field error keeps the rules of its node and of the nodes above it from being
+    // compiled (the API server compiles a node's rules only when its subtree has no schema
+    // error); other nodes' rules are still compiled and reported.
+    let mut invalid_nodes = Vec::new();
+    check_rule_fields(&crd.schema, SCHEMA_PATH, &mut causes, &mut invalid_nodes);
     let root_ty = root_type(&crd.schema);
     let root_decl = cost::decl(&crd.schema, true);
     let mut scope = Scope {
         decl: root_decl.as_ref(),
         cardinality: Some(1),
         uncorrelatable: None,
+        invalid_nodes: &invalid_nodes,
     };
     let root = compile_node(
         &crd.schema,
@@ -147,6 +152,8 @@ struct Scope<'d> {
     decl: Option<&'d Decl>,
     cardinality: Option<u64>,
     uncorrelatable: Option<String>,
+    /// The schema paths of nodes with an invalid rule field.
+    invalid_nodes: &'d [String],
 }
 
 impl<'d> Scope<'d> {
@@ -154,6 +161,7 @@ impl<'d> Scope<'d> {
     fn child(&self, schema: &Schema, decl: Option<&'d Decl>) -> Scope<'d> {
         Scope {
             decl,
+            invalid_nodes: self.invalid_nodes,
             cardinality: self
                 .cardinality
                 .zip(cost::child_factor(schema))
@@ -192,7 +200,14 @@ fn compile_node(
     } else {
         cel_type(schema, "selfType").unwrap_or(ty)
     };
+    let subtree_invalid = scope
+        .invalid_nodes
+        .iter()
+        .any(|p| p == path || p.strip_prefix(path).is_some_and(|r| r.starts_with('.')));
     for (i, rule) in schema.validations.iter().enumerate() {
+        if subtree_invalid {
+            break;
+        }
         let at = format!("{path}.x-kubernetes-validations[{i}]");
         if let Some(r) = compile_rule(rule, &ty, &at, scope, out) {
             node.rules.push(r);
@@ -323,40 +338,67 @@ pub(crate) fn env_for(ty: &Type, old_self: Option<bool>) -> Env {
 
 /// The checks of a rule's fields that need no compilation (rule, message, reason,
 /// fieldPath), over the whole schema.
-fn check_rule_fields(schema: &Schema, path: &str, causes: &mut Vec<Cause>) {
+fn check_rule_fields(
+    schema: &Schema,
+    path: &str,
+    causes: &mut Vec<Cause>,
+    invalid_nodes: &mut Vec<String>,
+) {
+    let before = causes.len();
     for (i, rule) in schema.validations.iter().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
         check_one_rule(rule, schema, &at, causes);
     }
+    if causes.len() > before {
+        invalid_nodes.push(path.to_string());
+    }
     for (name, sub) in &schema.properties {
-        check_rule_fields(sub, &format!("{path}.properties[{name}]"), causes);
+        let p = format!("{path}.properties[{name}]");
+        check_rule_fields(sub, &p, causes, invalid_nodes);
     }
     if let Some(items) = schema.items.as_deref() {
-        check_rule_fields(items, &format!("{path}.items"), causes);
+        check_rule_fields(items, &format!("{path}.items"), causes, invalid_nodes);
     }
     if let Some(add) = schema.additional_schema() {
-        check_rule_fields(add, &format!("{path}.additionalProperties"), causes);
+        let p = format!("{path}.additionalProperties");
+        check_rule_fields(add, &p, causes, invalid_nodes);
     }
 }
 
+/// `hasNewlines`: a line break CEL's grammar knows.
+fn has_newlines(s: &str) -> bool {
+    s.contains(['\n', '\r'])
+}
+
 fn check_one_rule(rule: &ValidationRule, schema: &Schema, at: &str, causes: &mut Vec<Cause>) {
-    if rule.rule.trim().is_empty() {
+    let (rule_text, message) = (rule.rule.trim(), rule.message.trim());
+    if rule_text.is_empty() {
         causes.push(Cause::required(
             format!("{at}.rule"),
             "rule is not specified",
         ));
-    }
-    if rule.message.contains('\n') {
+    } else if !rule.message.is_empty() && message.is_empty() {
+        causes.push(Cause::invalid(
+            format!("{at}.message"),
+            &go_quote(&rule.message),
+            "message must be non-empty if specified",
+        ));
+    } else if has_newlines(message) {
         causes.push(Cause::invalid(
             format!("{at}.message"),
             &go_quote(&rule.message),
             "message must not contain line breaks",
         ));
-    } else if !rule.message.is_empty() && rule.message.trim().is_empty() {
-        causes.push(Cause::invalid(
+    } else if has_newlines(rule_text) && message.is_empty() {
+        causes.push(Cause::required(
             format!("{at}.message"),
-            &go_quote(&rule.message),
-            "message must be non-empty if specified",
+            "message must be specified if rule contains line breaks",
+        ));
+    }
+    if !rule.message_expression.is_empty() && rule.message_expression.trim().is_empty() {
+        causes.push(Cause::required(
+            format!("{at}.messageExpression"),
+            "messageExpression must be non-empty if specified",
         ));
     }
     if let Some(reason) = &rule.reason {
@@ -369,10 +411,25 @@ fn check_one_rule(rule: &ValidationRule, schema: &Schema, at: &str, causes: &mut
             ));
         }
     }
-    if !rule.field_path.is_empty() && !field_path_valid(&rule.field_path, schema) {
+    let field_path = &rule.field_path;
+    if !field_path.is_empty() && field_path.trim().is_empty() {
         causes.push(Cause::invalid(
             format!("{at}.fieldPath"),
-            &go_quote(&rule.field_path),
+            &go_quote(field_path),
+            "fieldPath must be non-empty if specified",
+        ));
+    }
+    if has_newlines(field_path) {
+        causes.push(Cause::invalid(
+            format!("{at}.fieldPath"),
+            &go_quote(field_path),
+            "fieldPath must not contain line breaks",
+        ));
+    }
+    if !field_path.is_empty() && !field_path_valid(field_path, schema) {
+        causes.push(Cause::invalid(
+            format!("{at}.fieldPath"),
+            &go_quote(field_path),
             "fieldPath must be a valid path",
         ));
     }
@@ -395,7 +452,7 @@ fn compile_rule(
     let no_decl = Decl::default();
     let decl = scope.decl.unwrap_or(&no_decl);
     let program = match env.compile_typed(&rule.rule) {
-        Ok((p, ast)) if matches!(p.result_type(), Type::Bool | Type::Dyn) => {
+        Ok((p, ast)) if *p.result_type() == Type::Bool => {
             // The rule's cost times the number of times its scope can occur.
             let base = cost::estimate(&ast, decl);
             let cardinality = scope
@@ -442,7 +499,7 @@ fn compile_rule(
         None
     } else {
         match env.compile_typed(&rule.message_expression) {
-            Ok((p, ast)) if matches!(p.result_type(), Type::String | Type::Dyn) => {
+            Ok((p, ast)) if *p.result_type() == Type::String => {
                 // A messageExpression's cost is not multiplied by the cardinality.
                 let base = cost::estimate(&ast, decl);
                 if base > cost::STATIC_ESTIMATED_COST_LIMIT {
@@ -692,10 +749,16 @@ fn walk(
             if run.stopped {
                 return;
             }
-            if run.ratchet && unchanged && !r.uses_old_self {
-                continue;
-            }
-            eval_rule(r, schema, &self_value, old_value.as_ref(), path, run);
+            let ratcheting = run.ratchet && unchanged && !r.uses_old_self;
+            eval_rule(
+                r,
+                schema,
+                &self_value,
+                old_value.as_ref(),
+                path,
+                ratcheting,
+                run,
+            );
         }
     }
     match v {
@@ -743,12 +806,16 @@ fn rule_error_string(r: &ValidationRule) -> &str {
     }
 }
 
+/// Evaluates one rule. `ratcheting`: the value is unchanged from its correlated old value
+/// and the rule is no transition rule, so a failure is only a warning (dropped here) — but
+/// the rule still runs, spends its cost, and its evaluation errors are still reported.
 fn eval_rule(
     r: &CompiledRule,
     schema: &Schema,
     self_value: &Value<'static>,
     old_value: Option<&Value<'static>>,
     path: &str,
+    ratcheting: bool,
     run: &mut Run,
 ) {
     let value_label = go_quote(&schema.type_);
@@ -768,26 +835,28 @@ fn eval_rule(
     let field = display_path(path);
     match result {
         Ok(Value::Bool(true)) => {}
-        Ok(Value::Bool(false)) => {
+        Ok(_) => {
             let at = match parse_field_path(&r.rule.field_path) {
                 Some(steps) if !r.rule.field_path.is_empty() => {
                     display_path(&apply_field_path(path, &steps, schema))
                 }
                 _ => field,
             };
-            let detail = failure_message(r, &activation, run);
-            run.causes
-                .push(cause_for_reason(&r.rule, at, &value_label, &detail));
+            match failure_message(r, &activation, run) {
+                Message::Text(detail) => {
+                    if !ratcheting {
+                        run.causes
+                            .push(cause_for_reason(&r.rule, at, &value_label, &detail));
+                    }
+                }
+                Message::Stop(detail) => {
+                    run.stopped = true;
+                    if !ratcheting {
+                        run.causes.push(Cause::invalid(at, &value_label, &detail));
+                    }
+                }
+            }
         }
-        Ok(other) => run.causes.push(Cause::invalid(
-            field,
-            &value_label,
-            &format!(
-                "rule did not evaluate to a bool: {} evaluating rule: {}",
-                other.type_name(),
-                rule_error_string(&r.rule)
-            ),
-        )),
         Err(e) if e.is_cancelled() => {
             run.stopped = true;
             if meter.limit < PER_CALL_LIMIT {
@@ -830,28 +899,48 @@ fn eval_rule(
     }
 }
 
-/// The message of a failed rule: the messageExpression's result when it is a non-blank
-/// single-line string, else the static message, else `failed rule: <rule>`.
-fn failure_message(r: &CompiledRule, activation: &[Value<'static>; 2], run: &mut Run) -> String {
-    let fallback = if r.rule.message.trim().is_empty() {
-        format!("failed rule: {}", r.rule.rule.trim())
+/// The message of a failed rule, or the error that stops all validation.
+enum Message {
+    Text(String),
+    Stop(String),
+}
+
+/// `ruleMessageOrDefault`: the trimmed message, else `failed rule: <rule>`.
+fn rule_message_or_default(r: &ValidationRule) -> String {
+    if r.message.is_empty() {
+        format!("failed rule: {}", rule_error_string(r))
     } else {
-        r.rule.message.trim().to_string()
-    };
+        r.message.trim().to_string()
+    }
+}
+
+/// The message of a failed rule: the messageExpression's trimmed result when it is a
+/// non-empty single-line string of at most [`MAX_MESSAGE_LEN`] bytes, else the static message
+/// or the default. A messageExpression over the per-call limit or the object's budget stops
+/// validation, as the API server's `evalMessageExpression`.
+fn failure_message(r: &CompiledRule, activation: &[Value<'static>; 2], run: &mut Run) -> Message {
     let Some(msg) = &r.message else {
-        return fallback;
+        return Message::Text(rule_message_or_default(&r.rule));
     };
     let mut meter = Meter::with_limit(PER_CALL_LIMIT.min(run.remaining));
     let result = msg.eval(activation, &mut meter);
     run.remaining = run.remaining.saturating_sub(meter.cost);
     match result {
-        Ok(v) => match v.as_str() {
-            Some(s) if !s.trim().is_empty() && !s.contains('\n') && s.len() <= MAX_MESSAGE_LEN => {
-                s.trim().to_string()
+        Err(e) if e.is_cancelled() => Message::Stop(if meter.limit < PER_CALL_LIMIT {
+            "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".to_string()
+        } else {
+            format!(
+                "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                go_quote(&r.rule.message_expression)
+            )
+        }),
+        Ok(v) => match v.as_str().map(str::trim) {
+            Some(s) if !s.is_empty() && s.len() <= MAX_MESSAGE_LEN && !s.contains(['\n', '\r']) => {
+                Message::Text(s.to_string())
             }
-            _ => fallback,
+            _ => Message::Text(rule_message_or_default(&r.rule)),
         },
-        Err(_) => fallback,
+        Err(_) => Message::Text(rule_message_or_default(&r.rule)),
     }
 }
 
