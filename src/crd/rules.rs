@@ -737,9 +737,12 @@ fn walk(
     path: &str,
     run: &mut Run,
 ) {
-    if run.stopped {
+    // Only non-null values are validated: a rule on a nullable field does not see null.
+    if run.stopped || v.is_null() {
         return;
     }
+    // A null old value is no old value (transition rules are then skipped).
+    let old = old.filter(|o| !o.is_null());
     let unchanged = unchanged_above || old == Some(v);
     if !node.rules.is_empty() {
         let resource = path.is_empty() || schema.embedded_resource;
