@@ -12,6 +12,7 @@ use super::{defaults, prune, validate};
 impl CompiledCrd {
     /// Admits `obj` as a new custom resource: the object as stored, or the rejection.
     pub fn create(&self, mut obj: Json) -> Result<Json, Status> {
+        defaults::prune_nulls(&mut obj, Some(&self.schema));
         defaults::apply(&mut obj, &self.schema);
         prune::prune_root(&mut obj, &self.schema);
         let mut causes = validate::validate_root(&obj, &self.schema);
@@ -52,6 +53,7 @@ impl CompiledCrd {
     }
 
     fn admit_update(&self, old: &Json, mut obj: Json, ratchet: bool) -> Result<Json, Status> {
+        defaults::prune_nulls(&mut obj, Some(&self.schema));
         defaults::apply(&mut obj, &self.schema);
         prune::prune_root(&mut obj, &self.schema);
         let mut causes = validate::validate_root(&obj, &self.schema);
