@@ -352,6 +352,11 @@ enum CrdCommand {
         /// The CRD (YAML or JSON).
         #[arg(long, value_name = "FILE")]
         crd: PathBuf,
+        /// Check --crd as replacing this stored CRD (an update): rules it already has
+        /// compile with the server's own library, and an unchanged schema is exempt from the
+        /// per-rule cost limit.
+        #[arg(long, value_name = "FILE")]
+        old: Option<PathBuf>,
         /// Output: text (the Status message) or json.
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: LogFormat,
@@ -811,14 +816,21 @@ fn run_crd(command: CrdCommand) -> ExitCode {
         cli::read_doc(&text).map_err(|e| Usage(format!("{}: {e}", p.display())))
     };
     let answer = match command {
-        CrdCommand::Check { crd, output, costs } => read(&crd).map(|c| {
+        CrdCommand::Check {
+            crd,
+            old,
+            output,
+            costs,
+        } => (|| {
+            let c = read(&crd)?;
+            let old = old.as_ref().map(read).transpose()?;
             let json = matches!(output, LogFormat::Json);
-            if costs {
-                cli::check_costs(&c, json)
+            Ok(if costs {
+                cli::check_costs(&c, old.as_ref(), json)
             } else {
-                cli::check(&c, json)
-            }
-        }),
+                cli::check(&c, old.as_ref(), json)
+            })
+        })(),
         CrdCommand::Validate {
             crd,
             object,

@@ -3,6 +3,8 @@
 //! and `fieldPath`), with the API server's CRD error texts; and evaluation of the compiled
 //! rules against a custom resource, with the per-call cost limit and the per-object budget.
 
+use std::collections::HashSet;
+
 use serde_json::Value as Json;
 
 use super::cost::{self, Decl, RuleCost};
@@ -98,6 +100,67 @@ pub fn compile(crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
 /// [`compile`], also listing the estimated cost of every rule and messageExpression that
 /// compiled, in schema order (`celgate crd check --costs`).
 pub fn compile_with_costs(crd: &Crd, costs: &mut Vec<RuleCost>) -> Result<CompiledCrd, Vec<Cause>> {
+    compile_full(crd, &UpdateOptions::default(), costs)
+}
+
+/// Kubernetes minor version of the CEL environment expressions already stored in the CRD
+/// being replaced are compiled for (the server's own version, 1.32): an update may keep an
+/// expression that only a newer library accepts.
+pub const STORED_CEL_VERSION: u16 = 32;
+
+/// What a CRD update relaxes (the API server's `validationOptions` on update).
+#[derive(Debug, Default, Clone)]
+pub struct UpdateOptions {
+    /// Rules (`rule` texts) of the CRD being replaced: compiled for [`STORED_CEL_VERSION`].
+    pub stored_rules: HashSet<String>,
+    /// Its `messageExpression` texts, likewise.
+    pub stored_messages: HashSet<String>,
+    /// The schema is unchanged: the per-expression cost limit is not enforced (the CRD
+    /// budget still is).
+    pub suppress_per_expression_cost: bool,
+}
+
+impl UpdateOptions {
+    /// The relaxations of replacing `old` by a CRD whose schema is `new_schema`.
+    pub fn replacing(old: &Crd, new_schema: &Json) -> UpdateOptions {
+        fn collect(s: &Schema, o: &mut UpdateOptions) {
+            for r in &s.validations {
+                o.stored_rules.insert(r.rule.clone());
+                if !r.message_expression.is_empty() {
+                    o.stored_messages.insert(r.message_expression.clone());
+                }
+            }
+            for (_, p) in &s.properties {
+                collect(p, o);
+            }
+            for sub in s.items.as_deref().into_iter().chain(s.additional_schema()) {
+                collect(sub, o);
+            }
+        }
+        let mut o = UpdateOptions {
+            suppress_per_expression_cost: old.raw_schema == *new_schema,
+            ..UpdateOptions::default()
+        };
+        collect(&old.schema, &mut o);
+        o
+    }
+}
+
+/// [`compile`] for an update replacing the stored CRD `old` by `crd`.
+pub fn compile_update(old: &Crd, crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
+    compile_full(
+        crd,
+        &UpdateOptions::replacing(old, &crd.raw_schema),
+        &mut Vec::new(),
+    )
+}
+
+/// Compiles a CRD being created (`update` empty) or replacing another one.
+pub fn compile_full(
+    crd: &Crd,
+    update: &UpdateOptions,
+    costs: &mut Vec<RuleCost>,
+) -> Result<CompiledCrd, Vec<Cause>> {
     // Rules are compiled only for an otherwise valid schema, as the API server does: a
     // structural or rule-field error hides the compile errors.
     let mut causes = structural::check(&crd.schema, SCHEMA_PATH);
@@ -126,6 +189,7 @@ pub fn compile_with_costs(crd: &Crd, costs: &mut Vec<RuleCost>) -> Result<Compil
         &mut Compiling {
             causes: &mut causes,
             costs,
+            update,
         },
     );
     budget_causes(costs, &mut causes);
@@ -182,6 +246,7 @@ impl<'d> Scope<'d> {
 struct Compiling<'o> {
     causes: &'o mut Vec<Cause>,
     costs: &'o mut Vec<RuleCost>,
+    update: &'o UpdateOptions,
 }
 
 fn compile_node(
@@ -324,8 +389,15 @@ fn references_old_self(src: &str) -> bool {
     false
 }
 
+/// The environment of a new rule at `self`'s type `ty` (for tests of the estimator).
+#[cfg(test)]
 pub(crate) fn env_for(ty: &Type, old_self: Option<bool>) -> Env {
-    let mut env = Env::new(CRD_CEL_VERSION);
+    env_at(CRD_CEL_VERSION, ty, old_self)
+}
+
+/// The environment of a rule at Kubernetes version 1.`version`.
+fn env_at(version: u16, ty: &Type, old_self: Option<bool>) -> Env {
+    let mut env = Env::new(version);
     env.declare("self", ty.clone());
     let old_ty = if old_self == Some(true) {
         Type::Optional(Box::new(ty.clone()))
@@ -448,7 +520,25 @@ fn compile_rule(
         return None;
     }
     let uses_old_self = references_old_self(&rule.rule);
-    let env = env_for(ty, rule.optional_old_self);
+    let version_of = |stored: bool| {
+        if stored {
+            STORED_CEL_VERSION
+        } else {
+            CRD_CEL_VERSION
+        }
+    };
+    let update = out.update;
+    let env = env_at(
+        version_of(update.stored_rules.contains(&rule.rule)),
+        ty,
+        rule.optional_old_self,
+    );
+    let message_env = env_at(
+        version_of(update.stored_messages.contains(&rule.message_expression)),
+        ty,
+        rule.optional_old_self,
+    );
+    let enforce = !update.suppress_per_expression_cost;
     let no_decl = Decl::default();
     let decl = scope.decl.unwrap_or(&no_decl);
     let program = match env.compile_typed(&rule.rule) {
@@ -459,7 +549,7 @@ fn compile_rule(
                 .cardinality
                 .unwrap_or_else(|| cost::unbounded_cardinality(decl));
             let total = cost::times(base, cardinality);
-            if total > cost::STATIC_ESTIMATED_COST_LIMIT {
+            if enforce && total > cost::STATIC_ESTIMATED_COST_LIMIT {
                 causes.push(Cause::forbidden(
                     format!("{at}.rule"),
                     &cost::exceeds_message(
@@ -498,11 +588,11 @@ fn compile_rule(
     let message = if rule.message_expression.trim().is_empty() || program.is_none() {
         None
     } else {
-        match env.compile_typed(&rule.message_expression) {
+        match message_env.compile_typed(&rule.message_expression) {
             Ok((p, ast)) if *p.result_type() == Type::String => {
                 // A messageExpression's cost is not multiplied by the cardinality.
                 let base = cost::estimate(&ast, decl);
-                if base > cost::STATIC_ESTIMATED_COST_LIMIT {
+                if enforce && base > cost::STATIC_ESTIMATED_COST_LIMIT {
                     causes.push(Cause::forbidden(
                         format!("{at}.messageExpression"),
                         &cost::exceeds_message(
