@@ -417,6 +417,7 @@ fn check_rule_fields(
     invalid_nodes: &mut Vec<String>,
 ) {
     let before = causes.len();
+    structural::node_checks(schema, path, causes);
     for (i, rule) in schema.validations.iter().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
         check_one_rule(rule, schema, &at, causes);
