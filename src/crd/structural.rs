@@ -130,39 +130,6 @@ fn value_validation(s: &Schema, path: &str, causes: &mut Vec<Cause>) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn schema(j: serde_json::Value) -> Schema {
-        serde_json::from_value(j).unwrap()
-    }
-
-    #[test]
-    fn untyped_property_is_not_structural() {
-        let s = schema(serde_json::json!({"type": "object", "properties": {"x": {}}}));
-        let c = check(&s, "r");
-        assert_eq!(c.len(), 1);
-        assert_eq!(c[0].field, "r.properties[x].type");
-        assert_eq!(
-            c[0].message,
-            "Required value: must not be empty for specified object fields"
-        );
-    }
-
-    #[test]
-    fn rules_inside_all_of_are_forbidden() {
-        let s = schema(serde_json::json!({"type": "object", "properties": {"x": {
-            "type": "integer", "allOf": [{"x-kubernetes-validations": [{"rule": "true"}]}]}}}));
-        let c = check(&s, "r");
-        assert_eq!(
-            c[0].field,
-            "r.properties[x].allOf[0].x-kubernetes-validations"
-        );
-        assert_eq!(c[0].message, "Forbidden: must be empty to be structural");
-    }
-}
-
 /// The API server's per-node schema checks that are not about structure: `uniqueItems`,
 /// `additionalProperties` beside `properties`, and the list and map types (list-map keys,
 /// set items). Like a rule-field error, such an error keeps the node's (and its ancestors')
@@ -337,5 +304,38 @@ pub fn node_checks(s: &Schema, path: &str, causes: &mut Vec<Cause>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema(j: serde_json::Value) -> Schema {
+        serde_json::from_value(j).unwrap()
+    }
+
+    #[test]
+    fn untyped_property_is_not_structural() {
+        let s = schema(serde_json::json!({"type": "object", "properties": {"x": {}}}));
+        let c = check(&s, "r");
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].field, "r.properties[x].type");
+        assert_eq!(
+            c[0].message,
+            "Required value: must not be empty for specified object fields"
+        );
+    }
+
+    #[test]
+    fn rules_inside_all_of_are_forbidden() {
+        let s = schema(serde_json::json!({"type": "object", "properties": {"x": {
+            "type": "integer", "allOf": [{"x-kubernetes-validations": [{"rule": "true"}]}]}}}));
+        let c = check(&s, "r");
+        assert_eq!(
+            c[0].field,
+            "r.properties[x].allOf[0].x-kubernetes-validations"
+        );
+        assert_eq!(c[0].message, "Forbidden: must be empty to be structural");
     }
 }
