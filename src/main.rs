@@ -380,9 +380,18 @@ enum CrdCommand {
         /// The CRD (YAML or JSON).
         #[arg(long, value_name = "FILE")]
         crd: PathBuf,
+        /// Check --crd as replacing this stored CRD (an update): rules it already has
+        /// compile with the server's own library, and an unchanged schema is exempt from the
+        /// per-rule cost limit.
+        #[arg(long, value_name = "FILE")]
+        old: Option<PathBuf>,
         /// Output: text (the Status message) or json.
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: LogFormat,
+        /// Also list every rule's estimated cost: per evaluation, times how often it may
+        /// run, and its share of the per-rule limit and of the CRD budget.
+        #[arg(long)]
+        costs: bool,
     },
     /// Validate a custom resource as a create, or as an update of --old.
     Validate {
@@ -870,9 +879,21 @@ fn run_crd(command: CrdCommand) -> ExitCode {
         cli::read_doc(&text).map_err(|e| Usage(format!("{}: {e}", p.display())))
     };
     let answer = match command {
-        CrdCommand::Check { crd, output } => {
-            read(&crd).map(|c| cli::check(&c, matches!(output, LogFormat::Json)))
-        }
+        CrdCommand::Check {
+            crd,
+            old,
+            output,
+            costs,
+        } => (|| {
+            let c = read(&crd)?;
+            let old = old.as_ref().map(read).transpose()?;
+            let json = matches!(output, LogFormat::Json);
+            Ok(if costs {
+                cli::check_costs(&c, old.as_ref(), json)
+            } else {
+                cli::check(&c, old.as_ref(), json)
+            })
+        })(),
         CrdCommand::Validate {
             crd,
             object,

@@ -39,6 +39,9 @@ pub(crate) struct Checker<'e> {
     /// The type of every node checked inside a `format` call whose format string and
     /// argument list are literals, by the node's address, for the format validator.
     format_types: std::collections::HashMap<usize, Type>,
+    /// The type of every checked node by its address, when asked for (static cost
+    /// estimation needs each node's type); `None` otherwise, so compiling pays nothing.
+    node_types: Option<std::collections::HashMap<usize, Type>>,
 }
 
 /// A type as cel-go's checker writes it in messages (`FormatCELType`): `duration`,
@@ -153,6 +156,23 @@ impl<'e> Checker<'e> {
             program: RefCell::default(),
             in_format: 0,
             format_types: std::collections::HashMap::new(),
+            node_types: None,
+        }
+    }
+
+    /// Records the type of every node checked from now on ([`Checker::take_node_types`]).
+    pub fn record_node_types(&mut self) {
+        self.node_types = Some(std::collections::HashMap::new());
+    }
+
+    /// The recorded node types, by node address.
+    pub fn take_node_types(&mut self) -> std::collections::HashMap<usize, Type> {
+        self.node_types.take().unwrap_or_default()
+    }
+
+    fn record(&mut self, e: &Expr, ty: &Type) {
+        if let Some(types) = &mut self.node_types {
+            types.insert(e as *const Expr as usize, ty.clone());
         }
     }
 
@@ -253,6 +273,7 @@ impl<'e> Checker<'e> {
             self.format_types
                 .insert(e as *const Expr as usize, checked.1.clone());
         }
+        self.record(e, &checked.1);
         Ok(checked)
     }
 
@@ -442,8 +463,12 @@ impl<'e> Checker<'e> {
             if k == 1 && rest.is_empty() && matches!(var.kind, VarKind::Plain) {
                 return Ok(None);
             }
+            if k == 1 {
+                self.record(nodes[0].1, &ty);
+            }
             for (field, at) in rest {
                 let (n, t) = self.select(at, node, ty, field, false)?;
+                self.record(at, &t);
                 node = n;
                 ty = t;
             }
@@ -734,7 +759,7 @@ impl<'e> Checker<'e> {
             return self.undeclared(e, func);
         };
         let member = target.is_some();
-        let candidates: Vec<_> = f
+        let mut candidates: Vec<_> = f
             .overloads
             .iter()
             .filter(|o| {
@@ -743,6 +768,10 @@ impl<'e> Checker<'e> {
                     && o.since <= self.env.version
             })
             .collect();
+        // A later implementation of the same signature supersedes an earlier one (a
+        // behaviour Kubernetes fixed in a later version).
+        let all = candidates.clone();
+        candidates.retain(|o| !all.iter().any(|n| n.since > o.since && n.sig == o.sig));
         let mut result: Option<Type> = None;
         let mut matching: Vec<&'static Overload> = Vec::new();
         for o in &candidates {
@@ -1010,6 +1039,30 @@ impl<'e> Checker<'e> {
         }
     }
 
+    /// The first `n` arguments of the call whose `(` is at `open`, when they are plain
+    /// identifiers: their names and positions (macro variables are not nodes of the tree).
+    fn call_arg_idents(&self, open: usize, n: usize) -> Vec<(String, usize)> {
+        use super::lexer::{tokenize, Tok};
+        let Some(rest) = self.src.get(open + 1..) else {
+            return Vec::new();
+        };
+        let Ok(tokens) = tokenize(rest) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut it = tokens.iter();
+        while out.len() < n {
+            match it.next().map(|t| (&t.kind, t.start)) {
+                Some((Tok::Ident(name), at)) => out.push((name.clone(), open + 1 + at)),
+                _ => break,
+            }
+            if out.len() < n && !matches!(it.next().map(|t| &t.kind), Some(Tok::Comma)) {
+                break;
+            }
+        }
+        out
+    }
+
     fn comprehension(&mut self, e: &Expr, c: &Comprehension) -> Checked {
         use MacroKind::*;
         let (issues, late) = (self.issues.borrow().len(), self.late.borrow().len());
@@ -1026,10 +1079,22 @@ impl<'e> Checker<'e> {
         let two_variable = matches!(c.kind, All | Exists | ExistsOne) && c.var2.is_some()
             || matches!(c.kind, TransformList | TransformMap | TransformMapEntry);
         if two_variable && self.env.version < since::TWO_VAR_COMPREHENSIONS {
-            return Err(self.err(
-                e,
-                format!("undeclared reference to '{}' (in container '')", c.name),
-            ));
+            // Without the macro, cel-go checks a plain call: the function is undeclared, and
+            // so are the two variable names and whatever the other arguments use of them.
+            let msg = |n: &str| format!("undeclared reference to '{n}' (in container '')");
+            self.issue(e, msg(c.name));
+            for (name, pos) in self.call_arg_idents(e.pos as usize, 2) {
+                if !self.is_local(&name) {
+                    self.issues
+                        .borrow_mut()
+                        .push(issue_at(self.src, pos, msg(&name)));
+                }
+            }
+            if let Some(f) = &c.filter {
+                self.check(f)?;
+            }
+            self.check(&c.body)?;
+            return Ok((Node::Fail(msg(c.name).into()), Type::Dyn));
         }
         if c.kind == SortBy && self.env.version < since::LISTS_V3 {
             return Err(self.err(e, "undeclared reference to 'sortBy' (in container '')"));

@@ -33,24 +33,70 @@ impl Env {
                 source: source.into(),
             })
         };
-        std::thread::scope(|scope| {
-            let handle = std::thread::Builder::new()
-                .name("cel-compile".into())
-                .stack_size(COMPILER_STACK)
-                .spawn_scoped(scope, work);
-            match handle {
-                Ok(h) => h.join().unwrap_or_else(|_| {
-                    Err(CompileError::general(
-                        source,
-                        "internal error: compiler thread panicked",
-                    ))
-                }),
-                Err(e) => Err(CompileError::general(
+        on_compiler_thread(source, work)
+    }
+}
+
+/// Runs `work` (parsing and checking `source`) on a thread with a [`COMPILER_STACK`] stack.
+fn on_compiler_thread<T: Send>(
+    source: &str,
+    work: impl FnOnce() -> Result<T, CompileError> + Send,
+) -> Result<T, CompileError> {
+    std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .name("cel-compile".into())
+            .stack_size(COMPILER_STACK)
+            .spawn_scoped(scope, work);
+        match handle {
+            Ok(h) => h.join().unwrap_or_else(|_| {
+                Err(CompileError::general(
                     source,
-                    format!("cannot start compiler thread: {e}"),
-                )),
-            }
-        })
+                    "internal error: compiler thread panicked",
+                ))
+            }),
+            Err(e) => Err(CompileError::general(
+                source,
+                format!("cannot start compiler thread: {e}"),
+            )),
+        }
+    })
+}
+
+/// A checked expression's tree with the type of each of its nodes (by node address: the
+/// tree is boxed so the addresses stay valid), for static analysis such as cost estimation.
+#[derive(Debug)]
+pub struct TypedAst {
+    pub expr: Box<super::ast::Expr>,
+    types: std::collections::HashMap<usize, Type>,
+}
+
+impl TypedAst {
+    /// The checked type of `e`, a node of [`TypedAst::expr`]; `None` for a node the checker
+    /// did not type on its own (a part of a qualified name it resolved at once).
+    pub fn type_of(&self, e: &super::ast::Expr) -> Option<&Type> {
+        self.types.get(&(e as *const super::ast::Expr as usize))
+    }
+}
+
+impl Env {
+    /// [`Env::compile`], also returning the parsed tree with each node's checked type.
+    pub fn compile_typed(&self, source: &str) -> Result<(Program, TypedAst), CompileError> {
+        let work = || {
+            let ast = Box::new(parse(source)?);
+            let mut checker = Checker::new(self, source);
+            checker.record_node_types();
+            let (root, ty) = checker.check_expr(&ast)?;
+            let types = checker.take_node_types();
+            Ok((
+                Program {
+                    root,
+                    ty,
+                    source: source.into(),
+                },
+                TypedAst { expr: ast, types },
+            ))
+        };
+        on_compiler_thread(source, work)
     }
 }
 

@@ -10,11 +10,42 @@ const MIN_SECS: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
 const MAX_SECS: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
 const NANOS: i128 = 1_000_000_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// An instant, with the UTC offset it was written with (as Go's `time.Time` keeps its
+/// location): the offset shows only when the timestamp is printed (`string(t)`); equality,
+/// ordering and the calendar accessors ignore it.
+#[derive(Debug, Clone, Copy)]
 pub struct Timestamp {
     secs: i64,
     /// Always below 1e9.
     nanos: u32,
+    /// Seconds east of UTC, for printing.
+    offset: i32,
+}
+
+impl PartialEq for Timestamp {
+    fn eq(&self, other: &Self) -> bool {
+        (self.secs, self.nanos) == (other.secs, other.nanos)
+    }
+}
+
+impl Eq for Timestamp {}
+
+impl std::hash::Hash for Timestamp {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (self.secs, self.nanos).hash(h);
+    }
+}
+
+impl PartialOrd for Timestamp {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Timestamp {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.secs, self.nanos).cmp(&(other.secs, other.nanos))
+    }
 }
 
 /// Calendar fields of a timestamp at some UTC offset.
@@ -38,8 +69,21 @@ pub struct Civil {
 impl Timestamp {
     /// A timestamp in CEL's range.
     pub fn new(secs: i64, nanos: u32) -> Option<Timestamp> {
-        (nanos < 1_000_000_000 && (MIN_SECS..=MAX_SECS).contains(&secs))
-            .then_some(Timestamp { secs, nanos })
+        (nanos < 1_000_000_000 && (MIN_SECS..=MAX_SECS).contains(&secs)).then_some(Timestamp {
+            secs,
+            nanos,
+            offset: 0,
+        })
+    }
+
+    /// The same instant, printed at `offset` seconds east of UTC.
+    pub fn with_offset(self, offset: i32) -> Timestamp {
+        Timestamp { offset, ..self }
+    }
+
+    /// The UTC offset it prints with (seconds east).
+    pub fn offset(&self) -> i32 {
+        self.offset
     }
 
     pub fn from_nanos(n: i128) -> Option<Timestamp> {
@@ -112,14 +156,14 @@ impl Timestamp {
             }
             nanos = digits.parse::<u32>().ok()? * 10u32.pow(9 - digits.len() as u32);
         }
-        let offset: i64 = match b.get(i)? {
+        let offset: i32 = match b.get(i)? {
             b'Z' if i + 1 == b.len() => 0,
             c @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
                 let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
                 if h > 23 || m > 59 {
                     return None;
                 }
-                let v = i64::from(h * 3600 + m * 60);
+                let v = (h * 3600 + m * 60) as i32;
                 if *c == b'-' {
                     -v
                 } else {
@@ -132,13 +176,15 @@ impl Timestamp {
             return None;
         }
         let days = days_from_civil(i64::from(year), month, day);
-        let secs = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second) - offset;
-        Timestamp::new(secs, nanos)
+        let secs =
+            days * 86_400 + i64::from(hour * 3600 + minute * 60 + second) - i64::from(offset);
+        Timestamp::new(secs, nanos).map(|t| t.with_offset(offset))
     }
 
-    /// RFC 3339 in UTC with the fraction trimmed, as Go's `RFC3339Nano`.
+    /// RFC 3339 at its offset (`Z` for UTC) with the fraction trimmed, as Go's
+    /// `RFC3339Nano`.
     pub fn to_rfc3339(&self) -> String {
-        let c = self.civil(0);
+        let c = self.civil(i64::from(self.offset));
         let mut s = format!(
             "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
             c.year, c.month, c.day, c.hour, c.minute, c.second
@@ -148,7 +194,7 @@ impl Timestamp {
             s.push('.');
             s.push_str(frac.trim_end_matches('0'));
         }
-        s.push('Z');
+        s.push_str(&format_offset(self.offset));
         s
     }
 
@@ -162,6 +208,16 @@ impl Timestamp {
         });
         i64::from(zone.to_offset(at).seconds())
     }
+}
+
+/// A UTC offset as RFC 3339 writes it: `Z`, or `±HH:MM`.
+pub fn format_offset(offset: i32) -> String {
+    if offset == 0 {
+        return "Z".into();
+    }
+    let sign = if offset < 0 { '-' } else { '+' };
+    let abs = offset.unsigned_abs();
+    format!("{sign}{:02}:{:02}", abs / 3600, abs / 60 % 60)
 }
 
 /// A duration as cel-go prints it: seconds with an `s` suffix, the fraction trimmed.
@@ -187,8 +243,14 @@ mod tests {
         let min = Timestamp::parse_rfc3339("0001-01-01T00:00:00Z").unwrap();
         assert_eq!(min.to_rfc3339(), "0001-01-01T00:00:00Z");
         assert!(Timestamp::from_nanos(min.as_nanos() - 1).is_none());
+        // The offset is kept for printing (as Go's time.Time), not for comparing.
         let t = Timestamp::parse_rfc3339("2009-02-13T23:31:30.5-08:00").unwrap();
-        assert_eq!(t.to_rfc3339(), "2009-02-14T07:31:30.5Z");
+        assert_eq!(t.to_rfc3339(), "2009-02-13T23:31:30.5-08:00");
+        assert_eq!(t.civil(0).hour, 7);
+        assert_eq!(
+            t,
+            Timestamp::parse_rfc3339("2009-02-14T07:31:30.5Z").unwrap()
+        );
         assert!(Timestamp::parse_rfc3339("2024-02-30T00:00:00Z").is_none());
         assert!(Timestamp::parse_rfc3339("2024-01-01 00:00:00Z").is_none());
         let c = Timestamp::parse_rfc3339("2024-03-01T10:00:00Z")

@@ -177,7 +177,7 @@ pub fn split_top(s: &str) -> (&str, &str) {
 
 /// A parsed signature: `recv.(p1, p2) result` for member functions, `(p1, p2) result` for
 /// global ones.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Signature {
     pub member: bool,
     /// Parameter types, the receiver first for a member function.

@@ -9,7 +9,7 @@
 
 use std::any::Any;
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -66,6 +66,26 @@ pub enum List<'a> {
     /// here, not a trillion elements. Size is kept, indexing walks down the tree, iteration
     /// walks it with an explicit stack: nothing recurses.
     Concat(Arc<Concat<'a>>),
+    /// A CRD list with `x-kubernetes-list-type: set` or `map`: as the left operand of `==`
+    /// or `+` it compares and concatenates as Kubernetes' unstructured set/map lists do.
+    Typed(Arc<TypedList<'a>>),
+}
+
+/// How a typed CRD list compares and concatenates.
+#[derive(Debug, Clone)]
+pub enum ListKind {
+    /// `x-kubernetes-list-type: set`: equality ignores order, `+` is a union.
+    Set,
+    /// `x-kubernetes-list-type: map` with its (CEL-escaped) key field names: equality
+    /// matches items by key, `+` merges by key.
+    Map(Arc<[Value<'static>]>),
+}
+
+/// The items of a typed list and its kind.
+#[derive(Debug)]
+pub struct TypedList<'a> {
+    pub kind: ListKind,
+    pub items: Vec<Value<'a>>,
 }
 
 /// The two halves of a concatenated list, with its length and the depth of its tree.
@@ -92,6 +112,7 @@ impl<'a> List<'a> {
             },
             List::Owned(v) => v.len(),
             List::Concat(c) => c.len,
+            List::Typed(t) => t.items.len(),
         }
     }
 
@@ -134,6 +155,7 @@ impl<'a> List<'a> {
                 List::Json(a) => a.get(i).map(Value::from_json),
                 List::Doc(r) => r.element(i).map(Value::from_doc),
                 List::Owned(v) => v.get(i).cloned(),
+                List::Typed(t) => t.items.get(i).cloned(),
                 List::Concat(c) => {
                     let left = c.left.len();
                     if i < left {
@@ -154,6 +176,7 @@ impl<'a> List<'a> {
             List::Json(a) => ListIter::Json(a.iter()),
             List::Doc(r) => ListIter::Doc(r.children()),
             List::Owned(v) => ListIter::Owned(v.iter()),
+            List::Typed(t) => ListIter::Owned(t.items.iter()),
             List::Concat(c) => {
                 let mut it = ConcatIter {
                     pending: Vec::with_capacity(c.depth as usize),
@@ -169,6 +192,146 @@ impl<'a> List<'a> {
     pub fn to_vec(&self) -> Vec<Value<'a>> {
         self.iter().collect()
     }
+
+    /// `self == other` when `self` is a typed list, `None` for any other list. As Kubernetes'
+    /// unstructured set and map lists: the sizes match and every item of `other` is in the
+    /// set (by Go value equality: `1` and `1.0` differ), or equals the item with its key.
+    pub fn typed_equals(&self, other: &List<'_>) -> Option<bool> {
+        let List::Typed(t) = self else {
+            return None;
+        };
+        if t.items.len() != other.len() {
+            return Some(false);
+        }
+        Some(match &t.kind {
+            ListKind::Set => {
+                let (keys, complex) = set_index(&t.items);
+                other.iter().all(|y| match RawKey::of(&y) {
+                    Some(k) => keys.contains(&k),
+                    None => complex.iter().any(|x| x.equals(&y)),
+                })
+            }
+            ListKind::Map(names) => {
+                let mut by_key = HashMap::with_capacity(t.items.len());
+                for x in &t.items {
+                    if let Some(k) = map_key(x, names) {
+                        by_key.insert(k, x);
+                    }
+                }
+                other.iter().all(|y| {
+                    map_key(&y, names)
+                        .and_then(|k| by_key.get(&k))
+                        .is_some_and(|x| x.equals(&y))
+                })
+            }
+        })
+    }
+
+    /// `self + other` when `self` is a typed list, `None` for any other list: for a set, the
+    /// union keeping `self`'s order then `other`'s new items (de-duplicated as they come);
+    /// for a map list, `self`'s items with those of `other` under the same key replacing them
+    /// in place, and `other`'s other items appended. The result has `self`'s kind.
+    pub fn typed_concat(&self, other: &List<'a>) -> Option<List<'a>> {
+        let List::Typed(t) = self else {
+            return None;
+        };
+        let mut items = t.items.clone();
+        match &t.kind {
+            ListKind::Set => {
+                let (mut keys, _) = set_index(&t.items);
+                for y in other.iter() {
+                    let new = match RawKey::of(&y) {
+                        Some(k) => keys.insert(k),
+                        None => !items.iter().any(|x| x.equals(&y)),
+                    };
+                    if new {
+                        items.push(y);
+                    }
+                }
+            }
+            ListKind::Map(names) => {
+                let mut index = HashMap::with_capacity(items.len());
+                for (i, x) in t.items.iter().enumerate() {
+                    if let Some(k) = map_key(x, names) {
+                        index.insert(k, i);
+                    }
+                }
+                for y in other.iter() {
+                    // Appended items are not indexed: Kubernetes merges by `self`'s keys only.
+                    match map_key(&y, names).and_then(|k| index.get(&k)) {
+                        Some(&i) => {
+                            if let Some(slot) = items.get_mut(i) {
+                                *slot = y;
+                            }
+                        }
+                        None => items.push(y),
+                    }
+                }
+            }
+        }
+        Some(List::Typed(Arc::new(TypedList {
+            kind: t.kind.clone(),
+            items,
+        })))
+    }
+}
+
+/// A scalar as Go compares `interface{}` values holding unstructured data: same kind and
+/// value (so `1` and `1.0` differ); `None` for lists, maps and other kinds.
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum RawKey {
+    Missing,
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Double(u64),
+    Str(Box<str>),
+}
+
+impl RawKey {
+    fn of(v: &Value<'_>) -> Option<RawKey> {
+        Some(match v {
+            Value::Null => RawKey::Null,
+            Value::Bool(b) => RawKey::Bool(*b),
+            Value::Int(i) => RawKey::Int(*i),
+            Value::Uint(u) => RawKey::Uint(*u),
+            // -0.0 and 0.0 are equal in Go; NaN cannot come from JSON.
+            Value::Double(d) => RawKey::Double(if *d == 0.0 { 0 } else { d.to_bits() }),
+            Value::String(s) => RawKey::Str(s.as_str().into()),
+            _ => return None,
+        })
+    }
+}
+
+/// The scalar items of a set as keys, and its other items.
+fn set_index<'v, 'a>(items: &'v [Value<'a>]) -> (HashSet<RawKey>, Vec<&'v Value<'a>>) {
+    let mut keys = HashSet::with_capacity(items.len());
+    let mut complex = Vec::new();
+    for x in items {
+        match RawKey::of(x) {
+            Some(k) => {
+                keys.insert(k);
+            }
+            None => complex.push(x),
+        }
+    }
+    (keys, complex)
+}
+
+/// The key of a map-list item: its values of the key fields (absent ones as `Missing`);
+/// `None` when it is not an object or a key value is not a scalar.
+fn map_key(item: &Value<'_>, names: &[Value<'static>]) -> Option<Vec<RawKey>> {
+    let Value::Map(m) = item else {
+        return None;
+    };
+    names
+        .iter()
+        .map(|n| match m.get(n) {
+            Some(v) => RawKey::of(&v),
+            None => Some(RawKey::Missing),
+        })
+        .collect()
 }
 
 pub enum ListIter<'a, 'l> {
@@ -587,9 +750,10 @@ impl<'a> Value<'a> {
             (Int(_) | Uint(_) | Double(_), Int(_) | Uint(_) | Double(_)) => {
                 num_cmp(self, other) == Some(Ordering::Equal)
             }
-            (List(a), List(b)) => {
-                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.equals(&y))
-            }
+            (List(a), List(b)) => match a.typed_equals(b) {
+                Some(eq) => eq,
+                None => a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.equals(&y)),
+            },
             (Map(a), Map(b)) => {
                 a.len() == b.len()
                     && a.entries()
@@ -619,6 +783,9 @@ impl<'a> Value<'a> {
         use Value::*;
         Ok(match (self, other) {
             (List(a), List(b)) => {
+                if let Some(eq) = a.typed_equals(b) {
+                    return Ok(eq);
+                }
                 if a.len() != b.len() {
                     return Ok(false);
                 }

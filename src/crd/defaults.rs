@@ -6,6 +6,36 @@ use serde_json::Value as Json;
 
 use super::schema::Schema;
 
+/// Removes the null values of fields that are neither nullable nor defaulted
+/// (`PruneNonNullableNullsWithoutDefaults`, before defaulting): such a field reads as absent
+/// rather than failing its type. Nulls in lists are kept.
+pub fn prune_nulls(v: &mut Json, schema: Option<&Schema>) {
+    match v {
+        Json::Object(m) => {
+            let field_schema =
+                |k: &str| schema.and_then(|s| s.property(k).or_else(|| s.additional_schema()));
+            m.retain(|k, x| {
+                !(x.is_null()
+                    && field_schema(k).is_some_and(|s| !s.nullable && s.default.is_none()))
+            });
+            for (k, x) in m.iter_mut() {
+                prune_nulls(x, field_schema(k));
+            }
+        }
+        Json::Array(a) => {
+            for x in a.iter_mut() {
+                prune_nulls(x, schema.and_then(|s| s.items.as_deref()));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `x` is a null that `s` does not allow (and so takes `s`'s default).
+fn non_nullable_null(x: &Json, s: &Schema) -> bool {
+    x.is_null() && !s.nullable
+}
+
 /// Applies the defaults of `schema` to `v` in place.
 pub fn apply(v: &mut Json, schema: &Schema) {
     match v {
@@ -27,6 +57,9 @@ pub fn apply(v: &mut Json, schema: &Schema) {
             }
             if let Some(add) = schema.additional_schema() {
                 for (_, x) in m.iter_mut() {
+                    if non_nullable_null(x, add) {
+                        *x = add.default.clone().unwrap_or(Json::Null);
+                    }
                     apply(x, add);
                 }
             }
@@ -34,6 +67,9 @@ pub fn apply(v: &mut Json, schema: &Schema) {
         Json::Array(a) => {
             if let Some(items) = schema.items.as_deref() {
                 for x in a.iter_mut() {
+                    if non_nullable_null(x, items) {
+                        *x = items.default.clone().unwrap_or(Json::Null);
+                    }
                     apply(x, items);
                 }
             }

@@ -5,6 +5,7 @@
 //! error texts and field paths.
 
 pub mod cli;
+pub mod cost;
 pub mod defaults;
 pub mod errors;
 pub mod prune;

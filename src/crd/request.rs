@@ -6,11 +6,13 @@ use serde_json::Value as Json;
 
 use super::errors::Status;
 use super::rules::CompiledCrd;
+use super::schema::Schema;
 use super::{defaults, prune, validate};
 
 impl CompiledCrd {
     /// Admits `obj` as a new custom resource: the object as stored, or the rejection.
     pub fn create(&self, mut obj: Json) -> Result<Json, Status> {
+        defaults::prune_nulls(&mut obj, Some(&self.schema));
         defaults::apply(&mut obj, &self.schema);
         prune::prune_root(&mut obj, &self.schema);
         let mut causes = validate::validate_root(&obj, &self.schema);
@@ -51,6 +53,7 @@ impl CompiledCrd {
     }
 
     fn admit_update(&self, old: &Json, mut obj: Json, ratchet: bool) -> Result<Json, Status> {
+        defaults::prune_nulls(&mut obj, Some(&self.schema));
         defaults::apply(&mut obj, &self.schema);
         prune::prune_root(&mut obj, &self.schema);
         let mut causes = validate::validate_root(&obj, &self.schema);
@@ -63,8 +66,7 @@ impl CompiledCrd {
                 } else {
                     c.field.as_str()
                 };
-                let (new, old) = (lookup(&obj, at), lookup(old, at));
-                new.is_none() || new != old
+                !ratcheted(&self.schema, &obj, old, at)
             });
         }
         if causes.iter().any(validate::is_blocking) {
@@ -91,32 +93,68 @@ fn parent_path(path: &str) -> &str {
     }
 }
 
-/// The value at a cause's field path (`spec.l[0].x`, `spec.m[key]`): brackets index a list
-/// or key a map.
-fn lookup<'j>(root: &'j Json, path: &str) -> Option<&'j Json> {
-    let mut cur = root;
-    let mut rest = path;
-    if rest.is_empty() || rest == "<nil>" {
-        return Some(root);
-    }
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix('[') {
-            let end = r.find(']')?;
-            let key = &r[..end];
-            cur = match cur {
-                Json::Array(a) => a.get(key.parse::<usize>().ok()?)?,
-                Json::Object(m) => m.get(key)?,
-                _ => return None,
+/// Whether an OpenAPI error at `path` (`spec.l[0].x`, `spec.m[key]`) ratchets: the value
+/// there, or one of its ancestors, equals the old value it correlates with. Values
+/// correlate through object fields, map keys and list-map keys; the items of atomic and set
+/// lists correlate with nothing (as the API server's `CorrelatedObject`), so once such a list
+/// changes its items' errors are reported again.
+fn ratcheted(schema: &Schema, new_root: &Json, old_root: &Json, path: &str) -> bool {
+    let (mut new, mut old, mut s) = (new_root, Some(old_root), Some(schema));
+    let mut rest = if path == "<nil>" { "" } else { path };
+    loop {
+        let Some(o) = old else {
+            return false;
+        };
+        if o == new {
+            return true;
+        }
+        if rest.is_empty() {
+            return false;
+        }
+        // The next step: `[key]` or `.field` (the first field has no dot).
+        let (step, bracket, tail) = if let Some(r) = rest.strip_prefix('[') {
+            let Some(end) = r.find(']') else {
+                return false;
             };
-            rest = &r[end + 1..];
+            (&r[..end], true, &r[end + 1..])
         } else {
             let r = rest.strip_prefix('.').unwrap_or(rest);
             let end = r.find(['.', '[']).unwrap_or(r.len());
-            cur = cur.get(&r[..end])?;
-            rest = &r[end..];
+            (&r[..end], false, &r[end..])
+        };
+        rest = tail;
+        let schema_here = s;
+        match new {
+            Json::Array(items) if bracket => {
+                let Some(i) = step.parse::<usize>().ok() else {
+                    return false;
+                };
+                let Some(item) = items.get(i) else {
+                    return false;
+                };
+                let list_map = schema_here.filter(|x| {
+                    x.list_type.as_deref() == Some("map") && !x.list_map_keys.is_empty()
+                });
+                old = match (list_map, o) {
+                    (Some(ls), Json::Array(old_items)) => old_items
+                        .iter()
+                        .find(|x| ls.list_map_keys.iter().all(|k| x.get(k) == item.get(k))),
+                    _ => None,
+                };
+                new = item;
+                s = schema_here.and_then(|x| x.items.as_deref());
+            }
+            Json::Object(m) => {
+                let Some(v) = m.get(step) else {
+                    return false;
+                };
+                old = o.get(step);
+                new = v;
+                s = schema_here.and_then(|x| x.property(step).or_else(|| x.additional_schema()));
+            }
+            _ => return false,
         }
     }
-    Some(cur)
 }
 
 fn set_field(obj: &mut Json, key: &str, v: Option<Json>) {

@@ -3,12 +3,15 @@
 //! and `fieldPath`), with the API server's CRD error texts; and evaluation of the compiled
 //! rules against a custom resource, with the per-call cost limit and the per-object budget.
 
+use std::collections::HashSet;
+
 use serde_json::Value as Json;
 
+use super::cost::{self, Decl, RuleCost};
 use super::errors::{go_quote, Cause};
 use super::schema::{Crd, Schema, ValidationRule};
 use super::structural;
-use super::types::{cel_type, root_type, to_cel};
+use super::types::{cel_type, escape, root_type, to_cel};
 use crate::cel::lexer::{tokenize, Tok};
 use crate::cel::types::Type;
 use crate::cel::{Env, Meter, Program, Value};
@@ -91,15 +94,105 @@ pub const SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
 
 /// Checks the schema and compiles every rule; the causes are those of a rejected CRD.
 pub fn compile(crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
+    compile_with_costs(crd, &mut Vec::new())
+}
+
+/// [`compile`], also listing the estimated cost of every rule and messageExpression that
+/// compiled, in schema order (`celgate crd check --costs`).
+pub fn compile_with_costs(crd: &Crd, costs: &mut Vec<RuleCost>) -> Result<CompiledCrd, Vec<Cause>> {
+    compile_full(crd, &UpdateOptions::default(), costs)
+}
+
+/// Kubernetes minor version of the CEL environment expressions already stored in the CRD
+/// being replaced are compiled for (the server's own version, 1.32): an update may keep an
+/// expression that only a newer library accepts.
+pub const STORED_CEL_VERSION: u16 = 32;
+
+/// What a CRD update relaxes (the API server's `validationOptions` on update).
+#[derive(Debug, Default, Clone)]
+pub struct UpdateOptions {
+    /// Rules (`rule` texts) of the CRD being replaced: compiled for [`STORED_CEL_VERSION`].
+    pub stored_rules: HashSet<String>,
+    /// Its `messageExpression` texts, likewise.
+    pub stored_messages: HashSet<String>,
+    /// The schema is unchanged: the per-expression cost limit is not enforced (the CRD
+    /// budget still is).
+    pub suppress_per_expression_cost: bool,
+}
+
+impl UpdateOptions {
+    /// The relaxations of replacing `old` by a CRD whose schema is `new_schema`.
+    pub fn replacing(old: &Crd, new_schema: &Json) -> UpdateOptions {
+        fn collect(s: &Schema, o: &mut UpdateOptions) {
+            for r in &s.validations {
+                o.stored_rules.insert(r.rule.clone());
+                if !r.message_expression.is_empty() {
+                    o.stored_messages.insert(r.message_expression.clone());
+                }
+            }
+            for (_, p) in &s.properties {
+                collect(p, o);
+            }
+            for sub in s.items.as_deref().into_iter().chain(s.additional_schema()) {
+                collect(sub, o);
+            }
+        }
+        let mut o = UpdateOptions {
+            suppress_per_expression_cost: old.raw_schema == *new_schema,
+            ..UpdateOptions::default()
+        };
+        collect(&old.schema, &mut o);
+        o
+    }
+}
+
+/// [`compile`] for an update replacing the stored CRD `old` by `crd`.
+pub fn compile_update(old: &Crd, crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
+    compile_full(
+        crd,
+        &UpdateOptions::replacing(old, &crd.raw_schema),
+        &mut Vec::new(),
+    )
+}
+
+/// Compiles a CRD being created (`update` empty) or replacing another one.
+pub fn compile_full(
+    crd: &Crd,
+    update: &UpdateOptions,
+    costs: &mut Vec<RuleCost>,
+) -> Result<CompiledCrd, Vec<Cause>> {
     // Rules are compiled only for an otherwise valid schema, as the API server does: a
     // structural or rule-field error hides the compile errors.
     let mut causes = structural::check(&crd.schema, SCHEMA_PATH);
-    check_rule_fields(&crd.schema, SCHEMA_PATH, &mut causes);
     if !causes.is_empty() {
         return Err(causes);
     }
+    // A rule-field error keeps the rules of its node and of the nodes above it from being
+    // compiled (the API server compiles a node's rules only when its subtree has no schema
+    // error); other nodes' rules are still compiled and reported.
+    let mut invalid_nodes = Vec::new();
+    check_rule_fields(&crd.schema, SCHEMA_PATH, &mut causes, &mut invalid_nodes);
     let root_ty = root_type(&crd.schema);
-    let root = compile_node(&crd.schema, root_ty, SCHEMA_PATH, "selfType", &mut causes);
+    let root_decl = cost::decl(&crd.schema, true);
+    let mut scope = Scope {
+        decl: root_decl.as_ref(),
+        cardinality: Some(1),
+        uncorrelatable: None,
+        invalid_nodes: &invalid_nodes,
+    };
+    let root = compile_node(
+        &crd.schema,
+        root_ty,
+        SCHEMA_PATH,
+        "selfType",
+        &mut scope,
+        &mut Compiling {
+            causes: &mut causes,
+            costs,
+            update,
+        },
+    );
+    budget_causes(costs, &mut causes);
     if !causes.is_empty() {
         return Err(causes);
     }
@@ -115,12 +208,54 @@ pub fn compile(crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
     })
 }
 
+/// Where the rules being compiled sit: the sizes of their scope, how many times the scope can
+/// occur in an object (`None`: unbounded), and the schema path above which `oldSelf` cannot
+/// be correlated (items of a list that is not a list-map, fields of an atomic map).
+#[derive(Clone)]
+struct Scope<'d> {
+    decl: Option<&'d Decl>,
+    cardinality: Option<u64>,
+    uncorrelatable: Option<String>,
+    /// The schema paths of nodes with an invalid rule field.
+    invalid_nodes: &'d [String],
+}
+
+impl<'d> Scope<'d> {
+    /// The scope of a child of `schema` (at `path`) whose sizes are `decl`.
+    fn child(&self, schema: &Schema, decl: Option<&'d Decl>) -> Scope<'d> {
+        Scope {
+            decl,
+            invalid_nodes: self.invalid_nodes,
+            cardinality: self
+                .cardinality
+                .zip(cost::child_factor(schema))
+                .map(|(c, f)| cost::times(c, f)),
+            uncorrelatable: self.uncorrelatable.clone(),
+        }
+    }
+
+    fn forbid_old_self(mut self, path: &str) -> Self {
+        if self.uncorrelatable.is_none() {
+            self.uncorrelatable = Some(path.to_string());
+        }
+        self
+    }
+}
+
+/// The outputs of compiling: the causes of a rejection and the estimated costs.
+struct Compiling<'o> {
+    causes: &'o mut Vec<Cause>,
+    costs: &'o mut Vec<RuleCost>,
+    update: &'o UpdateOptions,
+}
+
 fn compile_node(
     schema: &Schema,
     ty: Type,
     path: &str,
     type_name: &str,
-    causes: &mut Vec<Cause>,
+    scope: &mut Scope<'_>,
+    out: &mut Compiling<'_>,
 ) -> Node {
     let mut node = Node::default();
     // Each rule scope has its own `selfType` (the API server's names are relative to the
@@ -130,19 +265,38 @@ fn compile_node(
     } else {
         cel_type(schema, "selfType").unwrap_or(ty)
     };
+    let subtree_invalid = scope
+        .invalid_nodes
+        .iter()
+        .any(|p| p == path || p.strip_prefix(path).is_some_and(|r| r.starts_with('.')));
     for (i, rule) in schema.validations.iter().enumerate() {
+        if subtree_invalid {
+            break;
+        }
         let at = format!("{path}.x-kubernetes-validations[{i}]");
-        if let Some(r) = compile_rule(rule, &ty, &at, causes) {
+        if let Some(r) = compile_rule(rule, &ty, &at, scope, out) {
             node.rules.push(r);
         }
     }
+    let decl = scope.decl;
+    // Fields of a map of an unknown type cannot be correlated with their old values
+    // (`granular` and `atomic` maps can).
+    let fields_scope = if schema
+        .map_type
+        .as_deref()
+        .is_some_and(|t| t != "granular" && t != "atomic")
+    {
+        scope.clone().forbid_old_self(path)
+    } else {
+        scope.clone()
+    };
     for (name, sub) in &schema.properties {
         let sub_path = format!("{path}.properties[{name}]");
         let sub_name = format!("{type_name}.{name}");
         let Some(sub_ty) = cel_type(sub, &sub_name) else {
             if !sub.validations.is_empty() {
                 // An untyped preserve-unknown-fields node has no CEL declaration.
-                causes.push(Cause {
+                out.causes.push(Cause {
                     field: format!("{sub_path}.x-kubernetes-validations"),
                     reason: "InternalError".into(),
                     message: "Internal error: failed to construct type information for x-kubernetes-validations rules: unable to convert structural schema to CEL declarations".into(),
@@ -150,7 +304,9 @@ fn compile_node(
             }
             continue;
         };
-        let child = compile_node(sub, sub_ty, &sub_path, &sub_name, causes);
+        let sub_decl = decl.and_then(|d| escape(name).and_then(|n| d.fields.get(&n)));
+        let mut sub_scope = fields_scope.child(schema, sub_decl);
+        let child = compile_node(sub, sub_ty, &sub_path, &sub_name, &mut sub_scope, out);
         if !child.is_empty() {
             node.props.push((name.clone(), child));
         }
@@ -158,7 +314,19 @@ fn compile_node(
     if let Some(items) = schema.items.as_deref() {
         let sub_name = format!("{type_name}.@idx");
         if let Some(t) = cel_type(items, &sub_name) {
-            let child = compile_node(items, t, &format!("{path}.items"), &sub_name, causes);
+            // Only list-map items correlate with old items (by key).
+            let mut sub_scope = scope.child(schema, decl.and_then(|d| d.elem.as_deref()));
+            if schema.list_type.as_deref() != Some("map") {
+                sub_scope = sub_scope.forbid_old_self(path);
+            }
+            let child = compile_node(
+                items,
+                t,
+                &format!("{path}.items"),
+                &sub_name,
+                &mut sub_scope,
+                out,
+            );
             if !child.is_empty() {
                 node.items = Some(Box::new(child));
             }
@@ -167,12 +335,14 @@ fn compile_node(
     if let Some(add) = schema.additional_schema() {
         let sub_name = format!("{type_name}.@elem");
         if let Some(t) = cel_type(add, &sub_name) {
+            let mut sub_scope = scope.child(schema, decl.and_then(|d| d.elem.as_deref()));
             let child = compile_node(
                 add,
                 t,
                 &format!("{path}.additionalProperties"),
                 &sub_name,
-                causes,
+                &mut sub_scope,
+                out,
             );
             if !child.is_empty() {
                 node.additional = Some(Box::new(child));
@@ -219,8 +389,15 @@ fn references_old_self(src: &str) -> bool {
     false
 }
 
-fn env_for(ty: &Type, old_self: Option<bool>) -> Env {
-    let mut env = Env::new(CRD_CEL_VERSION);
+/// The environment of a new rule at `self`'s type `ty` (for tests of the estimator).
+#[cfg(test)]
+pub(crate) fn env_for(ty: &Type, old_self: Option<bool>) -> Env {
+    env_at(CRD_CEL_VERSION, ty, old_self)
+}
+
+/// The environment of a rule at Kubernetes version 1.`version`.
+fn env_at(version: u16, ty: &Type, old_self: Option<bool>) -> Env {
+    let mut env = Env::new(version);
     env.declare("self", ty.clone());
     let old_ty = if old_self == Some(true) {
         Type::Optional(Box::new(ty.clone()))
@@ -233,40 +410,68 @@ fn env_for(ty: &Type, old_self: Option<bool>) -> Env {
 
 /// The checks of a rule's fields that need no compilation (rule, message, reason,
 /// fieldPath), over the whole schema.
-fn check_rule_fields(schema: &Schema, path: &str, causes: &mut Vec<Cause>) {
+fn check_rule_fields(
+    schema: &Schema,
+    path: &str,
+    causes: &mut Vec<Cause>,
+    invalid_nodes: &mut Vec<String>,
+) {
+    let before = causes.len();
+    structural::node_checks(schema, path, causes);
     for (i, rule) in schema.validations.iter().enumerate() {
         let at = format!("{path}.x-kubernetes-validations[{i}]");
         check_one_rule(rule, schema, &at, causes);
     }
+    if causes.len() > before {
+        invalid_nodes.push(path.to_string());
+    }
     for (name, sub) in &schema.properties {
-        check_rule_fields(sub, &format!("{path}.properties[{name}]"), causes);
+        let p = format!("{path}.properties[{name}]");
+        check_rule_fields(sub, &p, causes, invalid_nodes);
     }
     if let Some(items) = schema.items.as_deref() {
-        check_rule_fields(items, &format!("{path}.items"), causes);
+        check_rule_fields(items, &format!("{path}.items"), causes, invalid_nodes);
     }
     if let Some(add) = schema.additional_schema() {
-        check_rule_fields(add, &format!("{path}.additionalProperties"), causes);
+        let p = format!("{path}.additionalProperties");
+        check_rule_fields(add, &p, causes, invalid_nodes);
     }
 }
 
+/// `hasNewlines`: a line break CEL's grammar knows.
+fn has_newlines(s: &str) -> bool {
+    s.contains(['\n', '\r'])
+}
+
 fn check_one_rule(rule: &ValidationRule, schema: &Schema, at: &str, causes: &mut Vec<Cause>) {
-    if rule.rule.trim().is_empty() {
+    let (rule_text, message) = (rule.rule.trim(), rule.message.trim());
+    if rule_text.is_empty() {
         causes.push(Cause::required(
             format!("{at}.rule"),
             "rule is not specified",
         ));
-    }
-    if rule.message.contains('\n') {
+    } else if !rule.message.is_empty() && message.is_empty() {
+        causes.push(Cause::invalid(
+            format!("{at}.message"),
+            &go_quote(&rule.message),
+            "message must be non-empty if specified",
+        ));
+    } else if has_newlines(message) {
         causes.push(Cause::invalid(
             format!("{at}.message"),
             &go_quote(&rule.message),
             "message must not contain line breaks",
         ));
-    } else if !rule.message.is_empty() && rule.message.trim().is_empty() {
-        causes.push(Cause::invalid(
+    } else if has_newlines(rule_text) && message.is_empty() {
+        causes.push(Cause::required(
             format!("{at}.message"),
-            &go_quote(&rule.message),
-            "message must be non-empty if specified",
+            "message must be specified if rule contains line breaks",
+        ));
+    }
+    if !rule.message_expression.is_empty() && rule.message_expression.trim().is_empty() {
+        causes.push(Cause::required(
+            format!("{at}.messageExpression"),
+            "messageExpression must be non-empty if specified",
         ));
     }
     if let Some(reason) = &rule.reason {
@@ -279,10 +484,25 @@ fn check_one_rule(rule: &ValidationRule, schema: &Schema, at: &str, causes: &mut
             ));
         }
     }
-    if !rule.field_path.is_empty() && !field_path_valid(&rule.field_path, schema) {
+    let field_path = &rule.field_path;
+    if !field_path.is_empty() && field_path.trim().is_empty() {
         causes.push(Cause::invalid(
             format!("{at}.fieldPath"),
-            &go_quote(&rule.field_path),
+            &go_quote(field_path),
+            "fieldPath must be non-empty if specified",
+        ));
+    }
+    if has_newlines(field_path) {
+        causes.push(Cause::invalid(
+            format!("{at}.fieldPath"),
+            &go_quote(field_path),
+            "fieldPath must not contain line breaks",
+        ));
+    }
+    if !field_path.is_empty() && !field_path_valid(field_path, schema) {
+        causes.push(Cause::invalid(
+            format!("{at}.fieldPath"),
+            &go_quote(field_path),
             "fieldPath must be a valid path",
         ));
     }
@@ -292,21 +512,68 @@ fn compile_rule(
     rule: &ValidationRule,
     ty: &Type,
     at: &str,
-    causes: &mut Vec<Cause>,
+    scope: &Scope<'_>,
+    out: &mut Compiling<'_>,
 ) -> Option<CompiledRule> {
+    let causes = &mut *out.causes;
     let before = causes.len();
     if rule.rule.trim().is_empty() {
         return None;
     }
     let uses_old_self = references_old_self(&rule.rule);
-    let env = env_for(ty, rule.optional_old_self);
-    let program = match env.compile(&rule.rule) {
-        Ok(p) if matches!(p.result_type(), Type::Bool | Type::Dyn) => Some(p),
+    let version_of = |stored: bool| {
+        if stored {
+            STORED_CEL_VERSION
+        } else {
+            CRD_CEL_VERSION
+        }
+    };
+    let update = out.update;
+    let env = env_at(
+        version_of(update.stored_rules.contains(&rule.rule)),
+        ty,
+        rule.optional_old_self,
+    );
+    let message_env = env_at(
+        version_of(update.stored_messages.contains(&rule.message_expression)),
+        ty,
+        rule.optional_old_self,
+    );
+    let enforce = !update.suppress_per_expression_cost;
+    let no_decl = Decl::default();
+    let decl = scope.decl.unwrap_or(&no_decl);
+    let program = match env.compile_typed(&rule.rule) {
+        Ok((p, ast)) if *p.result_type() == Type::Bool => {
+            // The rule's cost times the number of times its scope can occur.
+            let base = cost::estimate(&ast, decl);
+            let cardinality = scope
+                .cardinality
+                .unwrap_or_else(|| cost::unbounded_cardinality(decl));
+            let total = cost::times(base, cardinality);
+            if enforce && total > cost::STATIC_ESTIMATED_COST_LIMIT {
+                causes.push(Cause::forbidden(
+                    format!("{at}.rule"),
+                    &cost::exceeds_message(
+                        "estimated rule cost",
+                        total,
+                        cost::STATIC_ESTIMATED_COST_LIMIT,
+                    ),
+                ));
+            }
+            out.costs.push(RuleCost {
+                field: format!("{at}.rule"),
+                expression: rule.rule.clone(),
+                estimated: base,
+                cardinality,
+                cost: total,
+            });
+            Some(p)
+        }
         Ok(_) => {
             causes.push(Cause::invalid(
                 format!("{at}.rule"),
                 &rule_go_syntax(rule),
-                "compilation failed: cel expression must evaluate to a bool",
+                "cel expression must evaluate to a bool",
             ));
             None
         }
@@ -319,26 +586,37 @@ fn compile_rule(
             None
         }
     };
-    if let Some(v) = rule.optional_old_self {
-        // A rule that does not compile counts as not using oldSelf (the server reports both).
-        if !uses_old_self || program.is_none() {
-            causes.push(Cause::invalid(
-                format!("{at}.optionalOldSelf"),
-                &v.to_string(),
-                "may not be set if oldSelf is not used in rule",
-            ));
-        }
-    }
-    let message = if rule.message_expression.trim().is_empty() {
+    let message = if rule.message_expression.trim().is_empty() || program.is_none() {
         None
     } else {
-        match env.compile(&rule.message_expression) {
-            Ok(p) if matches!(p.result_type(), Type::String | Type::Dyn) => Some(p),
+        match message_env.compile_typed(&rule.message_expression) {
+            Ok((p, ast)) if *p.result_type() == Type::String => {
+                // A messageExpression's cost is not multiplied by the cardinality.
+                let base = cost::estimate(&ast, decl);
+                if enforce && base > cost::STATIC_ESTIMATED_COST_LIMIT {
+                    causes.push(Cause::forbidden(
+                        format!("{at}.messageExpression"),
+                        &cost::exceeds_message(
+                            "estimated messageExpression cost",
+                            base,
+                            cost::STATIC_ESTIMATED_COST_LIMIT,
+                        ),
+                    ));
+                }
+                out.costs.push(RuleCost {
+                    field: format!("{at}.messageExpression"),
+                    expression: rule.message_expression.clone(),
+                    estimated: base,
+                    cardinality: 1,
+                    cost: base,
+                });
+                Some(p)
+            }
             Ok(_) => {
                 causes.push(Cause::invalid(
                     format!("{at}.messageExpression"),
                     &rule_go_syntax(rule),
-                    "messageExpression compilation failed: must evaluate to a string",
+                    "messageExpression must evaluate to a string",
                 ));
                 None
             }
@@ -352,6 +630,24 @@ fn compile_rule(
             }
         }
     };
+    // A rule that does not compile counts as not using oldSelf (the server reports both).
+    if uses_old_self && program.is_some() {
+        if let Some(within) = &scope.uncorrelatable {
+            causes.push(Cause::invalid(
+                format!("{at}.rule"),
+                &go_quote(&rule.rule),
+                &format!(
+                    "oldSelf cannot be used on the uncorrelatable portion of the schema within {within}"
+                ),
+            ));
+        }
+    } else if let Some(v) = rule.optional_old_self {
+        causes.push(Cause::invalid(
+            format!("{at}.optionalOldSelf"),
+            &v.to_string(),
+            "may not be set if oldSelf is not used in rule",
+        ));
+    }
     if causes.len() > before {
         return None;
     }
@@ -361,6 +657,34 @@ fn compile_rule(
         message,
         uses_old_self,
     })
+}
+
+/// The per-CRD budget: when the total estimated cost is over it, the most expensive rules
+/// (at most 4, each at least 1% of the budget) and the total are reported.
+fn budget_causes(costs: &[RuleCost], causes: &mut Vec<Cause>) {
+    let total = costs.iter().fold(0u64, |t, c| t.saturating_add(c.cost));
+    if total <= cost::STATIC_ESTIMATED_CRD_COST_LIMIT {
+        return;
+    }
+    let mut expensive: Vec<&RuleCost> = costs
+        .iter()
+        .filter(|c| c.cost >= cost::STATIC_ESTIMATED_CRD_COST_LIMIT / 100)
+        .collect();
+    expensive.sort_by_key(|c| std::cmp::Reverse(c.cost));
+    for c in expensive.iter().take(4) {
+        causes.push(Cause::forbidden(
+            c.field.clone(),
+            "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+        ));
+    }
+    causes.push(Cause::forbidden(
+        SCHEMA_PATH,
+        &cost::exceeds_message(
+            "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+            total,
+            cost::STATIC_ESTIMATED_CRD_COST_LIMIT,
+        ),
+    ));
 }
 
 /// One step of a rule's `fieldPath`.
@@ -504,9 +828,12 @@ fn walk(
     path: &str,
     run: &mut Run,
 ) {
-    if run.stopped {
+    // Only non-null values are validated: a rule on a nullable field does not see null.
+    if run.stopped || v.is_null() {
         return;
     }
+    // A null old value is no old value (transition rules are then skipped).
+    let old = old.filter(|o| !o.is_null());
     let unchanged = unchanged_above || old == Some(v);
     if !node.rules.is_empty() {
         let resource = path.is_empty() || schema.embedded_resource;
@@ -516,10 +843,16 @@ fn walk(
             if run.stopped {
                 return;
             }
-            if run.ratchet && unchanged && !r.uses_old_self {
-                continue;
-            }
-            eval_rule(r, schema, &self_value, old_value.as_ref(), path, run);
+            let ratcheting = run.ratchet && unchanged && !r.uses_old_self;
+            eval_rule(
+                r,
+                schema,
+                &self_value,
+                old_value.as_ref(),
+                path,
+                ratcheting,
+                run,
+            );
         }
     }
     match v {
@@ -567,12 +900,16 @@ fn rule_error_string(r: &ValidationRule) -> &str {
     }
 }
 
+/// Evaluates one rule. `ratcheting`: the value is unchanged from its correlated old value
+/// and the rule is no transition rule, so a failure is only a warning (dropped here) — but
+/// the rule still runs, spends its cost, and its evaluation errors are still reported.
 fn eval_rule(
     r: &CompiledRule,
     schema: &Schema,
     self_value: &Value<'static>,
     old_value: Option<&Value<'static>>,
     path: &str,
+    ratcheting: bool,
     run: &mut Run,
 ) {
     let value_label = go_quote(&schema.type_);
@@ -592,26 +929,28 @@ fn eval_rule(
     let field = display_path(path);
     match result {
         Ok(Value::Bool(true)) => {}
-        Ok(Value::Bool(false)) => {
+        Ok(_) => {
             let at = match parse_field_path(&r.rule.field_path) {
                 Some(steps) if !r.rule.field_path.is_empty() => {
                     display_path(&apply_field_path(path, &steps, schema))
                 }
                 _ => field,
             };
-            let detail = failure_message(r, &activation, run);
-            run.causes
-                .push(cause_for_reason(&r.rule, at, &value_label, &detail));
+            match failure_message(r, &activation, run) {
+                Message::Text(detail) => {
+                    if !ratcheting {
+                        run.causes
+                            .push(cause_for_reason(&r.rule, at, &value_label, &detail));
+                    }
+                }
+                Message::Stop(detail) => {
+                    run.stopped = true;
+                    if !ratcheting {
+                        run.causes.push(Cause::invalid(at, &value_label, &detail));
+                    }
+                }
+            }
         }
-        Ok(other) => run.causes.push(Cause::invalid(
-            field,
-            &value_label,
-            &format!(
-                "rule did not evaluate to a bool: {} evaluating rule: {}",
-                other.type_name(),
-                rule_error_string(&r.rule)
-            ),
-        )),
         Err(e) if e.is_cancelled() => {
             run.stopped = true;
             if meter.limit < PER_CALL_LIMIT {
@@ -632,6 +971,16 @@ fn eval_rule(
                 ));
             }
         }
+        // A type mismatch at run time (only `dyn` values get there, e.g. int-or-string).
+        Err(e) if e.message().starts_with("no such overload") => run.causes.push(Cause::invalid(
+            field,
+            &value_label,
+            &format!(
+                "'{}': call arguments did not match a supported operator, function or macro signature for rule: {}",
+                e.message(),
+                rule_error_string(&r.rule)
+            ),
+        )),
         Err(e) => run.causes.push(Cause::invalid(
             field,
             &value_label,
@@ -644,28 +993,48 @@ fn eval_rule(
     }
 }
 
-/// The message of a failed rule: the messageExpression's result when it is a non-blank
-/// single-line string, else the static message, else `failed rule: <rule>`.
-fn failure_message(r: &CompiledRule, activation: &[Value<'static>; 2], run: &mut Run) -> String {
-    let fallback = if r.rule.message.trim().is_empty() {
-        format!("failed rule: {}", r.rule.rule.trim())
+/// The message of a failed rule, or the error that stops all validation.
+enum Message {
+    Text(String),
+    Stop(String),
+}
+
+/// `ruleMessageOrDefault`: the trimmed message, else `failed rule: <rule>`.
+fn rule_message_or_default(r: &ValidationRule) -> String {
+    if r.message.is_empty() {
+        format!("failed rule: {}", rule_error_string(r))
     } else {
-        r.rule.message.trim().to_string()
-    };
+        r.message.trim().to_string()
+    }
+}
+
+/// The message of a failed rule: the messageExpression's trimmed result when it is a
+/// non-empty single-line string of at most [`MAX_MESSAGE_LEN`] bytes, else the static message
+/// or the default. A messageExpression over the per-call limit or the object's budget stops
+/// validation, as the API server's `evalMessageExpression`.
+fn failure_message(r: &CompiledRule, activation: &[Value<'static>; 2], run: &mut Run) -> Message {
     let Some(msg) = &r.message else {
-        return fallback;
+        return Message::Text(rule_message_or_default(&r.rule));
     };
     let mut meter = Meter::with_limit(PER_CALL_LIMIT.min(run.remaining));
     let result = msg.eval(activation, &mut meter);
     run.remaining = run.remaining.saturating_sub(meter.cost);
     match result {
-        Ok(v) => match v.as_str() {
-            Some(s) if !s.trim().is_empty() && !s.contains('\n') && s.len() <= MAX_MESSAGE_LEN => {
-                s.trim().to_string()
+        Err(e) if e.is_cancelled() => Message::Stop(if meter.limit < PER_CALL_LIMIT {
+            "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run".to_string()
+        } else {
+            format!(
+                "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                go_quote(&r.rule.message_expression)
+            )
+        }),
+        Ok(v) => match v.as_str().map(str::trim) {
+            Some(s) if !s.is_empty() && s.len() <= MAX_MESSAGE_LEN && !s.contains(['\n', '\r']) => {
+                Message::Text(s.to_string())
             }
-            _ => fallback,
+            _ => Message::Text(rule_message_or_default(&r.rule)),
         },
-        Err(_) => fallback,
+        Err(_) => Message::Text(rule_message_or_default(&r.rule)),
     }
 }
 

@@ -151,6 +151,8 @@ pub struct Crd {
     pub kind: String,
     pub status_subresource: bool,
     pub schema: Schema,
+    /// The schema as written, to tell whether an update changed it.
+    pub raw_schema: Json,
 }
 
 /// Reads a CRD from its JSON form (YAML converted by the caller).
@@ -188,5 +190,6 @@ pub fn parse_crd(doc: &Json) -> Result<Crd, String> {
         kind,
         status_subresource,
         schema,
+        raw_schema: raw.clone(),
     })
 }

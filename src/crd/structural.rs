@@ -130,6 +130,183 @@ fn value_validation(s: &Schema, path: &str, causes: &mut Vec<Cause>) {
     }
 }
 
+/// The API server's per-node schema checks that are not about structure: `uniqueItems`,
+/// `additionalProperties` beside `properties`, and the list and map types (list-map keys,
+/// set items). Like a rule-field error, such an error keeps the node's (and its ancestors')
+/// rules from being compiled.
+pub fn node_checks(s: &Schema, path: &str, causes: &mut Vec<Cause>) {
+    use super::errors::go_quote;
+    if s.unique_items {
+        causes.push(Cause::forbidden(
+            format!("{path}.uniqueItems"),
+            "uniqueItems cannot be set to true since the runtime complexity becomes quadratic",
+        ));
+    }
+    let additional_forbidden = match &s.additional_properties {
+        Some(super::schema::AdditionalProperties::Bool(allows)) => !allows,
+        Some(super::schema::AdditionalProperties::Schema(_)) => true,
+        None => false,
+    };
+    if !s.properties.is_empty() && additional_forbidden {
+        causes.push(Cause::forbidden(
+            format!("{path}.additionalProperties"),
+            "additionalProperties and properties are mutual exclusive",
+        ));
+    }
+    let type_must_be = |causes: &mut Vec<Cause>, t: &str, ext: &str| {
+        let detail = format!("must be {t} if {ext} is specified");
+        causes.push(if s.type_.is_empty() {
+            Cause::required(format!("{path}.type"), &detail)
+        } else {
+            Cause::invalid(format!("{path}.type"), &go_quote(&s.type_), &detail)
+        });
+    };
+    if let Some(mt) = &s.map_type {
+        if s.type_ != "object" {
+            type_must_be(causes, "object", "x-kubernetes-map-type");
+        }
+        if mt != "atomic" && mt != "granular" {
+            causes.push(Cause::not_supported(
+                format!("{path}.x-kubernetes-map-type"),
+                &go_quote(mt),
+                &[go_quote("atomic"), go_quote("granular")],
+            ));
+        }
+    }
+    let items = s.items.as_deref();
+    if let Some(lt) = &s.list_type {
+        if s.type_ != "array" {
+            type_must_be(causes, "array", "x-kubernetes-list-type");
+        } else if lt == "set" {
+            if let Some(is) = items {
+                let must_be_atomic =
+                    "must be atomic as item of a list with x-kubernetes-list-type=set";
+                match is.type_.as_str() {
+                    "array" if is.list_type.as_deref().is_some_and(|t| t != "atomic") => {
+                        causes.push(Cause::invalid(
+                            format!("{path}.items.x-kubernetes-list-type"),
+                            &go_quote(is.list_type.as_deref().unwrap_or_default()),
+                            must_be_atomic,
+                        ));
+                    }
+                    "object" if is.map_type.as_deref() != Some("atomic") => {
+                        // The API server shows the item's list type here (null when unset).
+                        let shown = go_quote(is.list_type.as_deref().unwrap_or("null"));
+                        causes.push(Cause::invalid(
+                            format!("{path}.items.x-kubernetes-map-type"),
+                            &shown,
+                            must_be_atomic,
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if !matches!(lt.as_str(), "atomic" | "set" | "map") {
+            causes.push(Cause::not_supported(
+                format!("{path}.x-kubernetes-list-type"),
+                &go_quote(lt),
+                &[go_quote("atomic"), go_quote("set"), go_quote("map")],
+            ));
+        }
+    }
+    let keys_shown = || {
+        let quoted: Vec<String> = s.list_map_keys.iter().map(|k| go_quote(k)).collect();
+        format!("[]string{{{}}}", quoted.join(", "))
+    };
+    if !s.list_map_keys.is_empty() {
+        let detail = "must be map if x-kubernetes-list-map-keys is non-empty";
+        match s.list_type.as_deref() {
+            None => causes.push(Cause::required(
+                format!("{path}.x-kubernetes-list-type"),
+                detail,
+            )),
+            Some("map") => {}
+            Some(other) => causes.push(Cause::invalid(
+                format!("{path}.x-kubernetes-list-type"),
+                &go_quote(other),
+                detail,
+            )),
+        }
+    }
+    if s.list_type.as_deref() == Some("map") {
+        if s.list_map_keys.is_empty() {
+            causes.push(Cause::required(
+                format!("{path}.x-kubernetes-list-map-keys"),
+                "must not be empty if x-kubernetes-list-type is map",
+            ));
+        }
+        match items {
+            None => causes.push(Cause::required(
+                format!("{path}.items"),
+                "must have a schema if x-kubernetes-list-type is map",
+            )),
+            Some(is) if is.type_ != "object" => causes.push(Cause::invalid(
+                format!("{path}.items.type"),
+                &go_quote(&is.type_),
+                "must be object if parent array's x-kubernetes-list-type is map",
+            )),
+            Some(is) => {
+                let mut seen: Vec<&str> = Vec::new();
+                for k in &s.list_map_keys {
+                    match is.property(k) {
+                        Some(p) if p.type_ == "array" || p.type_ == "object" => {
+                            causes.push(Cause::invalid(
+                                format!("{path}.items.properties[{k}].type"),
+                                &go_quote(&is.type_),
+                                "must be a scalar type if parent array's x-kubernetes-list-type is map",
+                            ))
+                        }
+                        Some(_) => {}
+                        None => causes.push(Cause::invalid(
+                            format!("{path}.x-kubernetes-list-map-keys"),
+                            &keys_shown(),
+                            "entries must all be names of item properties",
+                        )),
+                    }
+                    if seen.contains(&k.as_str()) {
+                        causes.push(Cause::invalid(
+                            format!("{path}.x-kubernetes-list-map-keys"),
+                            &keys_shown(),
+                            "must not contain duplicate entries",
+                        ));
+                    }
+                    seen.push(k);
+                }
+            }
+        }
+    }
+    // `validateMapListKeysMapSet`: set and map items are not nullable; map keys are required
+    // or defaulted, and not nullable.
+    if let (Some(lt @ ("set" | "map")), Some(is)) = (s.list_type.as_deref(), items) {
+        if is.nullable {
+            causes.push(Cause::forbidden(
+                format!("{path}.items.nullable"),
+                &format!("cannot be nullable when x-kubernetes-list-type is {lt}"),
+            ));
+        }
+        if lt == "map" {
+            for k in &s.list_map_keys {
+                let Some(p) = is.property(k) else {
+                    continue;
+                };
+                if !is.required.contains(k) && p.default.is_none() {
+                    causes.push(Cause::required(
+                        format!("{path}.items.properties[{k}].default"),
+                        "this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property",
+                    ));
+                }
+                if p.nullable {
+                    causes.push(Cause::forbidden(
+                        format!("{path}.items.properties[{k}].nullable"),
+                        "this property is in x-kubernetes-list-map-keys, so it cannot be nullable",
+                    ));
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ use super::schema::Schema;
 use crate::apimachinery::duration::parse_go_duration;
 use crate::cel::time::Timestamp;
 use crate::cel::types::{ObjectType, Type};
-use crate::cel::value::{Map, OwnedMap, Str};
+use crate::cel::value::{List, ListKind, Map, OwnedMap, Str, TypedList};
 use crate::cel::Value;
 
 /// CEL keywords and reserved words a property name is escaped from (`__{word}__`): the
@@ -181,11 +181,27 @@ pub fn to_cel(v: &Json, schema: &Schema, embedded: bool) -> Value<'static> {
         Json::Array(a) => {
             let item = schema.items.as_deref();
             let default = Schema::default();
-            let items = a
+            let items: Vec<Value<'static>> = a
                 .iter()
                 .map(|x| to_cel(x, item.unwrap_or(&default), false))
                 .collect();
-            Value::list(items)
+            // Set and map lists keep their kind: as the left operand of `==` and `+` they
+            // compare and concatenate by membership or key, as the API server's values do.
+            let kind = match schema.list_type.as_deref() {
+                Some("set") => Some(ListKind::Set),
+                Some("map") if !schema.list_map_keys.is_empty() => Some(ListKind::Map(
+                    schema
+                        .list_map_keys
+                        .iter()
+                        .map(|k| Value::string(escape(k).unwrap_or_else(|| k.clone())))
+                        .collect(),
+                )),
+                _ => None,
+            };
+            match kind {
+                Some(kind) => Value::List(List::Typed(Arc::new(TypedList { kind, items }))),
+                None => Value::list(items),
+            }
         }
         Json::Object(m) => {
             let mut entries: Vec<(Value<'static>, Value<'static>)> = Vec::with_capacity(m.len());

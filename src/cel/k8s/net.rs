@@ -64,9 +64,7 @@ pub fn parse_ip(s: &str) -> Result<IpAddr, EvalError> {
             "IP address {s:?} with zone value is not allowed"
         )));
     }
-    let addr: IpAddr = s
-        .parse()
-        .map_err(|_| err(&format!("ParseAddr({s:?}): unable to parse IP")))?;
+    let addr: IpAddr = s.parse().map_err(|_| err(&parse_addr_error(s)))?;
     if let IpAddr::V6(v6) = addr {
         if is_ipv4_mapped(&v6) {
             return Err(err(&format!(
@@ -75,6 +73,52 @@ pub fn parse_ip(s: &str) -> Result<IpAddr, EvalError> {
         }
     }
     Ok(addr)
+}
+
+/// Go's `netip.ParseAddr` error for a string that is not an address: the IPv4 field errors
+/// exactly; IPv6 syntax errors are reported as `unable to parse IP`.
+fn parse_addr_error(s: &str) -> String {
+    let quoted = |x: &str| format!("{x:?}");
+    let fail = |msg: &str, at: Option<&str>| match at {
+        Some(at) => format!("ParseAddr({}): {msg} (at {})", quoted(s), quoted(at)),
+        None => format!("ParseAddr({}): {msg}", quoted(s)),
+    };
+    // Go picks the family by the first `.` or `:`.
+    match s.bytes().find(|b| matches!(b, b'.' | b':' | b'%')) {
+        Some(b'.') => {}
+        Some(b'%') => return fail("missing IPv6 address", None),
+        _ => return fail("unable to parse IP", None),
+    }
+    let bytes = s.as_bytes();
+    let (mut val, mut digits, mut fields) = (0u32, 0u32, 0u32);
+    for (i, &c) in bytes.iter().enumerate() {
+        if c.is_ascii_digit() {
+            if digits == 1 && val == 0 {
+                return fail("IPv4 field has octet with leading zero", None);
+            }
+            val = val * 10 + u32::from(c - b'0');
+            digits += 1;
+            if val > 255 {
+                return fail("IPv4 field has value >255", None);
+            }
+        } else if c == b'.' {
+            if i == 0 || i == bytes.len() - 1 || bytes[i - 1] == b'.' {
+                return fail("IPv4 field must have at least one digit", s.get(i..));
+            }
+            if fields == 3 {
+                return fail("IPv4 address too long", None);
+            }
+            fields += 1;
+            val = 0;
+            digits = 0;
+        } else {
+            return fail("unexpected character", s.get(i..));
+        }
+    }
+    if fields < 3 {
+        return fail("IPv4 address too short", None);
+    }
+    fail("unable to parse IP", None)
 }
 
 fn is_ipv4_mapped(v6: &Ipv6Addr) -> bool {
@@ -98,7 +142,8 @@ pub fn parse_cidr(s: &str) -> Result<Cidr, EvalError> {
     }
     let addr: IpAddr = addr_text.parse().map_err(|_| {
         err(&format!(
-            "netip.ParsePrefix({s:?}): ParseAddr({addr_text:?}): unable to parse IP"
+            "netip.ParsePrefix({s:?}): {}",
+            parse_addr_error(addr_text)
         ))
     })?;
     if let IpAddr::V6(v6) = addr {
@@ -165,6 +210,14 @@ impl Cidr {
 
     pub fn contains_cidr(&self, other: &Cidr) -> bool {
         self.prefix <= other.prefix && self.contains_ip(&other.addr)
+    }
+
+    /// `containsCIDR` up to Kubernetes 1.32: this masked prefix must equal `other`'s address
+    /// (not masked) at this prefix length, so `10.0.0.0/8` contains `10.0.0.0/16` but not
+    /// `10.1.0.0/16` (`netip.PrefixFrom` keeps the host bits; the recorded answers agree).
+    /// 1.33 fixed it (kubernetes#130496: `Overlaps`), as [`Cidr::contains_cidr`] computes.
+    pub fn contains_cidr_until_1_32(&self, other: &Cidr) -> bool {
+        self.masked().addr == other.addr && self.prefix <= other.prefix
     }
 }
 
@@ -274,6 +327,12 @@ fn contains_cidr<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Bool(cidr_of(&a[0])?.contains_cidr(&cidr_of(&a[1])?)))
 }
 
+fn contains_cidr_until_1_32<'a>(a: &[Value<'a>]) -> R<'a> {
+    Ok(Value::Bool(
+        cidr_of(&a[0])?.contains_cidr_until_1_32(&cidr_of(&a[1])?),
+    ))
+}
+
 fn masked<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::opaque(cidr_of(&a[0])?.masked()))
 }
@@ -369,6 +428,17 @@ pub fn register(add: Register<'_>) {
             ("net.CIDR.(net.CIDR) bool", v),
             ("net.CIDR.(string) bool", v),
         ],
+        contains_cidr_until_1_32,
+        Cost::Custom(cost_contains),
+    );
+    // The same signatures with the 1.33 implementation, which supersedes the one above.
+    let fixed = since::CONTAINS_CIDR_OVERLAPS;
+    add(
+        "containsCIDR",
+        &[
+            ("net.CIDR.(net.CIDR) bool", fixed),
+            ("net.CIDR.(string) bool", fixed),
+        ],
         contains_cidr,
         Cost::Custom(cost_contains),
     );
@@ -419,9 +489,26 @@ mod tests {
     }
 
     #[test]
+    fn parse_errors_name_the_bad_ipv4_field_as_go_does() {
+        let why = |s: &str| parse_ip(s).unwrap_err().message().to_string();
+        assert!(why("300.1.1.1").ends_with("ParseAddr(\"300.1.1.1\"): IPv4 field has value >255"));
+        assert!(why("01.1.1.1").ends_with("IPv4 field has octet with leading zero"));
+        assert!(why("1.2.3").ends_with("IPv4 address too short"));
+        assert!(why("1.2.3.4.5").ends_with("IPv4 address too long"));
+        assert!(why(" 1.2.3.4").ends_with("unexpected character (at \" 1.2.3.4\")"));
+        assert!(why("localhost").ends_with("ParseAddr(\"localhost\"): unable to parse IP"));
+    }
+
+    #[test]
     fn containment_and_equality() {
         let net = parse_cidr("10.0.0.0/8").unwrap();
         assert!(net.contains_cidr(&parse_cidr("10.1.0.0/16").unwrap()));
+        // As Kubernetes 1.32 answers (recorded): only a CIDR at the network's own address.
+        assert!(net.contains_cidr_until_1_32(&parse_cidr("10.0.0.0/16").unwrap()));
+        assert!(!net.contains_cidr_until_1_32(&parse_cidr("10.1.0.0/16").unwrap()));
+        assert!(!parse_cidr("0.0.0.0/0")
+            .unwrap()
+            .contains_cidr_until_1_32(&parse_cidr("10.0.0.0/8").unwrap()));
         assert!(!parse_cidr("10.1.0.0/16").unwrap().contains_cidr(&net));
         assert!(!net.contains_ip(&p6("::a00:1")));
         assert_ne!(

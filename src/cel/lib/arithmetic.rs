@@ -44,6 +44,13 @@ pub fn add<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
             Ok(Bytes([x.as_ref(), y.as_ref()].concat().into()))
         }
         (List(x), List(y)) => {
+            if let crate::cel::value::List::Typed(t) = x {
+                // A CRD set or map list on the left: union or merge by key (copied, counted).
+                cx.alloc_values(t.items.len().saturating_add(y.len()))?;
+                if let Some(l) = x.typed_concat(y) {
+                    return Ok(Value::List(l));
+                }
+            }
             if y.is_empty() {
                 return Ok(a[0].clone());
             }

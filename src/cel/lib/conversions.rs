@@ -25,7 +25,7 @@ pub fn to_int<'a>(a: &[Value<'a>]) -> R<'a> {
             .as_str()
             .parse::<i64>()
             .map(Value::Int)
-            .map_err(|_| EvalError::new(format!("cannot convert '{}' to int", s.as_str()))),
+            .map_err(|_| EvalError::new("type conversion error from 'string' to 'int'")),
         Value::Timestamp(t) => Ok(Value::Int(t.secs())),
         Value::Duration(d) => Ok(Value::Int(*d)),
         _ => no_overload(),
@@ -48,7 +48,7 @@ pub fn to_uint<'a>(a: &[Value<'a>]) -> R<'a> {
             .as_str()
             .parse::<u64>()
             .map(Value::Uint)
-            .map_err(|_| EvalError::new(format!("cannot convert '{}' to uint", s.as_str()))),
+            .map_err(|_| EvalError::new("type conversion error from 'string' to 'uint'")),
         _ => no_overload(),
     }
 }
@@ -60,7 +60,7 @@ pub fn to_double<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::Uint(u) => Ok(Value::Double(*u as f64)),
         Value::String(s) => parse_go_float(s.as_str())
             .map(Value::Double)
-            .ok_or_else(|| EvalError::new(format!("cannot convert '{}' to double", s.as_str()))),
+            .ok_or_else(|| EvalError::new("type conversion error from 'string' to 'double'")),
         _ => no_overload(),
     }
 }

@@ -12,8 +12,10 @@ fn out_of_range<'a>() -> R<'a> {
 }
 
 pub(super) fn timestamp_add<'a>(t: Timestamp, d: i64) -> R<'a> {
-    Timestamp::from_nanos(t.as_nanos() + i128::from(d))
-        .map_or_else(out_of_range, |t| Ok(Value::Timestamp(t)))
+    // The result keeps the operand's offset, as Go's `Time.Add` keeps its location.
+    Timestamp::from_nanos(t.as_nanos() + i128::from(d)).map_or_else(out_of_range, |r| {
+        Ok(Value::Timestamp(r.with_offset(t.offset())))
+    })
 }
 
 pub fn to_timestamp<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -25,10 +27,7 @@ pub fn to_timestamp<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::String(s) => Timestamp::parse_rfc3339(s.as_str())
             .map(Value::Timestamp)
             .ok_or_else(|| {
-                EvalError::new(format!(
-                    "type conversion error from 'string' to 'google.protobuf.Timestamp': {}",
-                    s.as_str()
-                ))
+                EvalError::new("type conversion error from 'string' to 'google.protobuf.Timestamp'")
             }),
         _ => no_overload(),
     }
@@ -40,10 +39,7 @@ pub fn to_duration<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::String(s) => parse_go_duration(s.as_str())
             .map(Value::Duration)
             .ok_or_else(|| {
-                EvalError::new(format!(
-                    "type conversion error from 'string' to 'google.protobuf.Duration': {}",
-                    s.as_str()
-                ))
+                EvalError::new("type conversion error from 'string' to 'google.protobuf.Duration'")
             }),
         Value::Int(_) => Err(EvalError::new(
             "type conversion error from 'int' to 'google.protobuf.Duration'",
