@@ -17,7 +17,7 @@ use crate::policy::snapshot::{namespace_view, NamespaceEntry, Snapshot};
 /// snapshot does not have it yet.
 pub(super) struct RequestNamespaces<'s> {
     snapshot: &'s Snapshot,
-    fetched: Option<NamespaceEntry>,
+    fetched: Option<Arc<NamespaceEntry>>,
 }
 
 impl<'s> RequestNamespaces<'s> {
@@ -25,7 +25,7 @@ impl<'s> RequestNamespaces<'s> {
         let ns = &req.attributes.namespace;
         let fetched = match &services.namespace_lookup {
             Some(lookup) if !ns.is_empty() && !snapshot.namespaces.contains_key(ns) => {
-                lookup.get(ns).map(|o| NamespaceEntry::new(Arc::new(o)))
+                lookup.entry(ns)
             }
             _ => None,
         };
@@ -35,7 +35,7 @@ impl<'s> RequestNamespaces<'s> {
     fn get(&self, name: &str) -> Option<&NamespaceEntry> {
         self.snapshot.namespaces.get(name).or_else(|| {
             self.fetched
-                .as_ref()
+                .as_deref()
                 .filter(|e| e.object["metadata"]["name"] == name)
         })
     }

@@ -11,6 +11,7 @@ use serde_json::Value as Json;
 
 use crate::cel::k8s::authz::AuthorizerFactory;
 use crate::cel::{CancelReason, EvalError, Meter};
+use crate::policy::snapshot::NamespaceEntry;
 
 /// Finds a namespace the snapshot does not have yet, as the API server falls back from its
 /// informer to a live GET: a namespace created a moment before the request (`kubectl apply`
@@ -18,6 +19,13 @@ use crate::cel::{CancelReason, EvalError, Meter};
 pub trait NamespaceLookup: Send + Sync + std::fmt::Debug {
     /// The Namespace object, or `None` when it does not exist (or cannot be read).
     fn get(&self, name: &str) -> Option<Json>;
+
+    /// The namespace as the evaluation reads it (labels, `namespaceObject`); a lookup whose
+    /// answers do not change keeps them, rather than building one per request.
+    fn entry(&self, name: &str) -> Option<Arc<NamespaceEntry>> {
+        self.get(name)
+            .map(|o| Arc::new(NamespaceEntry::new(Arc::new(o))))
+    }
 }
 
 /// The live services an evaluation may call (and wait on), built once by whoever wires the

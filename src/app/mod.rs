@@ -265,7 +265,9 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
             if !source.strict_namespaces {
                 state.set_services(crate::admission::Services {
                     authorizer: None,
-                    namespace_lookup: Some(Arc::new(crate::source::folder::BareNamespaces)),
+                    namespace_lookup: Some(Arc::new(
+                        crate::source::folder::BareNamespaces::default(),
+                    )),
                 });
             }
             let mut watch = folder::FolderWatch::new(state.clone(), source.clone(), cfg.version);
