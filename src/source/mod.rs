@@ -156,6 +156,7 @@ pub fn build_for_serving(
         &snapshot,
         |k| folder_param(&snapshot, k),
         &Default::default(),
+        &[],
     );
     Ok((snapshot, problems))
 }
