@@ -3,7 +3,7 @@
 validates every rendered object against the Kubernetes schemas (oldest and newest supported
 minor), checks the properties the chart promises (among them: no render without
 image.repository, the webhook fail-open until celgate is seen ready, namespace-scoped param
-Roles), and checks that deploy/celgate.yaml and charts/celgate/README.md are current.
+Roles with the matching --param-namespaces), and checks that deploy/celgate.yaml and charts/celgate/README.md are current.
 
     python3 .ci/chart-check.py            # check (CI)
     python3 .ci/chart-check.py --write    # regenerate deploy/celgate.yaml and the chart README
@@ -69,7 +69,7 @@ VARIANTS = {
             "paramResources": [
                 {"apiGroups": [""], "resources": ["configmaps"], "namespaces": ["team-a", "team-b"]},
                 {"apiGroups": ["policy.example.com"], "resources": ["limits"]},
-                {"apiGroups": ["policy.example.com"], "resources": ["quotas"], "namespaces": ["team-a"]},
+                {"apiGroups": ["policy.example.com"], "resources": ["quotas"], "namespaces": ["team-b", "team-a"]},
             ]
         }
     },
@@ -86,6 +86,13 @@ INVALID = {
     "controller duration": ({"certificates": {"controller": {"overlap": "soon"}}}, SCHEMA),
     "param namespace name": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": ["configmaps"], "namespaces": ["Team_A"]}]}}, SCHEMA),
     "param entry without resources": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": []}]}}, SCHEMA),
+    # An empty list would read as "cluster-wide": refused, say which.
+    "param entry with no namespaces": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": ["configmaps"], "namespaces": []}]}}, SCHEMA),
+    # celgate watches every namespaced param kind in one set of namespaces (--param-namespaces).
+    "param entries in different namespaces": ({"rbac": {"paramResources": [
+        {"apiGroups": [""], "resources": ["configmaps"], "namespaces": ["team-a", "team-b"]},
+        {"apiGroups": ["policy.example.com"], "resources": ["quotas"], "namespaces": ["team-a"]},
+    ]}}, "list different ones (team-a,team-b / team-a)"),
 }
 # A render without image.repository is refused with the commands that make an image.
 NO_IMAGE_HINT = ["image.repository is required", "docker build -t REGISTRY/celgate:0.1.0 .",
@@ -211,7 +218,7 @@ def check_promises(variant, objects):
     verbs = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
     if any(v - {"get", "list", "watch"} for k, v in verbs.items() if k[0] != ("authorization.k8s.io",)):
         fail(f"{variant}: the ClusterRole may only read, besides SubjectAccessReviews: {verbs}")
-    check_params(variant, objects, verbs)
+    check_params(variant, objects, verbs, c["args"])
     for kind in ["HorizontalPodAutoscaler", "ServiceMonitor", "NetworkPolicy"]:
         if (find(objects, kind) is not None) != autoscaled:
             fail(f"{variant}: {kind} is optional and off by default")
@@ -258,9 +265,10 @@ def check_certificate_controller(variant, objects, on, dep, ca):
         fail(f"{variant}: the certificate Roles must be bound to celgate's service account: {bindings}")
 
 
-def check_params(variant, objects, cluster_verbs):
+def check_params(variant, objects, cluster_verbs, args):
     """Each rbac.paramResources entry is read access: cluster-wide without namespaces, else a
-    Role bound to celgate's service account in each namespace and nothing cluster-wide."""
+    Role bound to celgate's service account in each namespace and nothing cluster-wide; and
+    celgate is told to read namespaced param kinds in those namespaces only."""
     entries = variant_values(variant).get("rbac", {}).get(
         "paramResources", [{"apiGroups": [""], "resources": ["configmaps"]}]
     )
@@ -283,6 +291,10 @@ def check_params(variant, objects, cluster_verbs):
         if o["kind"] == "RoleBinding" and o["metadata"]["name"] == f"{RELEASE}-params"
     }
     namespaced = {ns for ns in wanted if ns}
+    flags = [a for a in args if a.startswith("--param-namespaces")]
+    expected = [f"--param-namespaces={','.join(sorted(namespaced))}"] if namespaced else []
+    if flags != expected:
+        fail(f"{variant}: celgate's args have {flags}, expected {expected}")
     if set(roles) != namespaced or set(bindings) != namespaced:
         fail(f"{variant}: param Roles in {sorted(roles)}, bindings in {sorted(bindings)}, expected {sorted(namespaced)}")
         return

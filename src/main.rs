@@ -9,7 +9,7 @@ use celgate::app::{CertSource, PolicySource, ServeConfig, ServeError};
 use celgate::server::Limits;
 use celgate::source::kube::authorizer::SarOptions;
 use celgate::source::kube::lease::LeaseOptions;
-use celgate::source::kube::KubeOptions;
+use celgate::source::kube::{self, KubeOptions};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -101,6 +101,12 @@ enum Command {
         /// this long, plus a re-list.
         #[arg(long, value_name = "DURATION", default_value = "1s")]
         kube_retry_max: String,
+        /// List and watch namespaced param kinds only in these namespaces (`--source
+        /// kubernetes`), for RBAC that grants them there only (Roles); a param elsewhere counts
+        /// as missing and its binding is reported (ParamNamespaceNotWatched). Cluster-scoped
+        /// param kinds are watched whole. Default: every namespace.
+        #[arg(long, value_name = "NS[,NS...]")]
+        param_namespaces: Option<String>,
         /// Do not report misconfigured policies and bindings as Kubernetes Events.
         #[arg(long)]
         no_events: bool,
@@ -459,6 +465,7 @@ fn serve(command: Command) -> ExitCode {
         authz_cache_ttl,
         authz_timeout,
         kube_retry_max,
+        param_namespaces,
         no_events,
         pod_name,
         lease_namespace,
@@ -613,6 +620,14 @@ fn serve(command: Command) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            let param_namespaces = match param_namespaces.as_deref().map(kube::param_namespaces) {
+                None => Vec::new(),
+                Some(Ok(list)) => list,
+                Some(Err(e)) => {
+                    eprintln!("celgate: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             // One replica reports Events; it needs a name and a namespace for the Lease.
             let events_lease =
                 (!lease_namespace.is_empty() && !pod_name.is_empty()).then(|| LeaseOptions {
@@ -632,6 +647,7 @@ fn serve(command: Command) -> ExitCode {
                     events_lease,
                     instance: pod_name,
                     retry_max,
+                    param_namespaces,
                     ..KubeOptions::default()
                 },
                 sar: Some(SarOptions {

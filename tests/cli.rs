@@ -208,3 +208,36 @@ fn a_closed_standard_output_is_no_panic() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// `--param-namespaces` takes namespace names only, and says which one it refuses before
+/// trying to reach any API server.
+#[test]
+fn param_namespaces_must_be_namespace_names() {
+    let dir = temp_dir("param-namespaces");
+    for list in ["team-a,Team_B", "team-a,", ""] {
+        let (code, _, err) = celgate(
+            &[
+                "serve",
+                "--source",
+                "kubernetes",
+                "--kube-api-url",
+                "http://127.0.0.1:9",
+                "--self-signed",
+                "--metrics-listen",
+                "off",
+                "--param-namespaces",
+                list,
+            ],
+            &dir,
+            "",
+        );
+        assert_eq!(code, 2, "{list:?}: {err}");
+        let refused = list.rsplit(',').next().unwrap_or(list);
+        assert!(
+            err.contains(&format!(
+                "--param-namespaces: {refused:?} is not a namespace name"
+            )),
+            "{list:?}: {err}"
+        );
+    }
+}

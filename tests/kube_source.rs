@@ -849,3 +849,168 @@ async fn a_failed_param_kind_lookup_is_retried_promptly() {
     }
     assert_eq!(allowed(&latest, review("team", "p", 2)), Some(false));
 }
+
+/// `--param-namespaces team-a` with RBAC that grants ConfigMaps in team-a only (the fake
+/// refuses a cluster-wide list, and one in team-b): the param in team-a is used; ConfigMaps
+/// anywhere else are never asked for, a binding whose param is in team-b gets its
+/// parameterNotFoundAction, and both that binding and a per-request-namespace one that
+/// selects team-b are reported. Cluster-scoped param kinds are still watched whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn params_are_watched_only_in_the_listed_namespaces() {
+    let mut kinds = core_kinds();
+    kinds.push(Kind::new("events.k8s.io/v1", "Event", "events", true));
+    let (fake, addr) = Fake::start(&kinds).await;
+    fake.grant_only_in("configmaps", &["team-a"]);
+    let labelled = |name: &str, env: &str, team: &str| {
+        let mut ns = namespace(name, env);
+        ns["metadata"]["labels"]["team"] = json!(team);
+        ns
+    };
+    fake.apply(labelled("team-a", "prod", "a"));
+    fake.apply(labelled("team-b", "prod", "b"));
+    fake.apply(labelled("team-c", "dev", "c"));
+    let limits_in = |ns: &str, max: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "limits", "namespace": ns}, "data": {"max": max}});
+    fake.apply(limits_in("team-a", "1"));
+    // Would deny every pod if it were read.
+    fake.apply(limits_in("team-b", "0"));
+    fake.apply(policy("max-containers", true));
+    fake.apply(binding(
+        "pinned-a",
+        "max-containers",
+        json!({"matchLabels": {"team": "a"}}),
+        Some(json!({"name": "limits", "namespace": "team-a", "parameterNotFoundAction": "Deny"})),
+    ));
+    fake.apply(binding(
+        "per-namespace",
+        "max-containers",
+        json!({"matchLabels": {"env": "prod"}}),
+        Some(json!({"name": "limits", "parameterNotFoundAction": "Allow"})),
+    ));
+    fake.apply(binding(
+        "pinned-b",
+        "max-containers",
+        json!({"matchLabels": {"team": "c"}}),
+        Some(json!({"name": "limits", "namespace": "team-b", "parameterNotFoundAction": "Deny"})),
+    ));
+    // A cluster-scoped param kind: watched cluster-wide as without the flag.
+    let mut by_namespace = policy("namespace-params", false);
+    by_namespace["spec"]["paramKind"] = json!({"apiVersion": "v1", "kind": "Namespace"});
+    by_namespace["spec"]["validations"] =
+        json!([{"expression": "params.metadata.labels.team == 'b'"}]);
+    fake.apply(by_namespace);
+    fake.apply(binding(
+        "namespace-params",
+        "namespace-params",
+        json!({"matchLabels": {"team": "a"}}),
+        Some(json!({"name": "team-b", "parameterNotFoundAction": "Deny"})),
+    ));
+    let options = KubeOptions {
+        param_namespaces: vec!["team-a".into()],
+        ..options()
+    };
+    let (source, latest) = start(addr, options, false);
+    eventually("ready", || source.ready()).await;
+
+    // team-a's param is used (the first snapshot already has it).
+    assert_eq!(allowed(&latest, review("team-a", "p", 1)), Some(true));
+    let denied = respond(&latest, review("team-a", "p", 2)).await;
+    assert_eq!(denied["allowed"], false);
+    assert!(
+        denied["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 1 containers"),
+        "{denied}"
+    );
+    // Looked up in team-b per request: missing, so skipped (Allow), not team-b's max 0.
+    assert_eq!(allowed(&latest, review("team-b", "p", 1)), Some(true));
+    // Pinned to team-b: missing, so denied (Deny).
+    let denied = respond(&latest, review("team-c", "p", 1)).await;
+    assert_eq!(denied["allowed"], false);
+    assert!(
+        denied["status"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("no params found for policy binding with `Deny` parameterNotFoundAction"),
+        "{denied}"
+    );
+    let status = source.status();
+    assert!(
+        status
+            .iter()
+            .any(|s| s.name == "configmaps.v1 (params in team-a)" && s.synced && s.objects == 1),
+        "{status:?}"
+    );
+    assert!(
+        status
+            .iter()
+            .any(|s| s.name == "namespaces.v1 (params)" && s.synced && s.objects == 3),
+        "{status:?}"
+    );
+
+    // A change in team-a is followed; one in team-b is not seen.
+    fake.apply(limits_in("team-a", "2"));
+    fake.apply(limits_in("team-b", "00"));
+    eventually("team-a's param change seen", || {
+        allowed(&latest, review("team-a", "p", 2)) == Some(true)
+    })
+    .await;
+    assert_eq!(allowed(&latest, review("team-b", "p", 1)), Some(true));
+
+    // Both bindings that reach outside team-a are reported, and nothing else.
+    eventually("events posted", || {
+        fake.posted_events.lock().unwrap().len() >= 2
+    })
+    .await;
+    let problems = source.problems();
+    let summary: Vec<(&str, &str)> = problems
+        .iter()
+        .map(|p| (p.name.as_str(), p.reason))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("per-namespace", "ParamNamespaceNotWatched"),
+            ("pinned-b", "ParamNamespaceNotWatched"),
+        ]
+    );
+    assert!(
+        problems[0].message.contains("requests in \"team-b\"")
+            && problems[0].message.contains("the binding is skipped"),
+        "{}",
+        problems[0].message
+    );
+    assert!(
+        problems[1].message.contains("namespace \"team-b\"")
+            && problems[1]
+                .message
+                .contains("--param-namespaces \"team-a\"")
+            && problems[1].message.contains("parameterNotFoundAction Deny"),
+        "{}",
+        problems[1].message
+    );
+    let events = fake.posted_events.lock().unwrap().clone();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reason"] == "ParamNamespaceNotWatched"
+                && e["regarding"]["name"] == "pinned-b"),
+        "{events:?}"
+    );
+
+    // ConfigMaps were listed and watched in team-a, and never asked for anywhere else.
+    let requests = fake.requests.lock().unwrap().clone();
+    let configmaps: Vec<&String> = requests
+        .iter()
+        .filter(|r| r.contains("configmaps"))
+        .collect();
+    assert!(
+        configmaps
+            .iter()
+            .all(|r| r.starts_with("GET /api/v1/namespaces/team-a/configmaps?")),
+        "{configmaps:?}"
+    );
+    assert!(configmaps.iter().any(|r| r.contains("watch=true")));
+    assert!(configmaps.iter().any(|r| !r.contains("watch=true")));
+    assert_eq!(fake.open_watches("configmaps"), 1);
+}

@@ -246,6 +246,7 @@ pub fn build_for_serving(
         &snapshot,
         |k| folder_param(&snapshot, k),
         &Default::default(),
+        &[],
     );
     let refused = refusals.len();
     problems.extend(refusals);

@@ -84,8 +84,9 @@ pub struct Fake {
     connections: AtomicUsize,
     /// Discovery of these group versions (`api/v1`, `apis/group/version`) answers 503.
     failing_discovery: Mutex<std::collections::BTreeSet<String>>,
-    /// Resources whose list and watch are refused with 403 (RBAC not granted).
-    forbidden: Mutex<std::collections::BTreeSet<String>>,
+    /// Resources whose list and watch are refused with 403 (RBAC not granted), except in
+    /// the namespaces given (a Role there).
+    forbidden: Mutex<BTreeMap<String, std::collections::BTreeSet<String>>>,
     /// Resources whose changes reach no watch (a watch that lags behind).
     muted: Mutex<std::collections::BTreeSet<String>>,
     stalled: Mutex<BTreeMap<String, Arc<Notify>>>,
@@ -251,7 +252,20 @@ impl Fake {
 
     /// Lists and watches of `plural` get 403 Forbidden.
     pub fn forbid(&self, plural: &str) {
-        self.forbidden.lock().unwrap().insert(plural.into());
+        self.forbidden
+            .lock()
+            .unwrap()
+            .insert(plural.into(), Default::default());
+    }
+
+    /// Lists and watches of `plural` get 403 Forbidden, except in `namespaces` (RBAC granted
+    /// by Roles there only): cluster-wide and in every other namespace.
+    pub fn grant_only_in(&self, plural: &str, namespaces: &[&str]) {
+        let granted = namespaces.iter().map(|n| n.to_string()).collect();
+        self.forbidden
+            .lock()
+            .unwrap()
+            .insert(plural.into(), granted);
     }
 
     /// Changes of `plural` stop reaching open watches (they stay readable by GET and list).
@@ -438,6 +452,9 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
         r.values().filter_map(|r| r.kind.clone()).collect()
     };
     if let Some((kind, namespace, name)) = namespaced_target(&kinds, &path) {
+        if method == Method::GET && name.is_none() {
+            return collection(fake, kind, Some(namespace), &query).await;
+        }
         let body: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
         return one_object(&fake, &method, &kind, &namespace, name.as_deref(), body);
     }
@@ -508,9 +525,29 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
             &format!("the server could not find the requested resource ({path})"),
         );
     };
-    if fake.forbidden.lock().unwrap().contains(&kind.plural) {
+    collection(fake, kind, None, &query).await
+}
+
+/// List or watch of a collection: cluster-wide, or of one namespace.
+async fn collection(
+    fake: Arc<Fake>,
+    kind: Kind,
+    namespace: Option<String>,
+    query: &HashMap<String, String>,
+) -> Response {
+    let refused = fake
+        .forbidden
+        .lock()
+        .unwrap()
+        .get(&kind.plural)
+        .is_some_and(|granted| namespace.as_ref().is_none_or(|ns| !granted.contains(ns)));
+    if refused {
+        let place = match &namespace {
+            Some(ns) => format!(" in the namespace \"{ns}\""),
+            None => " at the cluster scope".into(),
+        };
         let message = format!(
-            "{0} is forbidden: User \"system:serviceaccount:celgate-system:celgate\" cannot list resource \"{0}\"",
+            "{0} is forbidden: User \"system:serviceaccount:celgate-system:celgate\" cannot list resource \"{0}\"{place}",
             kind.plural
         );
         return status(StatusCode::FORBIDDEN, &message);
@@ -520,7 +557,7 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
             .get("resourceVersion")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        return watch(fake, kind, from);
+        return watch(fake, kind, namespace, from);
     }
     let stall = fake.stalled.lock().unwrap().get(&kind.plural).cloned();
     if let Some(n) = stall {
@@ -531,7 +568,9 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
     let limit: Option<usize> = query.get("limit").and_then(|l| l.parse().ok());
     let items: Vec<Json> = res
         .objects
-        .values()
+        .iter()
+        .filter(|((ns, _), _)| namespace.as_ref().is_none_or(|n| n == ns))
+        .map(|(_, o)| o)
         .take(limit.unwrap_or(usize::MAX))
         .cloned()
         .map(without_type)
@@ -650,7 +689,17 @@ impl Drop for OpenWatch {
     }
 }
 
-fn watch(fake: Arc<Fake>, kind: Kind, from: u64) -> Response {
+/// A watch of `kind`, cluster-wide or of one `namespace`, from the resourceVersion `from`.
+fn watch(fake: Arc<Fake>, kind: Kind, namespace: Option<String>, from: u64) -> Response {
+    // Bookmarks (no namespace) reach every watch.
+    let in_scope = move |event: &Json| {
+        let ns = event["object"]["metadata"]["namespace"].as_str();
+        match (&namespace, ns) {
+            (Some(want), Some(ns)) => want == ns,
+            (Some(_), None) => event["type"] == "BOOKMARK",
+            (None, _) => true,
+        }
+    };
     // Subscribe before reading the history, so that nothing falls between them.
     let mut events = fake.events.subscribe();
     let mut close = fake.close.subscribe();
@@ -660,7 +709,7 @@ fn watch(fake: Arc<Fake>, kind: Kind, from: u64) -> Response {
         let replay: Vec<(u64, Json)> = res
             .history
             .iter()
-            .filter(|(rv, _)| *rv > from)
+            .filter(|(rv, e)| *rv > from && in_scope(e))
             .cloned()
             .collect();
         (replay, from != 0 && from < res.compacted)
@@ -702,7 +751,7 @@ fn watch(fake: Arc<Fake>, kind: Kind, from: u64) -> Response {
                     return;
                 }
                 e = events.recv() => match e {
-                    Ok((k, rv, event)) if k == key && (rv > last || event["type"] == "BOOKMARK") => {
+                    Ok((k, rv, event)) if k == key && in_scope(&event) && (rv > last || event["type"] == "BOOKMARK") => {
                         last = last.max(rv);
                         if tx.send(line(&event)).await.is_err() {
                             return;

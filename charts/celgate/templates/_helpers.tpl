@@ -72,3 +72,24 @@ snapshot). Empty on a first install, and wherever the chart is rendered without 
 {{- define "celgate.failurePolicy" -}}
 {{- if and .Values.webhook.failOpenUntilReady (not (include "celgate.rolledOut" .)) }}Ignore{{ else }}{{ .Values.webhook.failurePolicy }}{{ end }}
 {{- end }}
+
+{{/*
+The namespaces in which celgate reads namespaced param kinds (its --param-namespaces), comma
+separated: those that the rbac.paramResources entries with `namespaces` list. celgate watches
+every namespaced param kind in one set of namespaces, so such entries must all list the same
+ones: a kind granted in fewer would be refused in the others and never listed. Empty: every
+namespace.
+*/}}
+{{- define "celgate.paramNamespaces" -}}
+{{- $sets := list }}
+{{- range .Values.rbac.paramResources }}
+{{- with .namespaces }}
+{{- $sets = append $sets (. | uniq | sortAlpha | join ",") }}
+{{- end }}
+{{- end }}
+{{- $sets = $sets | uniq }}
+{{- if gt (len $sets) 1 }}
+{{- fail (printf "rbac.paramResources: the entries with namespaces list different ones (%s). celgate reads every namespaced param kind in the same namespaces (its --param-namespaces flag), so give each entry with namespaces the same list" (join " / " $sets)) }}
+{{- end }}
+{{- first $sets | default "" }}
+{{- end }}

@@ -22,8 +22,8 @@ pub struct Problem {
     pub api_version: String,
     pub name: String,
     pub uid: String,
-    /// `PolicyNotFound`, `ParamNotFound`, `ParamKindNotFound`, `ParamKindNotListed` or
-    /// `InvalidPolicy`.
+    /// `PolicyNotFound`, `ParamNotFound`, `ParamNamespaceNotWatched`, `ParamKindNotFound`,
+    /// `ParamKindNotListed` or `InvalidPolicy`.
     pub reason: &'static str,
     pub message: String,
 }
@@ -61,16 +61,22 @@ pub(crate) fn problem(object: &Json, reason: &'static str, message: String) -> P
     }
 }
 
+/// The reason of a binding whose params lie (or, looked up per request, may lie) in a
+/// namespace outside `--param-namespaces`.
+pub const NAMESPACE_NOT_WATCHED: &str = "ParamNamespaceNotWatched";
+
 /// Finds the problems of `policies` and `bindings` given the snapshot built from them.
 /// `lookup` says whether a param exists: `None` while its kind is not listed, else the kind's
 /// scope and whether the object exists. `list_errors` says why param kinds (by `apiVersion`
-/// and kind) cannot be listed.
+/// and kind) cannot be listed. `param_namespaces` are the namespaces in which namespaced
+/// param kinds are watched (empty: all).
 pub fn problems(
     policies: &[Arc<Json>],
     bindings: &[Arc<Json>],
     snapshot: &Snapshot,
     lookup: impl Fn(&ParamKey<'_>) -> Option<(Scope, bool)>,
     list_errors: &std::collections::BTreeMap<(String, String), String>,
+    param_namespaces: &[String],
 ) -> Vec<Problem> {
     let mut out = Vec::new();
     for p in policies {
@@ -122,21 +128,61 @@ pub fn problems(
         };
         let pk = &policy["spec"]["paramKind"];
         let pr = &spec["paramRef"];
-        let (Some(api_version), Some(kind), Some(name)) = (
+        let (Some(api_version), Some(kind), Some(_)) = (
             pk["apiVersion"].as_str(),
             pk["kind"].as_str(),
-            pr["name"].as_str(),
+            pr.as_object(),
         ) else {
             continue;
         };
         let namespace = pr["namespace"].as_str().unwrap_or("");
+        // A paramRef names one param or selects params by label (no name).
+        let name = pr["name"].as_str();
         let key = ParamKey {
             api_version,
             kind,
             namespace,
-            name,
+            name: name.unwrap_or(""),
         };
-        match lookup(&key) {
+        let found = lookup(&key);
+        let effect = if pr["parameterNotFoundAction"].as_str() == Some("Deny") {
+            "requests the policy matches fail with parameterNotFoundAction Deny"
+        } else {
+            "the binding is skipped"
+        };
+        if let (Some((Scope::Namespaced, _)), false) = (found, param_namespaces.is_empty()) {
+            let watched = || quoted(param_namespaces.iter().map(String::as_str), usize::MAX);
+            if !namespace.is_empty() && !param_namespaces.iter().any(|n| n == namespace) {
+                out.push(problem(
+                    b,
+                    NAMESPACE_NOT_WATCHED,
+                    format!(
+                        "paramRef names {kind} params in namespace {namespace:?}, which celgate does not watch (--param-namespaces {}): they count as missing, {effect}. Add the namespace to --param-namespaces (Helm value rbac.paramResources[].namespaces)",
+                        watched()
+                    ),
+                ));
+                continue;
+            }
+            if namespace.is_empty() {
+                let unwatched = unwatched_selected(policy, b, snapshot, param_namespaces);
+                if !unwatched.is_empty() {
+                    out.push(problem(
+                        b,
+                        NAMESPACE_NOT_WATCHED,
+                        format!(
+                            "paramRef has no namespace, so each request's param is looked up in the request's namespace, but celgate watches {kind} params only in {} (--param-namespaces): requests in {} (selected by the binding) find none, and there {effect}",
+                            watched(),
+                            quoted(unwatched.iter().copied(), 5)
+                        ),
+                    ));
+                    continue;
+                }
+            }
+        }
+        let Some(name) = name else {
+            continue;
+        };
+        match found {
             // A namespaced param without paramRef.namespace is looked up in each request's
             // namespace: there is no single object to miss.
             Some((Scope::Namespaced, _)) if namespace.is_empty() => {}
@@ -145,11 +191,6 @@ pub fn problems(
                     String::new()
                 } else {
                     format!(" in namespace {namespace:?}")
-                };
-                let effect = if pr["parameterNotFoundAction"].as_str() == Some("Deny") {
-                    "requests the policy matches fail with parameterNotFoundAction Deny"
-                } else {
-                    "the binding is skipped"
                 };
                 out.push(problem(
                     b,
@@ -164,6 +205,51 @@ pub fn problems(
     }
     out.sort();
     out
+}
+
+/// `"a", "b"`, at most `max` of them, then how many more.
+fn quoted<'a>(names: impl ExactSizeIterator<Item = &'a str>, max: usize) -> String {
+    let total = names.len();
+    let mut text: Vec<String> = names.take(max).map(|n| format!("{n:?}")).collect();
+    if total > text.len() {
+        text.push(format!("{} more", total - text.len()));
+    }
+    text.join(", ")
+}
+
+/// The namespaces outside `watched` (known to the snapshot) whose requests both the policy's
+/// and the binding's namespaceSelector select: a per-request param lookup there finds
+/// nothing. Empty when a selector does not compile (the object's own problem).
+fn unwatched_selected<'a>(
+    policy: &Json,
+    binding: &Json,
+    snapshot: &'a Snapshot,
+    watched: &[String],
+) -> Vec<&'a str> {
+    use crate::matching::selector::Selector;
+    let selector = |s: &Json| -> Option<Selector> {
+        if s.is_null() {
+            return Some(Selector::default());
+        }
+        let s: crate::model::LabelSelector = serde_json::from_value(s.clone()).ok()?;
+        Selector::compile(&s).ok()
+    };
+    let (Some(of_policy), Some(of_binding)) = (
+        selector(&policy["spec"]["matchConstraints"]["namespaceSelector"]),
+        selector(&binding["spec"]["matchResources"]["namespaceSelector"]),
+    ) else {
+        return Vec::new();
+    };
+    snapshot
+        .namespaces
+        .iter()
+        .filter(|(name, ns)| {
+            !watched.iter().any(|w| w == *name)
+                && of_policy.matches(&ns.labels)
+                && of_binding.matches(&ns.labels)
+        })
+        .map(|(name, _)| name.as_str())
+        .collect()
 }
 
 /// Publishes each new problem once as a Warning Event on its object.
@@ -311,6 +397,7 @@ spec: {policyName: broken, validationActions: [Deny]}
                 Some((Scope::Namespaced, k.name == "present"))
             },
             &Default::default(),
+            &[],
         );
         let summary: Vec<(&str, &str)> =
             found.iter().map(|p| (p.name.as_str(), p.reason)).collect();
@@ -351,11 +438,135 @@ spec: {policyName: broken, validationActions: [Deny]}
         )]
         .into_iter()
         .collect();
-        let found = problems(&policies, &[], &snapshot, |_| None, &errors);
+        let found = problems(&policies, &[], &snapshot, |_| None, &errors, &[]);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].reason, "ParamKindNotListed");
         assert!(found[0].message.contains("configmaps is forbidden"));
         assert!(found[0].message.contains("rbac.paramResources"));
+    }
+
+    /// With `--param-namespaces team-a`: a paramRef (by name or selector) into another
+    /// namespace, and a per-request lookup whose binding selects namespaces outside the list,
+    /// are reported; a per-request lookup confined to listed namespaces is not.
+    #[test]
+    fn params_outside_the_watched_namespaces_are_reported() {
+        let policies = objects(LIMITS);
+        let bindings = objects(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: in-watched, uid: b1}
+spec: {policyName: limits, validationActions: [Deny], paramRef: {name: limits, namespace: team-a}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: elsewhere, uid: b2}
+spec: {policyName: limits, validationActions: [Deny], paramRef: {name: limits, namespace: team-b, parameterNotFoundAction: Deny}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: selected-elsewhere, uid: b3}
+spec: {policyName: limits, validationActions: [Deny], paramRef: {selector: {}, namespace: team-b}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: per-request-confined, uid: b4}
+spec:
+  policyName: limits
+  validationActions: [Deny]
+  paramRef: {name: limits}
+  matchResources: {namespaceSelector: {matchLabels: {team: a}}}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: per-request-wide, uid: b5}
+spec:
+  policyName: limits
+  validationActions: [Deny]
+  paramRef: {name: limits}
+  matchResources: {namespaceSelector: {matchExpressions: [{key: team, operator: Exists}]}}
+"#,
+        );
+        let namespaces = objects(
+            r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a, labels: {team: a}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b, labels: {team: b}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: kube-system}
+"#,
+        );
+        let mut b = crate::policy::snapshot::SnapshotBuilder::new();
+        for o in policies.iter().chain(&bindings).chain(&namespaces) {
+            let loaded = crate::source::folder::Loaded {
+                file: "t".into(),
+                document: 0,
+                object: Json::clone(o),
+            };
+            crate::source::add_loaded(&mut b, loaded, false).unwrap();
+        }
+        let snapshot = b.build(crate::cel::NEWEST_MINOR);
+        let find = |watched: &[String]| {
+            problems(
+                &policies,
+                &bindings,
+                &snapshot,
+                |_| Some((Scope::Namespaced, true)),
+                &Default::default(),
+                watched,
+            )
+        };
+        assert_eq!(find(&[]), [], "every namespace watched");
+        let found = find(&["team-a".to_string()]);
+        let summary: Vec<(&str, &str)> =
+            found.iter().map(|p| (p.name.as_str(), p.reason)).collect();
+        assert_eq!(
+            summary,
+            [
+                ("elsewhere", NAMESPACE_NOT_WATCHED),
+                ("per-request-wide", NAMESPACE_NOT_WATCHED),
+                ("selected-elsewhere", NAMESPACE_NOT_WATCHED),
+            ]
+        );
+        assert_eq!(
+            found[0].message,
+            "paramRef names ConfigMap params in namespace \"team-b\", which celgate does not watch (--param-namespaces \"team-a\"): they count as missing, requests the policy matches fail with parameterNotFoundAction Deny. Add the namespace to --param-namespaces (Helm value rbac.paramResources[].namespaces)"
+        );
+        // kube-system has no team label: the binding does not select it.
+        assert!(
+            found[1]
+                .message
+                .contains("requests in \"team-b\" (selected")
+                && found[1].message.contains("the binding is skipped"),
+            "{}",
+            found[1].message
+        );
+        // Cluster-scoped param kinds are watched whole: nothing to report.
+        let cluster = problems(
+            &policies,
+            &bindings,
+            &snapshot,
+            |_| Some((Scope::Cluster, true)),
+            &Default::default(),
+            &["team-a".to_string()],
+        );
+        assert_eq!(cluster, []);
+    }
+
+    #[test]
+    fn at_most_five_names_are_quoted() {
+        let names = ["a", "b", "c", "d", "e", "f", "g"];
+        assert_eq!(
+            quoted(names.iter().copied(), 5),
+            "\"a\", \"b\", \"c\", \"d\", \"e\", 2 more"
+        );
+        assert_eq!(quoted(names[..2].iter().copied(), 5), "\"a\", \"b\"");
     }
 
     #[test]

@@ -10,6 +10,11 @@
 //!   binding that needs it is the in-tree configuration error
 //!   ``paramKind kind `...` not yet synced to use for admission``; a kind the cluster does
 //!   not serve makes the policy's own configuration error.
+//! - With [`KubeOptions::param_namespaces`], namespaced param kinds are listed and watched
+//!   only in those namespaces (one watch per namespace and kind), so that RBAC may grant them
+//!   there only; a param elsewhere counts as missing (the binding's parameterNotFoundAction,
+//!   as for any missing param), and a binding that points there is reported
+//!   (`ParamNamespaceNotWatched`).
 //! - The first snapshot is published (and the service turns ready) only once policies,
 //!   bindings, namespaces and the param kinds named at that time are listed; a param kind
 //!   that cannot be listed within `param_grace` does not hold readiness back forever.
@@ -74,6 +79,10 @@ pub struct KubeOptions {
     pub events_lease: Option<lease::LeaseOptions>,
     /// This replica's name in Events (the pod name).
     pub instance: String,
+    /// The namespaces in which namespaced param kinds are listed and watched (one watch per
+    /// namespace and kind), for RBAC that grants them there only; a param elsewhere counts as
+    /// missing. Empty: cluster-wide. Cluster-scoped param kinds are always watched whole.
+    pub param_namespaces: Vec<String>,
 }
 
 impl Default for KubeOptions {
@@ -88,6 +97,7 @@ impl Default for KubeOptions {
             events: true,
             events_lease: None,
             instance: String::new(),
+            param_namespaces: Vec::new(),
         }
     }
 }
@@ -239,6 +249,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// A watcher task (which holds the store's writer) and a reader of its store; aborted when
 /// dropped.
 struct Watched {
+    /// `Some`: the watch covers this namespace only.
+    namespace: Option<String>,
     store: Reader,
     _task: Task,
 }
@@ -247,6 +259,7 @@ impl Watched {
     fn start(
         client: &Client,
         resource: ApiResource,
+        namespace: Option<String>,
         label: String,
         changed: &Arc<Notify>,
         retry_max: Duration,
@@ -255,39 +268,55 @@ impl Watched {
         let task = tokio::spawn(watch::run(
             client.clone(),
             resource,
+            namespace.clone(),
             writer,
             changed.clone(),
             retry_max,
         ));
         Watched {
+            namespace,
             store,
             _task: Task(task),
         }
     }
 }
 
+/// Checks `--param-namespaces`: each a namespace name (a DNS-1123 label), sorted and
+/// without duplicates.
+pub fn param_namespaces(list: &str) -> Result<Vec<String>, String> {
+    let mut out = BTreeSet::new();
+    for name in list.split(',').map(str::trim) {
+        let alnum =
+            |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        let valid = name.len() <= 63
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && alnum(name.chars().next())
+            && alnum(name.chars().last());
+        if !valid {
+            return Err(format!(
+                "--param-namespaces: {name:?} is not a namespace name (lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit)"
+            ));
+        }
+        out.insert(name.to_string());
+    }
+    Ok(out.into_iter().collect())
+}
+
 /// What is known of a param kind (`apiVersion`, `kind`) some policy names.
 enum ParamKind {
-    Watched {
-        scope: Scope,
-        watched: Watched,
-    },
+    /// One watch cluster-wide, or (a namespaced kind with `param_namespaces`) one per listed
+    /// namespace.
+    Watched { scope: Scope, watches: Vec<Watched> },
     /// Discovery does not list the kind: policies naming it are misconfigured.
-    NotServed {
-        checked: Instant,
-    },
+    NotServed { checked: Instant },
     /// Discovery under way, in its own task so that a slow or unreachable API server holds
     /// no rebuild up: treated as not yet synced.
-    Resolving {
-        lookup: Lookup,
-        backoff: Backoff,
-    },
+    Resolving { lookup: Lookup, backoff: Backoff },
     /// Discovery failed (API server unreachable): treated as not yet synced, and looked up
     /// again at `retry_at`.
-    Unresolved {
-        retry_at: Instant,
-        backoff: Backoff,
-    },
+    Unresolved { retry_at: Instant, backoff: Backoff },
 }
 
 /// What discovery said of a param kind: its resource and scope, `None` if not served.
@@ -435,6 +464,7 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
                 "ValidatingAdmissionPolicy",
                 "validatingadmissionpolicies",
             ),
+            None,
             format!("validatingadmissionpolicies.{version}"),
             &changed,
             options.retry_max,
@@ -447,6 +477,7 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
                 "ValidatingAdmissionPolicyBinding",
                 "validatingadmissionpolicybindings",
             ),
+            None,
             format!("validatingadmissionpolicybindings.{version}"),
             &changed,
             options.retry_max,
@@ -454,6 +485,7 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
         Watched::start(
             &client,
             resource("", "v1", "Namespace", "namespaces"),
+            None,
             "namespaces.v1".into(),
             &changed,
             options.retry_max,
@@ -525,11 +557,11 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
         );
         *lock(&shared.stores) = core
             .iter()
-            .chain(params.values().filter_map(watched))
+            .chain(params.values().flat_map(watches))
             .map(|w| w.store.clone())
             .collect();
         let pending = params.values().any(|p| match p {
-            ParamKind::Watched { watched, .. } => !watched.store.synced(),
+            ParamKind::Watched { watches, .. } => !all_synced(watches),
             ParamKind::Resolving { .. } | ParamKind::Unresolved { .. } => true,
             ParamKind::NotServed { .. } => false,
         });
@@ -554,11 +586,12 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
             last_built = Some(generation);
             let list_errors = params
                 .iter()
-                .filter_map(|(key, p)| match p {
-                    ParamKind::Watched { watched, .. } if !watched.store.synced() => {
-                        Some((key.clone(), watched.store.error()?))
-                    }
-                    _ => None,
+                .filter_map(|(key, p)| {
+                    let error = watches(p).iter().find_map(|w| match w.store.synced() {
+                        true => None,
+                        false => w.store.error(),
+                    })?;
+                    Some((key.clone(), error))
                 })
                 .collect();
             let problems = feedback::problems(
@@ -567,6 +600,7 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
                 &snapshot,
                 |k| param_lookup(&params, k),
                 &list_errors,
+                &options.param_namespaces,
             );
             tracing::info!(
                 policies = snapshot.policies.len(),
@@ -604,24 +638,31 @@ impl Drop for Task {
 /// Time allowed for one discovery request.
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn watched(p: &ParamKind) -> Option<&Watched> {
+/// A param kind's watches: none until discovery has resolved it.
+fn watches(p: &ParamKind) -> &[Watched] {
     match p {
-        ParamKind::Watched { watched, .. } => Some(watched),
-        _ => None,
+        ParamKind::Watched { watches, .. } => watches,
+        _ => &[],
     }
+}
+
+fn all_synced(watches: &[Watched]) -> bool {
+    watches.iter().all(|w| w.store.synced())
 }
 
 /// A fingerprint of every store's contents: the change counters.
 fn generation(core: &[Watched], params: &BTreeMap<(String, String), ParamKind>) -> Vec<u64> {
     let mut g: Vec<u64> = core.iter().map(|w| w.store.generation()).collect();
     for p in params.values() {
-        g.push(match p {
-            ParamKind::Watched { watched, .. } => {
-                watched.store.generation() * 2 + u64::from(watched.store.synced())
-            }
-            ParamKind::NotServed { .. } => u64::MAX,
-            ParamKind::Resolving { .. } | ParamKind::Unresolved { .. } => u64::MAX - 1,
-        });
+        match p {
+            ParamKind::Watched { watches, .. } => g.extend(
+                watches
+                    .iter()
+                    .map(|w| w.store.generation() * 2 + u64::from(w.store.synced())),
+            ),
+            ParamKind::NotServed { .. } => g.push(u64::MAX),
+            ParamKind::Resolving { .. } | ParamKind::Unresolved { .. } => g.push(u64::MAX - 1),
+        }
     }
     g
 }
@@ -632,10 +673,10 @@ fn param_lookup(
     key: &feedback::ParamKey<'_>,
 ) -> Option<(Scope, bool)> {
     let p = params.get(&(key.api_version.to_string(), key.kind.to_string()))?;
-    let ParamKind::Watched { scope, watched } = p else {
+    let ParamKind::Watched { scope, watches } = p else {
         return None;
     };
-    if !watched.store.synced() {
+    if !all_synced(watches) {
         return None;
     }
     let namespace = if *scope == Scope::Cluster {
@@ -643,7 +684,12 @@ fn param_lookup(
     } else {
         key.namespace
     };
-    Some((*scope, watched.store.get(namespace, key.name).is_some()))
+    // A namespace no watch covers has no params.
+    let exists = watches
+        .iter()
+        .filter(|w| w.namespace.as_deref().is_none_or(|n| n == namespace))
+        .any(|w| w.store.get(namespace, key.name).is_some());
+    Some((*scope, exists))
 }
 
 /// The notifications a param kind's watch and discovery send to the main loop.
@@ -757,12 +803,34 @@ fn resolved(
     let (api_version, kind) = key;
     match answer {
         Ok(Some((resource, scope))) => {
-            tracing::info!(%api_version, %kind, plural = %resource.plural, "watching param kind");
-            let label = format!("{}.{} (params)", resource.plural, api_version);
-            ParamKind::Watched {
-                scope,
-                watched: Watched::start(client, resource, label, wakers.changed, options.retry_max),
-            }
+            let start = |namespace: Option<&String>| {
+                let label = match namespace {
+                    Some(ns) => format!("{}.{} (params in {ns})", resource.plural, api_version),
+                    None => format!("{}.{} (params)", resource.plural, api_version),
+                };
+                let (resource, namespace) = (resource.clone(), namespace.cloned());
+                Watched::start(
+                    client,
+                    resource,
+                    namespace,
+                    label,
+                    wakers.changed,
+                    options.retry_max,
+                )
+            };
+            let watches = if scope == Scope::Namespaced && !options.param_namespaces.is_empty() {
+                let namespaces = options.param_namespaces.join(",");
+                tracing::info!(%api_version, %kind, plural = %resource.plural, %namespaces, "watching param kind in these namespaces only (--param-namespaces)");
+                options
+                    .param_namespaces
+                    .iter()
+                    .map(|ns| start(Some(ns)))
+                    .collect()
+            } else {
+                tracing::info!(%api_version, %kind, plural = %resource.plural, "watching param kind");
+                vec![start(None)]
+            };
+            ParamKind::Watched { scope, watches }
         }
         Ok(None) => {
             tracing::warn!(%api_version, %kind, "param kind not served by the cluster");
@@ -804,8 +872,10 @@ impl Inputs {
         for ((api_version, kind), p) in params {
             let group = group_of(api_version).to_string();
             let state = match p {
-                ParamKind::Watched { scope, watched } if watched.store.synced() => {
-                    objects.extend(watched.store.objects());
+                ParamKind::Watched { scope, watches } if all_synced(watches) => {
+                    for w in watches {
+                        objects.extend(w.store.objects());
+                    }
                     ParamState::Synced(*scope)
                 }
                 ParamKind::Watched { scope, .. } => ParamState::Unsynced(*scope),
@@ -861,7 +931,20 @@ impl Inputs {
 
 #[cfg(test)]
 mod tests {
-    use super::server_minor;
+    use super::{param_namespaces, server_minor};
+
+    #[test]
+    fn param_namespaces_are_namespace_names() {
+        assert_eq!(
+            param_namespaces("team-b, team-a,team-b").unwrap(),
+            ["team-a", "team-b"]
+        );
+        for bad in ["", "team-a,", "Team", "-a", "a-", "a_b", &"a".repeat(64)] {
+            let e = param_namespaces(bad).unwrap_err();
+            assert!(e.starts_with("--param-namespaces: "), "{bad}: {e}");
+        }
+        assert!(param_namespaces(&"a".repeat(63)).is_ok());
+    }
     use crate::cel::{NEWEST_MINOR, OLDEST_MINOR};
 
     #[test]

@@ -81,16 +81,21 @@ enum Step {
     Checked(bool),
 }
 
-/// Watches `resource` cluster-wide into `store`, waking `changed` after every change, until
-/// the task is aborted; failures wait at most `retry_max` before the next try.
+/// Watches `resource` into `store`, cluster-wide or (`namespace`) in one namespace only,
+/// waking `changed` after every change, until the task is aborted; failures wait at most
+/// `retry_max` before the next try.
 pub async fn run(
     client: Client,
     resource: ApiResource,
+    namespace: Option<String>,
     store: Writer,
     changed: Arc<Notify>,
     retry_max: Duration,
 ) {
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let api: Api<DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &resource),
+        None => Api::all_with(client, &resource),
+    };
     // Not `.default_backoff()`: the waits are ours, see the module comment.
     let stream = watcher::watcher(api.clone(), watcher::Config::default());
     futures::pin_mut!(stream);
