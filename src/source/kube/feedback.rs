@@ -509,7 +509,7 @@ metadata: {name: kube-system}
                 document: 0,
                 object: Json::clone(o),
             };
-            crate::source::add_loaded(&mut b, loaded, false).unwrap();
+            crate::source::add_loaded(&mut b, loaded, crate::source::Check::Nothing).unwrap();
         }
         let snapshot = b.build(crate::cel::NEWEST_MINOR);
         let find = |watched: &[String]| {
