@@ -39,6 +39,16 @@ enum SourceKind {
     Kubernetes,
 }
 
+/// How `celgate serve` answers.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ServeMode {
+    /// The verdict: denials, warnings and audit annotations.
+    Enforce,
+    /// Always allowed, without warnings or audit annotations; results are only recorded
+    /// (metrics, logs).
+    Observe,
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum LogFormat {
     Text,
@@ -65,6 +75,11 @@ enum Command {
         /// Where policies come from: a folder of manifests, or the cluster's API server.
         #[arg(long, value_enum, default_value = "folder")]
         source: SourceKind,
+        /// `enforce`: answer with the verdict. `observe`: evaluate every policy as in enforce
+        /// mode but always answer allowed, without warnings or audit annotations (for API
+        /// servers that enforce the same policies in-tree), and record each result.
+        #[arg(long, value_enum, default_value = "enforce")]
+        mode: ServeMode,
         /// Folder of policies, bindings, params, namespaces and RBAC objects (`--source folder`).
         #[arg(long, value_name = "DIR", default_value = "examples/policies")]
         policies: PathBuf,
@@ -441,6 +456,7 @@ fn init_logging(format: LogFormat, color: LogColor, level: &str) {
 fn serve(command: Command) -> ExitCode {
     let Command::Serve {
         source,
+        mode,
         policies,
         reload_settle,
         allow_empty_policies,
@@ -640,6 +656,12 @@ fn serve(command: Command) -> ExitCode {
         cert,
         client_ca,
         limits,
+        answering: celgate::server::Answering {
+            mode: match mode {
+                ServeMode::Enforce => celgate::review::Mode::Enforce,
+                ServeMode::Observe => celgate::review::Mode::Observe,
+            },
+        },
         poll: Duration::from_secs(1),
         version,
     };

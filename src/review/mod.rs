@@ -22,6 +22,18 @@ pub struct Answer {
     pub operation: String,
 }
 
+/// How the verdict becomes the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// The verdict's answer: denials, warnings and audit annotations (the in-tree answer).
+    #[default]
+    Enforce,
+    /// Every policy is evaluated as in `Enforce`, but the answer is always `allowed: true`,
+    /// without warnings or audit annotations: where the API server enforces the same
+    /// policies in-tree, it adds its own; celgate only records the results.
+    Observe,
+}
+
 /// Parses an AdmissionReview body (JSON) and answers it: the whole request path, shared by
 /// `celgate eval` and the server. Evaluation stops at the deadline of `context` (then the
 /// verdict says `timed_out`).
@@ -30,10 +42,23 @@ pub fn answer(
     body: &[u8],
     context: &AdmitContext<'_>,
 ) -> Result<Answer, ReviewError> {
+    answer_in(snapshot, body, context, Mode::Enforce)
+}
+
+/// [`answer`], answering as `mode` says.
+pub fn answer_in(
+    snapshot: &Snapshot,
+    body: &[u8],
+    context: &AdmitContext<'_>,
+    mode: Mode,
+) -> Result<Answer, ReviewError> {
     let doc = crate::cel::json::Doc::parse(body).map_err(ReviewError::MalformedJson)?;
     let req = request(&doc)?;
     let verdict = admit(snapshot, &req, context);
-    let review = encode::review(&req, &verdict);
+    let review = match mode {
+        Mode::Enforce => encode::review(&req, &verdict),
+        Mode::Observe => encode::observed(&req),
+    };
     Ok(Answer {
         review,
         verdict,

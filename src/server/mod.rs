@@ -99,6 +99,13 @@ impl Limits {
     }
 }
 
+/// How reviews are answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Answering {
+    /// Enforce (the verdict's answer) or observe (always allowed, results recorded only).
+    pub mode: crate::review::Mode,
+}
+
 /// What the handlers share.
 pub struct AppState {
     pub snapshot: ArcSwap<Snapshot>,
@@ -106,6 +113,7 @@ pub struct AppState {
     pub ready: AtomicBool,
     pub metrics: Metrics,
     pub limits: Limits,
+    pub answering: Answering,
     /// Compiled policies kept across reloads.
     pub compiled: crate::policy::snapshot::CompileCache,
     /// The live services evaluations may call (the cluster's authorizer and namespace
@@ -116,7 +124,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(limits: Limits) -> Arc<AppState> {
+    pub fn new(limits: Limits, answering: Answering) -> Arc<AppState> {
         Arc::new(AppState {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             ready: AtomicBool::new(false),
@@ -129,6 +137,7 @@ impl AppState {
             compiled: Default::default(),
             services: std::sync::OnceLock::new(),
             limits,
+            answering,
         })
     }
 
@@ -332,7 +341,12 @@ async fn validate(
             return None;
         }
         let context = state.admit_context(deadline_at);
-        Some(crate::review::answer(&snapshot, &bytes, &context))
+        Some(crate::review::answer_in(
+            &snapshot,
+            &bytes,
+            &context,
+            state.answering.mode,
+        ))
     });
     // Until the deadline; meanwhile, once the evaluation has run for SLOW_EVALUATION, it is
     // marked slow so that a spare thread serves the reviews queued behind it.
@@ -387,14 +401,16 @@ async fn validate(
             .answered(&answer.operation, "timeout", started.elapsed());
         return timed_out(timeout);
     }
-    let decision = if answer.verdict.allowed() {
+    // What was answered: in observe mode, always allowed.
+    let observing = s.answering.mode == crate::review::Mode::Observe;
+    let decision = if observing || answer.verdict.allowed() {
         "allowed"
     } else {
         "denied"
     };
     s.metrics
         .answered(&answer.operation, decision, started.elapsed());
-    if let Some(first) = answer.verdict.denials.first() {
+    if let Some(first) = answer.verdict.denials.first().filter(|_| !observing) {
         tracing::info!(
             uid = %answer.uid,
             operation = %answer.operation,
