@@ -80,6 +80,11 @@ enum Command {
         /// servers that enforce the same policies in-tree), and record each result.
         #[arg(long, value_enum, default_value = "enforce")]
         mode: ServeMode,
+        /// Log each failed or errored (policy, binding) result at info level (uid, resource,
+        /// namespace, name, policy, binding, actions, result, message): one JSON object each
+        /// with `--log-format json`. Always on in observe mode.
+        #[arg(long)]
+        log_results: bool,
         /// Folder of policies, bindings, params, namespaces and RBAC objects (`--source folder`).
         #[arg(long, value_name = "DIR", default_value = "examples/policies")]
         policies: PathBuf,
@@ -457,6 +462,7 @@ fn serve(command: Command) -> ExitCode {
     let Command::Serve {
         source,
         mode,
+        log_results,
         policies,
         reload_settle,
         allow_empty_policies,
@@ -661,6 +667,7 @@ fn serve(command: Command) -> ExitCode {
                 ServeMode::Enforce => celgate::review::Mode::Enforce,
                 ServeMode::Observe => celgate::review::Mode::Observe,
             },
+            log_results,
         },
         poll: Duration::from_secs(1),
         version,

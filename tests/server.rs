@@ -322,6 +322,7 @@ async fn observe_mode_never_denies_and_never_warns() {
     .unwrap();
     let answering = Answering {
         mode: celgate::review::Mode::Observe,
+        ..Answering::default()
     };
     let server = serve_answering(
         &dir,
@@ -364,6 +365,10 @@ async fn observe_mode_never_denies_and_never_warns() {
         "{metrics}"
     );
     assert!(!metrics.contains(r#"decision="denied""#), "{metrics}");
+    // And each result is counted, per binding and action.
+    assert!(metrics.contains(r#"celgate_policy_results_total{action="deny",binding="no-debug",policy="no-debug",result="fail",source="admission"} 2"#), "{metrics}");
+    assert!(metrics.contains(r#"celgate_policy_results_total{action="audit",binding="no-debug",policy="no-debug",result="fail",source="admission"} 2"#), "{metrics}");
+    assert!(metrics.contains(r#"celgate_policy_results_total{action="warn",binding="no-debug-warn",policy="no-debug",result="fail",source="admission"} 2"#), "{metrics}");
     server.shutdown().await;
 }
 

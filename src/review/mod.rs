@@ -8,7 +8,7 @@ pub mod encode;
 
 use serde_json::Value as Json;
 
-use crate::admission::{admit, AdmissionVerdict, AdmitContext};
+use crate::admission::{admit, AdmissionVerdict, AdmitContext, PolicyResult};
 use crate::policy::snapshot::Snapshot;
 pub use decode::{request, ReviewError};
 
@@ -20,6 +20,18 @@ pub struct Answer {
     pub verdict: AdmissionVerdict,
     pub uid: String,
     pub operation: String,
+    /// What the request was about; filled only when a result failed or errored (for the
+    /// result log lines), so that the usual review copies nothing for it.
+    pub subject: Option<Subject>,
+}
+
+/// The object a request was about, for log lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    /// `resource` or `resource.group`, with `/subresource` when there is one.
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
 }
 
 /// How the verdict becomes the answer.
@@ -59,12 +71,34 @@ pub fn answer_in(
         Mode::Enforce => encode::review(&req, &verdict),
         Mode::Observe => encode::observed(&req),
     };
+    let subject = verdict
+        .evaluated
+        .iter()
+        .any(|e| e.result >= PolicyResult::Fail)
+        .then(|| subject(&req));
     Ok(Answer {
         review,
         verdict,
         uid: req.uid.clone(),
         operation: req.attributes.operation.clone(),
+        subject,
     })
+}
+
+fn subject(req: &crate::admission::request::Request<'_>) -> Subject {
+    let a = &req.attributes;
+    let mut resource = a.resource.clone();
+    if !a.group.is_empty() {
+        resource = format!("{resource}.{}", a.group);
+    }
+    if !a.subresource.is_empty() {
+        resource = format!("{resource}/{}", a.subresource);
+    }
+    Subject {
+        resource,
+        namespace: a.namespace.clone(),
+        name: req.display_name(),
+    }
 }
 
 /// [`answer`] with no services and the default limits (no deadline), keeping only the
