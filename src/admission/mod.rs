@@ -152,6 +152,10 @@ fn admit_with(
                     continue;
                 }
             };
+            if params.is_empty() {
+                // No param object, and parameterNotFoundAction Allow: nothing to evaluate.
+                verdict.evaluated.push(evaluated(PolicyResult::Skip));
+            }
             for param in params {
                 let started = Instant::now();
                 // The clock is read here anyway (for the check metrics): past the deadline,
