@@ -19,6 +19,8 @@
 //! - [`server`]: the webhook's HTTP service over a snapshot handle, a readiness flag and the
 //!   metrics; it knows no source;
 //! - [`testing`]: `celgate test`, policy test suites run on the engine over folder sources;
+//! - [`scan`]: `celgate scan`, stored objects evaluated as their CREATE, and the policy
+//!   reports of the results;
 //! - [`app`]: the composition root of `celgate serve`, the only layer that wires a source to
 //!   the server (used by `main.rs` and the integration tests).
 //!
@@ -39,6 +41,7 @@ pub mod matching;
 pub mod model;
 pub mod policy;
 pub mod review;
+pub mod scan;
 pub mod server;
 pub mod source;
 pub mod testing;

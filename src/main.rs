@@ -39,6 +39,16 @@ enum SourceKind {
     Kubernetes,
 }
 
+/// How `celgate serve` answers.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ServeMode {
+    /// The verdict: denials, warnings and audit annotations.
+    Enforce,
+    /// Always allowed, without warnings or audit annotations; results are only recorded
+    /// (metrics, logs).
+    Observe,
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum LogFormat {
     Text,
@@ -65,6 +75,16 @@ enum Command {
         /// Where policies come from: a folder of manifests, or the cluster's API server.
         #[arg(long, value_enum, default_value = "folder")]
         source: SourceKind,
+        /// `enforce`: answer with the verdict. `observe`: evaluate every policy as in enforce
+        /// mode but always answer allowed, without warnings or audit annotations (for API
+        /// servers that enforce the same policies in-tree), and record each result.
+        #[arg(long, value_enum, default_value = "enforce")]
+        mode: ServeMode,
+        /// Log each failed or errored (policy, binding) result at info level (uid, resource,
+        /// namespace, name, policy, binding, actions, result, message): one JSON object each
+        /// with `--log-format json`. Always on in observe mode.
+        #[arg(long)]
+        log_results: bool,
         /// Folder of policies, bindings, params, namespaces and RBAC objects (`--source folder`).
         #[arg(long, value_name = "DIR", default_value = "examples/policies")]
         policies: PathBuf,
@@ -292,8 +312,101 @@ enum Command {
         #[command(subcommand)]
         command: CrdCommand,
     },
+    /// Background scan, offline: evaluate each object of --objects as the CREATE the API
+    /// server would send for it (oldObject null, dryRun true, user
+    /// system:serviceaccount:celgate:celgate) against every binding of --policies whose rules
+    /// match that CREATE; print the violations, or the results as policy reports. Exit 0
+    /// when every object would be admitted, 1 when one would be refused (a Deny binding
+    /// failed, or an error under failurePolicy Fail), 2 for unreadable input.
+    Scan {
+        /// Folder (read recursively) of policies, bindings, params, namespaces and RBAC
+        /// objects, as `celgate eval` reads it.
+        #[arg(long, value_name = "DIR")]
+        policies: PathBuf,
+        /// The objects to scan: a YAML or JSON file or a folder of them (read recursively;
+        /// multi-document; `List`s such as `kubectl get -o yaml` prints are expanded).
+        #[arg(long, value_name = "PATH")]
+        objects: PathBuf,
+        /// `table`: the violations (failed and errored results) and a summary; `yaml` or
+        /// `json`: the policy reports (a `List` in JSON), ready for `kubectl apply`.
+        #[arg(short = 'o', long, value_enum, default_value = "table")]
+        output: ScanOutput,
+        /// The report API of `-o yaml|json`: wgpolicyk8s.io/v1alpha2 PolicyReport and
+        /// ClusterPolicyReport, or openreports.io/v1alpha1 Report and ClusterReport.
+        #[arg(long, value_enum, default_value = "wgpolicy")]
+        reports: ReportKind,
+        /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
+        #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
+        k8s_version: String,
+    },
     /// Print the version.
     Version,
+}
+
+/// `celgate scan`'s output.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ScanOutput {
+    Table,
+    Yaml,
+    Json,
+}
+
+/// `celgate scan`'s report API.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ReportKind {
+    Wgpolicy,
+    Openreports,
+}
+
+/// `celgate scan`.
+fn run_scan(
+    policies: &Path,
+    objects: &Path,
+    output: ScanOutput,
+    reports: ReportKind,
+    k8s_version: &str,
+) -> ExitCode {
+    use celgate::scan::report::{self, ReportApi};
+    let scanned = parse_version(k8s_version)
+        .and_then(|v| celgate::scan::scan_folder(policies, objects, v).map_err(Usage));
+    let scanned = match scanned {
+        Ok(s) => s,
+        Err(Usage(m)) => {
+            eprintln!("celgate: {m}");
+            return ExitCode::from(2);
+        }
+    };
+    let api = match reports {
+        ReportKind::Wgpolicy => ReportApi::WgPolicy,
+        ReportKind::Openreports => ReportApi::OpenReports,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let text = match output {
+        ScanOutput::Table => report::table(&scanned.snapshot, &scanned.objects),
+        ScanOutput::Yaml | ScanOutput::Json => {
+            let items = report::reports(&scanned.snapshot, &scanned.objects, api, now);
+            if matches!(output, ScanOutput::Json) {
+                let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+                format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&list).unwrap_or_default()
+                )
+            } else {
+                items
+                    .iter()
+                    .map(|r| format!("---\n{}", serde_yaml_ng::to_string(r).unwrap_or_default()))
+                    .collect()
+            }
+        }
+    };
+    emit(&text);
+    if scanned.denied() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -456,6 +569,8 @@ fn init_logging(format: LogFormat, color: LogColor, level: &str) {
 fn serve(command: Command) -> ExitCode {
     let Command::Serve {
         source,
+        mode,
+        log_results,
         policies,
         reload_settle,
         allow_empty_policies,
@@ -665,6 +780,13 @@ fn serve(command: Command) -> ExitCode {
         cert,
         client_ca,
         limits,
+        answering: celgate::server::Answering {
+            mode: match mode {
+                ServeMode::Enforce => celgate::review::Mode::Enforce,
+                ServeMode::Observe => celgate::review::Mode::Observe,
+            },
+            log_results,
+        },
         poll: Duration::from_secs(1),
         version,
     };
@@ -819,6 +941,13 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Serve { .. } => serve(cli.command),
         Command::Crd { command } => on_big_stack(move || run_crd(command)),
+        Command::Scan {
+            policies,
+            objects,
+            output,
+            reports,
+            k8s_version,
+        } => on_big_stack(move || run_scan(&policies, &objects, output, reports, &k8s_version)),
         Command::Version => {
             emit_line(&format!("celgate {}", env!("CARGO_PKG_VERSION")));
             ExitCode::SUCCESS

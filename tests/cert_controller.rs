@@ -96,6 +96,7 @@ async fn serve(api: SocketAddr, options: Options) -> Running {
         },
         client_ca: None,
         limits: Limits::default(),
+        answering: Default::default(),
         poll: Duration::from_millis(100),
         version: celgate::cel::NEWEST_MINOR,
     };

@@ -241,3 +241,96 @@ fn param_namespaces_must_be_namespace_names() {
         );
     }
 }
+
+/// `celgate scan`: a table of violations and exit 1 when an object would be refused, exit 0
+/// when only a Warn binding fails, policy reports with `-o yaml|json`, exit 2 for unreadable
+/// objects.
+#[test]
+fn scan_prints_violations_and_reports() {
+    let dir = temp_dir("scan");
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    std::fs::create_dir_all(dir.join("objects")).unwrap();
+    let policy = |actions: &str| {
+        format!(
+            r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: no-latest}}
+spec:
+  matchConstraints:
+    resourceRules: [{{apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [pods]}}]
+  validations:
+  - expression: "object.spec.containers.all(c, !c.image.endsWith(':latest'))"
+    message: no latest images
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: no-latest}}
+spec: {{policyName: no-latest, validationActions: [{actions}]}}
+"#
+        )
+    };
+    std::fs::write(dir.join("policies/p.yaml"), policy("Deny")).unwrap();
+    std::fs::write(
+        dir.join("objects/pods.json"),
+        r#"{"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "web", "uid": "u-a"}, "spec": {"containers": [{"name": "c", "image": "nginx:latest"}]}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b", "namespace": "web", "uid": "u-b"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.27"}]}}
+        ]}"#,
+    )
+    .unwrap();
+    let args = ["scan", "--policies", "policies", "--objects", "objects"];
+    let (code, out, err) = celgate(&args, &dir, "");
+    assert_eq!(code, 1, "{out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            "POLICY     BINDING    RESOURCE   RESULT  MESSAGE",
+            "no-latest  no-latest  Pod web/a  fail    no latest images",
+            "2 objects scanned: 1 pass, 1 fail, 0 error, 0 skip",
+        ]
+    );
+
+    let (code, out, err) = celgate(&[&args[..], &["-o", "json"]].concat(), &dir, "");
+    assert_eq!(code, 1, "{err}");
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list["kind"], "List");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    assert_eq!(list["items"][0]["kind"], "PolicyReport");
+    assert_eq!(list["items"][0]["metadata"]["namespace"], "web");
+    assert_eq!(list["items"][0]["summary"]["fail"], 1);
+    assert_eq!(list["items"][0]["results"][0]["resources"][0]["uid"], "u-a");
+
+    let (code, out, _) = celgate(
+        &[&args[..], &["-o", "yaml", "--reports", "openreports"]].concat(),
+        &dir,
+        "",
+    );
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("---\napiVersion: openreports.io/v1alpha1\nkind: Report\n"),
+        "{out}"
+    );
+
+    // Warn only: reported, but nothing would be refused.
+    std::fs::write(dir.join("policies/p.yaml"), policy("Warn")).unwrap();
+    let (code, out, err) = celgate(&args, &dir, "");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("no latest images"), "{out}");
+
+    let (code, _, err) = celgate(
+        &["scan", "--policies", "policies", "--objects", "missing"],
+        &dir,
+        "",
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("missing"), "{err}");
+    std::fs::write(
+        dir.join("objects/bad.yaml"),
+        "kind: Pod\nmetadata: {name: x}\n",
+    )
+    .unwrap();
+    let (code, _, err) = celgate(&args, &dir, "");
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.yaml: document 1: "), "{err}");
+}

@@ -67,6 +67,7 @@ async fn serve(dir: &Path, settle: Duration, allow_empty: bool) -> Running {
         },
         client_ca: None,
         limits: Limits::default(),
+        answering: Default::default(),
         poll: Duration::from_millis(20),
         version: celgate::cel::NEWEST_MINOR,
     };

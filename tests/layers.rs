@@ -18,7 +18,7 @@ const IO_CRATES: &[&str] = &[
 ];
 
 /// Everything above the engine.
-const OUTER: &[&str] = &["source", "certs", "server", "testing", "app"];
+const OUTER: &[&str] = &["source", "certs", "server", "testing", "scan", "app"];
 
 struct Rule {
     /// A top-level module of the crate (`src/NAME/` or `src/NAME.rs`).
@@ -109,6 +109,12 @@ fn rules() -> Vec<Rule> {
         module: "source",
         modules: &["server", "certs", "app", "testing"],
         crates: &[],
+    });
+    // Offline scans run on the engine and the folder source, like `celgate test`.
+    rules.push(Rule {
+        module: "scan",
+        modules: &["server", "certs", "app"],
+        crates: &["tokio", "kube", "axum", "hyper"],
     });
     rules.push(Rule {
         module: "testing",

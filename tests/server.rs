@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
 use celgate::server::tls::self_signed;
-use celgate::server::Limits;
+use celgate::server::{Answering, Limits};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -78,6 +78,16 @@ fn folder(dir: &Path) -> PolicySource {
 }
 
 async fn serve(policies: &Path, cert: CertSource, limits: Limits) -> Running {
+    serve_answering(policies, cert, limits, Answering::default()).await
+}
+
+/// [`serve`] in the given mode.
+async fn serve_answering(
+    policies: &Path,
+    cert: CertSource,
+    limits: Limits,
+    answering: Answering,
+) -> Running {
     let cfg = ServeConfig {
         source: folder(policies),
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -85,6 +95,7 @@ async fn serve(policies: &Path, cert: CertSource, limits: Limits) -> Running {
         cert,
         client_ca: None,
         limits,
+        answering,
         poll: Duration::from_millis(100),
         version: celgate::cel::NEWEST_MINOR,
     };
@@ -294,6 +305,70 @@ async fn warn_and_audit_actions() {
     )
     .unwrap();
     assert_eq!(record[0]["validationActions"], json!(["Warn", "Audit"]));
+    server.shutdown().await;
+}
+
+/// Observe mode: a policy that denies (and warns, and audits) is evaluated as in enforce
+/// mode, but the answer is always allowed, without warnings or audit annotations, in the
+/// request's version; the request counts as allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observe_mode_never_denies_and_never_warns() {
+    let dir = temp_dir("observe");
+    write_policy(&dir, "Deny, Audit");
+    std::fs::write(
+        dir.join("warn.yaml"),
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: no-debug-warn}\nspec: {policyName: no-debug, validationActions: [Warn]}\n",
+    )
+    .unwrap();
+    let answering = Answering {
+        mode: celgate::review::Mode::Observe,
+        ..Answering::default()
+    };
+    let server = serve_answering(
+        &dir,
+        CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        Limits::default(),
+        answering,
+    )
+    .await;
+    let ca = server.ca_pem.clone().unwrap();
+    for (http2, api) in [
+        (false, "admission.k8s.io/v1"),
+        (true, "admission.k8s.io/v1beta1"),
+    ] {
+        let (status, body) = call(
+            server.bound.webhook,
+            &ca,
+            http2,
+            "/validate?timeout=10s",
+            "application/json",
+            review(api, json!({"debug": "1"})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(
+            answer(&body),
+            json!({"apiVersion": api, "kind": "AdmissionReview",
+                   "response": {"uid": "u-1", "allowed": true}}),
+            "allowed, nothing else"
+        );
+    }
+    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    // Evaluated as in enforce mode: the check metrics record the denial that was not sent.
+    assert!(metrics.contains(r#"celgate_validating_admission_policy_check_total{enforcement_action="deny",error_type="invalid_error",policy="no-debug",policy_binding="no-debug"} 2"#), "{metrics}");
+    assert!(metrics.contains(r#"celgate_validating_admission_policy_check_total{enforcement_action="warn",error_type="invalid_error",policy="no-debug",policy_binding="no-debug-warn"} 2"#), "{metrics}");
+    assert!(
+        metrics.contains(r#"celgate_requests_total{decision="allowed",operation="CREATE"} 2"#),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(r#"decision="denied""#), "{metrics}");
+    // And each result is counted, per binding and action.
+    assert!(metrics.contains(r#"celgate_policy_results_total{action="deny",binding="no-debug",policy="no-debug",result="fail",source="admission"} 2"#), "{metrics}");
+    assert!(metrics.contains(r#"celgate_policy_results_total{action="audit",binding="no-debug",policy="no-debug",result="fail",source="admission"} 2"#), "{metrics}");
+    assert!(metrics.contains(r#"celgate_policy_results_total{action="warn",binding="no-debug-warn",policy="no-debug",result="fail",source="admission"} 2"#), "{metrics}");
     server.shutdown().await;
 }
 
@@ -724,6 +799,7 @@ async fn namespaces_the_folder_does_not_define() {
             },
             client_ca: None,
             limits: Limits::default(),
+            answering: Default::default(),
             poll: Duration::from_millis(100),
             version: celgate::cel::NEWEST_MINOR,
         };
@@ -862,6 +938,7 @@ async fn client_certificates_are_required_with_client_ca() {
         },
         client_ca: Some(dir.join("client-ca.pem")),
         limits: Limits::default(),
+        answering: Default::default(),
         poll: Duration::from_millis(100),
         version: celgate::cel::NEWEST_MINOR,
     };
@@ -940,6 +1017,7 @@ async fn cluster_source_end_to_end() {
         },
         client_ca: None,
         limits: Limits::default(),
+        answering: Default::default(),
         poll: Duration::from_millis(100),
         version: celgate::cel::NEWEST_MINOR,
     };
@@ -1057,6 +1135,7 @@ fn kubeconfig_cluster(dir: &Path, api: SocketAddr) -> ServeConfig {
         },
         client_ca: None,
         limits: Limits::default(),
+        answering: Default::default(),
         poll: Duration::from_millis(100),
         version: celgate::cel::NEWEST_MINOR,
     }

@@ -40,6 +40,7 @@ use validator::{validate, AuditResult, Outcome};
 use verdict::collect;
 pub use verdict::{
     AdmissionVerdict, AuditedFailure, BindingOutcome, BindingResult, CheckMetric, Denial,
+    Evaluated, PolicyResult, ValidationResult,
 };
 
 /// The operations VAP handles.
@@ -116,6 +117,14 @@ fn admit_with(
         };
         if let Some(e) = config_error {
             verdict.record(trace, &policy.name, None, BindingOutcome::Error);
+            // The policy cannot be evaluated for any of its bindings.
+            verdict
+                .evaluated
+                .extend((0..entry.bindings.len()).map(|b| Evaluated {
+                    policy: index,
+                    binding: b,
+                    result: PolicyResult::Error,
+                }));
             configuration_error(
                 &mut verdict,
                 policy,
@@ -125,18 +134,28 @@ fn admit_with(
             continue;
         }
         let mut collector: Vec<(String, Vec<String>)> = Vec::new();
-        for binding in &entry.bindings {
+        for (binding_index, binding) in entry.bindings.iter().enumerate() {
+            let evaluated = |result| Evaluated {
+                policy: index,
+                binding: binding_index,
+                result,
+            };
             let params = match binding_params(snapshot, &namespaces, policy, binding, req) {
                 Ok(Some(p)) => p,
                 Ok(None) => continue,
                 Err(e) => {
                     let b = Some(binding.name.as_str());
                     verdict.record(trace, &policy.name, b, BindingOutcome::Error);
+                    verdict.evaluated.push(evaluated(PolicyResult::Error));
                     let message = format!("failed to configure binding: {e}");
                     configuration_error(&mut verdict, policy, Some(&binding.name), &message);
                     continue;
                 }
             };
+            if params.is_empty() {
+                // No param object, and parameterNotFoundAction Allow: nothing to evaluate.
+                verdict.evaluated.push(evaluated(PolicyResult::Skip));
+            }
             for param in params {
                 let started = Instant::now();
                 // The clock is read here anyway (for the check metrics): past the deadline,
@@ -157,6 +176,13 @@ fn admit_with(
                 let elapsed = started.elapsed();
                 verdict.timed_out |= deadline.passed();
                 let Some(result) = result else {
+                    // Excluded by the matchConditions, or their error ignored (failurePolicy
+                    // Ignore).
+                    verdict.evaluated.push(evaluated(if condition_errors > 0 {
+                        PolicyResult::Error
+                    } else {
+                        PolicyResult::Skip
+                    }));
                     if condition_errors > 0 {
                         let b = Some(binding.name.as_str());
                         verdict.record(trace, &policy.name, b, BindingOutcome::Error);
@@ -171,26 +197,32 @@ fn admit_with(
                     }
                     continue;
                 };
+                let errored = result
+                    .decisions
+                    .iter()
+                    .any(|d| matches!(d.evaluation, Outcome::Error(_)))
+                    || result
+                        .audit
+                        .iter()
+                        .any(|a| matches!(a, AuditResult::Error(_)));
+                let failed = result
+                    .decisions
+                    .iter()
+                    .any(|d| d.evaluation == Outcome::Deny);
+                let (outcome, policy_result) = match (errored, failed) {
+                    (true, _) => (BindingOutcome::Error, PolicyResult::Error),
+                    (false, true) => (BindingOutcome::Fail, PolicyResult::Fail),
+                    (false, false) => (BindingOutcome::Pass, PolicyResult::Pass),
+                };
+                verdict.evaluated.push(evaluated(policy_result));
                 if trace {
-                    let errored = result
-                        .decisions
-                        .iter()
-                        .any(|d| matches!(d.evaluation, Outcome::Error(_)))
-                        || result
-                            .audit
-                            .iter()
-                            .any(|a| matches!(a, AuditResult::Error(_)));
-                    let failed = result
-                        .decisions
-                        .iter()
-                        .any(|d| d.evaluation == Outcome::Deny);
-                    let outcome = match (errored, failed) {
-                        (true, _) => BindingOutcome::Error,
-                        (false, true) => BindingOutcome::Fail,
-                        (false, false) => BindingOutcome::Pass,
-                    };
                     let b = Some(binding.name.as_str());
                     verdict.record(trace, &policy.name, b, outcome);
+                    verdict.record_validations(
+                        &policy.name,
+                        &binding.name,
+                        validation_results(policy, &result),
+                    );
                 }
                 route(
                     &mut verdict,
@@ -226,4 +258,37 @@ fn admit_with(
         }
     }
     verdict
+}
+
+/// Each validation's result for one param (when tracing): by index when there is a decision
+/// per validation, else (the cost budget or a failed audit annotation replaced them) one
+/// error for the whole policy; and each audit annotation's error.
+fn validation_results<'a>(
+    policy: &'a crate::policy::compile::CompiledPolicy,
+    result: &'a validator::ParamResult,
+) -> impl Iterator<Item = ValidationResult> + 'a {
+    let per_validation = result.decisions.len() == policy.validations.len();
+    let decisions = result.decisions.iter().enumerate().map(move |(i, d)| {
+        let (result, reason) = match d.evaluation {
+            Outcome::Admit => (PolicyResult::Pass, None),
+            Outcome::Deny => (PolicyResult::Fail, d.reason.clone()),
+            Outcome::Error(_) => (PolicyResult::Error, None),
+        };
+        ValidationResult {
+            index: per_validation.then_some(i),
+            result,
+            message: d.message.clone(),
+            reason,
+        }
+    });
+    let audit = result.audit.iter().filter_map(|a| match a {
+        AuditResult::Error(e) => Some(ValidationResult {
+            index: None,
+            result: PolicyResult::Error,
+            message: e.message.clone(),
+            reason: None,
+        }),
+        AuditResult::Publish(..) => None,
+    });
+    decisions.chain(audit)
 }

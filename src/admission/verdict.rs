@@ -61,6 +61,58 @@ pub struct AdmissionVerdict {
     /// `celgate test`), so that serving allocates nothing for it. A binding not listed did
     /// not match.
     pub results: Vec<BindingResult>,
+    /// Per (policy, binding, param) that matched the request, its result, by index into the
+    /// snapshot: always filled (for the result metrics and logs), copying no names.
+    pub evaluated: Vec<Evaluated>,
+}
+
+/// One (policy, binding, param) evaluation's result, by index: `policy` into
+/// `Snapshot::policies`, `binding` into that entry's `bindings`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evaluated {
+    pub policy: usize,
+    pub binding: usize,
+    pub result: PolicyResult,
+}
+
+/// What an evaluation came to, as policy reports say it. Ordered from least to most
+/// notable: over several params or validations, the greatest is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PolicyResult {
+    /// The binding matched, but the policy's matchConditions excluded the request.
+    Skip,
+    /// Every validation held.
+    Pass,
+    /// A validation failed.
+    Fail,
+    /// An expression could not be evaluated, or the policy or binding is misconfigured.
+    Error,
+}
+
+impl PolicyResult {
+    /// The `result` label and the policy report's word: `pass`, `fail`, `error` or `skip`.
+    pub fn label(self) -> &'static str {
+        match self {
+            PolicyResult::Skip => "skip",
+            PolicyResult::Pass => "pass",
+            PolicyResult::Fail => "fail",
+            PolicyResult::Error => "error",
+        }
+    }
+}
+
+/// One validation's result for one param, recorded when tracing (for `celgate scan`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidationResult {
+    /// The validation's index in the policy; `None` for an error of the whole policy or
+    /// binding (a configuration error, a failed audit annotation, the cost budget).
+    pub index: Option<usize>,
+    pub result: PolicyResult,
+    /// The failure's or error's message (without the `ValidatingAdmissionPolicy ... denied
+    /// request:` prefix); empty for a pass.
+    pub message: String,
+    /// The failed validation's reason (`Invalid` unless the policy names one).
+    pub reason: Option<String>,
 }
 
 /// What one (policy, binding) evaluation came to, over all its params.
@@ -70,6 +122,8 @@ pub struct BindingResult {
     /// `None` for a policy-level configuration error (it applies to every binding).
     pub binding: Option<String>,
     pub outcome: BindingOutcome,
+    /// Each validation's result, per param in turn (empty for a configuration error).
+    pub validations: Vec<ValidationResult>,
 }
 
 /// Ordered from best to worst: a binding's result is the worst of its params'.
@@ -133,7 +187,25 @@ impl AdmissionVerdict {
                 policy: policy.to_string(),
                 binding: binding.map(str::to_string),
                 outcome,
+                validations: Vec::new(),
             }),
+        }
+    }
+
+    /// Notes, when tracing, the validations' results of one param of a (policy, binding)
+    /// already [`record`](Self::record)ed.
+    pub(super) fn record_validations(
+        &mut self,
+        policy: &str,
+        binding: &str,
+        validations: impl Iterator<Item = ValidationResult>,
+    ) {
+        if let Some(r) = self
+            .results
+            .iter_mut()
+            .find(|r| r.policy == policy && r.binding.as_deref() == Some(binding))
+        {
+            r.validations.extend(validations);
         }
     }
 }

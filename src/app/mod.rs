@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 
 use crate::certs;
 use crate::server::tls::{self, Identity, TlsError};
-use crate::server::{self, AppState, Bound, Limits, Listen, ServerError};
+use crate::server::{self, Answering, AppState, Bound, Limits, Listen, ServerError};
 use crate::source::folder::FolderSource;
 use crate::source::kube::authorizer::SarOptions;
 use crate::source::kube::{ClientError, KubeOptions, KubeSource};
@@ -71,6 +71,8 @@ pub struct ServeConfig {
     pub cert: CertSource,
     pub client_ca: Option<PathBuf>,
     pub limits: Limits,
+    /// Enforce or observe mode.
+    pub answering: Answering,
     /// How often the policy folder and certificate files are checked for changes.
     pub poll: Duration,
     /// Kubernetes minor version of the CEL environment.
@@ -254,7 +256,10 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
     };
     let identity = Identity::new(key);
     let tls_config = tls::server_config(identity.clone(), cfg.client_ca.as_deref())?;
-    let state = AppState::new(cfg.limits.clone());
+    let state = AppState::new(cfg.limits.clone(), cfg.answering);
+    if cfg.answering.mode == crate::review::Mode::Observe {
+        tracing::info!("observe mode: every review is answered allowed; results are recorded");
+    }
     if let Some(t) = identity.not_after() {
         state.metrics.certificate_expiry.set(t);
     }

@@ -93,6 +93,16 @@ pub fn review(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
     json!({"apiVersion": req.api_version, "kind": "AdmissionReview", "response": response(req, verdict)})
 }
 
+/// The answer of observe mode, whatever was decided: allowed, without warnings or audit
+/// annotations, in the request's API version.
+pub fn observed(req: &Request<'_>) -> Json {
+    json!({
+        "apiVersion": req.api_version,
+        "kind": "AdmissionReview",
+        "response": {"uid": req.uid, "allowed": true},
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

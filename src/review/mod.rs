@@ -8,7 +8,7 @@ pub mod encode;
 
 use serde_json::Value as Json;
 
-use crate::admission::{admit, AdmissionVerdict, AdmitContext};
+use crate::admission::{admit, AdmissionVerdict, AdmitContext, PolicyResult};
 use crate::policy::snapshot::Snapshot;
 pub use decode::{request, ReviewError};
 
@@ -20,6 +20,30 @@ pub struct Answer {
     pub verdict: AdmissionVerdict,
     pub uid: String,
     pub operation: String,
+    /// What the request was about; filled only when a result failed or errored (for the
+    /// result log lines), so that the usual review copies nothing for it.
+    pub subject: Option<Subject>,
+}
+
+/// The object a request was about, for log lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    /// `resource` or `resource.group`, with `/subresource` when there is one.
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// How the verdict becomes the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// The verdict's answer: denials, warnings and audit annotations (the in-tree answer).
+    #[default]
+    Enforce,
+    /// Every policy is evaluated as in `Enforce`, but the answer is always `allowed: true`,
+    /// without warnings or audit annotations: where the API server enforces the same
+    /// policies in-tree, it adds its own; celgate only records the results.
+    Observe,
 }
 
 /// Parses an AdmissionReview body (JSON) and answers it: the whole request path, shared by
@@ -30,16 +54,51 @@ pub fn answer(
     body: &[u8],
     context: &AdmitContext<'_>,
 ) -> Result<Answer, ReviewError> {
+    answer_in(snapshot, body, context, Mode::Enforce)
+}
+
+/// [`answer`], answering as `mode` says.
+pub fn answer_in(
+    snapshot: &Snapshot,
+    body: &[u8],
+    context: &AdmitContext<'_>,
+    mode: Mode,
+) -> Result<Answer, ReviewError> {
     let doc = crate::cel::json::Doc::parse(body).map_err(ReviewError::MalformedJson)?;
     let req = request(&doc)?;
     let verdict = admit(snapshot, &req, context);
-    let review = encode::review(&req, &verdict);
+    let review = match mode {
+        Mode::Enforce => encode::review(&req, &verdict),
+        Mode::Observe => encode::observed(&req),
+    };
+    let subject = verdict
+        .evaluated
+        .iter()
+        .any(|e| e.result >= PolicyResult::Fail)
+        .then(|| subject(&req));
     Ok(Answer {
         review,
         verdict,
         uid: req.uid.clone(),
         operation: req.attributes.operation.clone(),
+        subject,
     })
+}
+
+fn subject(req: &crate::admission::request::Request<'_>) -> Subject {
+    let a = &req.attributes;
+    let mut resource = a.resource.clone();
+    if !a.group.is_empty() {
+        resource = format!("{resource}.{}", a.group);
+    }
+    if !a.subresource.is_empty() {
+        resource = format!("{resource}/{}", a.subresource);
+    }
+    Subject {
+        resource,
+        namespace: a.namespace.clone(),
+        name: req.display_name(),
+    }
 }
 
 /// [`answer`] with no services and the default limits (no deadline), keeping only the

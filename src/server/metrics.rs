@@ -13,7 +13,8 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::admission::CheckMetric;
+use crate::admission::{CheckMetric, Evaluated};
+use crate::policy::snapshot::{Snapshot, ValidationAction};
 
 /// One watched resource's health, as the source gauges show it; the composition root fills
 /// it from whatever source is running.
@@ -69,6 +70,34 @@ pub struct Metrics {
     pub source_synced: IntGaugeVec,
     pub source_objects: IntGaugeVec,
     pub config_problems: IntGaugeVec,
+    pub policy_results: IntCounterVec,
+}
+
+/// Where a result comes from: the `source` label of `celgate_policy_results_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultSource {
+    /// A review the API server sent.
+    Admission,
+    /// A background scan of stored objects.
+    Scan,
+}
+
+impl ResultSource {
+    pub fn label(self) -> &'static str {
+        match self {
+            ResultSource::Admission => "admission",
+            ResultSource::Scan => "scan",
+        }
+    }
+}
+
+/// The `action` label of a validation action (as the in-tree `enforcement_action`).
+pub fn action_label(action: &ValidationAction) -> &'static str {
+    match action {
+        ValidationAction::Deny => "deny",
+        ValidationAction::Warn => "warn",
+        ValidationAction::Audit => "audit",
+    }
 }
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -167,6 +196,7 @@ impl Metrics {
             evaluation_panics,
             source_reload_refused: counter(&r, "celgate_source_reload_refused_total", "Policy folder states not swapped in, by reason: empty (no policy would be enforced; see --allow-empty-policies), unsettled (files changed while being read); the last good snapshot stays.", &["reason"]),
             snapshot_timestamp: fgauge("celgate_snapshot_timestamp_seconds", "When the current snapshot was built (Unix time); its age is time() minus this."),
+            policy_results: counter(&r, "celgate_policy_results_total", "Results of each (policy, binding) evaluation, in enforce and observe mode: pass, fail, error, or skip (the policy's matchConditions excluded the request); counted once per validation action of the binding (deny, warn, audit; none for a binding without valid actions); source admission (reviews) or scan (background scans).", &["policy", "binding", "action", "result", "source"]),
             certificate_expiry: fgauge("celgate_certificate_expiry_timestamp_seconds", "When the serving certificate expires (Unix time)."),
             registry: r,
         }
@@ -190,6 +220,34 @@ impl Metrics {
                 self.match_condition_errors
                     .with_label_values(&[c.policy.as_str(), "policy", "validate", operation])
                     .inc_by(c.match_condition_errors);
+            }
+        }
+    }
+
+    /// Counts each (policy, binding, param) result of a verdict reached on `snapshot`, once
+    /// per validation action of the binding. The names come from the snapshot, so that the
+    /// labels name loaded objects only; nothing is copied or allocated.
+    pub fn results(&self, snapshot: &Snapshot, evaluated: &[Evaluated], source: ResultSource) {
+        for e in evaluated {
+            let Some(entry) = snapshot.policies.get(e.policy) else {
+                continue;
+            };
+            let Some(binding) = entry.bindings.get(e.binding) else {
+                continue;
+            };
+            let mut labels = [
+                entry.policy.name.as_str(),
+                binding.name.as_str(),
+                "none",
+                e.result.label(),
+                source.label(),
+            ];
+            if binding.actions.is_empty() {
+                self.policy_results.with_label_values(&labels).inc();
+            }
+            for action in &binding.actions {
+                labels[2] = action_label(action);
+                self.policy_results.with_label_values(&labels).inc();
             }
         }
     }

@@ -99,6 +99,21 @@ impl Limits {
     }
 }
 
+/// How reviews are answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Answering {
+    /// Enforce (the verdict's answer) or observe (always allowed, results recorded only).
+    pub mode: crate::review::Mode,
+    /// Log each failed or errored result at info level (always in observe mode).
+    pub log_results: bool,
+}
+
+impl Answering {
+    fn logs_results(&self) -> bool {
+        self.log_results || self.mode == crate::review::Mode::Observe
+    }
+}
+
 /// What the handlers share.
 pub struct AppState {
     pub snapshot: ArcSwap<Snapshot>,
@@ -106,6 +121,7 @@ pub struct AppState {
     pub ready: AtomicBool,
     pub metrics: Metrics,
     pub limits: Limits,
+    pub answering: Answering,
     /// Compiled policies kept across reloads.
     pub compiled: crate::policy::snapshot::CompileCache,
     /// The live services evaluations may call (the cluster's authorizer and namespace
@@ -116,7 +132,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(limits: Limits) -> Arc<AppState> {
+    pub fn new(limits: Limits, answering: Answering) -> Arc<AppState> {
         Arc::new(AppState {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             ready: AtomicBool::new(false),
@@ -129,6 +145,7 @@ impl AppState {
             compiled: Default::default(),
             services: std::sync::OnceLock::new(),
             limits,
+            answering,
         })
     }
 
@@ -332,7 +349,19 @@ async fn validate(
             return None;
         }
         let context = state.admit_context(deadline_at);
-        Some(crate::review::answer(&snapshot, &bytes, &context))
+        let answer = crate::review::answer_in(&snapshot, &bytes, &context, state.answering.mode);
+        if let Ok(a) = &answer {
+            // Counted on the snapshot the verdict was reached on: its indices name its
+            // policies and bindings.
+            let evaluated = &a.verdict.evaluated;
+            state
+                .metrics
+                .results(&snapshot, evaluated, metrics::ResultSource::Admission);
+            if state.answering.logs_results() {
+                log_results(&snapshot, a);
+            }
+        }
+        Some(answer)
     });
     // Until the deadline; meanwhile, once the evaluation has run for SLOW_EVALUATION, it is
     // marked slow so that a spare thread serves the reviews queued behind it.
@@ -387,14 +416,16 @@ async fn validate(
             .answered(&answer.operation, "timeout", started.elapsed());
         return timed_out(timeout);
     }
-    let decision = if answer.verdict.allowed() {
+    // What was answered: in observe mode, always allowed.
+    let observing = s.answering.mode == crate::review::Mode::Observe;
+    let decision = if observing || answer.verdict.allowed() {
         "allowed"
     } else {
         "denied"
     };
     s.metrics
         .answered(&answer.operation, decision, started.elapsed());
-    if let Some(first) = answer.verdict.denials.first() {
+    if let Some(first) = answer.verdict.denials.first().filter(|_| !observing) {
         tracing::info!(
             uid = %answer.uid,
             operation = %answer.operation,
@@ -406,6 +437,76 @@ async fn validate(
     }
     let body = serde_json::to_vec(&answer.review).unwrap_or_default();
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// One info line per failed or errored (policy, binding) result of a review, for log
+/// pipelines (with `--log-format json`, one JSON object each).
+fn log_results(snapshot: &Snapshot, answer: &crate::review::Answer) {
+    let Some(subject) = &answer.subject else {
+        return;
+    };
+    let verdict = &answer.verdict;
+    for (i, e) in verdict.evaluated.iter().enumerate() {
+        if e.result < crate::admission::PolicyResult::Fail || verdict.evaluated[..i].contains(e) {
+            continue;
+        }
+        let Some(entry) = snapshot.policies.get(e.policy) else {
+            continue;
+        };
+        let Some(binding) = entry.bindings.get(e.binding) else {
+            continue;
+        };
+        let (policy, name) = (entry.policy.name.as_str(), binding.name.as_str());
+        tracing::info!(
+            uid = %answer.uid,
+            operation = %answer.operation,
+            resource = %subject.resource,
+            namespace = %subject.namespace,
+            name = %subject.name,
+            policy,
+            binding = name,
+            actions = %binding.action_names.join(","),
+            result = e.result.label(),
+            failure = failure_message(verdict, policy, name),
+            "policy result"
+        );
+    }
+}
+
+/// The message of a (policy, binding)'s failure: its denial, audited failure or warning, in
+/// that order (a policy-level configuration error is a denial without a binding).
+fn failure_message<'v>(
+    verdict: &'v crate::admission::AdmissionVerdict,
+    policy: &str,
+    binding: &str,
+) -> &'v str {
+    let denial = |b: Option<&str>| {
+        verdict
+            .denials
+            .iter()
+            .find(|d| d.policy == policy && d.binding.as_deref() == b)
+            .map(|d| d.message.as_str())
+    };
+    let warning = || {
+        let prefix = format!(
+            "Validation failed for ValidatingAdmissionPolicy '{policy}' with binding '{binding}': "
+        );
+        verdict
+            .warnings
+            .iter()
+            .find_map(|w| w.strip_prefix(&prefix))
+    };
+    denial(Some(binding))
+        .or_else(|| {
+            verdict
+                .audited
+                .iter()
+                .find(|a| a.policy == policy && a.binding == binding)
+                .map(|a| a.message.as_str())
+        })
+        .or_else(warning)
+        .or_else(|| denial(None))
+        .unwrap_or("")
 }
 
 /// Why a request body was not read whole.
@@ -590,4 +691,189 @@ pub async fn listen(
         )));
     }
     Ok((Bound { webhook, metrics }, tasks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Binding, Policy};
+    use crate::policy::snapshot::SnapshotBuilder;
+    use serde_json::json;
+
+    /// A policy denying configmaps with `data.debug`, bound twice (Deny, Warn); a second
+    /// policy whose matchConditions exclude everything.
+    pub(crate) fn snapshot() -> Snapshot {
+        let mut b = SnapshotBuilder::new();
+        let policy = |name: &str, condition: &str| {
+            serde_json::from_value::<Policy>(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": name},
+                "spec": {
+                    "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]},
+                    "matchConditions": [{"name": "c", "expression": condition}],
+                    "validations": [{"expression": "!has(object.data) || !('debug' in object.data)", "message": "no debug configmaps"}]
+                }
+            }))
+            .unwrap()
+        };
+        let binding = |name: &str, policy: &str, action: &str| {
+            serde_json::from_value::<Binding>(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": name},
+                "spec": {"policyName": policy, "validationActions": [action]}
+            }))
+            .unwrap()
+        };
+        b.add_policy(policy("no-debug", "true"));
+        b.add_policy(policy("never", "false"));
+        b.add_binding(binding("no-debug", "no-debug", "Deny"));
+        b.add_binding(binding("no-debug-warn", "no-debug", "Warn"));
+        b.add_binding(binding("never", "never", "Deny"));
+        b.add_object(Arc::new(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+        ));
+        b.build(crate::cel::NEWEST_MINOR)
+    }
+
+    pub(crate) fn review(data: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+                "name": "cm", "namespace": "default", "operation": "CREATE",
+                "userInfo": {"username": "alice"},
+                "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}, "data": data},
+                "oldObject": null
+            }
+        }))
+        .unwrap()
+    }
+
+    /// Writes log lines into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn one_json_line_per_failing_result() {
+        let snap = snapshot();
+        let context = AdmitContext::default();
+        let mode = crate::review::Mode::Observe;
+        let failing =
+            crate::review::answer_in(&snap, &review(json!({"debug": "1"})), &context, mode)
+                .unwrap();
+        let passing =
+            crate::review::answer_in(&snap, &review(json!({"ok": "1"})), &context, mode).unwrap();
+        assert!(
+            passing.subject.is_none(),
+            "nothing copied for a review that passed"
+        );
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            log_results(&snap, &failing);
+            log_results(&snap, &passing);
+        });
+        let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        let fields: Vec<_> = lines.iter().map(|l| l["fields"].clone()).collect();
+        assert_eq!(lines[0]["level"], "INFO");
+        assert_eq!(fields[0]["message"], "policy result");
+        assert_eq!(fields[0]["uid"], "u-1");
+        assert_eq!(fields[0]["operation"], "CREATE");
+        assert_eq!(fields[0]["resource"], "configmaps");
+        assert_eq!(fields[0]["namespace"], "default");
+        assert_eq!(fields[0]["name"], "cm");
+        assert_eq!(fields[0]["policy"], "no-debug");
+        assert_eq!(fields[0]["binding"], "no-debug");
+        assert_eq!(fields[0]["actions"], "Deny");
+        assert_eq!(fields[0]["result"], "fail");
+        assert_eq!(
+            fields[0]["failure"],
+            "ValidatingAdmissionPolicy 'no-debug' with binding 'no-debug' denied request: no debug configmaps"
+        );
+        assert_eq!(fields[1]["binding"], "no-debug-warn");
+        assert_eq!(fields[1]["actions"], "Warn");
+        assert_eq!(fields[1]["failure"], "no debug configmaps");
+    }
+
+    #[test]
+    fn results_are_counted_by_policy_binding_action_result_and_source() {
+        let snap = snapshot();
+        let metrics = Metrics::new();
+        let context = AdmitContext::default();
+        for data in [
+            json!({"debug": "1"}),
+            json!({"ok": "1"}),
+            json!({"ok": "2"}),
+        ] {
+            let a = crate::review::answer(&snap, &review(data), &context).unwrap();
+            metrics.results(
+                &snap,
+                &a.verdict.evaluated,
+                metrics::ResultSource::Admission,
+            );
+        }
+        let a = crate::review::answer(&snap, &review(json!({"debug": "1"})), &context).unwrap();
+        metrics.results(&snap, &a.verdict.evaluated, metrics::ResultSource::Scan);
+        let text = String::from_utf8(metrics.encode()).unwrap();
+        let count = |labels: &str| {
+            let prefix = format!("celgate_policy_results_total{{{labels}}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .unwrap_or_else(|| panic!("no {prefix} in {text}"))
+                .to_string()
+        };
+        assert_eq!(
+            count(
+                r#"action="deny",binding="no-debug",policy="no-debug",result="fail",source="admission""#
+            ),
+            "1"
+        );
+        assert_eq!(
+            count(
+                r#"action="deny",binding="no-debug",policy="no-debug",result="pass",source="admission""#
+            ),
+            "2"
+        );
+        assert_eq!(
+            count(
+                r#"action="warn",binding="no-debug-warn",policy="no-debug",result="fail",source="admission""#
+            ),
+            "1"
+        );
+        assert_eq!(
+            count(
+                r#"action="deny",binding="never",policy="never",result="skip",source="admission""#
+            ),
+            "3"
+        );
+        assert_eq!(
+            count(
+                r#"action="deny",binding="no-debug",policy="no-debug",result="fail",source="scan""#
+            ),
+            "1"
+        );
+        assert!(!text.contains(r#"result="error""#), "{text}");
+    }
 }

@@ -1,0 +1,313 @@
+//! Background scans, offline (`celgate scan`): each stored object is evaluated as the CREATE
+//! the API server would send for it ("would this object be admitted today?") against every
+//! binding whose rules match that CREATE, and the results are gathered by namespace for
+//! policy reports ([`report`]).
+//!
+//! The synthesised request: operation CREATE, `oldObject` null, `dryRun` true, the user
+//! [`SCAN_USER`] (celgate's own service account, in the groups the API server gives it), the
+//! object's own namespace. So `request.userInfo`, `authorizer` checks and
+//! `request.dryRun` see celgate's identity and a dry run, not the object's author; a
+//! binding whose rules match no CREATE of the object (an UPDATE-only or DELETE-only policy)
+//! is not evaluated. A namespace the snapshot does not define is a bare one (its name and
+//! `kubernetes.io/metadata.name` label), as in `celgate serve`'s folder mode.
+
+pub mod report;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+
+use crate::admission::{admit_traced, AdmitContext, PolicyResult, Services};
+use crate::policy::snapshot::Snapshot;
+use crate::source::folder::{BareNamespaces, Loaded};
+use crate::testing::review::{manifest_review, ManifestRequest};
+
+/// The user of every scan request: celgate's service account as the chart installs it.
+pub const SCAN_USER: &str = "system:serviceaccount:celgate:celgate";
+/// Its groups (`system:authenticated` is added to them).
+const SCAN_GROUPS: &[&str] = &["system:serviceaccounts", "system:serviceaccounts:celgate"];
+
+/// The object a result is about, as report results reference it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Resource {
+    pub api_version: String,
+    pub kind: String,
+    /// Empty for a cluster-scoped object.
+    pub namespace: String,
+    pub name: String,
+    /// Empty when the manifest has none (a file never applied).
+    pub uid: String,
+}
+
+impl Resource {
+    fn of(object: &Json) -> Resource {
+        let text = |v: &Json| v.as_str().unwrap_or_default().to_string();
+        let meta = &object["metadata"];
+        Resource {
+            api_version: text(&object["apiVersion"]),
+            kind: text(&object["kind"]),
+            namespace: text(&meta["namespace"]),
+            name: text(&meta["name"]),
+            uid: text(&meta["uid"]),
+        }
+    }
+
+    /// `Kind namespace/name`, or `Kind name` for a cluster-scoped object.
+    pub fn display(&self) -> String {
+        if self.namespace.is_empty() {
+            format!("{} {}", self.kind, self.name)
+        } else {
+            format!("{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+/// One validation's result for one object, by index into the snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScanResult {
+    /// Index into `Snapshot::policies`.
+    pub policy: usize,
+    /// Index into that entry's bindings.
+    pub binding: usize,
+    /// The validation's index; `None` for an error of the whole policy or binding.
+    pub validation: Option<usize>,
+    pub result: PolicyResult,
+    /// Empty for a pass or a skip.
+    pub message: String,
+    /// A failed validation's reason.
+    pub reason: Option<String>,
+}
+
+/// An object's results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectResults {
+    pub resource: Resource,
+    pub results: Vec<ScanResult>,
+    /// The API server would refuse the object's CREATE today (a Deny binding failed, or an
+    /// error under failurePolicy Fail).
+    pub denied: bool,
+}
+
+/// Evaluates objects against a snapshot.
+pub struct Scanner<'s> {
+    snapshot: &'s Snapshot,
+    /// The CRDs that tell a custom resource's plural and scope.
+    crds: Vec<Json>,
+    services: Services,
+}
+
+impl<'s> Scanner<'s> {
+    pub fn new(snapshot: &'s Snapshot, crds: Vec<Json>) -> Scanner<'s> {
+        Scanner {
+            snapshot,
+            crds,
+            services: Services {
+                authorizer: None,
+                namespace_lookup: Some(Arc::new(BareNamespaces::default())),
+            },
+        }
+    }
+
+    pub fn snapshot(&self) -> &'s Snapshot {
+        self.snapshot
+    }
+
+    /// Evaluates `object` as its CREATE; an error when no request can be built for it (no
+    /// apiVersion or kind, a kind whose resource is unknown).
+    pub fn scan(&self, object: Json) -> Result<ObjectResults, String> {
+        let resource = Resource::of(&object);
+        let request = ManifestRequest {
+            operation: Some("CREATE".into()),
+            object,
+            old: None,
+            user: Some(SCAN_USER.into()),
+            groups: SCAN_GROUPS.iter().map(|g| g.to_string()).collect(),
+            namespace: None,
+            sub_resource: None,
+            dry_run: true,
+        };
+        let review = manifest_review(self.crds.iter(), request)?;
+        let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
+        let doc = crate::cel::json::Doc::parse(&body).map_err(|e| e.to_string())?;
+        let req = crate::review::request(&doc).map_err(|e| e.to_string())?;
+        let context = AdmitContext {
+            services: &self.services,
+            ..AdmitContext::default()
+        };
+        let verdict = admit_traced(self.snapshot, &req, &context);
+        Ok(ObjectResults {
+            resource,
+            results: self.results(&verdict),
+            denied: !verdict.allowed(),
+        })
+    }
+
+    /// Each matching (policy, binding)'s validations, the worst over its params.
+    fn results(&self, verdict: &crate::admission::AdmissionVerdict) -> Vec<ScanResult> {
+        type Key = (usize, usize, Option<usize>);
+        let mut worst: BTreeMap<Key, ScanResult> = BTreeMap::new();
+        let mut keep = |r: ScanResult| {
+            let key = (r.policy, r.binding, r.validation);
+            match worst.get(&key) {
+                Some(old) if old.result >= r.result => {}
+                _ => {
+                    worst.insert(key, r);
+                }
+            }
+        };
+        for e in &verdict.evaluated {
+            let Some(entry) = self.snapshot.policies.get(e.policy) else {
+                continue;
+            };
+            let Some(binding) = entry.bindings.get(e.binding) else {
+                continue;
+            };
+            let policy = &entry.policy;
+            let result = |validation, result, message: &str, reason: Option<String>| ScanResult {
+                policy: e.policy,
+                binding: e.binding,
+                validation,
+                result,
+                message: message.to_string(),
+                reason,
+            };
+            let traced = verdict.results.iter().find(|r| {
+                r.policy == policy.name && r.binding.as_deref() == Some(binding.name.as_str())
+            });
+            match traced {
+                Some(t) if !t.validations.is_empty() => {
+                    for v in &t.validations {
+                        keep(result(v.index, v.result, &v.message, v.reason.clone()));
+                    }
+                }
+                // Excluded by the matchConditions: each validation skipped.
+                _ if e.result == PolicyResult::Skip => {
+                    for i in 0..policy.validations.len() {
+                        keep(result(Some(i), PolicyResult::Skip, "", None));
+                    }
+                }
+                // A configuration error, or a match condition's error ignored.
+                _ => {
+                    let message = verdict
+                        .denials
+                        .iter()
+                        .find(|d| {
+                            d.policy == policy.name
+                                && d.binding.as_deref().is_none_or(|b| b == binding.name)
+                        })
+                        .map_or("the policy or binding could not be evaluated", |d| {
+                            d.message.as_str()
+                        });
+                    keep(result(None, e.result, message, None));
+                }
+            }
+        }
+        worst.into_values().collect()
+    }
+}
+
+/// Expands a `List` (what `kubectl get -o yaml` prints for several objects) into its items;
+/// any other object is itself.
+pub fn expand_lists(object: Json) -> Vec<Json> {
+    let is_list = object["kind"]
+        .as_str()
+        .is_some_and(|k| k == "List" || k.ends_with("List"))
+        && object["items"].is_array();
+    if !is_list {
+        return vec![object];
+    }
+    match object {
+        Json::Object(mut map) => match map.remove("items") {
+            Some(Json::Array(items)) => items,
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// What `celgate scan` found.
+pub struct Scanned {
+    pub snapshot: Snapshot,
+    pub objects: Vec<ObjectResults>,
+}
+
+impl Scanned {
+    /// Some object would be refused today.
+    pub fn denied(&self) -> bool {
+        self.objects.iter().any(|o| o.denied)
+    }
+}
+
+/// Reads the manifests of `path` (a file, or a folder read recursively as `celgate eval`
+/// reads one, hidden entries skipped), `List`s expanded, with where each came from.
+pub fn read_objects(path: &std::path::Path) -> Result<Vec<Loaded>, String> {
+    use crate::source::folder::{manifest_files, parse_documents};
+    let files = if path.is_dir() {
+        manifest_files(path).map_err(|e| e.to_string())?
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        for loaded in parse_documents(&file, &text).map_err(|e| e.to_string())? {
+            for object in expand_lists(loaded.object) {
+                out.push(Loaded {
+                    file: loaded.file.clone(),
+                    document: loaded.document,
+                    object,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `celgate scan`: the policies of the folder `policies` (validated as `kubectl apply`
+/// would, with what every cluster has, as `celgate eval` reads them) against each object of
+/// `objects`. Namespaces among the objects that the policy folder does not define join the
+/// snapshot (for namespaceSelectors); CRDs in either tell custom resources' plurals and
+/// scopes. An error names the file and document of what cannot be read or scanned.
+pub fn scan_folder(
+    policies: &std::path::Path,
+    objects: &std::path::Path,
+    version: u16,
+) -> Result<Scanned, String> {
+    let mut loaded = crate::source::folder::load(policies).map_err(|e| e.to_string())?;
+    let objects = read_objects(objects)?;
+    let mut defined: std::collections::BTreeSet<String> = loaded
+        .iter()
+        .filter(|o| o.object["kind"] == "Namespace")
+        .filter_map(|o| o.object["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    for o in &objects {
+        let name = o.object["metadata"]["name"].as_str().unwrap_or_default();
+        if o.object["kind"] == "Namespace"
+            && o.object["apiVersion"] == "v1"
+            && defined.insert(name.to_string())
+        {
+            loaded.push(o.clone());
+        }
+    }
+    crate::source::add_cluster_defaults(&mut loaded);
+    let crds: Vec<Json> = loaded
+        .iter()
+        .map(|o| &o.object)
+        .chain(objects.iter().map(|o| &o.object))
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .cloned()
+        .collect();
+    let snapshot = crate::source::snapshot(loaded, version, true).map_err(|e| e.to_string())?;
+    let scanner = Scanner::new(&snapshot, crds);
+    let mut results = Vec::with_capacity(objects.len());
+    for o in objects {
+        let at = format!("{}: document {}", o.file.display(), o.document);
+        results.push(scanner.scan(o.object).map_err(|e| format!("{at}: {e}"))?);
+    }
+    Ok(Scanned {
+        snapshot,
+        objects: results,
+    })
+}
