@@ -64,6 +64,7 @@ VARIANTS = {
         "rbac": {"paramResources": [{"apiGroups": ["policy.example.com"], "resources": ["limits"]}]},
         "webhook": {"failOpenUntilReady": False},
     },
+    "observe": {"mode": "observe"},
     "namespaced-params": {
         "rbac": {
             "paramResources": [
@@ -83,6 +84,7 @@ INVALID = {
     "timeout": ({"webhook": {"timeoutSeconds": 60}}, SCHEMA),
     "unknown key": ({"webhok": {}}, SCHEMA),
     "certificate mode": ({"certificates": {"mode": "selfmade"}}, SCHEMA),
+    "mode": ({"mode": "audit"}, SCHEMA),
     "controller duration": ({"certificates": {"controller": {"overlap": "soon"}}}, SCHEMA),
     "param namespace name": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": ["configmaps"], "namespaces": ["Team_A"]}]}}, SCHEMA),
     "param entry without resources": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": []}]}}, SCHEMA),
@@ -170,9 +172,11 @@ def check_promises(variant, objects):
         fail(f"{variant}: kube-system and the release namespace must be excluded: {excluded}")
     # No cluster to look celgate's Deployment up in: fail-open, unless told otherwise.
     fail_open = variant_values(variant).get("webhook", {}).get("failOpenUntilReady", True)
-    if w["failurePolicy"] != ("Ignore" if fail_open else "Fail"):
+    # Observe mode never blocks a write: Ignore always, and a short timeout.
+    observe = variant_values(variant).get("mode") == "observe"
+    if w["failurePolicy"] != ("Ignore" if fail_open or observe else "Fail"):
         fail(f"{variant}: failurePolicy {w['failurePolicy']} before celgate is seen ready")
-    if w["matchPolicy"] != "Equivalent" or w["timeoutSeconds"] != 5:
+    if w["matchPolicy"] != "Equivalent" or w["timeoutSeconds"] != (2 if observe else 5):
         fail(f"{variant}: webhook defaults changed: {w}")
     conditions = {c["name"] for c in w.get("matchConditions", [])}
     if not {"not-an-auth-review", "not-a-lease", "not-a-node-heartbeat"} <= conditions:
@@ -205,6 +209,8 @@ def check_promises(variant, objects):
         fail(f"{variant}: preStop missing")
     if "--source=kubernetes" not in c["args"]:
         fail(f"{variant}: celgate must read the cluster's policies")
+    if f"--mode={'observe' if observe else 'enforce'}" not in c["args"]:
+        fail(f"{variant}: --mode must follow the mode value: {c['args']}")
     autoscaled = variant == "everything-on"
     if not autoscaled and dep["spec"]["replicas"] != 2:
         fail(f"{variant}: 2 replicas expected")

@@ -70,7 +70,15 @@ snapshot). Empty on a first install, and wherever the chart is rendered without 
 
 {{/* The failurePolicy registered now: see webhook.failOpenUntilReady in values.yaml. */}}
 {{- define "celgate.failurePolicy" -}}
-{{- if and .Values.webhook.failOpenUntilReady (not (include "celgate.rolledOut" .)) }}Ignore{{ else }}{{ .Values.webhook.failurePolicy }}{{ end }}
+{{- if eq .Values.mode "observe" }}Ignore
+{{- else if and .Values.webhook.failOpenUntilReady (not (include "celgate.rolledOut" .)) }}Ignore{{ else }}{{ .Values.webhook.failurePolicy }}{{ end }}
+{{- end }}
+
+{{/*
+The webhook's timeout: in observe mode at most 2 s, so that celgate never slows a write.
+*/}}
+{{- define "celgate.timeoutSeconds" -}}
+{{- if eq .Values.mode "observe" }}{{ min .Values.webhook.timeoutSeconds 2 }}{{ else }}{{ .Values.webhook.timeoutSeconds }}{{ end }}
 {{- end }}
 
 {{/*
