@@ -9,9 +9,12 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus::{
-    Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Gauge, HistogramOpts, IntCounter, IntGauge, Opts, Registry, TextEncoder,
 };
+
+pub mod labelled;
+
+use labelled::{GaugeVec, HistogramVec, IntCounterVec, IntGaugeVec};
 
 use crate::admission::{CheckMetric, Evaluated};
 use crate::policy::snapshot::{Snapshot, ValidationAction};
@@ -50,12 +53,12 @@ const CHECK_BUCKETS: &[f64] = &[0.0000005, 0.001, 0.01, 0.1, 1.0];
 
 pub struct Metrics {
     registry: Registry,
-    pub check_total: IntCounterVec,
-    pub check_duration: HistogramVec,
-    pub match_condition_errors: IntCounterVec,
-    pub requests: IntCounterVec,
-    pub request_seconds: HistogramVec,
-    pub bad_requests: IntCounterVec,
+    pub check_total: IntCounterVec<4>,
+    pub check_duration: HistogramVec<4>,
+    pub match_condition_errors: IntCounterVec<4>,
+    pub requests: IntCounterVec<2>,
+    pub request_seconds: HistogramVec<2>,
+    pub bad_requests: IntCounterVec<1>,
     pub policies: IntGauge,
     pub bindings: IntGauge,
     pub compile_errors: IntGauge,
@@ -63,14 +66,14 @@ pub struct Metrics {
     /// Follows [`crate::admission::validator::contained_panics`] (a process-wide count) each
     /// time the metrics are read.
     pub evaluation_panics: IntCounter,
-    pub source_reload_refused: IntCounterVec,
+    pub source_reload_refused: IntCounterVec<1>,
     pub snapshot_timestamp: Gauge,
     pub certificate_expiry: Gauge,
-    pub source_stale: GaugeVec,
-    pub source_synced: IntGaugeVec,
-    pub source_objects: IntGaugeVec,
-    pub config_problems: IntGaugeVec,
-    pub policy_results: IntCounterVec,
+    pub source_stale: GaugeVec<1>,
+    pub source_synced: IntGaugeVec<1>,
+    pub source_objects: IntGaugeVec<1>,
+    pub config_problems: IntGaugeVec<3>,
+    pub policy_results: IntCounterVec<5>,
 }
 
 /// Where a result comes from: the `source` label of `celgate_policy_results_total`.
@@ -100,7 +103,12 @@ pub fn action_label(action: &ValidationAction) -> &'static str {
     }
 }
 
-fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+fn counter<const N: usize>(
+    r: &Registry,
+    name: &str,
+    help: &str,
+    labels: [&str; N],
+) -> IntCounterVec<N> {
     let c = IntCounterVec::new(Opts::new(name, help), labels)
         .expect("metric definitions are constants");
     r.register(Box::new(c.clone()))
@@ -108,13 +116,13 @@ fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterV
     c
 }
 
-fn histogram(
+fn histogram<const N: usize>(
     r: &Registry,
     name: &str,
     help: &str,
-    labels: &[&str],
+    labels: [&str; N],
     buckets: &[f64],
-) -> HistogramVec {
+) -> HistogramVec<N> {
     let h = HistogramVec::new(
         HistogramOpts::new(name, help).buckets(buckets.to_vec()),
         labels,
@@ -161,42 +169,47 @@ impl Metrics {
         .expect("metric definitions are constants");
         r.register(Box::new(evaluation_panics.clone()))
             .expect("each metric is registered once");
-        let vec = |name: &str, help: &str, labels: &[&str]| {
+        fn vec<const N: usize>(
+            r: &Registry,
+            name: &str,
+            help: &str,
+            labels: [&str; N],
+        ) -> IntGaugeVec<N> {
             let g = IntGaugeVec::new(Opts::new(name, help), labels)
                 .expect("metric definitions are constants");
             r.register(Box::new(g.clone()))
                 .expect("each metric is registered once");
             g
-        };
+        }
         let source_stale = GaugeVec::new(
             Opts::new(
                 "celgate_source_stale_seconds",
                 "How long each watched resource may have been missing changes: zero while its watch is current, else the time since it failed.",
             ),
-            &["source"],
+            ["source"],
         )
         .expect("metric definitions are constants");
         r.register(Box::new(source_stale.clone()))
             .expect("each metric is registered once");
         Metrics {
             source_stale,
-            source_synced: vec("celgate_source_synced", "1 once a watched resource's initial list completed.", &["source"]),
-            source_objects: vec("celgate_source_objects", "Objects held for each watched resource.", &["source"]),
-            config_problems: vec("celgate_config_problems", "Misconfigured policies and bindings (also reported as Events): 1 per current problem.", &["kind", "name", "reason"]),
-            check_total: counter(&r, "celgate_validating_admission_policy_check_total", "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.", &check_labels),
-            check_duration: histogram(&r, "celgate_validating_admission_policy_check_duration_seconds", "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.", &check_labels, CHECK_BUCKETS),
-            match_condition_errors: counter(&r, "celgate_admission_match_condition_evaluation_errors_total", "Admission match condition evaluation errors count, identified by name of resource containing the match condition and broken out for each kind containing matchConditions (webhook or policy), operation and admission type (validate or admit).", &mc_labels),
-            requests: counter(&r, "celgate_requests_total", "AdmissionReview requests answered, by operation (CREATE, UPDATE, DELETE, CONNECT or other) and decision (allowed, denied, or timeout: 504 past the request's deadline).", &["operation", "decision"]),
-            request_seconds: histogram(&r, "celgate_request_duration_seconds", "Time to answer an AdmissionReview, from the request to the answer.", &["operation", "decision"], REQUEST_BUCKETS),
-            bad_requests: counter(&r, "celgate_bad_requests_total", "Requests refused before evaluation, by reason.", &["reason"]),
+            source_synced: vec(&r, "celgate_source_synced", "1 once a watched resource's initial list completed.", ["source"]),
+            source_objects: vec(&r, "celgate_source_objects", "Objects held for each watched resource.", ["source"]),
+            config_problems: vec(&r, "celgate_config_problems", "Misconfigured policies and bindings (also reported as Events): 1 per current problem.", ["kind", "name", "reason"]),
+            check_total: counter(&r, "celgate_validating_admission_policy_check_total", "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.", check_labels),
+            check_duration: histogram(&r, "celgate_validating_admission_policy_check_duration_seconds", "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.", check_labels, CHECK_BUCKETS),
+            match_condition_errors: counter(&r, "celgate_admission_match_condition_evaluation_errors_total", "Admission match condition evaluation errors count, identified by name of resource containing the match condition and broken out for each kind containing matchConditions (webhook or policy), operation and admission type (validate or admit).", mc_labels),
+            requests: counter(&r, "celgate_requests_total", "AdmissionReview requests answered, by operation (CREATE, UPDATE, DELETE, CONNECT or other) and decision (allowed, denied, or timeout: 504 past the request's deadline).", ["operation", "decision"]),
+            request_seconds: histogram(&r, "celgate_request_duration_seconds", "Time to answer an AdmissionReview, from the request to the answer.", ["operation", "decision"], REQUEST_BUCKETS),
+            bad_requests: counter(&r, "celgate_bad_requests_total", "Requests refused before evaluation, by reason.", ["reason"]),
             policies: gauge("celgate_policies_loaded", "ValidatingAdmissionPolicies with at least one binding in the current snapshot."),
             bindings: gauge("celgate_bindings_loaded", "ValidatingAdmissionPolicyBindings of loaded policies in the current snapshot."),
             compile_errors: gauge("celgate_policy_compile_errors", "Expressions of loaded policies that do not compile, and policies or bindings that fail validation."),
             source_errors,
             evaluation_panics,
-            source_reload_refused: counter(&r, "celgate_source_reload_refused_total", "Policy folder states not swapped in, by reason: empty (no policy would be enforced; see --allow-empty-policies), unsettled (files changed while being read); the last good snapshot stays.", &["reason"]),
+            source_reload_refused: counter(&r, "celgate_source_reload_refused_total", "Policy folder states not swapped in, by reason: empty (no policy would be enforced; see --allow-empty-policies), unsettled (files changed while being read); the last good snapshot stays.", ["reason"]),
             snapshot_timestamp: fgauge("celgate_snapshot_timestamp_seconds", "When the current snapshot was built (Unix time); its age is time() minus this."),
-            policy_results: counter(&r, "celgate_policy_results_total", "Results of each (policy, binding) evaluation, in enforce and observe mode: pass, fail, error, or skip (the policy's matchConditions excluded the request); counted once per validation action of the binding (deny, warn, audit; none for a binding without valid actions); source admission (reviews) or scan (background scans).", &["policy", "binding", "action", "result", "source"]),
+            policy_results: counter(&r, "celgate_policy_results_total", "Results of each (policy, binding) evaluation, in enforce and observe mode: pass, fail, error, or skip (the policy's matchConditions excluded the request); counted once per validation action of the binding (deny, warn, audit; none for a binding without valid actions); source admission (reviews) or scan (background scans).", ["policy", "binding", "action", "result", "source"]),
             certificate_expiry: fgauge("celgate_certificate_expiry_timestamp_seconds", "When the serving certificate expires (Unix time)."),
             registry: r,
         }
@@ -351,5 +364,48 @@ mod tests {
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
         assert!(count >= 1, "{line:?}");
+    }
+
+    /// Policy `ab` with binding `c` and policy `a` with binding `bc` are two series (the
+    /// `prometheus` crate's vectors, keyed by a hash of the concatenated values, merged
+    /// them into one), in every labelled metric.
+    #[test]
+    fn concatenated_label_values_are_two_series() {
+        let metrics = Metrics::new();
+        for (policy, binding, n) in [("ab", "c", 1), ("a", "bc", 2)] {
+            for _ in 0..n {
+                metrics
+                    .check_total
+                    .with_label_values(&[policy, binding, "no_error", "deny"])
+                    .inc();
+                metrics
+                    .policy_results
+                    .with_label_values(&[policy, binding, "deny", "pass", "scan"])
+                    .inc();
+            }
+        }
+        metrics.problems([
+            ProblemLabels {
+                kind: "ValidatingAdmissionPolicyBinding",
+                name: "ab",
+                reason: "c",
+            },
+            ProblemLabels {
+                kind: "ValidatingAdmissionPolicyBinding",
+                name: "a",
+                reason: "bc",
+            },
+        ]);
+        let text = String::from_utf8(metrics.encode()).unwrap_or_default();
+        for line in [
+            r#"celgate_validating_admission_policy_check_total{enforcement_action="deny",error_type="no_error",policy="ab",policy_binding="c"} 1"#,
+            r#"celgate_validating_admission_policy_check_total{enforcement_action="deny",error_type="no_error",policy="a",policy_binding="bc"} 2"#,
+            r#"celgate_policy_results_total{action="deny",binding="c",policy="ab",result="pass",source="scan"} 1"#,
+            r#"celgate_policy_results_total{action="deny",binding="bc",policy="a",result="pass",source="scan"} 2"#,
+            r#"celgate_config_problems{kind="ValidatingAdmissionPolicyBinding",name="ab",reason="c"} 1"#,
+            r#"celgate_config_problems{kind="ValidatingAdmissionPolicyBinding",name="a",reason="bc"} 1"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
     }
 }
