@@ -316,6 +316,7 @@ impl<'e> Checker<'e> {
                 let elem = self.index_type(e, &ot, &it, *optional)?;
                 Ok((
                     Node::Index {
+                        cost: Node::qualifier_cost(&on, Some(&inode)),
                         operand: Box::new(on),
                         index: Box::new(inode),
                         optional: *optional,
@@ -503,6 +504,7 @@ impl<'e> Checker<'e> {
         };
         Ok((
             Node::Select {
+                cost: Node::qualifier_cost(&node, None),
                 operand: Box::new(node),
                 field: Key::new(field),
                 optional,

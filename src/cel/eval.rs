@@ -41,6 +41,8 @@ pub enum Node {
         operand: Box<Node>,
         field: Key,
         optional: bool,
+        /// What the selection charges, from [`Node::qualifier_cost`].
+        cost: u8,
     },
     Has {
         operand: Box<Node>,
@@ -50,6 +52,8 @@ pub enum Node {
         operand: Box<Node>,
         index: Box<Node>,
         optional: bool,
+        /// What the indexing charges, from [`Node::qualifier_cost`].
+        cost: u8,
     },
     And(Box<Node>, Box<Node>),
     Or(Box<Node>, Box<Node>),
@@ -76,6 +80,34 @@ pub enum Node {
     Comprehension(Box<Comprehension>),
     /// Always an error (an unknown name in an unchecked expression).
     Fail(Box<str>),
+}
+
+impl Node {
+    /// Whether cel-go plans this node as an attribute (an identifier, a selection or index
+    /// chain, a conditional), whose evaluation its cost tracker charges once for the whole
+    /// chain rather than once per node.
+    pub(crate) fn is_attribute(&self) -> bool {
+        matches!(
+            self,
+            Node::Var(_)
+                | Node::Local(_)
+                | Node::Lazy(_)
+                | Node::Select { .. }
+                | Node::Index { .. }
+                | Node::Cond(_)
+        )
+    }
+
+    /// What a selection or index on `operand` (by `index`, for an index) charges, as cel-go's
+    /// cost tracker does: 1 for the qualifier; 1 more when the operand is not an attribute
+    /// (cel-go wraps it in a relative attribute, charged on its own); 1 less when the index
+    /// is an attribute (cel-go resolves it as a qualifier without charging its evaluation).
+    pub(crate) fn qualifier_cost(operand: &Node, index: Option<&Node>) -> u8 {
+        let relative = u8::from(!operand.is_attribute() || matches!(operand, Node::Cond(_)));
+        let attribute_index =
+            u8::from(index.is_some_and(|i| i.is_attribute() && !matches!(i, Node::Cond(_))));
+        (1 + relative).saturating_sub(attribute_index)
+    }
 }
 
 /// Which implementation a call runs.
@@ -208,12 +240,13 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 operand,
                 field,
                 optional,
+                cost,
             } => {
                 if let Some(r) = self.select_local(operand, field, *optional) {
                     return r;
                 }
-                let v = self.eval(operand)?;
-                self.meter.charge(1)?;
+                let v = self.eval_charging(operand)?;
+                self.meter.charge(u64::from(*cost))?;
                 select(v, field, *optional)
             }
             Node::Has { operand, field } => {
@@ -224,17 +257,26 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 operand,
                 index,
                 optional,
+                cost,
             } => {
-                let v = self.eval(operand)?;
-                let k = self.eval(index)?;
-                self.meter.charge(1)?;
+                let v = self.eval_charging(operand)?;
+                let k = match self.eval(index) {
+                    Ok(k) => k,
+                    // cel-go charges the qualifier that failed and the attribute.
+                    Err(e) if e.is_cancelled() => return Err(e),
+                    Err(e) => {
+                        self.meter.charge(u64::from(*cost))?;
+                        return Err(e);
+                    }
+                };
+                self.meter.charge(u64::from(*cost))?;
                 index_value(v, &k, *optional)
             }
             Node::And(l, r) => self.logic(l, r, false),
             Node::Or(l, r) => self.logic(l, r, true),
             Node::Cond(parts) => match self.eval(&parts[0])? {
-                Value::Bool(true) => self.eval(&parts[1]),
-                Value::Bool(false) => self.eval(&parts[2]),
+                Value::Bool(true) => self.branch(&parts[1]),
+                Value::Bool(false) => self.branch(&parts[2]),
                 _ => Err(EvalError::no_such_overload()),
             },
             Node::Call { imp, args, .. } => self.call(imp, args),
@@ -288,6 +330,33 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         }
     }
 
+    /// The operand of a selection or index charging `cost`: when it fails, cel-go still
+    /// charges the relative attribute wrapped around a non-attribute operand.
+    #[inline(always)]
+    fn eval_charging(&mut self, operand: &Node) -> R<'a> {
+        match self.eval(operand) {
+            Err(e) if Node::qualifier_cost(operand, None) > 1 && !e.is_cancelled() => {
+                self.meter.charge(1)?;
+                Err(e)
+            }
+            r => r,
+        }
+    }
+
+    /// A branch of `?:`. cel-go folds an attribute branch into the conditional attribute
+    /// without the branch's own evaluation charge (the identifier's, or the relative
+    /// attribute's), so that charge is given back.
+    fn branch(&mut self, n: &Node) -> R<'a> {
+        let r = self.eval(n);
+        if n.is_attribute()
+            && !matches!(n, Node::Cond(_))
+            && !matches!(&r, Err(e) if e.is_cancelled())
+        {
+            self.meter.cost = self.meter.cost.saturating_sub(1);
+        }
+        r
+    }
+
     /// `x.f` on a comprehension variable holding a map, the commonest selection: reads the
     /// map in place instead of copying the variable out first. `None` for other selections.
     #[inline(always)]
@@ -312,6 +381,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             operand,
             field,
             optional,
+            ..
         } = n
         {
             if let Some(r) = self.select_local(operand, field, *optional) {
