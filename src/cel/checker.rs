@@ -798,7 +798,9 @@ impl<'e> Checker<'e> {
             matching = candidates.clone();
         }
         let first = matching[0];
-        let imp = if matching.iter().all(|o| o.imp.same(&first.imp)) {
+        let imp = if let Some(set) = self.set_membership(f, &nodes) {
+            Callee::Static(set)
+        } else if matching.iter().all(|o| o.imp.same(&first.imp)) {
             Callee::Static(first)
         } else {
             Callee::Dispatch(matching.into_boxed_slice())
@@ -812,6 +814,31 @@ impl<'e> Checker<'e> {
             return Ok((self.fold(e, node)?, ty));
         }
         Ok((node, ty))
+    }
+
+    /// The uncharged overload of `in` when its list is a constant cel-go's `OptOptimize`
+    /// turns into a set (empty, or of booleans, numbers and strings only).
+    fn set_membership(&self, f: &'static Function, nodes: &[Node]) -> Option<&'static Overload> {
+        if f.name != "@in" || !self.env.optimize {
+            return None;
+        }
+        let [_, Node::Const(Value::List(l))] = nodes else {
+            return None;
+        };
+        let scalars = l.iter().all(|v| {
+            matches!(
+                v,
+                Value::Bool(_)
+                    | Value::Int(_)
+                    | Value::Uint(_)
+                    | Value::Double(_)
+                    | Value::String(_)
+            )
+        });
+        if !scalars {
+            return None;
+        }
+        f.overloads.iter().find(|o| o.since == since::HIDDEN)
     }
 
     /// cel-go's regex literal validator: the first argument of a `matches` call (the

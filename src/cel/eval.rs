@@ -607,7 +607,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                             self.meter.charge(2)?;
                             count = count.map(|n| n + 1);
                         }
-                        Ok(Value::Bool(false)) => self.meter.charge(1)?,
+                        // The `@result` branch: an attribute, charged nothing by cel-go.
+                        Ok(Value::Bool(false)) => {}
                         Err(e) if e.is_cancelled() => return Err(e),
                         Err(e) => count = Err(e),
                         Ok(_) => count = Err(EvalError::no_such_overload()),
@@ -632,7 +633,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                                 // The element: the variable, or the second of two.
                                 out.push(self.local(slot + usize::from(c.two_vars)));
                             }
-                            Value::Bool(false) => self.meter.charge(1)?,
+                            // The `@result` branch, charged nothing (see exists_one).
+                            Value::Bool(false) => {}
                             _ => return Err(EvalError::no_such_overload()),
                         }
                     } else {
@@ -693,17 +695,15 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     }
 
     /// Whether the step passes a comprehension's filter (three-argument `map`, the `transform`
-    /// macros): a rejected step costs 1.
+    /// macros): a rejected step costs nothing more.
     fn passes(&mut self, filter: Option<&Node>) -> Result<bool, EvalError> {
         let Some(f) = filter else {
             return Ok(true);
         };
         match self.eval(f)? {
             Value::Bool(true) => Ok(true),
-            Value::Bool(false) => {
-                self.meter.charge(1)?;
-                Ok(false)
-            }
+            // The `@result` branch, charged nothing (see exists_one).
+            Value::Bool(false) => Ok(false),
             _ => Err(EvalError::no_such_overload()),
         }
     }

@@ -141,6 +141,9 @@ pub mod since {
     pub const SEMVER: u16 = 33;
     pub const LISTS_V3: u16 = 34;
     pub const K8S_LISTS_V1: u16 = 37;
+    /// Never offered to the checker: an overload the checker substitutes itself (the
+    /// set-membership form of `in`).
+    pub const HIDDEN: u16 = u16::MAX;
 }
 
 /// The table being built: each library's `register()` adds its functions, and a
