@@ -289,7 +289,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             Node::List { elements, optional } => {
                 let mut out = Vec::with_capacity(elements.len());
                 for (i, e) in elements.iter().enumerate() {
-                    let v = self.eval(e)?;
+                    // cel-go charges the list's creation even when an element failed.
+                    let v = self.eval(e).or_else(|e| self.failed_literal(e, 10))?;
                     if optional.get(i).copied().unwrap_or(false) {
                         match v {
                             Value::Optional(Some(inner)) => out.push((*inner).clone()),
@@ -307,8 +308,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             Node::Map { entries } => {
                 let mut out = Vec::with_capacity(entries.len());
                 for (k, v, opt) in entries.iter() {
-                    let key = self.eval(k)?;
-                    let val = self.eval(v)?;
+                    let key = self.eval(k).or_else(|e| self.failed_literal(e, 30))?;
+                    let val = self.eval(v).or_else(|e| self.failed_literal(e, 30))?;
                     if *opt {
                         match val {
                             Value::Optional(Some(inner)) => out.push((key, (*inner).clone())),
@@ -430,18 +431,38 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         // more: keep the common ones on the stack instead of allocating per call.
         match args {
             [a] => {
-                let a = self.eval(a)?;
+                let a = match self.eval(a) {
+                    Ok(a) => a,
+                    Err(e) => return self.failed_call(callee, e, [None, None]),
+                };
                 return self.invoke(callee, &[a]);
             }
             // `x.f(constant)`, the commonest call in policies: the constant is lent, not
             // cloned (for a string, no reference-count traffic per call).
             [a, Node::Const(b)] => {
-                let a = self.eval_operand(a)?;
+                let a = match self.eval_operand(a) {
+                    Ok(a) => a,
+                    Err(e) => return self.failed_call(callee, e, [None, Some(b.clone())]),
+                };
                 return self.invoke_lending(callee, a, b);
             }
             [a, b] => {
-                let a = self.eval(a)?;
-                let b = self.eval(b)?;
+                // cel-go evaluates both operands of a binary call before looking for errors.
+                let (a, b) = match (self.eval(a), b) {
+                    (Ok(a), b) => match self.eval(b) {
+                        Ok(b) => (a, b),
+                        Err(e) => return self.failed_call(callee, e, [Some(a), None]),
+                    },
+                    (Err(e), _) if e.is_cancelled() => return Err(e),
+                    (Err(e), b) => {
+                        let b = match self.eval(b) {
+                            Ok(b) => Some(b),
+                            Err(eb) if eb.is_cancelled() => return Err(eb),
+                            Err(_) => None,
+                        };
+                        return self.failed_call(callee, e, [None, b]);
+                    }
+                };
                 return self.invoke(callee, &[a, b]);
             }
             [a, b, c] => {
@@ -457,6 +478,47 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             vals.push(self.eval(a)?);
         }
         self.invoke(callee, &vals)
+    }
+
+    /// A list or map literal whose element failed with `e`: charged its creation `cost`.
+    #[cold]
+    fn failed_literal(&mut self, e: EvalError, cost: u64) -> R<'a> {
+        if !e.is_cancelled() {
+            self.meter.charge(cost)?;
+        }
+        Err(e)
+    }
+
+    /// A unary or binary call whose argument failed with `e`: cel-go's cost tracker still
+    /// charges the call, with the error in place of the argument (sized 1); `args` are the
+    /// arguments, `None` for a failed one (a unary call has one, given first). Cancellations
+    /// pass through uncharged.
+    #[cold]
+    fn failed_call(
+        &mut self,
+        callee: &Callee,
+        e: EvalError,
+        args: [Option<Value<'a>>; 2],
+    ) -> R<'a> {
+        if e.is_cancelled() {
+            return Err(e);
+        }
+        let overload = match callee {
+            Callee::Static(o) => Some(*o),
+            Callee::Dispatch(candidates) => candidates.first().copied(),
+        };
+        if let Some(o) = overload {
+            let arity = o.sig.params.len().min(2);
+            let vals: Vec<Value<'a>> = args
+                .into_iter()
+                .take(arity)
+                .map(|v| v.unwrap_or(Value::Null))
+                .collect();
+            let mut cx = Ctx::new(self.meter, &mut self.regexes);
+            let cost = o.cost.charge_in(&mut cx, &vals)?;
+            cx.meter.charge(cost)?;
+        }
+        Err(e)
     }
 
     /// `invoke` with arguments `[a, *b]`, where `b` is lent by the program for the call.
@@ -490,12 +552,29 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                         .all(|(t, v)| kind_accepts(t, v))
                 })
                 .copied()
-                .ok_or_else(EvalError::no_such_overload)?,
+                .ok_or(())
+                .or_else(|()| self.no_overload(candidates, vals))?,
         };
         let mut cx = Ctx::new(self.meter, &mut self.regexes);
         let cost = overload.cost.charge_in(&mut cx, vals)?;
         cx.meter.charge(cost)?;
         overload.imp.call(&mut cx, vals)
+    }
+
+    /// No overload takes these arguments: cel-go charges the call all the same (as its
+    /// first candidate would be charged).
+    #[cold]
+    fn no_overload(
+        &mut self,
+        candidates: &[&'static Overload],
+        vals: &[Value<'a>],
+    ) -> Result<&'static Overload, EvalError> {
+        if let Some(o) = candidates.first() {
+            let mut cx = Ctx::new(self.meter, &mut self.regexes);
+            let cost = o.cost.charge_in(&mut cx, vals)?;
+            cx.meter.charge(cost)?;
+        }
+        Err(EvalError::no_such_overload())
     }
 
     fn regex(&mut self, op: RegexOp, args: &[Node], re: &Regex, pattern_size: u64) -> R<'a> {
