@@ -170,6 +170,52 @@ fn kind_accepts(t: &Type, v: &Value<'_>) -> bool {
     }
 }
 
+const NO_SUCH_OVERLOAD: &str = "no such overload";
+
+/// Operators cel-go binds through one implementation guarded by a trait of the first
+/// operand (`traits.AdderType`...): a first operand without it fails as `no such overload:
+/// <operator>`, a mismatched second operand as a bare `no such overload`.
+const TRAIT_OPERATORS: &[&str] = &[
+    "_+_", "_-_", "_*_", "_/_", "_%_", "-_", "_<_", "_<=_", "_>_", "_>=_", "size", "matches",
+];
+
+/// The error of a call none of `candidates` takes, worded as cel-go words it: its dispatcher
+/// names the function and the arguments' runtime types (`no such overload: int(null_type)`);
+/// see [`TRAIT_OPERATORS`] for the operators. A call whose arguments fit an overload failed
+/// inside it, with its own bare `no such overload`.
+#[cold]
+fn no_overload_error(
+    func: &'static Function,
+    candidates: &[&'static Overload],
+    vals: &[Value<'_>],
+) -> EvalError {
+    let fits = |o: &Overload, n: usize| {
+        o.sig.params.len() == vals.len()
+            && o.sig
+                .params
+                .iter()
+                .zip(vals)
+                .take(n)
+                .all(|(t, v)| kind_accepts(t, v))
+    };
+    if TRAIT_OPERATORS.contains(&func.name) {
+        if func.overloads.iter().any(|o| fits(o, 1)) {
+            return EvalError::no_such_overload();
+        }
+        return EvalError::new(format!("{NO_SUCH_OVERLOAD}: {}", func.name));
+    }
+    let n = vals.len();
+    if func.overloads.iter().any(|o| fits(o, n)) || candidates.iter().any(|o| fits(o, n)) {
+        return EvalError::no_such_overload();
+    }
+    let types: Vec<&str> = vals.iter().map(Value::type_name).collect();
+    EvalError::new(format!(
+        "{NO_SUCH_OVERLOAD}: {}({})",
+        func.name,
+        types.join(", ")
+    ))
+}
+
 /// Where the values of declared variables come from during one evaluation.
 pub trait Activation<'a> {
     /// The value of the declared variable in `slot`.
@@ -279,7 +325,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 Value::Bool(false) => self.branch(&parts[2]),
                 _ => Err(EvalError::no_such_overload()),
             },
-            Node::Call { imp, args, .. } => self.call(imp, args),
+            Node::Call { func, imp, args } => self.call(func, imp, args),
             Node::Regex {
                 op,
                 args,
@@ -397,7 +443,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     #[inline]
     fn eval_body(&mut self, n: &Node) -> R<'a> {
         match n {
-            Node::Call { imp, args, .. } => self.call(imp, args),
+            Node::Call { func, imp, args } => self.call(func, imp, args),
             _ => self.eval(n),
         }
     }
@@ -426,7 +472,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     }
 
     #[inline(always)]
-    fn call(&mut self, callee: &Callee, args: &[Node]) -> R<'a> {
+    fn call(&mut self, func: &'static Function, callee: &Callee, args: &[Node]) -> R<'a> {
         // Library functions take one to three arguments (receiver included), or rarely
         // more: keep the common ones on the stack instead of allocating per call.
         match args {
@@ -435,7 +481,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                     Ok(a) => a,
                     Err(e) => return self.failed_call(callee, e, [None, None]),
                 };
-                return self.invoke(callee, &[a]);
+                return self.invoke(func, callee, &[a]);
             }
             // `x.f(constant)`, the commonest call in policies: the constant is lent, not
             // cloned (for a string, no reference-count traffic per call).
@@ -444,7 +490,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                     Ok(a) => a,
                     Err(e) => return self.failed_call(callee, e, [None, Some(b.clone())]),
                 };
-                return self.invoke_lending(callee, a, b);
+                return self.invoke_lending(func, callee, a, b);
             }
             [a, b] => {
                 // cel-go evaluates both operands of a binary call before looking for errors.
@@ -463,13 +509,13 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                         return self.failed_call(callee, e, [None, b]);
                     }
                 };
-                return self.invoke(callee, &[a, b]);
+                return self.invoke(func, callee, &[a, b]);
             }
             [a, b, c] => {
                 let a = self.eval(a)?;
                 let b = self.eval(b)?;
                 let c = self.eval(c)?;
-                return self.invoke(callee, &[a, b, c]);
+                return self.invoke(func, callee, &[a, b, c]);
             }
             _ => {}
         }
@@ -477,7 +523,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         for a in args {
             vals.push(self.eval(a)?);
         }
-        self.invoke(callee, &vals)
+        self.invoke(func, callee, &vals)
     }
 
     /// A list or map literal whose element failed with `e`: charged its creation `cost`.
@@ -524,7 +570,13 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     /// `invoke` with arguments `[a, *b]`, where `b` is lent by the program for the call.
     #[inline(always)]
     #[allow(unsafe_code)]
-    fn invoke_lending(&mut self, callee: &Callee, a: Value<'a>, b: &Value<'static>) -> R<'a> {
+    fn invoke_lending(
+        &mut self,
+        func: &'static Function,
+        callee: &Callee,
+        a: Value<'a>,
+        b: &Value<'static>,
+    ) -> R<'a> {
         // SAFETY: `args[1]` is a bitwise copy of `*b`, which the program owns and keeps alive
         // (and unchanged: the program is immutable) for the whole call, since `b` borrows it.
         // The copy is never dropped (`ManuallyDrop`), so whatever it owns (an `Arc`) is
@@ -532,14 +584,14 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         // takes its own reference. `Value` is covariant, so `Value<'static>` is a `Value<'a>`.
         // If the call unwinds, `args[0]` leaks, which is safe.
         let mut args = std::mem::ManuallyDrop::new([a, unsafe { std::ptr::read(b) }]);
-        let r = self.invoke(callee, &args[..]);
+        let r = self.invoke(func, callee, &args[..]);
         // SAFETY: `args[0]` is owned here and dropped exactly once; `args[1]` is not dropped.
         unsafe { std::ptr::drop_in_place(&mut args[0]) };
         r
     }
 
     #[inline(always)]
-    fn invoke(&mut self, callee: &Callee, vals: &[Value<'a>]) -> R<'a> {
+    fn invoke(&mut self, func: &'static Function, callee: &Callee, vals: &[Value<'a>]) -> R<'a> {
         let overload = match callee {
             Callee::Static(o) => *o,
             Callee::Dispatch(candidates) => candidates
@@ -553,12 +605,19 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 })
                 .copied()
                 .ok_or(())
-                .or_else(|()| self.no_overload(candidates, vals))?,
+                .or_else(|()| self.no_overload(func, candidates, vals))?,
         };
         let mut cx = Ctx::new(self.meter, &mut self.regexes);
         let cost = overload.cost.charge_in(&mut cx, vals)?;
         cx.meter.charge(cost)?;
-        overload.imp.call(&mut cx, vals)
+        match overload.imp.call(&mut cx, vals) {
+            Err(EvalError::Value(m)) if m == NO_SUCH_OVERLOAD => Err(no_overload_error(
+                func,
+                std::slice::from_ref(&overload),
+                vals,
+            )),
+            r => r,
+        }
     }
 
     /// No overload takes these arguments: cel-go charges the call all the same (as its
@@ -566,6 +625,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     #[cold]
     fn no_overload(
         &mut self,
+        func: &'static Function,
         candidates: &[&'static Overload],
         vals: &[Value<'a>],
     ) -> Result<&'static Overload, EvalError> {
@@ -574,7 +634,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             let cost = o.cost.charge_in(&mut cx, vals)?;
             cx.meter.charge(cost)?;
         }
-        Err(EvalError::no_such_overload())
+        Err(no_overload_error(func, candidates, vals))
     }
 
     fn regex(&mut self, op: RegexOp, args: &[Node], re: &Regex, pattern_size: u64) -> R<'a> {
