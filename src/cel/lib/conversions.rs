@@ -8,6 +8,11 @@ use crate::cel::overload::{no_overload, since, Builder, Cost, R};
 use crate::cel::time::format_duration;
 use crate::cel::value::{Str, Value};
 
+/// cel-go's failed conversion from a string, which never quotes the value.
+fn conversion_error(to: &str) -> EvalError {
+    EvalError::new(format!("type conversion error from 'string' to '{to}'"))
+}
+
 pub fn to_int<'a>(a: &[Value<'a>]) -> R<'a> {
     match &a[0] {
         Value::Int(i) => Ok(Value::Int(*i)),
@@ -25,7 +30,7 @@ pub fn to_int<'a>(a: &[Value<'a>]) -> R<'a> {
             .as_str()
             .parse::<i64>()
             .map(Value::Int)
-            .map_err(|_| EvalError::new(format!("cannot convert '{}' to int", s.as_str()))),
+            .map_err(|_| conversion_error("int")),
         Value::Timestamp(t) => Ok(Value::Int(t.secs())),
         Value::Duration(d) => Ok(Value::Int(*d)),
         _ => no_overload(),
@@ -44,11 +49,13 @@ pub fn to_uint<'a>(a: &[Value<'a>]) -> R<'a> {
             }
             Ok(Value::Uint(d.trunc() as u64))
         }
+        // Go's `strconv.ParseUint` takes no sign, where Rust's parse takes `+`.
+        Value::String(s) if s.as_str().starts_with('+') => Err(conversion_error("uint")),
         Value::String(s) => s
             .as_str()
             .parse::<u64>()
             .map(Value::Uint)
-            .map_err(|_| EvalError::new(format!("cannot convert '{}' to uint", s.as_str()))),
+            .map_err(|_| conversion_error("uint")),
         _ => no_overload(),
     }
 }
@@ -60,7 +67,7 @@ pub fn to_double<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::Uint(u) => Ok(Value::Double(*u as f64)),
         Value::String(s) => parse_go_float(s.as_str())
             .map(Value::Double)
-            .ok_or_else(|| EvalError::new(format!("cannot convert '{}' to double", s.as_str()))),
+            .ok_or_else(|| conversion_error("double")),
         _ => no_overload(),
     }
 }
@@ -159,9 +166,7 @@ pub fn to_bool<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::String(s) => match s.as_str() {
             "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(Value::Bool(true)),
             "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(Value::Bool(false)),
-            other => Err(EvalError::new(format!(
-                "type conversion error from 'string' to 'bool': {other}"
-            ))),
+            _ => Err(conversion_error("bool")),
         },
         _ => no_overload(),
     }

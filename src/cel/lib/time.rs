@@ -8,7 +8,7 @@ use crate::cel::time::{Civil, Timestamp};
 use crate::cel::value::Value;
 
 fn out_of_range<'a>() -> R<'a> {
-    Err(EvalError::new("timestamp out of range"))
+    Err(EvalError::new("timestamp overflow"))
 }
 
 pub(super) fn timestamp_add<'a>(t: Timestamp, d: i64) -> R<'a> {
@@ -25,10 +25,7 @@ pub fn to_timestamp<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::String(s) => Timestamp::parse_rfc3339(s.as_str())
             .map(Value::Timestamp)
             .ok_or_else(|| {
-                EvalError::new(format!(
-                    "type conversion error from 'string' to 'google.protobuf.Timestamp': {}",
-                    s.as_str()
-                ))
+                EvalError::new("type conversion error from 'string' to 'google.protobuf.Timestamp'")
             }),
         _ => no_overload(),
     }
@@ -40,10 +37,7 @@ pub fn to_duration<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::String(s) => parse_go_duration(s.as_str())
             .map(Value::Duration)
             .ok_or_else(|| {
-                EvalError::new(format!(
-                    "type conversion error from 'string' to 'google.protobuf.Duration': {}",
-                    s.as_str()
-                ))
+                EvalError::new("type conversion error from 'string' to 'google.protobuf.Duration'")
             }),
         Value::Int(_) => Err(EvalError::new(
             "type conversion error from 'int' to 'google.protobuf.Duration'",
