@@ -797,6 +797,21 @@ impl<'e> Checker<'e> {
             // Unchecked: any candidate may apply at runtime.
             matching = candidates.clone();
         }
+        if matches!(func, "or" | "orValue") && member {
+            if let Ok(args) =
+                <Box<[Node; 2]>>::try_from(std::mem::take(&mut nodes).into_boxed_slice())
+            {
+                // cel-go's optional library replaces these calls by short-circuiting
+                // evaluations (`decorateOptionalOr`), which its cost tracker does not charge.
+                return Ok((
+                    Node::OptOr {
+                        args,
+                        value: func == "orValue",
+                    },
+                    ty,
+                ));
+            }
+        }
         let first = matching[0];
         let imp = if let Some(set) = self.set_membership(f, &nodes) {
             Callee::Static(set)

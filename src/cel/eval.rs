@@ -78,6 +78,12 @@ pub enum Node {
         entries: Box<[(Node, Node, bool)]>,
     },
     Comprehension(Box<Comprehension>),
+    /// `a.or(b)` (`value == false`) and `a.orValue(b)`: `b` is evaluated only when `a` is
+    /// none, and neither call is charged (cel-go's `decorateOptionalOr`).
+    OptOr {
+        args: Box<[Node; 2]>,
+        value: bool,
+    },
     /// Always an error (an unknown name in an unchecked expression).
     Fail(Box<str>),
 }
@@ -374,6 +380,12 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             Node::Comprehension(c) => self.comprehension(c),
             Node::Fail(msg) => Err(EvalError::new(msg.as_ref())),
+            Node::OptOr { args, value } => match self.eval(&args[0])? {
+                Value::Optional(Some(v)) if *value => Ok((*v).clone()),
+                Value::Optional(None) => self.eval(&args[1]),
+                // A present optional for `or`; anything else as cel-go returns it.
+                other => Ok(other),
+            },
         }
     }
 
@@ -680,9 +692,13 @@ impl<'a, 'x> Evaluator<'a, 'x> {
 
     fn comprehension(&mut self, c: &Comprehension) -> R<'a> {
         use MacroKind::*;
+        let before = self.meter.cost;
         let range = self.eval(&c.range)?;
         match c.kind {
-            OptMap | OptFlatMap => return self.opt_map(c, range),
+            OptMap | OptFlatMap => {
+                let spent = self.meter.cost.saturating_sub(before);
+                return self.opt_map(c, range, spent);
+            }
             SortBy => return self.sort_by(c, range),
             _ => {}
         }
@@ -890,7 +906,10 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         }
     }
 
-    fn opt_map(&mut self, c: &Comprehension, range: Value<'a>) -> R<'a> {
+    /// `optMap` and `optFlatMap` on `range`, whose evaluation cost `spent`: cel-go's
+    /// expansion (`t.hasValue() ? optional.of(t.value()...) : optional.none()`) evaluates the
+    /// target a second time when it has a value, charged again.
+    fn opt_map(&mut self, c: &Comprehension, range: Value<'a>, spent: u64) -> R<'a> {
         let Value::Optional(opt) = range else {
             return Err(EvalError::no_such_overload());
         };
@@ -900,6 +919,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             return Ok(Value::Optional(None));
         };
         self.meter.charge(1)?;
+        self.meter.charge(spent)?;
         let t = self.with_vars((*inner).clone(), None, &c.body)?;
         if c.kind == MacroKind::OptFlatMap {
             return match t {
@@ -971,13 +991,10 @@ fn select<'a>(v: Value<'a>, field: &Key, optional: bool) -> R<'a> {
         // Optional chaining is viral: any selection on an optional is an optional selection.
         Value::Optional(None) => return Ok(Value::Optional(None)),
         Value::Optional(Some(inner)) => return select((**inner).clone(), field, true),
-        Value::Null => return Err(EvalError::no_such_key(field)),
-        _ => {
-            if optional {
-                return Err(EvalError::no_such_overload());
-            }
-            return Err(EvalError::no_such_key(field));
-        }
+        // An optional selection finds nothing on null or a scalar (cel-go's presence test).
+        Value::List(_) if optional => return Err(unsupported_list_index()),
+        _ if optional => return Ok(Value::Optional(None)),
+        _ => return Err(EvalError::no_such_key(field)),
     };
     match (found, optional) {
         (Some(x), false) => Ok(x),
@@ -992,8 +1009,15 @@ fn has(v: &Value<'_>, field: &str) -> R<'static> {
         Value::Map(m) => Ok(Value::Bool(m.get_str(field).is_some())),
         Value::Optional(None) => Ok(Value::Bool(false)),
         Value::Optional(Some(inner)) => has(inner, field),
-        _ => Err(EvalError::no_such_overload()),
+        Value::List(_) => Err(unsupported_list_index()),
+        // cel-go's presence test finds nothing on a scalar or null.
+        _ => Ok(Value::Bool(false)),
     }
+}
+
+/// A field name used on a list, by `has()` or an optional selection.
+fn unsupported_list_index() -> EvalError {
+    EvalError::new("unsupported index type 'string' in list")
 }
 
 /// `v[k]` on lists (integral index of any numeric kind) and maps (CEL key equality).
