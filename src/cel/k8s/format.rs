@@ -41,7 +41,23 @@ impl Opaque for NamedFormat {
         self
     }
     fn to_cel_string(&self) -> Option<String> {
-        Some(self.name.to_string())
+        Some(go_name(self.name).to_string())
+    }
+}
+
+/// The `Name` of the format in Kubernetes' `library/format.go`, how the value prints.
+fn go_name(name: &'static str) -> &'static str {
+    match name {
+        "dns1123Label" => "DNS1123Label",
+        "dns1123Subdomain" => "DNS1123Subdomain",
+        "dns1035Label" => "DNS1035Label",
+        "qualifiedName" => "QualifiedName",
+        "dns1123LabelPrefix" => "DNS1123LabelPrefix",
+        "dns1123SubdomainPrefix" => "DNS1123SubdomainPrefix",
+        "dns1035LabelPrefix" => "DNS1035LabelPrefix",
+        "labelValue" => "LabelValue",
+        "uri" => "URI",
+        other => other,
     }
 }
 
