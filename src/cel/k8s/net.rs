@@ -282,16 +282,34 @@ fn prefix_length<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Int(i64::from(cidr_of(&a[0])?.prefix)))
 }
 
-/// `containsIP`/`containsCIDR`: about 0.1 per prefix byte compared, plus parsing a string.
-fn cost_contains(a: &[Value<'_>]) -> u64 {
-    let parse = match &a[1] {
-        Value::String(_) => (a[1].cost_size() as f64 * 0.1).ceil() as u64,
+/// The string argument of `containsIP`/`containsCIDR`, parsed: ⌈0.1 · size⌉.
+fn cost_parse_arg(a: &[Value<'_>]) -> u64 {
+    match a.get(1) {
+        Some(v @ Value::String(_)) => (v.cost_size() as f64 * 0.1).ceil() as u64,
         _ => 0,
-    };
-    let prefix_bytes = a[0]
-        .as_opaque::<Cidr>()
-        .map_or(16, |c| u64::from(c.prefix).div_ceil(8));
-    ((2 * prefix_bytes) as f64 * 0.1).ceil() as u64 + parse
+    }
+}
+
+/// The size `cost.go` takes for the CIDR receiver: its prefix in bytes.
+fn cidr_size(a: &[Value<'_>]) -> u64 {
+    a.first()
+        .and_then(|v| v.as_opaque::<Cidr>())
+        .map_or(16, |c| u64::from(c.prefix).div_ceil(8))
+}
+
+/// `containsIP` as Kubernetes' `cost.go` prices it: ⌈0.1 · 2 · size(cidr)⌉ to compare the
+/// prefix bytes, plus parsing a string argument.
+fn cost_contains_ip(a: &[Value<'_>]) -> u64 {
+    ((2 * cidr_size(a)) as f64 * 0.1).ceil() as u64 + cost_parse_arg(a)
+}
+
+/// `containsCIDR`: `containsIP`'s comparison, plus ⌈0.1 · size(cidr)⌉ + 1 for masking.
+fn cost_contains_cidr(a: &[Value<'_>]) -> u64 {
+    let size = cidr_size(a);
+    ((2 * size) as f64 * 0.1).ceil() as u64
+        + (size as f64 * 0.1).ceil() as u64
+        + 1
+        + cost_parse_arg(a)
 }
 
 pub fn register(add: Register<'_>) {
@@ -361,7 +379,7 @@ pub fn register(add: Register<'_>) {
         "containsIP",
         &[("net.CIDR.(net.IP) bool", v), ("net.CIDR.(string) bool", v)],
         contains_ip,
-        Cost::Custom(cost_contains),
+        Cost::Custom(cost_contains_ip),
     );
     add(
         "containsCIDR",
@@ -370,7 +388,7 @@ pub fn register(add: Register<'_>) {
             ("net.CIDR.(string) bool", v),
         ],
         contains_cidr,
-        Cost::Custom(cost_contains),
+        Cost::Custom(cost_contains_cidr),
     );
     add("masked", &[("net.CIDR.() net.CIDR", v)], masked, Cost::One);
     add(
