@@ -140,6 +140,7 @@ const FOLDABLE: &[&str] = &[
     "duration",
     "timestamp",
     "dyn",
+    "type",
 ];
 
 impl<'e> Checker<'e> {

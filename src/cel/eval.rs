@@ -298,8 +298,12 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                     return r;
                 }
                 let v = self.eval_charging(operand)?;
+                if *optional || matches!(v, Value::Optional(_)) {
+                    let r = select(v, field, *optional);
+                    return self.charge_optional(r, *cost);
+                }
                 self.meter.charge(u64::from(*cost))?;
-                select(v, field, *optional)
+                select(v, field, false)
             }
             Node::Has { operand, field } => {
                 let v = self.eval(operand)?;
@@ -321,8 +325,12 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                         return Err(e);
                     }
                 };
+                if *optional || matches!(v, Value::Optional(_)) {
+                    let r = index_value(v, &k, *optional);
+                    return self.charge_optional(r, *cost);
+                }
                 self.meter.charge(u64::from(*cost))?;
-                index_value(v, &k, *optional)
+                index_value(v, &k, false)
             }
             Node::And(l, r) => self.logic(l, r, false),
             Node::Or(l, r) => self.logic(l, r, true),
@@ -400,6 +408,17 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             r => r,
         }
+    }
+
+    /// Charges an optional selection or index that gave `r`: cel-go observes an optional
+    /// qualifier only when it found something, so a none costs the qualifier nothing.
+    fn charge_optional(&mut self, r: R<'a>, cost: u8) -> R<'a> {
+        let cost = match &r {
+            Ok(Value::Optional(None)) => cost.saturating_sub(1),
+            _ => cost,
+        };
+        self.meter.charge(u64::from(cost))?;
+        r
     }
 
     /// A branch of `?:`. cel-go folds an attribute branch into the conditional attribute
