@@ -530,6 +530,9 @@ impl<'e> Checker<'e> {
         let elem = match (&base, it) {
             (Type::List(el), Type::Int | Type::Dyn) => (**el).clone(),
             (Type::Map(k, v), key) if Bindings::default().accepts(k, key) => (**v).clone(),
+            // Both the list and the map overload of `_[?_]` match a `dyn` operand, with
+            // results cel-go does not find equivalent (`optional_type(V1)`, `(V2)`): `dyn`.
+            (Type::Dyn, _) if optional => return Ok(Type::Dyn),
             (Type::Dyn, _) => Type::Dyn,
             _ if !self.env.check_types => Type::Dyn,
             _ => {
