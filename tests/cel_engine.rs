@@ -1106,3 +1106,40 @@ fn list_aggregates_follow_kubernetes_overloads() {
     }
     assert_eq!(eval("['b', 'a'].min()"), Ok(json!("a")));
 }
+
+#[test]
+fn contains_cidr_masks_the_other_prefix_from_1_33() {
+    // Kubernetes 1.32 compared the receiver's masked prefix with the other's address as
+    // written (recorded: `cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')` is false);
+    // kubernetes/kubernetes#130450 masks it from 1.33.
+    let run = |minor: u16, expr: &str| {
+        let env = Env::new(minor);
+        let program = env.compile(expr).unwrap();
+        let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+        program
+            .eval(&Vec::<Value>::new(), &mut meter)
+            .unwrap()
+            .to_json()
+    };
+    for (expr, old, new) in [
+        (
+            "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')",
+            false,
+            true,
+        ),
+        (
+            "cidr('10.0.0.0/8').containsCIDR(cidr('10.128.0.0/9'))",
+            false,
+            true,
+        ),
+        ("cidr('10.0.0.0/8').containsCIDR('10.0.0.0/16')", true, true),
+        (
+            "cidr('10.0.0.0/16').containsCIDR('10.0.0.0/8')",
+            false,
+            false,
+        ),
+    ] {
+        assert_eq!(run(32, expr), json!(old), "1.32: {expr}");
+        assert_eq!(run(33, expr), json!(new), "1.33: {expr}");
+    }
+}

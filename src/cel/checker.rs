@@ -801,6 +801,13 @@ impl<'e> Checker<'e> {
             // Unchecked: any candidate may apply at runtime.
             matching = candidates.clone();
         }
+        // An overload a later Kubernetes replaced (same signature, later `since`) gives way.
+        let all = matching.clone();
+        matching.retain(|o| {
+            !all.iter().any(|p| {
+                p.since > o.since && p.sig.member == o.sig.member && p.sig.params == o.sig.params
+            })
+        });
         if matches!(func, "or" | "orValue") && member {
             if let Ok(args) =
                 <Box<[Node; 2]>>::try_from(std::mem::take(&mut nodes).into_boxed_slice())

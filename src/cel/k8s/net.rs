@@ -52,24 +52,23 @@ impl Opaque for Cidr {
     }
 }
 
-/// Parses an address as Kubernetes' `ip()` does, with its error wording.
+/// Parses an address as Kubernetes' `ip()` does (`parseIPAddr`), with its error wording:
+/// Go's `netip.ParseAddr` error wrapped, then its own refusals of zones and IPv4-mapped
+/// IPv6 addresses, unwrapped.
 pub fn parse_ip(s: &str) -> Result<IpAddr, EvalError> {
-    let err = |why: &str| {
+    let addr = parse_addr(s).map_err(|why| {
         EvalError::new(format!(
             "IP Address {s:?} parse error during conversion from string: {why}"
         ))
-    };
+    })?;
     if s.contains('%') {
-        return Err(err(&format!(
+        return Err(EvalError::new(format!(
             "IP address {s:?} with zone value is not allowed"
         )));
     }
-    let addr: IpAddr = s
-        .parse()
-        .map_err(|_| err(&format!("ParseAddr({s:?}): unable to parse IP")))?;
     if let IpAddr::V6(v6) = addr {
         if is_ipv4_mapped(&v6) {
-            return Err(err(&format!(
+            return Err(EvalError::new(format!(
                 "IPv4-mapped IPv6 address {s:?} is not allowed"
             )));
         }
@@ -77,50 +76,198 @@ pub fn parse_ip(s: &str) -> Result<IpAddr, EvalError> {
     Ok(addr)
 }
 
+/// Go's `netip.ParseAddr`: the address (a zone after `%` is accepted and dropped), or Go's
+/// error text, `ParseAddr("…"): <why>[ (at "…")]`.
+fn parse_addr(s: &str) -> Result<IpAddr, String> {
+    let fail = |msg: &str, at: Option<&str>| match at {
+        Some(at) => format!("ParseAddr({s:?}): {msg} (at {at:?})"),
+        None => format!("ParseAddr({s:?}): {msg}"),
+    };
+    let Some(kind) = s.bytes().find(|b| matches!(b, b'.' | b':' | b'%')) else {
+        return Err(fail("unable to parse IP", None));
+    };
+    match kind {
+        b'.' => go_ipv4_fields(s).map_err(|(m, at)| fail(m, at))?,
+        b':' => go_ipv6_check(s).map_err(|(m, at)| fail(m, at))?,
+        _ => return Err(fail("missing IPv6 address", None)),
+    }
+    let plain = s.split_once('%').map_or(s, |(a, _)| a);
+    plain
+        .parse::<IpAddr>()
+        .map_err(|_| fail("unable to parse IP", None))
+}
+
+type GoParseError<'s> = (&'static str, Option<&'s str>);
+
+/// Go's `parseIPv4Fields` over all of `s`: only its error matters here.
+fn go_ipv4_fields(s: &str) -> Result<(), GoParseError<'_>> {
+    let b = s.as_bytes();
+    let (mut val, mut pos, mut digits) = (0u32, 0, 0);
+    for (i, &c) in b.iter().enumerate() {
+        if c.is_ascii_digit() {
+            if digits == 1 && val == 0 {
+                return Err(("IPv4 field has octet with leading zero", None));
+            }
+            val = val * 10 + u32::from(c - b'0');
+            digits += 1;
+            if val > 255 {
+                return Err(("IPv4 field has value >255", None));
+            }
+        } else if c == b'.' {
+            if i == 0 || i == b.len() - 1 || b[i - 1] == b'.' {
+                return Err(("IPv4 field must have at least one digit", s.get(i..)));
+            }
+            if pos == 3 {
+                return Err(("IPv4 address too long", None));
+            }
+            pos += 1;
+            val = 0;
+            digits = 0;
+        } else {
+            return Err(("unexpected character", s.get(i..)));
+        }
+    }
+    if pos < 3 {
+        return Err(("IPv4 address too short", None));
+    }
+    Ok(())
+}
+
+/// Go's `parseIPv6` checks, in its order (`in` is the whole text, zone included).
+fn go_ipv6_check(input: &str) -> Result<(), GoParseError<'_>> {
+    let mut s = input;
+    if let Some(i) = s.find('%') {
+        if i + 1 == s.len() {
+            return Err(("zone must be a non-empty string", None));
+        }
+        s = &s[..i];
+    }
+    let end = s.len();
+    let mut ellipsis: Option<usize> = None;
+    if s.starts_with("::") {
+        ellipsis = Some(0);
+        s = &s[2..];
+        if s.is_empty() {
+            return Ok(());
+        }
+    }
+    let mut i = 0;
+    while i < 16 {
+        let b = s.as_bytes();
+        let mut off = 0;
+        let mut acc = 0u32;
+        while off < b.len() {
+            let Some(d) = char::from(b[off]).to_digit(16) else {
+                break;
+            };
+            acc = (acc << 4) + d;
+            if off > 3 {
+                return Err(("each group must have 4 or less digits", Some(s)));
+            }
+            if acc > 0xffff {
+                return Err(("IPv6 field has value >=2^16", Some(s)));
+            }
+            off += 1;
+        }
+        if off == 0 {
+            return Err((
+                "each colon-separated field must have at least one digit",
+                Some(s),
+            ));
+        }
+        if b.get(off) == Some(&b'.') {
+            if ellipsis.is_none() && i != 12 {
+                return Err((
+                    "embedded IPv4 address must replace the final 2 fields of the address",
+                    Some(s),
+                ));
+            }
+            if i + 4 > 16 {
+                return Err((
+                    "too many hex fields to fit an embedded IPv4 at the end of the address",
+                    Some(s),
+                ));
+            }
+            let start = end - s.len();
+            go_ipv4_fields(&input[start..end]).map_err(|(m, at)| (m, at))?;
+            s = "";
+            i += 4;
+            break;
+        }
+        i += 2;
+        s = &s[off..];
+        if s.is_empty() {
+            break;
+        }
+        if !s.starts_with(':') {
+            return Err(("unexpected character, want colon", Some(s)));
+        } else if s.len() == 1 {
+            return Err(("colon must be followed by more characters", Some(s)));
+        }
+        s = &s[1..];
+        if s.starts_with(':') {
+            if ellipsis.is_some() {
+                return Err(("multiple :: in address", Some(s)));
+            }
+            ellipsis = Some(i);
+            s = &s[1..];
+            if s.is_empty() {
+                break;
+            }
+        }
+    }
+    if !s.is_empty() {
+        return Err(("trailing garbage after address", Some(s)));
+    }
+    if i < 16 {
+        if ellipsis.is_none() {
+            return Err(("address string too short", None));
+        }
+    } else if ellipsis.is_some() {
+        return Err(("the :: must expand to at least one field of zeros", None));
+    }
+    Ok(())
+}
+
 fn is_ipv4_mapped(v6: &Ipv6Addr) -> bool {
     let s = v6.segments();
     s[..5] == [0, 0, 0, 0, 0] && s[5] == 0xffff
 }
 
+/// Parses a prefix as Kubernetes' `cidr()` does: Go's `netip.ParsePrefix`, whose error
+/// Kubernetes wraps twice, then its refusal of IPv4-mapped IPv6 addresses.
 pub fn parse_cidr(s: &str) -> Result<Cidr, EvalError> {
-    let err = |why: &str| {
-        EvalError::new(format!(
-            "network address parse error during conversion from string: {why}"
-        ))
-    };
-    let (addr_text, bits_text) = s
-        .split_once('/')
-        .ok_or_else(|| err(&format!("netip.ParsePrefix({s:?}): no '/'")))?;
+    const WRAP: &str = "network address parse error during conversion from string";
+    let err =
+        |why: &str| EvalError::new(format!("{WRAP}: {WRAP}: netip.ParsePrefix({s:?}): {why}"));
+    let (addr_text, bits_text) = s.rsplit_once('/').ok_or_else(|| err("no '/'"))?;
+    let addr = parse_addr(addr_text).map_err(|why| err(&why))?;
     if addr_text.contains('%') {
-        return Err(err(&format!(
-            "netip.ParsePrefix({s:?}): IPv6 zones cannot be present in a prefix"
-        )));
+        return Err(err("IPv6 zones cannot be present in a prefix"));
     }
-    let addr: IpAddr = addr_text.parse().map_err(|_| {
-        err(&format!(
-            "netip.ParsePrefix({s:?}): ParseAddr({addr_text:?}): unable to parse IP"
-        ))
-    })?;
+    let bad_bits = || err(&format!("bad bits after slash: {bits_text:?}"));
+    let first = bits_text.bytes().next();
+    if bits_text.len() > 1 && !matches!(first, Some(b'1'..=b'9')) {
+        return Err(bad_bits());
+    }
+    // Go's `strconv.Atoi`: an optional sign, then digits.
+    let digits = bits_text.strip_prefix(['+', '-']).unwrap_or(bits_text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad_bits());
+    }
+    let bits: i64 = bits_text.parse().map_err(|_| bad_bits())?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix = u8::try_from(bits)
+        .ok()
+        .filter(|p| i64::from(*p) <= max)
+        .ok_or_else(|| err("prefix length out of range"))?;
     if let IpAddr::V6(v6) = addr {
         if is_ipv4_mapped(&v6) {
-            return Err(err(&format!(
+            return Err(EvalError::new(format!(
                 "IPv4-mapped IPv6 address {s:?} is not allowed"
             )));
         }
     }
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    let valid_digits = !bits_text.is_empty()
-        && bits_text.bytes().all(|b| b.is_ascii_digit())
-        && !(bits_text.len() > 1 && bits_text.starts_with('0'));
-    let prefix: u8 = bits_text
-        .parse()
-        .ok()
-        .filter(|p| valid_digits && *p <= max)
-        .ok_or_else(|| {
-            err(&format!(
-                "netip.ParsePrefix({s:?}): bad bits after slash: {bits_text:?}"
-            ))
-        })?;
     Ok(Cidr { addr, prefix })
 }
 
@@ -267,11 +414,26 @@ fn is_cidr<'a>(a: &[Value<'a>]) -> R<'a> {
 }
 
 fn contains_ip<'a>(a: &[Value<'a>]) -> R<'a> {
-    Ok(Value::Bool(cidr_of(&a[0])?.contains_ip(&ip_of(&a[1])?)))
+    // Kubernetes answers an unparsable string argument with `no such overload`.
+    let ip = match &a[1] {
+        Value::String(s) => parse_ip(s.as_str()).map_err(|_| EvalError::no_such_overload())?,
+        other => ip_of(other)?,
+    };
+    Ok(Value::Bool(cidr_of(&a[0])?.contains_ip(&ip)))
 }
 
 fn contains_cidr<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Bool(cidr_of(&a[0])?.contains_cidr(&cidr_of(&a[1])?)))
+}
+
+/// `containsCIDR` up to Kubernetes 1.32: the receiver's masked prefix compared with the
+/// other's address unmasked (`netip.PrefixFrom(other.Addr(), bits)`), so a subnet whose
+/// address has bits past the receiver's prefix is not contained.
+fn contains_cidr_unmasked<'a>(a: &[Value<'a>]) -> R<'a> {
+    let cidr = cidr_of(&a[0])?;
+    let other = cidr_of(&a[1])?;
+    let equal_masked = cidr.masked().addr == other.addr;
+    Ok(Value::Bool(equal_masked && cidr.prefix <= other.prefix))
 }
 
 fn masked<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -386,6 +548,17 @@ pub fn register(add: Register<'_>) {
         &[
             ("net.CIDR.(net.CIDR) bool", v),
             ("net.CIDR.(string) bool", v),
+        ],
+        contains_cidr_unmasked,
+        Cost::Custom(cost_contains_cidr),
+    );
+    // kubernetes/kubernetes#130450 (1.33) masks the other prefix's address; the checker
+    // takes the newest of two overloads with one signature.
+    add(
+        "containsCIDR",
+        &[
+            ("net.CIDR.(net.CIDR) bool", since::CONTAINS_CIDR_MASKED),
+            ("net.CIDR.(string) bool", since::CONTAINS_CIDR_MASKED),
         ],
         contains_cidr,
         Cost::Custom(cost_contains_cidr),
