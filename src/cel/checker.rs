@@ -794,7 +794,12 @@ impl<'e> Checker<'e> {
                 ));
             }
         };
-        if let Some(node) = self.regex_node(func, &mut nodes)? {
+        // cel-go prices some calls by their checked overload id, which a call matching
+        // several overloads (a `dyn` argument) lacks, and the global `matches` has no
+        // priced id at all: those are charged its default of 1.
+        let untyped = super::eval::COSTED_BY_OVERLOAD_ID.contains(&func)
+            && (matching.len() > 1 || (func == "matches" && !member));
+        if let Some(node) = self.regex_node(func, &mut nodes, untyped)? {
             return Ok((node, ty));
         }
         if matching.is_empty() {
@@ -830,6 +835,13 @@ impl<'e> Checker<'e> {
             Callee::Static(first)
         } else {
             Callee::Dispatch(matching.into_boxed_slice())
+        };
+        let imp = match imp {
+            Callee::Static(o) if untyped && o.since != since::HIDDEN => {
+                Callee::Untyped(Box::new(Callee::Static(o)))
+            }
+            Callee::Dispatch(_) if untyped => Callee::Untyped(Box::new(imp)),
+            other => other,
         };
         let node = Node::Call {
             func: f,
@@ -998,7 +1010,12 @@ impl<'e> Checker<'e> {
 
     /// `matches`, `find`, `findAll` with a constant pattern: compiled once here; an invalid
     /// constant pattern is a compile error.
-    fn regex_node(&self, func: &str, nodes: &mut Vec<Node>) -> Result<Option<Node>, CompileError> {
+    fn regex_node(
+        &self,
+        func: &str,
+        nodes: &mut Vec<Node>,
+        plain: bool,
+    ) -> Result<Option<Node>, CompileError> {
         let op = match func {
             "matches" => RegexOp::Matches,
             "find" => RegexOp::Find,
@@ -1026,6 +1043,7 @@ impl<'e> Checker<'e> {
             args: args.into_boxed_slice(),
             re: Arc::new(re),
             pattern_size,
+            plain,
         }))
     }
 

@@ -69,6 +69,9 @@ pub enum Node {
         args: Box<[Node]>,
         re: Arc<Regex>,
         pattern_size: u64,
+        /// Charged 1 (cel-go's default), not the regex rule: the global `matches(s, p)`,
+        /// whose overload id cel-go's tracker does not price.
+        plain: bool,
     },
     List {
         elements: Box<[Node]>,
@@ -124,7 +127,28 @@ pub enum Callee {
     /// Chosen by the arguments' runtime kinds among these overloads (for `dyn` arguments
     /// whose candidates have different implementations).
     Dispatch(Box<[&'static Overload]>),
+    /// A call the checker could not resolve to one overload, charged cel-go's default of 1
+    /// whatever the overload's own rule: cel-go prices `in`, string comparison and
+    /// concatenation, `bytes(s)`... by the checked overload id, which such a call lacks.
+    Untyped(Box<Callee>),
 }
+
+/// Functions whose cost cel-go's tracker looks up by overload id (`runtimecost.go`), which
+/// a call matching several overloads does not have.
+pub(crate) const COSTED_BY_OVERLOAD_ID: &[&str] = &[
+    "@in",
+    "_<_",
+    "_<=_",
+    "_>_",
+    "_>=_",
+    "_+_",
+    "bytes",
+    "string",
+    "startsWith",
+    "endsWith",
+    "contains",
+    "matches",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RegexOp {
@@ -345,7 +369,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 args,
                 re,
                 pattern_size,
-            } => self.regex(*op, args, re, *pattern_size),
+                plain,
+            } => self.regex(*op, args, re, *pattern_size, *plain),
             Node::List { elements, optional } => {
                 let mut out = Vec::with_capacity(elements.len());
                 for (i, e) in elements.iter().enumerate() {
@@ -580,11 +605,18 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         if e.is_cancelled() {
             return Err(e);
         }
+        let (callee, plain) = match callee {
+            Callee::Untyped(inner) => (&**inner, true),
+            other => (other, false),
+        };
         let overload = match callee {
             Callee::Static(o) => Some(*o),
             Callee::Dispatch(candidates) => candidates.first().copied(),
+            Callee::Untyped(_) => None,
         };
-        if let Some(o) = overload {
+        if plain {
+            self.meter.charge(1)?;
+        } else if let Some(o) = overload {
             let arity = o.sig.params.len().min(2);
             let vals: Vec<Value<'a>> = args
                 .into_iter()
@@ -623,8 +655,13 @@ impl<'a, 'x> Evaluator<'a, 'x> {
 
     #[inline(always)]
     fn invoke(&mut self, func: &'static Function, callee: &Callee, vals: &[Value<'a>]) -> R<'a> {
+        let (callee, plain) = match callee {
+            Callee::Untyped(inner) => (&**inner, true),
+            other => (other, false),
+        };
         let overload = match callee {
             Callee::Static(o) => *o,
+            Callee::Untyped(_) => return Err(EvalError::no_such_overload()),
             Callee::Dispatch(candidates) => candidates
                 .iter()
                 .find(|o| {
@@ -636,10 +673,14 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 })
                 .copied()
                 .ok_or(())
-                .or_else(|()| self.no_overload(func, candidates, vals))?,
+                .or_else(|()| self.no_overload(func, candidates, vals, plain))?,
         };
         let mut cx = Ctx::new(self.meter, &mut self.regexes);
-        let cost = overload.cost.charge_in(&mut cx, vals)?;
+        let cost = if plain {
+            1
+        } else {
+            overload.cost.charge_in(&mut cx, vals)?
+        };
         cx.meter.charge(cost)?;
         match overload.imp.call(&mut cx, vals) {
             Err(EvalError::Value(m)) if m == NO_SUCH_OVERLOAD => Err(no_overload_error(
@@ -659,8 +700,11 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         func: &'static Function,
         candidates: &[&'static Overload],
         vals: &[Value<'a>],
+        plain: bool,
     ) -> Result<&'static Overload, EvalError> {
-        if let Some(o) = candidates.first() {
+        if plain {
+            self.meter.charge(1)?;
+        } else if let Some(o) = candidates.first() {
             let mut cx = Ctx::new(self.meter, &mut self.regexes);
             let cost = o.cost.charge_in(&mut cx, vals)?;
             cx.meter.charge(cost)?;
@@ -668,7 +712,14 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         Err(no_overload_error(func, candidates, vals))
     }
 
-    fn regex(&mut self, op: RegexOp, args: &[Node], re: &Regex, pattern_size: u64) -> R<'a> {
+    fn regex(
+        &mut self,
+        op: RegexOp,
+        args: &[Node],
+        re: &Regex,
+        pattern_size: u64,
+        plain: bool,
+    ) -> R<'a> {
         let target = self.eval(&args[0])?;
         // The constant pattern was taken out of the arguments when the node was compiled:
         // `findAll`'s limit follows the target directly.
@@ -676,9 +727,18 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             Some(n) => Some(self.eval(n)?),
             None => None,
         };
-        let s = target.as_str().ok_or_else(EvalError::no_such_overload)?;
-        self.meter
-            .charge(regex_cost(target.cost_size(), pattern_size))?;
+        // Charged before the target's kind is looked at, as cel-go charges a failed call.
+        self.meter.charge(if plain {
+            1
+        } else {
+            regex_cost(target.cost_size(), pattern_size)
+        })?;
+        let Some(s) = target.as_str() else {
+            return Err(match op {
+                RegexOp::Matches => EvalError::new("no such overload: matches"),
+                _ => EvalError::no_such_overload(),
+            });
+        };
         let mut cx = Ctx::new(self.meter, &mut self.regexes);
         match op {
             RegexOp::Matches => {
