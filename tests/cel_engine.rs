@@ -145,10 +145,23 @@ fn cost_follows_cel_go_units() {
         1,
         "has() costs 0, its operand 1"
     );
+    // Recorded from Kubernetes 1.32 (cel differential `std.collections`, `cost`): cel-go
+    // turns `in` over a constant list of scalars into a set lookup its tracker does not
+    // charge, and prices `in` by its size only when the checker resolved `in_list`.
     assert_eq!(
         cost("2 in [1, 2, 3]", obj.clone()),
+        0,
+        "a constant list of scalars is a set lookup, charged nothing"
+    );
+    assert_eq!(
+        cost("2 in object.l", obj.clone()),
         3,
-        "a constant list is folded; `in` costs its size"
+        "`in` on a dyn operand matches in_list and in_map: cel-go's default 1"
+    );
+    assert_eq!(
+        cost("2 in [object.l[0], object.l[1]]", obj.clone()),
+        2 * 3 + 10 + 2,
+        "a built list: elements, creation 10, `in` its size"
     );
     // all(): range 2, then per element cond 2 + step 1 + predicate (ident 1 + > 1), result 1.
     assert_eq!(cost("object.l.all(x, x > 0)", obj), 2 + 3 * 5 + 1);

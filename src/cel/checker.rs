@@ -478,6 +478,7 @@ impl<'e> Checker<'e> {
     }
 
     fn select(&self, e: &Expr, node: Node, ty: Type, field: &str, optional: bool) -> Checked {
+        let explicit = optional;
         // Selection on an optional is an optional selection (chaining is viral).
         let (base, optional) = match &ty {
             Type::Optional(inner) => ((**inner).clone(), true),
@@ -509,6 +510,7 @@ impl<'e> Checker<'e> {
                 operand: Box::new(node),
                 field: Key::new(field),
                 optional,
+                explicit,
             },
             ty,
         ))

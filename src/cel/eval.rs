@@ -41,6 +41,9 @@ pub enum Node {
         operand: Box<Node>,
         field: Key,
         optional: bool,
+        /// Written `.?` (rather than made optional by the chain before it): finds nothing,
+        /// instead of failing, on null or a scalar.
+        explicit: bool,
         /// What the selection charges, from [`Node::qualifier_cost`].
         cost: u8,
     },
@@ -316,6 +319,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 operand,
                 field,
                 optional,
+                explicit,
                 cost,
             } => {
                 if let Some(r) = self.select_local(operand, field, *optional) {
@@ -323,11 +327,11 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 }
                 let v = self.eval_charging(operand)?;
                 if *optional || matches!(v, Value::Optional(_)) {
-                    let r = select(v, field, *optional);
+                    let r = select_in(v, field, *optional, *explicit);
                     return self.charge_optional(r, *cost);
                 }
                 self.meter.charge(u64::from(*cost))?;
-                select(v, field, false)
+                select_in(v, field, false, false)
             }
             Node::Has { operand, field } => {
                 let v = self.eval(operand)?;
@@ -1064,15 +1068,18 @@ impl<'a> Bind<'a> for (Value<'a>, Option<Value<'a>>) {
 const DEADLINE_EVERY: u32 = 100;
 
 /// `v.field`: map lookup by key; `no such key` when absent or when `v` is not a map.
-fn select<'a>(v: Value<'a>, field: &Key, optional: bool) -> R<'a> {
+/// `select`, where `optional` says the result is optional and `explicit` that this is a
+/// `.?` selection rather than a plain one made optional by the chain before it.
+fn select_in<'a>(v: Value<'a>, field: &Key, optional: bool, explicit: bool) -> R<'a> {
     let found = match &v {
         Value::Map(m) => m.get_key(field),
         // Optional chaining is viral: any selection on an optional is an optional selection.
         Value::Optional(None) => return Ok(Value::Optional(None)),
-        Value::Optional(Some(inner)) => return select((**inner).clone(), field, true),
-        // An optional selection finds nothing on null or a scalar (cel-go's presence test).
-        Value::List(_) if optional => return Err(unsupported_list_index()),
-        _ if optional => return Ok(Value::Optional(None)),
+        Value::Optional(Some(inner)) => return select_in((**inner).clone(), field, true, explicit),
+        // A `.?` selection finds nothing on null or a scalar (cel-go's presence test); a
+        // plain one fails there, optional chain or not.
+        Value::List(_) if explicit => return Err(unsupported_list_index()),
+        _ if explicit => return Ok(Value::Optional(None)),
         _ => return Err(EvalError::no_such_key(field)),
     };
     match (found, optional) {
