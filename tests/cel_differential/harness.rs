@@ -542,13 +542,20 @@ pub fn encode(v: &Value<'_>) -> Json {
             )
         }
         Value::Timestamp(t) => {
-            // celgate keeps no offset: a timestamp is shown in UTC.
-            let c = t.civil(0);
+            // At the timestamp's own offset, as cel-go keeps it.
+            let c = t.civil(i64::from(t.offset()));
             one(
                 "timestamp",
                 Json::String(format!(
-                    "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}Z",
-                    c.year, c.month, c.day, c.hour, c.minute, c.second, c.nanos
+                    "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:09}{}",
+                    c.year,
+                    c.month,
+                    c.day,
+                    c.hour,
+                    c.minute,
+                    c.second,
+                    c.nanos,
+                    t.offset_suffix()
                 )),
             )
         }
