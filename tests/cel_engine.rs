@@ -1156,3 +1156,23 @@ fn contains_cidr_masks_the_other_prefix_from_1_33() {
         assert_eq!(run(33, expr), json!(new), "1.33: {expr}");
     }
 }
+
+#[test]
+fn cel_go_v0_23_additions_arrive_with_1_33() {
+    // Recorded from Kubernetes 1.32 (cel-go v0.22): `undeclared reference to 'first'`...
+    for expr in [
+        "[1].first()",
+        "[1].last()",
+        "[optional.of(1)].unwrapOpt()",
+        "optional.unwrap([optional.of(1)])",
+        "[1, 2].existsOne(x, x > 1)",
+    ] {
+        let err = Env::new(32).compile(expr).unwrap_err().to_string();
+        assert!(err.contains("undeclared reference"), "1.32: {expr}: {err}");
+        assert!(Env::new(33).compile(expr).is_ok(), "1.33: {expr}");
+    }
+    // The two-variable `existsOne` is 1.32's.
+    assert!(Env::new(32)
+        .compile("[1, 2].existsOne(i, v, v > 1)")
+        .is_ok());
+}

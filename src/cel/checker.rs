@@ -1098,6 +1098,11 @@ impl<'e> Checker<'e> {
                 v.extend(again);
             }
         }
+        // The two-argument `existsOne` arrived with cel-go v0.23 (Kubernetes 1.33); the
+        // three-argument one is the two-variable comprehension of 1.32.
+        if c.name == "existsOne" && c.var2.is_none() && self.env.version < since::OPTIONAL_V23 {
+            return self.undeclared(e, "existsOne");
+        }
         let two_variable = matches!(c.kind, All | Exists | ExistsOne) && c.var2.is_some()
             || matches!(c.kind, TransformList | TransformMap | TransformMapEntry);
         if two_variable && self.env.version < since::TWO_VAR_COMPREHENSIONS {

@@ -141,6 +141,8 @@ pub mod since {
     pub const SEMVER: u16 = 33;
     pub const LISTS_V3: u16 = 34;
     pub const K8S_LISTS_V1: u16 = 37;
+    /// cel-go v0.23: `first`, `last`, `optional.unwrap`/`unwrapOpt`, the `existsOne` macro.
+    pub const OPTIONAL_V23: u16 = 33;
     /// `containsCIDR` masks the contained prefix (kubernetes/kubernetes#130450).
     pub const CONTAINS_CIDR_MASKED: u16 = 33;
     /// Never offered to the checker: an overload the checker substitutes itself (the
