@@ -858,30 +858,47 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             Map | Filter | TransformList => {
                 let mut out = Vec::new();
+                // cel-go folds on with an error accumulator: later steps are evaluated and
+                // charged as usual, and the first error is the result.
+                let mut error: Option<EvalError> = None;
                 for item in items {
                     deadline.tick()?;
                     self.bind(item, slot);
-                    if !self.passes(c.filter.as_ref())? {
-                        continue;
+                    match self.passes(c.filter.as_ref()) {
+                        Ok(true) => {}
+                        Ok(false) => continue,
+                        Err(e) => {
+                            fold_error(&mut error, e)?;
+                            continue;
+                        }
                     }
                     if c.kind == Filter {
-                        match self.eval_body(&c.body)? {
-                            Value::Bool(true) => {
+                        match self.eval_body(&c.body) {
+                            Ok(Value::Bool(true)) => {
                                 self.meter.charge(13)?;
                                 // The element: the variable, or the second of two.
                                 out.push(self.local(slot + usize::from(c.two_vars)));
                             }
                             // The `@result` branch, charged nothing (see exists_one).
-                            Value::Bool(false) => {}
-                            _ => return Err(EvalError::no_such_overload()),
+                            Ok(Value::Bool(false)) => {}
+                            Ok(_) => fold_error(&mut error, EvalError::no_such_overload())?,
+                            Err(e) => fold_error(&mut error, e)?,
                         }
                     } else {
-                        let t = self.eval_body(&c.body)?;
+                        // `@result + [t]`: charged whether `t` failed or not.
+                        let t = self.eval_body(&c.body);
                         self.meter.charge(12)?;
-                        out.push(t);
+                        match t {
+                            Ok(t) if error.is_none() => out.push(t),
+                            Ok(_) => {}
+                            Err(e) => fold_error(&mut error, e)?,
+                        }
                     }
                 }
                 self.meter.charge(1)?;
+                if let Some(e) = error {
+                    return Err(e);
+                }
                 // Each element was charged 12 or 13: the cost bounds the slots, counted here.
                 self.meter.alloc(out.len() as u64 * VALUE_BYTES)?;
                 Ok(Value::list(out))
@@ -1061,6 +1078,16 @@ impl<'a> Bind<'a> for (Value<'a>, Option<Value<'a>>) {
             v.bind(rest);
         }
     }
+}
+
+/// Keeps the first error of a fold that goes on after it; a cancellation stops the fold.
+#[cold]
+fn fold_error(first: &mut Option<EvalError>, e: EvalError) -> Result<(), EvalError> {
+    if e.is_cancelled() {
+        return Err(e);
+    }
+    first.get_or_insert(e);
+    Ok(())
 }
 
 /// How many comprehension iterations run between two looks at the clock (cel-go's interrupt

@@ -63,8 +63,7 @@ fn go_name(name: &'static str) -> &'static str {
 
 /// kube-openapi's `strfmt.UUIDPattern` (dashes optional), which Kubernetes validates with
 /// and prices `validate` by.
-const UUID_PATTERN: &str =
-    "(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$";
+const UUID_PATTERN: &str = "(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$";
 const DATE_TIME_PATTERN: &str =
     "^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$";
 
