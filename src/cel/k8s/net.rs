@@ -188,8 +188,9 @@ fn go_ipv6_check(input: &str) -> Result<(), GoParseError<'_>> {
                     Some(s),
                 ));
             }
+            // `s` is the tail of `input[..end]`.
             let start = end - s.len();
-            go_ipv4_fields(&input[start..end]).map_err(|(m, at)| (m, at))?;
+            go_ipv4_fields(input.get(start..end).unwrap_or(s))?;
             s = "";
             i += 4;
             break;
