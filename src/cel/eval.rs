@@ -803,7 +803,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             (Value::Map(m), true) => {
                 self.iterate(c, m.entries().into_iter().map(|(k, v)| (k, Some(v))))
             }
-            _ => Err(EvalError::no_such_overload()),
+            (other, _) => Err(not_iterable(other)),
         }
     }
 
@@ -1078,6 +1078,26 @@ impl<'a> Bind<'a> for (Value<'a>, Option<Value<'a>>) {
             v.bind(rest);
         }
     }
+}
+
+/// cel-go's error for a comprehension over a value that is not a list or map, naming the
+/// value's Go type (`got 'types.Int', expected iterable type`).
+#[cold]
+fn not_iterable(v: &Value<'_>) -> EvalError {
+    let go_type = match v {
+        Value::Null => "types.Null",
+        Value::Bool(_) => "types.Bool",
+        Value::Int(_) => "types.Int",
+        Value::Uint(_) => "types.Uint",
+        Value::Double(_) => "types.Double",
+        Value::String(_) => "types.String",
+        Value::Bytes(_) => "types.Bytes",
+        Value::Timestamp(_) => "types.Timestamp",
+        Value::Duration(_) => "types.Duration",
+        Value::Optional(_) => "*types.Optional",
+        _ => return EvalError::no_such_overload(),
+    };
+    EvalError::new(format!("got '{go_type}', expected iterable type"))
 }
 
 /// Keeps the first error of a fold that goes on after it; a cancellation stops the fold.
