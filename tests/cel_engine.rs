@@ -145,10 +145,23 @@ fn cost_follows_cel_go_units() {
         1,
         "has() costs 0, its operand 1"
     );
+    // Recorded from Kubernetes 1.32 (cel differential `std.collections`, `cost`): cel-go
+    // turns `in` over a constant list of scalars into a set lookup its tracker does not
+    // charge, and prices `in` by its size only when the checker resolved `in_list`.
     assert_eq!(
         cost("2 in [1, 2, 3]", obj.clone()),
+        0,
+        "a constant list of scalars is a set lookup, charged nothing"
+    );
+    assert_eq!(
+        cost("2 in object.l", obj.clone()),
         3,
-        "a constant list is folded; `in` costs its size"
+        "`in` on a dyn operand matches in_list and in_map: cel-go's default 1"
+    );
+    assert_eq!(
+        cost("2 in [object.l[0], object.l[1]]", obj.clone()),
+        2 * 3 + 10 + 2,
+        "a built list: elements, creation 10, `in` its size"
     );
     // all(): range 2, then per element cond 2 + step 1 + predicate (ident 1 + > 1), result 1.
     assert_eq!(cost("object.l.all(x, x > 0)", obj), 2 + 3 * 5 + 1);
@@ -358,7 +371,9 @@ fn kubernetes_library_corner_cases() {
 fn strings_and_time() {
     assert_eq!(
         eval("'%e'.format([12345.678])").unwrap(),
-        json!("1.234568 × 10⁰⁴")
+        // golang.org/x/text's rendering, as Kubernetes 1.32 returns it: narrow no-break
+        // spaces around the sign.
+        json!("1.234568\u{202f}×\u{202f}10⁰⁴")
     );
     assert_eq!(eval("'%s'.format([[1, 2]])").unwrap(), json!("[1, 2]"));
     assert!(eval("'%d'.format([1.5])").is_err());
@@ -1103,4 +1118,61 @@ fn list_aggregates_follow_kubernetes_overloads() {
         );
     }
     assert_eq!(eval("['b', 'a'].min()"), Ok(json!("a")));
+}
+
+#[test]
+fn contains_cidr_masks_the_other_prefix_from_1_33() {
+    // Kubernetes 1.32 compared the receiver's masked prefix with the other's address as
+    // written (recorded: `cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')` is false);
+    // kubernetes/kubernetes#130450 masks it from 1.33.
+    let run = |minor: u16, expr: &str| {
+        let env = Env::new(minor);
+        let program = env.compile(expr).unwrap();
+        let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+        program
+            .eval(&Vec::<Value>::new(), &mut meter)
+            .unwrap()
+            .to_json()
+    };
+    for (expr, old, new) in [
+        (
+            "cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')",
+            false,
+            true,
+        ),
+        (
+            "cidr('10.0.0.0/8').containsCIDR(cidr('10.128.0.0/9'))",
+            false,
+            true,
+        ),
+        ("cidr('10.0.0.0/8').containsCIDR('10.0.0.0/16')", true, true),
+        (
+            "cidr('10.0.0.0/16').containsCIDR('10.0.0.0/8')",
+            false,
+            false,
+        ),
+    ] {
+        assert_eq!(run(32, expr), json!(old), "1.32: {expr}");
+        assert_eq!(run(33, expr), json!(new), "1.33: {expr}");
+    }
+}
+
+#[test]
+fn cel_go_v0_23_additions_arrive_with_1_33() {
+    // Recorded from Kubernetes 1.32 (cel-go v0.22): `undeclared reference to 'first'`...
+    for expr in [
+        "[1].first()",
+        "[1].last()",
+        "[optional.of(1)].unwrapOpt()",
+        "optional.unwrap([optional.of(1)])",
+        "[1, 2].existsOne(x, x > 1)",
+    ] {
+        let err = Env::new(32).compile(expr).unwrap_err().to_string();
+        assert!(err.contains("undeclared reference"), "1.32: {expr}: {err}");
+        assert!(Env::new(33).compile(expr).is_ok(), "1.33: {expr}");
+    }
+    // The two-variable `existsOne` is 1.32's.
+    assert!(Env::new(32)
+        .compile("[1, 2].existsOne(i, v, v > 1)")
+        .is_ok());
 }

@@ -114,6 +114,37 @@ const KUBERNETES_DIFFERENCES: &[(&str, &str)] = &[
     ("string_ext", "format/dyntype NaN/infinity support"),
     ("string_ext", "format/dyntype support for lists"),
     ("string_ext", "format/dyntype support for maps"),
+    // Recorded from Kubernetes 1.32 (cel differential `ext.strings.format`): its legacy
+    // formatter takes only doubles for `%f`/`%e` and only integers for `%d`, and renders
+    // infinities as `∞` (golang.org/x/text), `%e` with its precision as a width.
+    (
+        "string_ext",
+        "format/default precision for fixed-point clause with int",
+    ),
+    (
+        "string_ext",
+        "format/default precision for fixed-point clause with uint",
+    ),
+    ("string_ext", "format/NaN support for scientific notation"),
+    ("string_ext", "format/NaN support for decimal"),
+    ("string_ext", "format/positive infinity support for decimal"),
+    ("string_ext", "format/negative infinity support for decimal"),
+    (
+        "string_ext",
+        "format/positive infinity support for scientific notation",
+    ),
+    (
+        "string_ext",
+        "format/negative infinity support for scientific notation",
+    ),
+    (
+        "string_ext",
+        "format/positive infinity support for fixed-point",
+    ),
+    (
+        "string_ext",
+        "format/negative infinity support for fixed-point",
+    ),
     ("string_ext", "value_errors/indexof_out_of_range"),
     ("string_ext", "value_errors/lastindexof_out_of_range"),
     // Kubernetes' `ip()` rejects IPv4-mapped IPv6 addresses (§14); cel-go's ext.Network maps them.

@@ -143,6 +143,7 @@ const FOLDABLE: &[&str] = &[
     "duration",
     "timestamp",
     "dyn",
+    "type",
 ];
 
 impl<'e> Checker<'e> {
@@ -337,6 +338,7 @@ impl<'e> Checker<'e> {
                 let elem = self.index_type(e, &ot, &it, *optional)?;
                 Ok((
                     Node::Index {
+                        cost: Node::qualifier_cost(&on, Some(&inode)),
                         operand: Box::new(on),
                         index: Box::new(inode),
                         optional: *optional,
@@ -501,6 +503,7 @@ impl<'e> Checker<'e> {
     }
 
     fn select(&self, e: &Expr, node: Node, ty: Type, field: &str, optional: bool) -> Checked {
+        let explicit = optional;
         // Selection on an optional is an optional selection (chaining is viral).
         let (base, optional) = match &ty {
             Type::Optional(inner) => ((**inner).clone(), true),
@@ -528,9 +531,11 @@ impl<'e> Checker<'e> {
         };
         Ok((
             Node::Select {
+                cost: Node::qualifier_cost(&node, None),
                 operand: Box::new(node),
                 field: Key::new(field),
                 optional,
+                explicit,
             },
             ty,
         ))
@@ -552,6 +557,9 @@ impl<'e> Checker<'e> {
         let elem = match (&base, it) {
             (Type::List(el), Type::Int | Type::Dyn) => (**el).clone(),
             (Type::Map(k, v), key) if Bindings::default().accepts(k, key) => (**v).clone(),
+            // Both the list and the map overload of `_[?_]` match a `dyn` operand, with
+            // results cel-go does not find equivalent (`optional_type(V1)`, `(V2)`): `dyn`.
+            (Type::Dyn, _) if optional => return Ok(Type::Dyn),
             (Type::Dyn, _) => Type::Dyn,
             _ if !self.env.check_types => Type::Dyn,
             _ => {
@@ -817,18 +825,54 @@ impl<'e> Checker<'e> {
                 ));
             }
         };
-        if let Some(node) = self.regex_node(func, &mut nodes)? {
+        // cel-go prices some calls by their checked overload id, which a call matching
+        // several overloads (a `dyn` argument) lacks, and the global `matches` has no
+        // priced id at all: those are charged its default of 1.
+        let untyped = super::eval::COSTED_BY_OVERLOAD_ID.contains(&func)
+            && (matching.len() > 1 || (func == "matches" && !member));
+        if let Some(node) = self.regex_node(func, &mut nodes, untyped)? {
             return Ok((node, ty));
         }
         if matching.is_empty() {
             // Unchecked: any candidate may apply at runtime.
             matching = candidates.clone();
         }
+        // An overload a later Kubernetes replaced (same signature, later `since`) gives way.
+        let all = matching.clone();
+        matching.retain(|o| {
+            !all.iter().any(|p| {
+                p.since > o.since && p.sig.member == o.sig.member && p.sig.params == o.sig.params
+            })
+        });
+        if matches!(func, "or" | "orValue") && member {
+            if let Ok(args) =
+                <Box<[Node; 2]>>::try_from(std::mem::take(&mut nodes).into_boxed_slice())
+            {
+                // cel-go's optional library replaces these calls by short-circuiting
+                // evaluations (`decorateOptionalOr`), which its cost tracker does not charge.
+                return Ok((
+                    Node::OptOr {
+                        args,
+                        value: func == "orValue",
+                    },
+                    ty,
+                ));
+            }
+        }
         let first = matching[0];
-        let imp = if matching.iter().all(|o| o.imp.same(&first.imp)) {
+        let imp = if let Some(set) = self.set_membership(f, &nodes) {
+            Callee::Static(set)
+        } else if matching.iter().all(|o| o.imp.same(&first.imp)) {
             Callee::Static(first)
         } else {
             Callee::Dispatch(matching.into_boxed_slice())
+        };
+        let imp = match imp {
+            Callee::Static(o) if untyped && o.since != since::HIDDEN => {
+                Callee::Untyped(Box::new(Callee::Static(o)))
+            }
+            Callee::Dispatch(_) if untyped => Callee::Untyped(Box::new(imp)),
+            other => other,
         };
         let node = Node::Call {
             func: f,
@@ -839,6 +883,31 @@ impl<'e> Checker<'e> {
             return Ok((self.fold(e, node)?, ty));
         }
         Ok((node, ty))
+    }
+
+    /// The uncharged overload of `in` when its list is a constant cel-go's `OptOptimize`
+    /// turns into a set (empty, or of booleans, numbers and strings only).
+    fn set_membership(&self, f: &'static Function, nodes: &[Node]) -> Option<&'static Overload> {
+        if f.name != "@in" || !self.env.optimize {
+            return None;
+        }
+        let [_, Node::Const(Value::List(l))] = nodes else {
+            return None;
+        };
+        let scalars = l.iter().all(|v| {
+            matches!(
+                v,
+                Value::Bool(_)
+                    | Value::Int(_)
+                    | Value::Uint(_)
+                    | Value::Double(_)
+                    | Value::String(_)
+            )
+        });
+        if !scalars {
+            return None;
+        }
+        f.overloads.iter().find(|o| o.since == since::HIDDEN)
     }
 
     /// cel-go's regex literal validator: the first argument of a `matches` call (the
@@ -972,7 +1041,12 @@ impl<'e> Checker<'e> {
 
     /// `matches`, `find`, `findAll` with a constant pattern: compiled once here; an invalid
     /// constant pattern is a compile error.
-    fn regex_node(&self, func: &str, nodes: &mut Vec<Node>) -> Result<Option<Node>, CompileError> {
+    fn regex_node(
+        &self,
+        func: &str,
+        nodes: &mut Vec<Node>,
+        plain: bool,
+    ) -> Result<Option<Node>, CompileError> {
         let op = match func {
             "matches" => RegexOp::Matches,
             "find" => RegexOp::Find,
@@ -1000,6 +1074,7 @@ impl<'e> Checker<'e> {
             args: args.into_boxed_slice(),
             re: Arc::new(re),
             pattern_size,
+            plain,
         }))
     }
 
@@ -1075,6 +1150,11 @@ impl<'e> Checker<'e> {
                 let again: Vec<Issue> = v.get(list.1..).map(<[Issue]>::to_vec).unwrap_or_default();
                 v.extend(again);
             }
+        }
+        // The two-argument `existsOne` arrived with cel-go v0.23 (Kubernetes 1.33); the
+        // three-argument one is the two-variable comprehension of 1.32.
+        if c.name == "existsOne" && c.var2.is_none() && self.env.version < since::OPTIONAL_V23 {
+            return self.undeclared(e, "existsOne");
         }
         let two_variable = matches!(c.kind, All | Exists | ExistsOne) && c.var2.is_some()
             || matches!(c.kind, TransformList | TransformMap | TransformMapEntry);

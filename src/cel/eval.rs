@@ -41,6 +41,11 @@ pub enum Node {
         operand: Box<Node>,
         field: Key,
         optional: bool,
+        /// Written `.?` (rather than made optional by the chain before it): finds nothing,
+        /// instead of failing, on null or a scalar.
+        explicit: bool,
+        /// What the selection charges, from [`Node::qualifier_cost`].
+        cost: u8,
     },
     Has {
         operand: Box<Node>,
@@ -50,6 +55,8 @@ pub enum Node {
         operand: Box<Node>,
         index: Box<Node>,
         optional: bool,
+        /// What the indexing charges, from [`Node::qualifier_cost`].
+        cost: u8,
     },
     And(Box<Node>, Box<Node>),
     Or(Box<Node>, Box<Node>),
@@ -65,6 +72,9 @@ pub enum Node {
         args: Box<[Node]>,
         re: Arc<Regex>,
         pattern_size: u64,
+        /// Charged 1 (cel-go's default), not the regex rule: the global `matches(s, p)`,
+        /// whose overload id cel-go's tracker does not price.
+        plain: bool,
     },
     List {
         elements: Box<[Node]>,
@@ -74,8 +84,42 @@ pub enum Node {
         entries: Box<[(Node, Node, bool)]>,
     },
     Comprehension(Box<Comprehension>),
+    /// `a.or(b)` (`value == false`) and `a.orValue(b)`: `b` is evaluated only when `a` is
+    /// none, and neither call is charged (cel-go's `decorateOptionalOr`).
+    OptOr {
+        args: Box<[Node; 2]>,
+        value: bool,
+    },
     /// Always an error (an unknown name in an unchecked expression).
     Fail(Box<str>),
+}
+
+impl Node {
+    /// Whether cel-go plans this node as an attribute (an identifier, a selection or index
+    /// chain, a conditional), whose evaluation its cost tracker charges once for the whole
+    /// chain rather than once per node.
+    pub(crate) fn is_attribute(&self) -> bool {
+        matches!(
+            self,
+            Node::Var(_)
+                | Node::Local(_)
+                | Node::Lazy(_)
+                | Node::Select { .. }
+                | Node::Index { .. }
+                | Node::Cond(_)
+        )
+    }
+
+    /// What a selection or index on `operand` (by `index`, for an index) charges, as cel-go's
+    /// cost tracker does: 1 for the qualifier; 1 more when the operand is not an attribute
+    /// (cel-go wraps it in a relative attribute, charged on its own); 1 less when the index
+    /// is an attribute (cel-go resolves it as a qualifier without charging its evaluation).
+    pub(crate) fn qualifier_cost(operand: &Node, index: Option<&Node>) -> u8 {
+        let relative = u8::from(!operand.is_attribute() || matches!(operand, Node::Cond(_)));
+        let attribute_index =
+            u8::from(index.is_some_and(|i| i.is_attribute() && !matches!(i, Node::Cond(_))));
+        (1 + relative).saturating_sub(attribute_index)
+    }
 }
 
 /// Which implementation a call runs.
@@ -86,7 +130,28 @@ pub enum Callee {
     /// Chosen by the arguments' runtime kinds among these overloads (for `dyn` arguments
     /// whose candidates have different implementations).
     Dispatch(Box<[&'static Overload]>),
+    /// A call the checker could not resolve to one overload, charged cel-go's default of 1
+    /// whatever the overload's own rule: cel-go prices `in`, string comparison and
+    /// concatenation, `bytes(s)`... by the checked overload id, which such a call lacks.
+    Untyped(Box<Callee>),
 }
+
+/// Functions whose cost cel-go's tracker looks up by overload id (`runtimecost.go`), which
+/// a call matching several overloads does not have.
+pub(crate) const COSTED_BY_OVERLOAD_ID: &[&str] = &[
+    "@in",
+    "_<_",
+    "_<=_",
+    "_>_",
+    "_>=_",
+    "_+_",
+    "bytes",
+    "string",
+    "startsWith",
+    "endsWith",
+    "contains",
+    "matches",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RegexOp {
@@ -136,6 +201,52 @@ fn kind_accepts(t: &Type, v: &Value<'_>) -> bool {
         (Type::Opaque(name), Value::Opaque(o)) => o.type_name() == *name,
         _ => false,
     }
+}
+
+const NO_SUCH_OVERLOAD: &str = "no such overload";
+
+/// Operators cel-go binds through one implementation guarded by a trait of the first
+/// operand (`traits.AdderType`...): a first operand without it fails as `no such overload:
+/// <operator>`, a mismatched second operand as a bare `no such overload`.
+const TRAIT_OPERATORS: &[&str] = &[
+    "_+_", "_-_", "_*_", "_/_", "_%_", "-_", "_<_", "_<=_", "_>_", "_>=_", "size", "matches",
+];
+
+/// The error of a call none of `candidates` takes, worded as cel-go words it: its dispatcher
+/// names the function and the arguments' runtime types (`no such overload: int(null_type)`);
+/// see [`TRAIT_OPERATORS`] for the operators. A call whose arguments fit an overload failed
+/// inside it, with its own bare `no such overload`.
+#[cold]
+fn no_overload_error(
+    func: &'static Function,
+    candidates: &[&'static Overload],
+    vals: &[Value<'_>],
+) -> EvalError {
+    let fits = |o: &Overload, n: usize| {
+        o.sig.params.len() == vals.len()
+            && o.sig
+                .params
+                .iter()
+                .zip(vals)
+                .take(n)
+                .all(|(t, v)| kind_accepts(t, v))
+    };
+    if TRAIT_OPERATORS.contains(&func.name) {
+        if func.overloads.iter().any(|o| fits(o, 1)) {
+            return EvalError::no_such_overload();
+        }
+        return EvalError::new(format!("{NO_SUCH_OVERLOAD}: {}", func.name));
+    }
+    let n = vals.len();
+    if func.overloads.iter().any(|o| fits(o, n)) || candidates.iter().any(|o| fits(o, n)) {
+        return EvalError::no_such_overload();
+    }
+    let types: Vec<&str> = vals.iter().map(Value::type_name).collect();
+    EvalError::new(format!(
+        "{NO_SUCH_OVERLOAD}: {}({})",
+        func.name,
+        types.join(", ")
+    ))
 }
 
 /// Where the values of declared variables come from during one evaluation.
@@ -208,13 +319,19 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 operand,
                 field,
                 optional,
+                explicit,
+                cost,
             } => {
                 if let Some(r) = self.select_local(operand, field, *optional) {
                     return r;
                 }
-                let v = self.eval(operand)?;
-                self.meter.charge(1)?;
-                select(v, field, *optional)
+                let v = self.eval_charging(operand)?;
+                if *optional || matches!(v, Value::Optional(_)) {
+                    let r = select_in(v, field, *optional, *explicit);
+                    return self.charge_optional(r, *cost);
+                }
+                self.meter.charge(u64::from(*cost))?;
+                select_in(v, field, false, false)
             }
             Node::Has { operand, field } => {
                 let v = self.eval(operand)?;
@@ -224,30 +341,45 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 operand,
                 index,
                 optional,
+                cost,
             } => {
-                let v = self.eval(operand)?;
-                let k = self.eval(index)?;
-                self.meter.charge(1)?;
-                index_value(v, &k, *optional)
+                let v = self.eval_charging(operand)?;
+                let k = match self.eval(index) {
+                    Ok(k) => k,
+                    // cel-go charges the qualifier that failed and the attribute.
+                    Err(e) if e.is_cancelled() => return Err(e),
+                    Err(e) => {
+                        self.meter.charge(u64::from(*cost))?;
+                        return Err(e);
+                    }
+                };
+                if *optional || matches!(v, Value::Optional(_)) {
+                    let r = index_value(v, &k, *optional);
+                    return self.charge_optional(r, *cost);
+                }
+                self.meter.charge(u64::from(*cost))?;
+                index_value(v, &k, false)
             }
             Node::And(l, r) => self.logic(l, r, false),
             Node::Or(l, r) => self.logic(l, r, true),
             Node::Cond(parts) => match self.eval(&parts[0])? {
-                Value::Bool(true) => self.eval(&parts[1]),
-                Value::Bool(false) => self.eval(&parts[2]),
+                Value::Bool(true) => self.branch(&parts[1]),
+                Value::Bool(false) => self.branch(&parts[2]),
                 _ => Err(EvalError::no_such_overload()),
             },
-            Node::Call { imp, args, .. } => self.call(imp, args),
+            Node::Call { func, imp, args } => self.call(func, imp, args),
             Node::Regex {
                 op,
                 args,
                 re,
                 pattern_size,
-            } => self.regex(*op, args, re, *pattern_size),
+                plain,
+            } => self.regex(*op, args, re, *pattern_size, *plain),
             Node::List { elements, optional } => {
                 let mut out = Vec::with_capacity(elements.len());
                 for (i, e) in elements.iter().enumerate() {
-                    let v = self.eval(e)?;
+                    // cel-go charges the list's creation even when an element failed.
+                    let v = self.eval(e).or_else(|e| self.failed_literal(e, 10))?;
                     if optional.get(i).copied().unwrap_or(false) {
                         match v {
                             Value::Optional(Some(inner)) => out.push((*inner).clone()),
@@ -265,8 +397,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             Node::Map { entries } => {
                 let mut out = Vec::with_capacity(entries.len());
                 for (k, v, opt) in entries.iter() {
-                    let key = self.eval(k)?;
-                    let val = self.eval(v)?;
+                    let key = self.eval(k).or_else(|e| self.failed_literal(e, 30))?;
+                    let val = self.eval(v).or_else(|e| self.failed_literal(e, 30))?;
                     if *opt {
                         match val {
                             Value::Optional(Some(inner)) => out.push((key, (*inner).clone())),
@@ -285,7 +417,51 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             Node::Comprehension(c) => self.comprehension(c),
             Node::Fail(msg) => Err(EvalError::new(msg.as_ref())),
+            Node::OptOr { args, value } => match self.eval(&args[0])? {
+                Value::Optional(Some(v)) if *value => Ok((*v).clone()),
+                Value::Optional(None) => self.eval(&args[1]),
+                // A present optional for `or`; anything else as cel-go returns it.
+                other => Ok(other),
+            },
         }
+    }
+
+    /// The operand of a selection or index charging `cost`: when it fails, cel-go still
+    /// charges the relative attribute wrapped around a non-attribute operand.
+    #[inline(always)]
+    fn eval_charging(&mut self, operand: &Node) -> R<'a> {
+        match self.eval(operand) {
+            Err(e) if Node::qualifier_cost(operand, None) > 1 && !e.is_cancelled() => {
+                self.meter.charge(1)?;
+                Err(e)
+            }
+            r => r,
+        }
+    }
+
+    /// Charges an optional selection or index that gave `r`: cel-go observes an optional
+    /// qualifier only when it found something, so a none costs the qualifier nothing.
+    fn charge_optional(&mut self, r: R<'a>, cost: u8) -> R<'a> {
+        let cost = match &r {
+            Ok(Value::Optional(None)) => cost.saturating_sub(1),
+            _ => cost,
+        };
+        self.meter.charge(u64::from(cost))?;
+        r
+    }
+
+    /// A branch of `?:`. cel-go folds an attribute branch into the conditional attribute
+    /// without the branch's own evaluation charge (the identifier's, or the relative
+    /// attribute's), so that charge is given back.
+    fn branch(&mut self, n: &Node) -> R<'a> {
+        let r = self.eval(n);
+        if n.is_attribute()
+            && !matches!(n, Node::Cond(_))
+            && !matches!(&r, Err(e) if e.is_cancelled())
+        {
+            self.meter.cost = self.meter.cost.saturating_sub(1);
+        }
+        r
     }
 
     /// `x.f` on a comprehension variable holding a map, the commonest selection: reads the
@@ -312,6 +488,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             operand,
             field,
             optional,
+            ..
         } = n
         {
             if let Some(r) = self.select_local(operand, field, *optional) {
@@ -326,7 +503,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     #[inline]
     fn eval_body(&mut self, n: &Node) -> R<'a> {
         match n {
-            Node::Call { imp, args, .. } => self.call(imp, args),
+            Node::Call { func, imp, args } => self.call(func, imp, args),
             _ => self.eval(n),
         }
     }
@@ -355,30 +532,50 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     }
 
     #[inline(always)]
-    fn call(&mut self, callee: &Callee, args: &[Node]) -> R<'a> {
+    fn call(&mut self, func: &'static Function, callee: &Callee, args: &[Node]) -> R<'a> {
         // Library functions take one to three arguments (receiver included), or rarely
         // more: keep the common ones on the stack instead of allocating per call.
         match args {
             [a] => {
-                let a = self.eval(a)?;
-                return self.invoke(callee, &[a]);
+                let a = match self.eval(a) {
+                    Ok(a) => a,
+                    Err(e) => return self.failed_call(callee, e, [None, None]),
+                };
+                return self.invoke(func, callee, &[a]);
             }
             // `x.f(constant)`, the commonest call in policies: the constant is lent, not
             // cloned (for a string, no reference-count traffic per call).
             [a, Node::Const(b)] => {
-                let a = self.eval_operand(a)?;
-                return self.invoke_lending(callee, a, b);
+                let a = match self.eval_operand(a) {
+                    Ok(a) => a,
+                    Err(e) => return self.failed_call(callee, e, [None, Some(b.clone())]),
+                };
+                return self.invoke_lending(func, callee, a, b);
             }
             [a, b] => {
-                let a = self.eval(a)?;
-                let b = self.eval(b)?;
-                return self.invoke(callee, &[a, b]);
+                // cel-go evaluates both operands of a binary call before looking for errors.
+                let (a, b) = match (self.eval(a), b) {
+                    (Ok(a), b) => match self.eval(b) {
+                        Ok(b) => (a, b),
+                        Err(e) => return self.failed_call(callee, e, [Some(a), None]),
+                    },
+                    (Err(e), _) if e.is_cancelled() => return Err(e),
+                    (Err(e), b) => {
+                        let b = match self.eval(b) {
+                            Ok(b) => Some(b),
+                            Err(eb) if eb.is_cancelled() => return Err(eb),
+                            Err(_) => None,
+                        };
+                        return self.failed_call(callee, e, [None, b]);
+                    }
+                };
+                return self.invoke(func, callee, &[a, b]);
             }
             [a, b, c] => {
                 let a = self.eval(a)?;
                 let b = self.eval(b)?;
                 let c = self.eval(c)?;
-                return self.invoke(callee, &[a, b, c]);
+                return self.invoke(func, callee, &[a, b, c]);
             }
             _ => {}
         }
@@ -386,13 +583,67 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         for a in args {
             vals.push(self.eval(a)?);
         }
-        self.invoke(callee, &vals)
+        self.invoke(func, callee, &vals)
+    }
+
+    /// A list or map literal whose element failed with `e`: charged its creation `cost`.
+    #[cold]
+    fn failed_literal(&mut self, e: EvalError, cost: u64) -> R<'a> {
+        if !e.is_cancelled() {
+            self.meter.charge(cost)?;
+        }
+        Err(e)
+    }
+
+    /// A unary or binary call whose argument failed with `e`: cel-go's cost tracker still
+    /// charges the call, with the error in place of the argument (sized 1); `args` are the
+    /// arguments, `None` for a failed one (a unary call has one, given first). Cancellations
+    /// pass through uncharged.
+    #[cold]
+    fn failed_call(
+        &mut self,
+        callee: &Callee,
+        e: EvalError,
+        args: [Option<Value<'a>>; 2],
+    ) -> R<'a> {
+        if e.is_cancelled() {
+            return Err(e);
+        }
+        let (callee, plain) = match callee {
+            Callee::Untyped(inner) => (&**inner, true),
+            other => (other, false),
+        };
+        let overload = match callee {
+            Callee::Static(o) => Some(*o),
+            Callee::Dispatch(candidates) => candidates.first().copied(),
+            Callee::Untyped(_) => None,
+        };
+        if plain {
+            self.meter.charge(1)?;
+        } else if let Some(o) = overload {
+            let arity = o.sig.params.len().min(2);
+            let vals: Vec<Value<'a>> = args
+                .into_iter()
+                .take(arity)
+                .map(|v| v.unwrap_or(Value::Null))
+                .collect();
+            let mut cx = Ctx::new(self.meter, &mut self.regexes);
+            let cost = o.cost.charge_in(&mut cx, &vals)?;
+            cx.meter.charge(cost)?;
+        }
+        Err(e)
     }
 
     /// `invoke` with arguments `[a, *b]`, where `b` is lent by the program for the call.
     #[inline(always)]
     #[allow(unsafe_code)]
-    fn invoke_lending(&mut self, callee: &Callee, a: Value<'a>, b: &Value<'static>) -> R<'a> {
+    fn invoke_lending(
+        &mut self,
+        func: &'static Function,
+        callee: &Callee,
+        a: Value<'a>,
+        b: &Value<'static>,
+    ) -> R<'a> {
         // SAFETY: `args[1]` is a bitwise copy of `*b`, which the program owns and keeps alive
         // (and unchanged: the program is immutable) for the whole call, since `b` borrows it.
         // The copy is never dropped (`ManuallyDrop`), so whatever it owns (an `Arc`) is
@@ -400,16 +651,21 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         // takes its own reference. `Value` is covariant, so `Value<'static>` is a `Value<'a>`.
         // If the call unwinds, `args[0]` leaks, which is safe.
         let mut args = std::mem::ManuallyDrop::new([a, unsafe { std::ptr::read(b) }]);
-        let r = self.invoke(callee, &args[..]);
+        let r = self.invoke(func, callee, &args[..]);
         // SAFETY: `args[0]` is owned here and dropped exactly once; `args[1]` is not dropped.
         unsafe { std::ptr::drop_in_place(&mut args[0]) };
         r
     }
 
     #[inline(always)]
-    fn invoke(&mut self, callee: &Callee, vals: &[Value<'a>]) -> R<'a> {
+    fn invoke(&mut self, func: &'static Function, callee: &Callee, vals: &[Value<'a>]) -> R<'a> {
+        let (callee, plain) = match callee {
+            Callee::Untyped(inner) => (&**inner, true),
+            other => (other, false),
+        };
         let overload = match callee {
             Callee::Static(o) => *o,
+            Callee::Untyped(_) => return Err(EvalError::no_such_overload()),
             Callee::Dispatch(candidates) => candidates
                 .iter()
                 .find(|o| {
@@ -420,15 +676,54 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                         .all(|(t, v)| kind_accepts(t, v))
                 })
                 .copied()
-                .ok_or_else(EvalError::no_such_overload)?,
+                .ok_or(())
+                .or_else(|()| self.no_overload(func, candidates, vals, plain))?,
         };
         let mut cx = Ctx::new(self.meter, &mut self.regexes);
-        let cost = overload.cost.charge_in(&mut cx, vals)?;
+        let cost = if plain {
+            1
+        } else {
+            overload.cost.charge_in(&mut cx, vals)?
+        };
         cx.meter.charge(cost)?;
-        overload.imp.call(&mut cx, vals)
+        match overload.imp.call(&mut cx, vals) {
+            Err(EvalError::Value(m)) if m == NO_SUCH_OVERLOAD => Err(no_overload_error(
+                func,
+                std::slice::from_ref(&overload),
+                vals,
+            )),
+            r => r,
+        }
     }
 
-    fn regex(&mut self, op: RegexOp, args: &[Node], re: &Regex, pattern_size: u64) -> R<'a> {
+    /// No overload takes these arguments: cel-go charges the call all the same (as its
+    /// first candidate would be charged).
+    #[cold]
+    fn no_overload(
+        &mut self,
+        func: &'static Function,
+        candidates: &[&'static Overload],
+        vals: &[Value<'a>],
+        plain: bool,
+    ) -> Result<&'static Overload, EvalError> {
+        if plain {
+            self.meter.charge(1)?;
+        } else if let Some(o) = candidates.first() {
+            let mut cx = Ctx::new(self.meter, &mut self.regexes);
+            let cost = o.cost.charge_in(&mut cx, vals)?;
+            cx.meter.charge(cost)?;
+        }
+        Err(no_overload_error(func, candidates, vals))
+    }
+
+    fn regex(
+        &mut self,
+        op: RegexOp,
+        args: &[Node],
+        re: &Regex,
+        pattern_size: u64,
+        plain: bool,
+    ) -> R<'a> {
         let target = self.eval(&args[0])?;
         // The constant pattern was taken out of the arguments when the node was compiled:
         // `findAll`'s limit follows the target directly.
@@ -436,9 +731,18 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             Some(n) => Some(self.eval(n)?),
             None => None,
         };
-        let s = target.as_str().ok_or_else(EvalError::no_such_overload)?;
-        self.meter
-            .charge(regex_cost(target.cost_size(), pattern_size))?;
+        // Charged before the target's kind is looked at, as cel-go charges a failed call.
+        self.meter.charge(if plain {
+            1
+        } else {
+            regex_cost(target.cost_size(), pattern_size)
+        })?;
+        let Some(s) = target.as_str() else {
+            return Err(match op {
+                RegexOp::Matches => EvalError::new("no such overload: matches"),
+                _ => EvalError::no_such_overload(),
+            });
+        };
         let mut cx = Ctx::new(self.meter, &mut self.regexes);
         match op {
             RegexOp::Matches => {
@@ -471,9 +775,13 @@ impl<'a, 'x> Evaluator<'a, 'x> {
 
     fn comprehension(&mut self, c: &Comprehension) -> R<'a> {
         use MacroKind::*;
+        let before = self.meter.cost;
         let range = self.eval(&c.range)?;
         match c.kind {
-            OptMap | OptFlatMap => return self.opt_map(c, range),
+            OptMap | OptFlatMap => {
+                let spent = self.meter.cost.saturating_sub(before);
+                return self.opt_map(c, range, spent);
+            }
             SortBy => return self.sort_by(c, range),
             _ => {}
         }
@@ -495,7 +803,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             (Value::Map(m), true) => {
                 self.iterate(c, m.entries().into_iter().map(|(k, v)| (k, Some(v))))
             }
-            _ => Err(EvalError::no_such_overload()),
+            (other, _) => Err(not_iterable(other)),
         }
     }
 
@@ -537,7 +845,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                             self.meter.charge(2)?;
                             count = count.map(|n| n + 1);
                         }
-                        Ok(Value::Bool(false)) => self.meter.charge(1)?,
+                        // The `@result` branch: an attribute, charged nothing by cel-go.
+                        Ok(Value::Bool(false)) => {}
                         Err(e) if e.is_cancelled() => return Err(e),
                         Err(e) => count = Err(e),
                         Ok(_) => count = Err(EvalError::no_such_overload()),
@@ -549,29 +858,47 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             Map | Filter | TransformList => {
                 let mut out = Vec::new();
+                // cel-go folds on with an error accumulator: later steps are evaluated and
+                // charged as usual, and the first error is the result.
+                let mut error: Option<EvalError> = None;
                 for item in items {
                     deadline.tick()?;
                     self.bind(item, slot);
-                    if !self.passes(c.filter.as_ref())? {
-                        continue;
+                    match self.passes(c.filter.as_ref()) {
+                        Ok(true) => {}
+                        Ok(false) => continue,
+                        Err(e) => {
+                            fold_error(&mut error, e)?;
+                            continue;
+                        }
                     }
                     if c.kind == Filter {
-                        match self.eval_body(&c.body)? {
-                            Value::Bool(true) => {
+                        match self.eval_body(&c.body) {
+                            Ok(Value::Bool(true)) => {
                                 self.meter.charge(13)?;
                                 // The element: the variable, or the second of two.
                                 out.push(self.local(slot + usize::from(c.two_vars)));
                             }
-                            Value::Bool(false) => self.meter.charge(1)?,
-                            _ => return Err(EvalError::no_such_overload()),
+                            // The `@result` branch, charged nothing (see exists_one).
+                            Ok(Value::Bool(false)) => {}
+                            Ok(_) => fold_error(&mut error, EvalError::no_such_overload())?,
+                            Err(e) => fold_error(&mut error, e)?,
                         }
                     } else {
-                        let t = self.eval_body(&c.body)?;
+                        // `@result + [t]`: charged whether `t` failed or not.
+                        let t = self.eval_body(&c.body);
                         self.meter.charge(12)?;
-                        out.push(t);
+                        match t {
+                            Ok(t) if error.is_none() => out.push(t),
+                            Ok(_) => {}
+                            Err(e) => fold_error(&mut error, e)?,
+                        }
                     }
                 }
                 self.meter.charge(1)?;
+                if let Some(e) = error {
+                    return Err(e);
+                }
                 // Each element was charged 12 or 13: the cost bounds the slots, counted here.
                 self.meter.alloc(out.len() as u64 * VALUE_BYTES)?;
                 Ok(Value::list(out))
@@ -623,17 +950,15 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     }
 
     /// Whether the step passes a comprehension's filter (three-argument `map`, the `transform`
-    /// macros): a rejected step costs 1.
+    /// macros): a rejected step costs nothing more.
     fn passes(&mut self, filter: Option<&Node>) -> Result<bool, EvalError> {
         let Some(f) = filter else {
             return Ok(true);
         };
         match self.eval(f)? {
             Value::Bool(true) => Ok(true),
-            Value::Bool(false) => {
-                self.meter.charge(1)?;
-                Ok(false)
-            }
+            // The `@result` branch, charged nothing (see exists_one).
+            Value::Bool(false) => Ok(false),
             _ => Err(EvalError::no_such_overload()),
         }
     }
@@ -681,7 +1006,10 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         }
     }
 
-    fn opt_map(&mut self, c: &Comprehension, range: Value<'a>) -> R<'a> {
+    /// `optMap` and `optFlatMap` on `range`, whose evaluation cost `spent`: cel-go's
+    /// expansion (`t.hasValue() ? optional.of(t.value()...) : optional.none()`) evaluates the
+    /// target a second time when it has a value, charged again.
+    fn opt_map(&mut self, c: &Comprehension, range: Value<'a>, spent: u64) -> R<'a> {
         let Value::Optional(opt) = range else {
             return Err(EvalError::no_such_overload());
         };
@@ -691,6 +1019,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             return Ok(Value::Optional(None));
         };
         self.meter.charge(1)?;
+        self.meter.charge(spent)?;
         let t = self.with_vars((*inner).clone(), None, &c.body)?;
         if c.kind == MacroKind::OptFlatMap {
             return match t {
@@ -751,24 +1080,54 @@ impl<'a> Bind<'a> for (Value<'a>, Option<Value<'a>>) {
     }
 }
 
+/// cel-go's error for a comprehension over a value that is not a list or map, naming the
+/// value's Go type (`got 'types.Int', expected iterable type`).
+#[cold]
+fn not_iterable(v: &Value<'_>) -> EvalError {
+    let go_type = match v {
+        Value::Null => "types.Null",
+        Value::Bool(_) => "types.Bool",
+        Value::Int(_) => "types.Int",
+        Value::Uint(_) => "types.Uint",
+        Value::Double(_) => "types.Double",
+        Value::String(_) => "types.String",
+        Value::Bytes(_) => "types.Bytes",
+        Value::Timestamp(_) => "types.Timestamp",
+        Value::Duration(_) => "types.Duration",
+        Value::Optional(_) => "*types.Optional",
+        _ => return EvalError::no_such_overload(),
+    };
+    EvalError::new(format!("got '{go_type}', expected iterable type"))
+}
+
+/// Keeps the first error of a fold that goes on after it; a cancellation stops the fold.
+#[cold]
+fn fold_error(first: &mut Option<EvalError>, e: EvalError) -> Result<(), EvalError> {
+    if e.is_cancelled() {
+        return Err(e);
+    }
+    first.get_or_insert(e);
+    Ok(())
+}
+
 /// How many comprehension iterations run between two looks at the clock (cel-go's interrupt
 /// check frequency).
 const DEADLINE_EVERY: u32 = 100;
 
 /// `v.field`: map lookup by key; `no such key` when absent or when `v` is not a map.
-fn select<'a>(v: Value<'a>, field: &Key, optional: bool) -> R<'a> {
+/// `select`, where `optional` says the result is optional and `explicit` that this is a
+/// `.?` selection rather than a plain one made optional by the chain before it.
+fn select_in<'a>(v: Value<'a>, field: &Key, optional: bool, explicit: bool) -> R<'a> {
     let found = match &v {
         Value::Map(m) => m.get_key(field),
         // Optional chaining is viral: any selection on an optional is an optional selection.
         Value::Optional(None) => return Ok(Value::Optional(None)),
-        Value::Optional(Some(inner)) => return select((**inner).clone(), field, true),
-        Value::Null => return Err(EvalError::no_such_key(field)),
-        _ => {
-            if optional {
-                return Err(EvalError::no_such_overload());
-            }
-            return Err(EvalError::no_such_key(field));
-        }
+        Value::Optional(Some(inner)) => return select_in((**inner).clone(), field, true, explicit),
+        // A `.?` selection finds nothing on null or a scalar (cel-go's presence test); a
+        // plain one fails there, optional chain or not.
+        Value::List(_) if explicit => return Err(unsupported_list_index()),
+        _ if explicit => return Ok(Value::Optional(None)),
+        _ => return Err(EvalError::no_such_key(field)),
     };
     match (found, optional) {
         (Some(x), false) => Ok(x),
@@ -783,8 +1142,15 @@ fn has(v: &Value<'_>, field: &str) -> R<'static> {
         Value::Map(m) => Ok(Value::Bool(m.get_str(field).is_some())),
         Value::Optional(None) => Ok(Value::Bool(false)),
         Value::Optional(Some(inner)) => has(inner, field),
-        _ => Err(EvalError::no_such_overload()),
+        Value::List(_) => Err(unsupported_list_index()),
+        // cel-go's presence test finds nothing on a scalar or null.
+        _ => Ok(Value::Bool(false)),
     }
+}
+
+/// A field name used on a list, by `has()` or an optional selection.
+fn unsupported_list_index() -> EvalError {
+    EvalError::new("unsupported index type 'string' in list")
 }
 
 /// `v[k]` on lists (integral index of any numeric kind) and maps (CEL key equality).

@@ -144,6 +144,13 @@ pub mod since {
     pub const CONTAINS_CIDR_OVERLAPS: u16 = 33;
     pub const LISTS_V3: u16 = 34;
     pub const K8S_LISTS_V1: u16 = 37;
+    /// cel-go v0.23: `first`, `last`, `optional.unwrap`/`unwrapOpt`, the `existsOne` macro.
+    pub const OPTIONAL_V23: u16 = 33;
+    /// `containsCIDR` masks the contained prefix (kubernetes/kubernetes#130450).
+    pub const CONTAINS_CIDR_MASKED: u16 = 33;
+    /// Never offered to the checker: an overload the checker substitutes itself (the
+    /// set-membership form of `in`).
+    pub const HIDDEN: u16 = u16::MAX;
 }
 
 /// The table being built: each library's `register()` adds its functions, and a
@@ -248,53 +255,57 @@ pub fn int_arg(v: &Value<'_>) -> Result<i64, EvalError> {
 // ---------------------------------------------------------------------------------------
 // Cost rules shared by several libraries
 
-/// One traversal of a list: 1 per scalar element, 0.1·len per string or bytes element,
-/// nested lists and maps traversed recursively (Kubernetes `cost.go`); 0.1·len for a string.
+/// One traversal of a value as Kubernetes' `traversalCost` computes it (`cost.go`): a string
+/// or bytes costs `⌊0.1 · bytes⌋` (Go's `uint64` conversion truncates, and a string counts its
+/// UTF-8 bytes, not its code points), a list the sum over its elements, a map the sum over its
+/// keys and values, anything else 1. The rule of `indexOf`, `lastIndexOf`, `isSorted`, `sum`,
+/// `min` and `max`, charged on the receiver.
 ///
 /// Working this out walks the list (as Kubernetes does), which a concatenated list can make
 /// as long as any size: the walk stops once the cost is past what the meter has left (any
 /// such cost cancels alike) and watches the deadline (elements may cost 0).
 pub fn cost_traversal(cx: &mut Ctx<'_>, a: &[Value<'_>]) -> Result<u64, EvalError> {
-    fn walk(v: &Value<'_>, ticker: &mut Ticker, cap: f64) -> Result<f64, EvalError> {
+    fn text(len: usize) -> u64 {
+        // Go: `uint64(float64(len(s)) * common.StringTraversalCostFactor)`.
+        (len as f64 * 0.1) as u64
+    }
+    fn walk(v: &Value<'_>, ticker: &mut Ticker, cap: u64) -> Result<u64, EvalError> {
         Ok(match v {
-            Value::String(_) | Value::Bytes(_) => 0.1 * v.cost_size() as f64,
-            Value::List(l) => walk_all(l.iter(), ticker, cap)?,
-            Value::Map(m) => {
-                let mut sum = 0.0;
-                for (k, v) in m.entries() {
+            Value::String(s) => text(s.as_str().len()),
+            Value::Bytes(b) => text(b.len()),
+            Value::List(l) => {
+                let mut sum = 0u64;
+                for e in l.iter() {
                     ticker.tick()?;
-                    sum += walk(&k, ticker, cap)? + walk(&v, ticker, cap)?;
+                    sum = sum.saturating_add(walk(&e, ticker, cap)?);
                     if sum > cap {
                         break;
                     }
                 }
                 sum
             }
-            _ => 1.0,
+            Value::Map(m) => {
+                let mut sum = 0u64;
+                for (k, v) in m.entries() {
+                    ticker.tick()?;
+                    sum = sum
+                        .saturating_add(walk(&k, ticker, cap)?)
+                        .saturating_add(walk(&v, ticker, cap)?);
+                    if sum > cap {
+                        break;
+                    }
+                }
+                sum
+            }
+            _ => 1,
         })
     }
-    fn walk_all<'a>(
-        items: impl Iterator<Item = Value<'a>>,
-        ticker: &mut Ticker,
-        cap: f64,
-    ) -> Result<f64, EvalError> {
-        let mut sum = 0.0;
-        for e in items {
-            ticker.tick()?;
-            sum += walk(&e, ticker, cap)?;
-            if sum > cap {
-                break;
-            }
-        }
-        Ok(sum)
-    }
-    let cap = cx.remaining_cost().saturating_add(1) as f64;
+    let cap = cx.remaining_cost().saturating_add(1);
     let mut ticker = cx.ticker(STEPS_PER_CHECK);
-    Ok(match &a[0] {
-        Value::String(_) => (0.1 * a[0].cost_size() as f64).ceil() as u64,
-        Value::List(l) => walk_all(l.iter(), &mut ticker, cap)?.ceil().max(1.0) as u64,
-        _ => 1,
-    })
+    match a.first() {
+        Some(v) => walk(v, &mut ticker, cap),
+        None => Ok(0),
+    }
 }
 
 #[cfg(test)]

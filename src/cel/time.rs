@@ -10,15 +10,14 @@ const MIN_SECS: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
 const MAX_SECS: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
 const NANOS: i128 = 1_000_000_000;
 
-/// An instant, with the UTC offset it was written with (as Go's `time.Time` keeps its
-/// location): the offset shows only when the timestamp is printed (`string(t)`); equality,
-/// ordering and the calendar accessors ignore it.
+/// A point in time, with the UTC offset it was written with (cel-go keeps the offset a
+/// timestamp was parsed with, and shows it in `string()`); equality and order ignore it.
 #[derive(Debug, Clone, Copy)]
 pub struct Timestamp {
     secs: i64,
     /// Always below 1e9.
     nanos: u32,
-    /// Seconds east of UTC, for printing.
+    /// Seconds east of UTC; 0 shows as `Z`.
     offset: i32,
 }
 
@@ -31,8 +30,8 @@ impl PartialEq for Timestamp {
 impl Eq for Timestamp {}
 
 impl std::hash::Hash for Timestamp {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        (self.secs, self.nanos).hash(h);
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.secs, self.nanos).hash(state);
     }
 }
 
@@ -76,12 +75,12 @@ impl Timestamp {
         })
     }
 
-    /// The same instant, printed at `offset` seconds east of UTC.
+    /// The same instant, shown at `offset` seconds east of UTC.
     pub fn with_offset(self, offset: i32) -> Timestamp {
         Timestamp { offset, ..self }
     }
 
-    /// The UTC offset it prints with (seconds east).
+    /// The UTC offset it is shown at, in seconds east.
     pub fn offset(&self) -> i32 {
         self.offset
     }
@@ -156,14 +155,14 @@ impl Timestamp {
             }
             nanos = digits.parse::<u32>().ok()? * 10u32.pow(9 - digits.len() as u32);
         }
-        let offset: i32 = match b.get(i)? {
+        let offset: i64 = match b.get(i)? {
             b'Z' if i + 1 == b.len() => 0,
             c @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
                 let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
                 if h > 23 || m > 59 {
                     return None;
                 }
-                let v = (h * 3600 + m * 60) as i32;
+                let v = i64::from(h * 3600 + m * 60);
                 if *c == b'-' {
                     -v
                 } else {
@@ -176,13 +175,11 @@ impl Timestamp {
             return None;
         }
         let days = days_from_civil(i64::from(year), month, day);
-        let secs =
-            days * 86_400 + i64::from(hour * 3600 + minute * 60 + second) - i64::from(offset);
-        Timestamp::new(secs, nanos).map(|t| t.with_offset(offset))
+        let secs = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second) - offset;
+        Timestamp::new(secs, nanos)
     }
 
-    /// RFC 3339 at its offset (`Z` for UTC) with the fraction trimmed, as Go's
-    /// `RFC3339Nano`.
+    /// RFC 3339 at its own offset with the fraction trimmed, as Go's `RFC3339Nano`.
     pub fn to_rfc3339(&self) -> String {
         let c = self.civil(i64::from(self.offset));
         let mut s = format!(
@@ -194,8 +191,84 @@ impl Timestamp {
             s.push('.');
             s.push_str(frac.trim_end_matches('0'));
         }
-        s.push_str(&format_offset(self.offset));
+        s.push_str(&self.offset_suffix());
         s
+    }
+
+    /// `Z`, or `±HH:MM`, as Go's `Z07:00`.
+    pub fn offset_suffix(&self) -> String {
+        if self.offset == 0 {
+            return "Z".into();
+        }
+        let sign = if self.offset < 0 { '-' } else { '+' };
+        let abs = self.offset.unsigned_abs();
+        format!("{sign}{:02}:{:02}", abs / 3600, abs / 60 % 60)
+    }
+
+    /// CEL's `timestamp(string)`: Go's `time.Parse(time.RFC3339, s)`, which also takes a
+    /// comma before the fraction, any number of fraction digits (past nine truncated) and
+    /// offsets up to ±24:59, keeping the offset. `Err(true)` for a time outside CEL's range
+    /// (cel-go's `timestamp overflow`), `Err(false)` for text Go does not parse.
+    pub fn parse_go_rfc3339(s: &str) -> Result<Timestamp, bool> {
+        let b = s.as_bytes();
+        let num = |r: std::ops::Range<usize>| -> Result<u32, bool> {
+            let part = s.get(r).ok_or(false)?;
+            if !part.bytes().all(|c| c.is_ascii_digit()) {
+                return Err(false);
+            }
+            part.parse().map_err(|_| false)
+        };
+        if b.len() < 20
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || b[10] != b'T'
+            || b[13] != b':'
+            || b[16] != b':'
+        {
+            return Err(false);
+        }
+        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+        let mut i = 19;
+        let mut nanos = 0u32;
+        if matches!(b.get(i), Some(b'.' | b',')) && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            let start = i + 1;
+            i = start;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            let digits = &s[start..i.min(start + 9)];
+            nanos = num(start..start + digits.len())? * 10u32.pow(9 - digits.len() as u32);
+        }
+        let offset: i64 = match b.get(i).ok_or(false)? {
+            b'Z' if i + 1 == b.len() => 0,
+            c @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+                let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+                if h > 24 || m > 59 {
+                    return Err(false);
+                }
+                let v = i64::from(h * 3600 + m * 60);
+                if *c == b'-' {
+                    -v
+                } else {
+                    v
+                }
+            }
+            _ => return Err(false),
+        };
+        if !(1..=12).contains(&month)
+            || hour > 23
+            || minute > 59
+            || second > 59
+            || !valid_date(i64::from(year), month, day)
+        {
+            return Err(false);
+        }
+        let days = days_from_civil(i64::from(year), month, day);
+        let secs = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second) - offset;
+        let t = Timestamp::new(secs, nanos).ok_or(true)?;
+        // Go shows an offset of zero as UTC.
+        Ok(t.with_offset(i32::try_from(offset).unwrap_or(0)))
     }
 
     /// The UTC offset (seconds east) of `zone` at this instant.
@@ -210,26 +283,13 @@ impl Timestamp {
     }
 }
 
-/// A UTC offset as RFC 3339 writes it: `Z`, or `±HH:MM`.
-pub fn format_offset(offset: i32) -> String {
-    if offset == 0 {
-        return "Z".into();
-    }
-    let sign = if offset < 0 { '-' } else { '+' };
-    let abs = offset.unsigned_abs();
-    format!("{sign}{:02}:{:02}", abs / 3600, abs / 60 % 60)
-}
-
-/// A duration as cel-go prints it: seconds with an `s` suffix, the fraction trimmed.
+/// A duration as cel-go prints it: `strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"`,
+/// the shortest decimal of the seconds as a double (so nanoseconds past a double's
+/// precision are rounded: `9223372036.854776s`).
 pub fn format_duration(nanos: i64) -> String {
-    let sign = if nanos < 0 { "-" } else { "" };
-    let abs = nanos.unsigned_abs();
-    let (secs, frac) = (abs / 1_000_000_000, abs % 1_000_000_000);
-    if frac == 0 {
-        return format!("{sign}{secs}s");
-    }
-    let f = format!("{frac:09}");
-    format!("{sign}{secs}.{}s", f.trim_end_matches('0'))
+    // Go's `Duration.Seconds`: whole seconds plus the nanoseconds over 1e9.
+    let secs = (nanos / 1_000_000_000) as f64 + (nanos % 1_000_000_000) as f64 / 1e9;
+    format!("{secs}s")
 }
 
 #[cfg(test)]
@@ -243,14 +303,8 @@ mod tests {
         let min = Timestamp::parse_rfc3339("0001-01-01T00:00:00Z").unwrap();
         assert_eq!(min.to_rfc3339(), "0001-01-01T00:00:00Z");
         assert!(Timestamp::from_nanos(min.as_nanos() - 1).is_none());
-        // The offset is kept for printing (as Go's time.Time), not for comparing.
         let t = Timestamp::parse_rfc3339("2009-02-13T23:31:30.5-08:00").unwrap();
-        assert_eq!(t.to_rfc3339(), "2009-02-13T23:31:30.5-08:00");
-        assert_eq!(t.civil(0).hour, 7);
-        assert_eq!(
-            t,
-            Timestamp::parse_rfc3339("2009-02-14T07:31:30.5Z").unwrap()
-        );
+        assert_eq!(t.to_rfc3339(), "2009-02-14T07:31:30.5Z");
         assert!(Timestamp::parse_rfc3339("2024-02-30T00:00:00Z").is_none());
         assert!(Timestamp::parse_rfc3339("2024-01-01 00:00:00Z").is_none());
         let c = Timestamp::parse_rfc3339("2024-03-01T10:00:00Z")
@@ -260,8 +314,35 @@ mod tests {
     }
 
     #[test]
+    fn cel_timestamps_keep_their_offset_and_parse_as_go() {
+        let t = Timestamp::parse_go_rfc3339("2024-01-01T10:30:00.5+02:00").unwrap();
+        assert_eq!(t.to_rfc3339(), "2024-01-01T10:30:00.5+02:00");
+        assert_eq!(
+            t,
+            Timestamp::parse_rfc3339("2024-01-01T08:30:00.5Z").unwrap()
+        );
+        let t = Timestamp::parse_go_rfc3339("2024-01-01T00:00:00,1234567891-24:00").unwrap();
+        assert_eq!(t.to_rfc3339(), "2024-01-01T00:00:00.123456789-24:00");
+        assert_eq!(
+            Timestamp::parse_go_rfc3339("0000-12-31T23:59:59Z"),
+            Err(true),
+            "parsed, then outside CEL's range"
+        );
+        for bad in [
+            "2024-02-30T00:00:00Z",
+            "2024-01-01T24:00:00Z",
+            "2024-01-01T00:00:00.Z",
+        ] {
+            assert_eq!(Timestamp::parse_go_rfc3339(bad), Err(false), "{bad}");
+        }
+    }
+
+    #[test]
     fn durations_print_in_seconds() {
         assert_eq!(format_duration(5_400_000_000_000), "5400s");
         assert_eq!(format_duration(1_000_000), "0.001s");
+        assert_eq!(format_duration(-1_500_000_000), "-1.5s");
+        assert_eq!(format_duration(0), "0s");
+        assert_eq!(format_duration(i64::MAX), "9223372036.854776s");
     }
 }

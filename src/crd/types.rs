@@ -313,7 +313,11 @@ fn string_value(s: &str, schema: &Schema) -> Value<'static> {
                 }
             }
             "date-time" => {
-                if let Some(t) = Timestamp::parse_rfc3339(s) {
+                // Valid RFC 3339 (the format check ran first), at the offset it was written
+                // with, as the API server's value keeps it.
+                if let (Some(_), Ok(t)) =
+                    (Timestamp::parse_rfc3339(s), Timestamp::parse_go_rfc3339(s))
+                {
                     return Value::Timestamp(t);
                 }
             }

@@ -542,7 +542,7 @@ pub fn encode(v: &Value<'_>) -> Json {
             )
         }
         Value::Timestamp(t) => {
-            // At the offset it was written with, as Go prints a time.Time.
+            // At the timestamp's own offset, as cel-go keeps it.
             let c = t.civil(i64::from(t.offset()));
             one(
                 "timestamp",
@@ -555,7 +555,7 @@ pub fn encode(v: &Value<'_>) -> Json {
                     c.minute,
                     c.second,
                     c.nanos,
-                    celgate::cel::time::format_offset(t.offset())
+                    t.offset_suffix()
                 )),
             )
         }

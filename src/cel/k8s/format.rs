@@ -41,12 +41,29 @@ impl Opaque for NamedFormat {
         self
     }
     fn to_cel_string(&self) -> Option<String> {
-        Some(self.name.to_string())
+        Some(go_name(self.name).to_string())
     }
 }
 
-const UUID_PATTERN: &str =
-    "(?i)(^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$)|(^[0-9a-f]{32}$)";
+/// The `Name` of the format in Kubernetes' `library/format.go`, how the value prints.
+fn go_name(name: &'static str) -> &'static str {
+    match name {
+        "dns1123Label" => "DNS1123Label",
+        "dns1123Subdomain" => "DNS1123Subdomain",
+        "dns1035Label" => "DNS1035Label",
+        "qualifiedName" => "QualifiedName",
+        "dns1123LabelPrefix" => "DNS1123LabelPrefix",
+        "dns1123SubdomainPrefix" => "DNS1123SubdomainPrefix",
+        "dns1035LabelPrefix" => "DNS1035LabelPrefix",
+        "labelValue" => "LabelValue",
+        "uri" => "URI",
+        other => other,
+    }
+}
+
+/// kube-openapi's `strfmt.UUIDPattern` (dashes optional), which Kubernetes validates with
+/// and prices `validate` by.
+const UUID_PATTERN: &str = "(?i)^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$";
 const DATE_TIME_PATTERN: &str =
     "^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$";
 

@@ -470,7 +470,8 @@ pub fn register(add: Register<'_>) {
         "isURL",
         &[("(string) bool", v)],
         is_url,
-        Cost::Traverse(0, 0.1),
+        // Kubernetes' `cost.go` prices `url` but not `isURL`: cel-go's default of 1.
+        Cost::One,
     );
     add(
         "getScheme",

@@ -59,7 +59,17 @@ pub fn list_contains_ticking(
 }
 
 fn order<'a>(a: &[Value<'a>], test: fn(Ordering) -> bool) -> R<'a> {
-    Ok(Value::Bool(a[0].compare(&a[1])?.is_some_and(test)))
+    match a[0].compare(&a[1])? {
+        Some(o) => Ok(Value::Bool(test(o))),
+        // cel-go's `Double.Compare` refuses a NaN on either side.
+        None if a
+            .iter()
+            .any(|v| matches!(v, Value::Double(d) if d.is_nan())) =>
+        {
+            Err(EvalError::new("NaN values cannot be ordered"))
+        }
+        None => Ok(Value::Bool(false)),
+    }
 }
 
 pub fn lt<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -138,5 +148,13 @@ pub(super) fn register(b: &mut Builder) {
         &["(A, list(A)) bool", "(A, map(A, B)) bool"],
         in_,
         Cost::Custom(cost_in),
+    );
+    // cel-go's `OptOptimize` turns `x in <constant list of scalars>` into a set lookup that
+    // its cost tracker does not see: the checker substitutes this overload, charged nothing.
+    b.add_cx(
+        "@in",
+        &[("(A, list(A)) bool", since::HIDDEN)],
+        in_,
+        Cost::Custom(|_| 0),
     );
 }

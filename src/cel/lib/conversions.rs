@@ -8,6 +8,11 @@ use crate::cel::overload::{no_overload, since, Builder, Cost, R};
 use crate::cel::time::format_duration;
 use crate::cel::value::{Str, Value};
 
+/// cel-go's failed conversion from a string, which never quotes the value.
+fn conversion_error(to: &str) -> EvalError {
+    EvalError::new(format!("type conversion error from 'string' to '{to}'"))
+}
+
 pub fn to_int<'a>(a: &[Value<'a>]) -> R<'a> {
     match &a[0] {
         Value::Int(i) => Ok(Value::Int(*i)),
@@ -25,7 +30,7 @@ pub fn to_int<'a>(a: &[Value<'a>]) -> R<'a> {
             .as_str()
             .parse::<i64>()
             .map(Value::Int)
-            .map_err(|_| EvalError::new("type conversion error from 'string' to 'int'")),
+            .map_err(|_| conversion_error("int")),
         Value::Timestamp(t) => Ok(Value::Int(t.secs())),
         Value::Duration(d) => Ok(Value::Int(*d)),
         _ => no_overload(),
@@ -39,16 +44,18 @@ pub fn to_uint<'a>(a: &[Value<'a>]) -> R<'a> {
             .map(Value::Uint)
             .map_err(|_| EvalError::new("unsigned integer overflow")),
         Value::Double(d) => {
-            if d.is_nan() || *d <= -1.0 || *d >= 1.8446744073709552e19 {
+            if d.is_nan() || *d < 0.0 || *d >= 1.8446744073709552e19 {
                 return Err(EvalError::new("unsigned integer overflow"));
             }
             Ok(Value::Uint(d.trunc() as u64))
         }
+        // Go's `strconv.ParseUint` takes no sign, where Rust's parse takes `+`.
+        Value::String(s) if s.as_str().starts_with('+') => Err(conversion_error("uint")),
         Value::String(s) => s
             .as_str()
             .parse::<u64>()
             .map(Value::Uint)
-            .map_err(|_| EvalError::new("type conversion error from 'string' to 'uint'")),
+            .map_err(|_| conversion_error("uint")),
         _ => no_overload(),
     }
 }
@@ -60,32 +67,98 @@ pub fn to_double<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::Uint(u) => Ok(Value::Double(*u as f64)),
         Value::String(s) => parse_go_float(s.as_str())
             .map(Value::Double)
-            .ok_or_else(|| EvalError::new("type conversion error from 'string' to 'double'")),
+            .ok_or_else(|| conversion_error("double")),
         _ => no_overload(),
     }
 }
 
-/// Go's `strconv.ParseFloat`: decimal and exponent forms plus `inf`, `infinity`, `nan` in
-/// any case, with an optional sign.
+/// Go's `strconv.ParseFloat(s, 64)`: decimal and hexadecimal (`0x1p-2`) forms, `_` between
+/// digits, `inf`, `infinity`, `nan` in any case with an optional sign (none for `nan`). A
+/// finite value past the double range is an error (Go's `ErrRange`), as cel-go reports it.
 fn parse_go_float(s: &str) -> Option<f64> {
-    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let (negative, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
     let lower = body.to_ascii_lowercase();
-    if matches!(lower.as_str(), "inf" | "infinity" | "nan") {
-        let v = if lower == "nan" {
-            f64::NAN
+    if matches!(lower.as_str(), "inf" | "infinity") {
+        return Some(if negative {
+            f64::NEG_INFINITY
         } else {
             f64::INFINITY
-        };
-        return Some(if s.starts_with('-') { -v } else { v });
+        });
     }
-    if body.is_empty()
-        || !body
-            .bytes()
-            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
-    {
+    if lower == "nan" && body.len() == s.len() {
+        return Some(f64::NAN);
+    }
+    if body.contains('_') && !go_underscores_ok(body) {
         return None;
     }
-    s.parse::<f64>().ok()
+    let digits: String = body.chars().filter(|c| *c != '_').collect();
+    let magnitude = match digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        Some(hex) => parse_hex_float(hex)?,
+        None => {
+            if digits.is_empty()
+                || !digits
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+            {
+                return None;
+            }
+            digits.parse::<f64>().ok()?
+        }
+    };
+    if magnitude.is_infinite() {
+        return None;
+    }
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// Go's `underscoreOK` for a number without its sign: each `_` between two digits (or
+/// after a base prefix and before a digit).
+fn go_underscores_ok(s: &str) -> bool {
+    let b = s.as_bytes();
+    let hex =
+        b.len() >= 2 && b[0] == b'0' && matches!(b[1], b'x' | b'X' | b'b' | b'B' | b'o' | b'O');
+    let (mut saw, start) = if hex { (b'0', 2) } else { (b'^', 0) };
+    let hex_digits = hex && matches!(b[1], b'x' | b'X');
+    for &c in &b[start..] {
+        if c.is_ascii_digit() || (hex_digits && c.is_ascii_hexdigit()) {
+            saw = b'0';
+        } else if c == b'_' {
+            if saw != b'0' {
+                return false;
+            }
+            saw = b'_';
+        } else {
+            if saw == b'_' {
+                return false;
+            }
+            saw = b'!';
+        }
+    }
+    saw != b'_'
+}
+
+/// The digits of a hexadecimal float after `0x`: a mantissa with an optional point, then a
+/// binary exponent `p±N`, which Go requires.
+fn parse_hex_float(s: &str) -> Option<f64> {
+    let (mantissa, exp) = s.split_once(['p', 'P'])?;
+    let exp: i32 = exp.parse().ok()?;
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let mut value = 0f64;
+    for c in int.chars().chain(frac.chars()) {
+        value = value * 16.0 + f64::from(c.to_digit(16)?);
+    }
+    let shift = exp.checked_sub(i32::try_from(frac.len()).ok()?.checked_mul(4)?)?;
+    Some(value * 2f64.powi(shift))
 }
 
 pub fn to_string<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -137,7 +210,8 @@ pub fn format_double(d: f64) -> String {
     let sci = format!("{d:e}");
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    if !(-4..21).contains(&exp) {
+    // Go's shortest `%g` switches to the exponent form from 1e+06 (its precision 6).
+    if !(-4..6).contains(&exp) {
         let sign = if exp < 0 { '-' } else { '+' };
         return format!("{mantissa}e{sign}{:02}", exp.abs());
     }
@@ -159,9 +233,7 @@ pub fn to_bool<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::String(s) => match s.as_str() {
             "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(Value::Bool(true)),
             "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(Value::Bool(false)),
-            other => Err(EvalError::new(format!(
-                "type conversion error from 'string' to 'bool': {other}"
-            ))),
+            _ => Err(conversion_error("bool")),
         },
         _ => no_overload(),
     }
@@ -265,6 +337,18 @@ mod tests {
     fn doubles_print_like_go() {
         assert_eq!(format_double(-1.23e4), "-12300");
         assert_eq!(format_double(1e21), "1e+21");
+        assert_eq!(format_double(123456789.123), "1.23456789123e+08");
+        assert_eq!(format_double(999999.0), "999999");
+        assert_eq!(format_double(1e6), "1e+06");
+        assert_eq!(parse_go_float("0x1p-2"), Some(0.25));
+        assert_eq!(parse_go_float("1_000.5"), Some(1000.5));
+        assert_eq!(parse_go_float("-Inf"), Some(f64::NEG_INFINITY));
+        assert!(parse_go_float("+nan").is_none());
+        for bad in [
+            "1e400", "-1e400", "", " 1.5", "1,5", "_1", "1__0", "1_", "0x1", "1_.5",
+        ] {
+            assert_eq!(parse_go_float(bad), None, "{bad}");
+        }
         assert_eq!(format_double(1.5e-5), "1.5e-05");
         assert_eq!(format_double(0.1), "0.1");
         assert_eq!(format_double(f64::INFINITY), "+Inf");

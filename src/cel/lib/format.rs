@@ -37,7 +37,7 @@ pub fn format<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
             precision = Some(digits.parse().unwrap_or(0));
         }
         let Some(verb) = it.next() else {
-            return Err(EvalError::new("unexpected end of format string"));
+            return Err(EvalError::new("unexpected end of string"));
         };
         if verb == '%' {
             out.push('%')?;
@@ -87,22 +87,15 @@ fn format_clause(verb: char, precision: Option<usize>, v: &Value<'_>) -> Result<
         'd' => match v {
             Value::Int(i) => Ok(i.to_string()),
             Value::Uint(u) => Ok(u.to_string()),
-            Value::Double(d) if d.is_nan() => Ok("NaN".into()),
-            Value::Double(d) if d.is_infinite() => Ok(if *d > 0.0 {
-                "Infinity".into()
-            } else {
-                "-Infinity".into()
-            }),
             other => Err(err(&format!(
                 "decimal clause can only be used on integers, was given {}",
                 other.type_name()
             ))),
         },
         'f' | 'e' => {
+            // Doubles only, and the three strings that name the non-finite ones.
             let d = match v {
                 Value::Double(d) => *d,
-                Value::Int(i) => *i as f64,
-                Value::Uint(u) => *u as f64,
                 Value::String(s) if matches!(s.as_str(), "NaN" | "Infinity" | "-Infinity") => {
                     match s.as_str() {
                         "NaN" => f64::NAN,
@@ -122,21 +115,15 @@ fn format_clause(verb: char, precision: Option<usize>, v: &Value<'_>) -> Result<
                     )));
                 }
             };
-            if d.is_nan() {
-                return Ok("NaN".into());
-            }
-            if d.is_infinite() {
-                return Ok(if d > 0.0 {
-                    "Infinity".into()
-                } else {
-                    "-Infinity".into()
-                });
-            }
             let p = precision.unwrap_or(6);
             if verb == 'f' {
-                Ok(fixed(d, p))
+                Ok(locale_fixed(d, p))
             } else {
-                Ok(scientific(d, p))
+                // cel-go v0.22 builds `%<precision>e` for golang.org/x/text's printer: the
+                // precision is a width, and the digits stay the default six.
+                let text = locale_scientific(d);
+                let pad = p.saturating_sub(text.chars().count());
+                Ok(" ".repeat(pad) + &text)
             }
         }
         'b' => match v {
@@ -185,7 +172,10 @@ fn format_clause(verb: char, precision: Option<usize>, v: &Value<'_>) -> Result<
                 other.type_name()
             ))),
         },
-        other => Err(err(&format!("unrecognized formatting clause \"{other}\""))),
+        // Found when cel-go parses the clause, before anything is formatted.
+        other => Err(EvalError::new(format!(
+            "could not parse formatting clause: unrecognized formatting clause \"{other}\""
+        ))),
     }
 }
 
@@ -202,13 +192,53 @@ fn fixed(d: f64, p: usize) -> String {
     s
 }
 
-/// The legacy locale rendering of `%e`: `1.234568 × 10⁰⁴`.
-fn scientific(d: f64, p: usize) -> String {
-    let shown = p.min(MAX_PRECISION);
-    let mut s = format!("{d:.shown$e}");
-    if let Some(e) = s.find('e') {
-        s.insert_str(e, &"0".repeat(p - shown));
+/// The non-finite values as golang.org/x/text's printer writes them.
+fn locale_special(d: f64) -> Option<String> {
+    if d.is_nan() {
+        return Some("NaN".into());
     }
+    if d.is_infinite() {
+        return Some(if d > 0.0 { "∞" } else { "-∞" }.into());
+    }
+    None
+}
+
+/// `%.<p>f` as golang.org/x/text's printer writes it for `en-US` (cel-go's legacy
+/// formatter): thousands grouped with commas, no sign on zero, `∞` for infinity.
+fn locale_fixed(d: f64, p: usize) -> String {
+    if let Some(s) = locale_special(d) {
+        return s;
+    }
+    let d = if d == 0.0 { 0.0 } else { d };
+    let s = fixed(d.abs(), p);
+    let (int, frac) = s
+        .split_once('.')
+        .map_or((s.as_str(), None), |(i, f)| (i, Some(f)));
+    let mut out = String::with_capacity(s.len() + s.len() / 3 + 1);
+    if d < 0.0 {
+        out.push('-');
+    }
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(f);
+    }
+    out
+}
+
+/// `%e` as golang.org/x/text's printer writes it for `en-US`: six decimals, no sign on zero,
+/// `1.234568 × 10⁰⁴` with narrow no-break spaces around the `×`.
+fn locale_scientific(d: f64) -> String {
+    if let Some(s) = locale_special(d) {
+        return s;
+    }
+    let d = if d == 0.0 { 0.0 } else { d };
+    let s = format!("{d:.6e}");
     let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let sup = |c: char| match c {
@@ -225,7 +255,7 @@ fn scientific(d: f64, p: usize) -> String {
     };
     let digits: String = format!("{:02}", exp.abs()).chars().map(sup).collect();
     let sign = if exp < 0 { "⁻" } else { "" };
-    format!("{mantissa} × 10{sign}{digits}")
+    format!("{mantissa}\u{202f}×\u{202f}10{sign}{digits}")
 }
 
 /// `%s`: strings plain at the top level; inside lists and maps strings are quoted and
@@ -317,8 +347,37 @@ mod tests {
                 format,
                 &[s("%e"), Value::list(vec![Value::Double(12345.678)])]
             )),
-            "1.234568 × 10⁰⁴"
+            "1.234568\u{202f}×\u{202f}10⁰⁴"
         );
+        // cel-go v0.22 takes `%.3e`'s precision for a width: six decimals, padded to it.
+        assert_eq!(
+            text(call(
+                format,
+                &[s("%.20e"), Value::list(vec![Value::Double(1.5)])]
+            )),
+            "     1.500000\u{202f}×\u{202f}10⁰⁰"
+        );
+        assert_eq!(
+            text(call(
+                format,
+                &[
+                    s("%e|%.0e"),
+                    Value::list(vec![Value::Double(f64::NAN), Value::Double(f64::INFINITY)])
+                ]
+            )),
+            "   NaN|∞"
+        );
+        assert_eq!(
+            text(call(
+                format,
+                &[
+                    s("%.2f|%f"),
+                    Value::list(vec![Value::Double(-1234567.891), Value::Double(-0.0)])
+                ]
+            )),
+            "-1,234,567.89|0.000000"
+        );
+        assert!(call(format, &[s("%f"), Value::list(vec![Value::Int(1)])]).is_err());
         assert!(call(format, &[s("%d"), Value::list(vec![Value::Double(1.5)])]).is_err());
         assert_eq!(
             text(call(
@@ -342,10 +401,12 @@ mod tests {
         assert_eq!(long.len(), 70002);
         assert!(long.starts_with("0.1000000000000000055511151231257827"));
         assert!(long.ends_with("0000"));
+        // A width that large pads with spaces, counted against the memory ceiling.
         let long = text(call(
             format,
             &[s("%.70000e"), Value::list(vec![Value::Double(1.5)])],
         ));
-        assert!(long.starts_with("1.5000") && long.ends_with("0 × 10⁰⁰"));
+        assert_eq!(long.chars().count(), 70000);
+        assert!(long.starts_with("    ") && long.ends_with("1.500000\u{202f}×\u{202f}10⁰⁰"));
     }
 }

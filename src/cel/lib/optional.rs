@@ -136,6 +136,8 @@ pub(super) fn register(b: &mut Builder) {
         Cost::One,
     );
     b.at(v, "orValue", &["optional(A).(A) A"], or_value, Cost::One);
+    // cel-go v0.23 (Kubernetes 1.33) added these to the optional library.
+    let v = since::OPTIONAL_V23;
     b.at(v, "first", &["list(A).() optional(A)"], first, Cost::One);
     b.at(v, "last", &["list(A).() optional(A)"], last, Cost::One);
     b.at_cx(

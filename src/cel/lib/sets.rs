@@ -45,14 +45,19 @@ pub fn sets_intersects<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Bool(false))
 }
 
+/// cel-go's `trackSetsCost(1)`: 1 + size(a) · size(b).
 fn cost_sets(a: &[Value<'_>]) -> u64 {
     a[0].cost_size()
         .saturating_mul(a[1].cost_size())
         .saturating_add(1)
 }
 
+/// cel-go's `trackSetsCost(2)`: 1 + 2 · size(a) · size(b).
 fn cost_sets_equivalent(a: &[Value<'_>]) -> u64 {
-    cost_sets(a).saturating_mul(2)
+    a[0].cost_size()
+        .saturating_mul(a[1].cost_size())
+        .saturating_mul(2)
+        .saturating_add(1)
 }
 
 pub(super) fn register(b: &mut Builder) {

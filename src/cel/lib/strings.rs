@@ -263,16 +263,17 @@ pub fn substring<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
         Some(v) => int_arg(v)?,
         None => len,
     };
-    if start < 0 || start > len {
-        return Err(index_error(start));
-    }
-    if end < 0 || end > len {
-        return Err(index_error(end));
-    }
-    if start > end {
+    // cel-go's order: with an end, the range first, then each end.
+    if start > end && a.len() > 2 {
         return Err(EvalError::new(format!(
             "invalid substring range. start: {start}, end: {end}"
         )));
+    }
+    if start < 0 || start > len {
+        return Err(index_error(start));
+    }
+    if end > len {
+        return Err(index_error(end));
     }
     let from = byte_of_char(s, start as usize).unwrap_or(s.len());
     let to = from + byte_of_char(&s[from..], (end - start) as usize).unwrap_or(s.len() - from);

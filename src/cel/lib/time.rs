@@ -8,11 +8,11 @@ use crate::cel::time::{Civil, Timestamp};
 use crate::cel::value::Value;
 
 fn out_of_range<'a>() -> R<'a> {
-    Err(EvalError::new("timestamp out of range"))
+    Err(EvalError::new("timestamp overflow"))
 }
 
+/// `t + d`, shown at `t`'s offset (Go's `Time.Add` keeps the location).
 pub(super) fn timestamp_add<'a>(t: Timestamp, d: i64) -> R<'a> {
-    // The result keeps the operand's offset, as Go's `Time.Add` keeps its location.
     Timestamp::from_nanos(t.as_nanos() + i128::from(d)).map_or_else(out_of_range, |r| {
         Ok(Value::Timestamp(r.with_offset(t.offset())))
     })
@@ -24,11 +24,13 @@ pub fn to_timestamp<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::Int(secs) => {
             Timestamp::new(*secs, 0).map_or_else(out_of_range, |t| Ok(Value::Timestamp(t)))
         }
-        Value::String(s) => Timestamp::parse_rfc3339(s.as_str())
-            .map(Value::Timestamp)
-            .ok_or_else(|| {
-                EvalError::new("type conversion error from 'string' to 'google.protobuf.Timestamp'")
-            }),
+        Value::String(s) => match Timestamp::parse_go_rfc3339(s.as_str()) {
+            Ok(t) => Ok(Value::Timestamp(t)),
+            Err(true) => out_of_range(),
+            Err(false) => Err(EvalError::new(
+                "type conversion error from 'string' to 'google.protobuf.Timestamp'",
+            )),
+        },
         _ => no_overload(),
     }
 }
@@ -70,10 +72,15 @@ fn time_zone(name: &str) -> Result<jiff::tz::TimeZone, EvalError> {
         let offset = jiff::tz::Offset::from_seconds(secs).map_err(|_| bad_zone(name))?;
         return Ok(jiff::tz::TimeZone::fixed(offset));
     }
-    if name.eq_ignore_ascii_case("UTC") || name.is_empty() {
+    // Go's `time.LoadLocation`: `UTC` and the empty name, else an IANA name spelt exactly.
+    if name == "UTC" || name.is_empty() {
         return Ok(jiff::tz::TimeZone::UTC);
     }
-    jiff::tz::TimeZone::get(name).map_err(|_| bad_zone(name))
+    let tz = jiff::tz::TimeZone::get(name).map_err(|_| bad_zone(name))?;
+    if tz.iana_name().is_some_and(|n| n != name) {
+        return Err(bad_zone(name));
+    }
+    Ok(tz)
 }
 
 fn bad_zone(name: &str) -> EvalError {
