@@ -323,6 +323,12 @@ async fn rotation_with_handshakes_flowing_fails_none() {
                 .expect("a caBundle")
         }
     };
+    // The clients start once the informer has seen a first bundle (on a loaded machine its
+    // task may not have run yet).
+    eventually("the informer sees the first caBundle", || {
+        !history.lock().unwrap().is_empty()
+    })
+    .await;
     let seen = Arc::new(Mutex::new(Vec::<CertificateDer<'static>>::new()));
     let mut clients = Vec::new();
     for i in 0..2 {
