@@ -431,12 +431,19 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     #[inline(always)]
     fn eval_charging(&mut self, operand: &Node) -> R<'a> {
         match self.eval(operand) {
-            Err(e) if Node::qualifier_cost(operand, None) > 1 && !e.is_cancelled() => {
-                self.meter.charge(1)?;
-                Err(e)
-            }
-            r => r,
+            Ok(v) => Ok(v),
+            Err(e) => self.failed_operand(operand, e),
         }
+    }
+
+    /// [`Self::eval_charging`]'s error path, kept out of the evaluator's hot loop.
+    #[cold]
+    #[inline(never)]
+    fn failed_operand(&mut self, operand: &Node, e: EvalError) -> R<'a> {
+        if Node::qualifier_cost(operand, None) > 1 && !e.is_cancelled() {
+            self.meter.charge(1)?;
+        }
+        Err(e)
     }
 
     /// Charges an optional selection or index that gave `r`: cel-go observes an optional
@@ -1117,6 +1124,7 @@ const DEADLINE_EVERY: u32 = 100;
 /// `v.field`: map lookup by key; `no such key` when absent or when `v` is not a map.
 /// `select`, where `optional` says the result is optional and `explicit` that this is a
 /// `.?` selection rather than a plain one made optional by the chain before it.
+#[inline]
 fn select_in<'a>(v: Value<'a>, field: &Key, optional: bool, explicit: bool) -> R<'a> {
     let found = match &v {
         Value::Map(m) => m.get_key(field),
