@@ -155,8 +155,14 @@ pub struct Crd {
     pub raw_schema: Json,
 }
 
-/// Reads a CRD from its JSON form (YAML converted by the caller).
+/// Reads a CRD from its JSON form (YAML converted by the caller), with its first version's
+/// schema.
 pub fn parse_crd(doc: &Json) -> Result<Crd, String> {
+    parse_crd_version(doc, None)
+}
+
+/// Reads a CRD with the schema of `version` (by name), or of its first version.
+pub fn parse_crd_version(doc: &Json, version: Option<&str>) -> Result<Crd, String> {
     let name = doc
         .pointer("/metadata/name")
         .and_then(Json::as_str)
@@ -176,8 +182,14 @@ pub fn parse_crd(doc: &Json) -> Result<Crd, String> {
     let version = spec
         .get("versions")
         .and_then(Json::as_array)
-        .and_then(|v| v.first())
-        .ok_or("CRD has no versions")?;
+        .and_then(|v| match version {
+            Some(name) => v.iter().find(|x| x["name"] == name),
+            None => v.first(),
+        })
+        .ok_or_else(|| match version {
+            Some(name) => format!("CRD has no version {name:?}"),
+            None => "CRD has no versions".to_string(),
+        })?;
     let status_subresource = version.pointer("/subresources/status").is_some();
     let raw = version
         .pointer("/schema/openAPIV3Schema")
