@@ -598,3 +598,130 @@ fn check_old_is_matched_by_crd_name() {
         "{unmatched}"
     );
 }
+
+#[test]
+fn test_suite_expects_crd_validation() {
+    let (code, out, err) = celgate(&["test", "examples/crds"], "");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("5 passed, 0 failed\n"), "{out}");
+
+    // Unmet expectations are reported field by field; the policies' answer is checked apart
+    // (here a policy that refuses every Database, which CRD validation admits).
+    let dir = temp_dir("suite");
+    std::fs::copy(repo().join("examples/crds/crd.yaml"), dir.join("crd.yaml")).unwrap();
+    write(
+        &dir,
+        "policy.yaml",
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: no-databases}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [example.com], apiVersions: ["*"], operations: [CREATE], resources: [databases]}
+  validations: [{expression: "false", message: no databases}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: no-databases}
+spec: {policyName: no-databases, validationActions: [Deny]}
+"#,
+    );
+    let suite = write(
+        &dir,
+        "s.celgate-test.yaml",
+        r#"
+apiVersion: celgate.dev/v1alpha1
+kind: CelgateTest
+policies: [policy.yaml]
+resources: [crd.yaml]
+cases:
+- name: both answers
+  object: &db
+    apiVersion: example.com/v1
+    kind: Database
+    metadata: {name: a, namespace: shop}
+    spec: {engine: postgres, maxReplicas: 3}
+  expect:
+    allowed: false
+    message: 'ValidatingAdmissionPolicy ''no-databases'' with binding ''no-databases'' denied request: no databases'
+    crd: {allowed: true}
+- name: wrong crd expectations
+  object: *db
+  expect:
+    crd: {allowed: false, code: 422, reason: Invalid, messageMatches: immutable, causes: []}
+- name: an unknown version
+  object:
+    apiVersion: example.com/v2
+    kind: Database
+    metadata: {name: a, namespace: shop}
+  expect:
+    crd: {code: 404, message: 'no matches for kind "Database" in version "example.com/v2"'}
+- name: a delete
+  operation: DELETE
+  object: *db
+  expect:
+    crd: {allowed: true}
+- name: an update without oldObject
+  operation: UPDATE
+  object: *db
+  expect:
+    crd: {allowed: true}
+"#,
+    );
+    let (code, out, err) = celgate(&["test", &suite], "");
+    assert_eq!(code, 1, "{err}");
+    let expected = [
+        "✓ ",
+        "✗ ",
+        "    crd.allowed: expected false, got true",
+        "    crd.code: expected 422, got 200",
+        "    crd.reason: expected \"Invalid\", got \"\"",
+        "    crd.messageMatches: \"immutable\" does not match \"\"",
+        "✓ ",
+        "✗ ",
+        "    expect.crd: CRD validation runs on CREATE and UPDATE, not DELETE",
+        "✗ ",
+    ];
+    let lines: Vec<&str> = out.lines().collect();
+    for (line, want) in lines.iter().zip(expected) {
+        assert!(
+            line.starts_with(want),
+            "{line:?} does not start with {want:?}\n{out}"
+        );
+    }
+    assert!(
+        out.contains("expect.crd: an UPDATE needs oldObject"),
+        "{out}"
+    );
+    assert!(out.ends_with("2 passed, 3 failed\n"), "{out}");
+
+    // A wrong cause list shows both.
+    let causes = suite_with_case(
+        &dir,
+        "  object: {apiVersion: example.com/v1, kind: Database, metadata: {name: b}, spec: {engine: redis, maxReplicas: 1}}\n  expect:\n    crd:\n      causes: [{type: FieldValueInvalid, field: spec.engine, message: nope}]\n",
+    );
+    let (code, out, _) = celgate(&["test", &causes], "");
+    assert_eq!(code, 1);
+    assert!(out.contains("crd.causes: expected [FieldValueInvalid spec.engine: nope], got [FieldValueNotSupported spec.engine: Unsupported value: \"redis\": supported values: \"postgres\", \"mysql\"; FieldValueInvalid <nil>: "), "{out}");
+    // A misspelt field of expect.crd makes the suite invalid.
+    let typo = suite_with_case(
+        &dir,
+        "  object: {apiVersion: v1, kind: Pod}\n  expect: {crd: {allowd: true}}\n",
+    );
+    let (code, out, _) = celgate(&["test", &typo], "");
+    assert_eq!(code, 2);
+    assert!(
+        out.contains("cases[0].expect.crd: unknown field `allowd`"),
+        "{out}"
+    );
+}
+
+fn suite_with_case(dir: &Path, case: &str) -> String {
+    write(
+        dir,
+        "one.celgate-test.yaml",
+        &format!("apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\nresources: [crd.yaml]\ncases:\n- name: one\n{case}"),
+    )
+}

@@ -427,19 +427,32 @@ fn validate_one(
     status: bool,
     json: bool,
 ) -> Answer {
-    let api_version = str_at(obj, "/apiVersion");
-    let kind = str_at(obj, "/kind");
-    let name = str_at(obj, "/metadata/name");
-    let (group, version) = group_version(api_version);
-    let what = format!("{kind}.{group} {}", go_quote(name));
-    let result = (|| {
+    let (group, _) = group_version(str_at(obj, "/apiVersion"));
+    let what = format!(
+        "{}.{group} {}",
+        str_at(obj, "/kind"),
+        go_quote(str_at(obj, "/metadata/name"))
+    );
+    render(catalog.admit(obj, old, status), json, &what, "allowed")
+}
+
+impl Catalog {
+    /// The API server's answer to creating `obj`, or to replacing `old` by it (`status`: a
+    /// /status update), from the CRD serving its group, version and kind: `Ok` when it
+    /// would be stored, else the refusal (404 when no CRD serves it).
+    pub fn admit(&self, obj: &Json, old: Option<&Json>, status: bool) -> Result<(), Status> {
+        let api_version = str_at(obj, "/apiVersion");
+        let kind = str_at(obj, "/kind");
+        let name = str_at(obj, "/metadata/name");
         if api_version.is_empty() || kind.is_empty() {
             return Err(bad_request(format!(
-                "{what}: the object has no apiVersion or no kind"
+                "the object {} has no apiVersion or no kind",
+                go_quote(name)
             )));
         }
+        let (group, version) = group_version(api_version);
         let no_match = || format!("no matches for kind {kind:?} in version {api_version:?}");
-        let served = catalog
+        let served = self
             .find(group, Some(version), kind)
             .ok_or_else(|| not_found(no_match()))?;
         let compiled = served.compiled().as_ref().map_err(|s| {
@@ -463,8 +476,7 @@ fn validate_one(
             (Some(old), true) => compiled.update_status(old, obj),
         }
         .map(|_| ())
-    })();
-    render(result, json, &what, "allowed")
+    }
 }
 
 #[cfg(test)]
