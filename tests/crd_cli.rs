@@ -725,3 +725,70 @@ fn suite_with_case(dir: &Path, case: &str) -> String {
         &format!("apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\nresources: [crd.yaml]\ncases:\n- name: one\n{case}"),
     )
 }
+
+#[test]
+fn check_compiles_every_version() {
+    // Versions with different schemas: each is checked, its errors under its own path, and
+    // a CRD refused for one version serves no custom resource at all.
+    let dir = temp_dir("versions-check");
+    let broken = write(
+        &dir,
+        "crd.yaml",
+        &WIDGET_CRD.replace("self.n < 10", "self.m < 10"),
+    );
+    let (code, out, _) = celgate(&["crd", "check", &broken], "");
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("CustomResourceDefinition.apiextensions.k8s.io \"widgets.g.example.com\" is invalid: spec.versions[1].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: "),
+        "{out}"
+    );
+    let (code, out, _) = celgate(
+        &["crd", "validate", "--crds", &broken, "-"],
+        "apiVersion: g.example.com/v1\nkind: Widget\nmetadata: {name: t}\nspec: {n: 1}\n",
+    );
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("the CustomResourceDefinition would be refused"),
+        "{out}"
+    );
+    // The costs table names each version's rules by their path.
+    let (_, out, _) = celgate(
+        &[
+            "crd",
+            "check",
+            "--costs",
+            &write(&dir, "ok.yaml", WIDGET_CRD),
+        ],
+        "",
+    );
+    assert!(out.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule  self.n > 0"), "{out}");
+    assert!(out.contains("spec.versions[1].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule  self.n < 10"), "{out}");
+    // Versions that share one schema: reported once, under spec.validation.
+    let shared = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.g.example.com}
+spec:
+  group: g.example.com
+  names: {plural: things, kind: Thing}
+  scope: Cluster
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-validations: [{rule: "self.nope"}]}}
+  - name: v2
+    served: true
+    storage: false
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-validations: [{rule: "self.nope"}]}}
+"#;
+    let (code, out, _) = celgate(&["crd", "check", "-o", "json", "-"], shared);
+    assert_eq!(code, 1);
+    let answer = &json_lines(&out)[0];
+    let causes = answer["causes"].as_array().unwrap();
+    assert_eq!(causes.len(), 1, "{out}");
+    assert_eq!(
+        causes[0]["field"],
+        "spec.validation.openAPIV3Schema.x-kubernetes-validations[0].rule"
+    );
+}

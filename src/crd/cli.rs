@@ -9,7 +9,7 @@ use super::errors::go_quote;
 use super::errors::Status;
 use super::request::crd_status;
 use super::rules::{compile_full, CompiledCrd, UpdateOptions};
-use super::schema::{parse_crd, parse_crd_version};
+use super::schema::{parse_crd_version, parse_crd_versions, Crd};
 use std::cell::OnceCell;
 use std::collections::HashMap;
 
@@ -115,22 +115,73 @@ fn not_found(message: String) -> Status {
     }
 }
 
-/// Compiles `version` of `crd` (or its first) as created, or as replacing the stored CRD `old`.
-fn load_replacing(
-    crd: &Json,
-    version: Option<&str>,
-    old: Option<&Json>,
-    costs: &mut Vec<RuleCost>,
-) -> Result<CompiledCrd, Status> {
-    let parsed = parse_crd_version(crd, version).map_err(bad_request)?;
-    let update = match old {
-        Some(o) => {
-            let old = parse_crd(o).map_err(|e| bad_request(format!("--old: {e}")))?;
-            UpdateOptions::replacing(&old, &parsed.raw_schema)
-        }
-        None => UpdateOptions::default(),
+/// What the API server says to creating `crd`, or to replacing the stored CRD `old` by it:
+/// every version's schema checked and its rules compiled (one schema when they are all the
+/// same); the estimated cost of every expression is appended to `costs`.
+fn check_crd(crd: &Json, old: Option<&Json>, costs: &mut Vec<RuleCost>) -> Result<(), Status> {
+    let name = str_at(crd, "/metadata/name");
+    let versions = parse_crd_versions(crd).map_err(bad_request)?;
+    // The stored CRD's versions: their rules are all "stored expressions".
+    let olds: Vec<(String, Crd)> = match old {
+        Some(o) => o
+            .pointer("/spec/versions")
+            .and_then(Json::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|v| {
+                let version = v["name"].as_str().unwrap_or_default();
+                parse_crd_version(o, Some(version)).map(|c| (version.to_string(), c))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad_request(format!("--old: {e}")))?,
+        None => Vec::new(),
     };
-    compile_full(&parsed, &update, costs).map_err(|c| crd_status(&parsed.name, c))
+    // The versions' names, in order: `versions` has one per version, or just the first's.
+    let names: Vec<&str> = crd
+        .pointer("/spec/versions")
+        .and_then(Json::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap_or_default())
+        .collect();
+    let mut causes = Vec::new();
+    for (i, crd) in versions.iter().enumerate() {
+        let version = names.get(i).copied().unwrap_or_default();
+        let update = match olds.iter().find(|(v, _)| *v == version).or(olds.first()) {
+            Some((_, same)) => {
+                let mut update = UpdateOptions::replacing(same, &crd.raw_schema);
+                for (_, other) in &olds {
+                    let more = UpdateOptions::replacing(other, &crd.raw_schema);
+                    update.stored_rules.extend(more.stored_rules);
+                    update.stored_messages.extend(more.stored_messages);
+                }
+                update
+            }
+            None => UpdateOptions::default(),
+        };
+        // Each schema has its own budget.
+        let mut version_costs = Vec::new();
+        if let Err(c) = compile_full(crd, &update, &mut version_costs) {
+            causes.extend(c);
+        }
+        costs.extend(version_costs);
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(crd_status(name, causes))
+    }
+}
+
+/// Compiles `version` of `crd` for validating its custom resources, once the whole CRD
+/// would be accepted.
+fn load_version(crd: &Json, version: &str) -> Result<CompiledCrd, Status> {
+    check_crd(crd, None, &mut Vec::new())?;
+    let parsed = parse_crd_version(crd, Some(version)).map_err(bad_request)?;
+    compile_full(&parsed, &UpdateOptions::default(), &mut Vec::new())
+        .map_err(|c| crd_status(&parsed.name, c))
 }
 
 /// `celgate crd check`: whether the CRD would be accepted (created, or replacing `old`).
@@ -165,7 +216,7 @@ pub fn check_all(docs: &[Json], olds: &[Json], costs: bool, json: bool) -> Optio
 fn check_one(crd: &Json, old: Option<&Json>, with_costs: bool, json: bool) -> Answer {
     let mut costs = Vec::new();
     let name = str_at(crd, "/metadata/name");
-    let result = load_replacing(crd, None, old, &mut costs).map(|_| ());
+    let result = check_crd(crd, old, &mut costs);
     let what = format!("{CRD_QUALIFIED_KIND} {}", go_quote(name));
     if !with_costs {
         return render(result, json, &what, "accepted");
@@ -220,7 +271,11 @@ fn cost_table(costs: &[RuleCost], total: u64) -> String {
         "CRD BUDGET".to_string(),
     ]];
     for c in costs {
-        let path = c.field.strip_prefix(PREFIX).unwrap_or(&c.field);
+        // The root of a CRD's one schema is `<root>`; a version's own schema keeps its path.
+        let path = match c.field.strip_prefix(PREFIX) {
+            Some(rest) => format!("<root>{rest}"),
+            None => c.field.clone(),
+        };
         let mut expr: String = c
             .expression
             .split_whitespace()
@@ -230,7 +285,7 @@ fn cost_table(costs: &[RuleCost], total: u64) -> String {
             expr = expr.chars().take(57).collect::<String>() + "...";
         }
         rows.push([
-            format!("<root>{path}"),
+            path,
             expr,
             c.estimated.to_string(),
             c.cardinality.to_string(),
@@ -279,7 +334,7 @@ struct Served {
 impl Served {
     fn compiled(&self) -> &Result<CompiledCrd, Status> {
         self.compiled
-            .get_or_init(|| load_replacing(&self.doc, Some(&self.version), None, &mut Vec::new()))
+            .get_or_init(|| load_version(&self.doc, &self.version))
     }
 
     fn namespaced(&self) -> bool {
