@@ -792,3 +792,29 @@ spec:
         "spec.validation.openAPIV3Schema.x-kubernetes-validations[0].rule"
     );
 }
+
+#[test]
+fn validate_answers_a_document_without_kind_as_a_bad_request() {
+    let (code, out, _) = celgate(
+        &[
+            "crd",
+            "validate",
+            "--crds",
+            "examples/crds",
+            "-o",
+            "json",
+            "-",
+        ],
+        "metadata: {name: x}\nspec: {}\n",
+    );
+    assert_eq!(code, 1);
+    assert_eq!(
+        json_lines(&out),
+        [serde_json::json!({
+            "allowed": false,
+            "code": 400,
+            "reason": "BadRequest",
+            "message": "the object \"x\" has no apiVersion or no kind",
+        })]
+    );
+}

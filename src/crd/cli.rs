@@ -5,8 +5,7 @@
 use serde_json::Value as Json;
 
 use super::cost::{RuleCost, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT};
-use super::errors::go_quote;
-use super::errors::Status;
+use super::errors::{go_quote, Status};
 use super::request::crd_status;
 use super::rules::{compile_full, CompiledCrd, UpdateOptions};
 use super::schema::{parse_crd_version, parse_crd_versions, Crd};
@@ -398,11 +397,7 @@ impl Catalog {
         Ok(Catalog { served })
     }
 
-    /// How many kinds and versions are served.
-    pub fn len(&self) -> usize {
-        self.served.len()
-    }
-
+    /// No CRD serves any version.
     pub fn is_empty(&self) -> bool {
         self.served.is_empty()
     }
