@@ -494,17 +494,22 @@ fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
 
 #[derive(Subcommand)]
 enum CrdCommand {
-    /// Check a CRD: structural schema and every x-kubernetes-validations rule.
+    /// Check CRDs: structural schema and every x-kubernetes-validations rule, as the API
+    /// server would on creating (or, with --old, replacing) each CRD of the files.
     Check {
-        /// The CRD (YAML or JSON).
+        /// Files of CRDs (YAML, multi-document, or JSON; `-` for standard input); other
+        /// documents are skipped.
+        #[arg(value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// A CRD file (the same as a FILE argument; kept for compatibility).
+        #[arg(long, value_name = "FILE", hide = true)]
+        crd: Vec<PathBuf>,
+        /// Stored CRDs (repeatable): a CRD of FILE named as one of them is checked as
+        /// replacing it (an update): rules it already has compile with the server's own
+        /// library, and an unchanged schema is exempt from the per-rule cost limit.
         #[arg(long, value_name = "FILE")]
-        crd: PathBuf,
-        /// Check --crd as replacing this stored CRD (an update): rules it already has
-        /// compile with the server's own library, and an unchanged schema is exempt from the
-        /// per-rule cost limit.
-        #[arg(long, value_name = "FILE")]
-        old: Option<PathBuf>,
-        /// Output: text (the Status message) or json.
+        old: Vec<PathBuf>,
+        /// Output: text (the Status message) or json (one object per CRD and line).
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: LogFormat,
         /// Also list every rule's estimated cost: per evaluation, times how often it may
@@ -512,24 +517,44 @@ enum CrdCommand {
         #[arg(long)]
         costs: bool,
     },
-    /// Validate a custom resource as a create, or as an update of --old.
+    /// Validate custom resources against their CRDs: a create, or an update of the object
+    /// of the same kind, namespace and name in --old.
     Validate {
-        /// The CRD (YAML or JSON).
+        /// Files of custom resources (YAML, multi-document, or JSON; `-` for standard input);
+        /// CRD documents among them are skipped.
+        #[arg(value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// The CRDs: a file, or a folder searched recursively for .yaml, .yml and .json
+        /// files; a custom resource is matched by its apiVersion's group and version (a
+        /// served version) and its kind.
+        #[arg(long, value_name = "PATH", alias = "crd")]
+        crds: PathBuf,
+        /// A custom resource file (the same as a FILE argument; kept for compatibility).
+        #[arg(long, value_name = "FILE", hide = true)]
+        object: Vec<PathBuf>,
+        /// Stored objects (repeatable): a custom resource with the same group, kind,
+        /// namespace and name as one of them is validated as an update of it (transition
+        /// rules, ratcheting); the others as creates.
         #[arg(long, value_name = "FILE")]
-        crd: PathBuf,
-        /// The object sent (YAML or JSON).
-        #[arg(long, value_name = "FILE")]
-        object: PathBuf,
-        /// The stored object: validate an update (transition rules, ratcheting).
-        #[arg(long, value_name = "FILE")]
-        old: Option<PathBuf>,
-        /// Validate --object as a /status update of --old.
-        #[arg(long, requires = "old")]
+        old: Vec<PathBuf>,
+        /// Validate as an update of this subresource of the stored object.
+        #[arg(long, value_enum, value_name = "NAME", requires = "old")]
+        subresource: Option<Subresource>,
+        /// The same as --subresource status (kept for compatibility).
+        #[arg(long, requires = "old", hide = true)]
         status: bool,
-        /// Output: text (the Status message) or json (the stored object or the Status).
+        /// Output: text (the Status message) or json (one object per custom resource and
+        /// line).
         #[arg(short = 'o', long, value_enum, default_value = "text")]
         output: LogFormat,
     },
+}
+
+/// A subresource `crd validate` can update.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Subresource {
+    /// /status: only the status is taken from the object sent; nothing ratchets.
+    Status,
 }
 
 /// `celgate expr` has no RBAC objects to consult: every check has no opinion, so
@@ -1018,44 +1043,55 @@ fn main() -> ExitCode {
 
 fn run_crd(command: CrdCommand) -> ExitCode {
     use celgate::crd::cli;
-    let read = |p: &PathBuf| -> Result<serde_json::Value, Usage> {
-        let text = std::fs::read_to_string(p)
-            .map_err(|e| Usage(format!("cannot read {}: {e}", p.display())))?;
-        cli::read_doc(&text).map_err(|e| Usage(format!("{}: {e}", p.display())))
-    };
     let answer = match command {
         CrdCommand::Check {
+            mut files,
             crd,
             old,
             output,
             costs,
         } => (|| {
-            let c = read(&crd)?;
-            let old = old.as_ref().map(read).transpose()?;
-            let json = matches!(output, LogFormat::Json);
-            Ok(if costs {
-                cli::check_costs(&c, old.as_ref(), json)
-            } else {
-                cli::check(&c, old.as_ref(), json)
-            })
+            files.extend(crd);
+            let docs = read_all(&files)?;
+            let olds = read_all(&old)?;
+            cli::check_all(&docs, &olds, costs, matches!(output, LogFormat::Json))
+                .ok_or_else(|| Usage("no CustomResourceDefinition in the files given".into()))
         })(),
         CrdCommand::Validate {
-            crd,
+            mut files,
+            crds,
             object,
             old,
+            subresource,
             status,
             output,
         } => (|| {
-            let c = read(&crd)?;
-            let o = read(&object)?;
-            let old = old.as_ref().map(read).transpose()?;
-            Ok(cli::validate(
-                &c,
-                o,
-                old.as_ref(),
+            files.extend(object);
+            let docs = if crds.is_dir() {
+                celgate::source::folder::load(&crds).map_err(|e| e.to_string())
+            } else {
+                read_loaded(&crds)
+            }
+            .map_err(|e| Usage(format!("--crds: {e}")))?;
+            let catalog = cli::Catalog::new(docs.into_iter().map(|d| d.object))
+                .map_err(|e| Usage(format!("--crds: {e}")))?;
+            if catalog.is_empty() {
+                return Err(Usage(format!(
+                    "--crds: no CustomResourceDefinition serving a version in {}",
+                    crds.display()
+                )));
+            }
+            let objects = read_all(&files)?;
+            let olds = read_all(&old)?;
+            let status = status || matches!(subresource, Some(Subresource::Status));
+            cli::validate_all(
+                &catalog,
+                &objects,
+                &olds,
                 status,
                 matches!(output, LogFormat::Json),
-            ))
+            )
+            .map_err(Usage)
         })(),
     };
     match answer {
@@ -1072,6 +1108,27 @@ fn run_crd(command: CrdCommand) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The documents of one file (`-`: standard input), multi-document YAML or JSON; a `List`
+/// gives its items.
+fn read_loaded(path: &Path) -> Result<Vec<celgate::source::folder::Loaded>, String> {
+    let text = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    }
+    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    celgate::source::folder::parse_documents(path, &text).map_err(|e| e.to_string())
+}
+
+/// The documents of every file, in order.
+fn read_all(paths: &[PathBuf]) -> Result<Vec<Json>, Usage> {
+    let mut out = Vec::new();
+    for p in paths {
+        out.extend(read_loaded(p).map_err(Usage)?.into_iter().map(|d| d.object));
+    }
+    Ok(out)
 }
 
 fn run_expr(expr: &str, vars: &[String], k8s_version: &str, show_cost: bool) -> ExitCode {

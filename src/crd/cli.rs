@@ -1,21 +1,38 @@
-//! `celgate crd check` and `celgate crd validate`: read a CRD (and objects) from YAML or JSON,
-//! answer as the API server would, as text or as JSON (`-o json`).
+//! `celgate crd check` and `celgate crd validate` on documents already read (the command line
+//! does the I/O): which CRD serves a custom resource, which stored object it replaces, and
+//! the API server's answer to each, as text or as one JSON object per line (`-o json`).
 
 use serde_json::Value as Json;
 
 use super::cost::{RuleCost, STATIC_ESTIMATED_COST_LIMIT, STATIC_ESTIMATED_CRD_COST_LIMIT};
-use super::errors::Status;
+use super::errors::{go_quote, Status};
 use super::request::crd_status;
 use super::rules::{compile_full, CompiledCrd, UpdateOptions};
-use super::schema::parse_crd;
+use super::schema::{parse_crd_version, parse_crd_versions, Crd};
+use std::cell::OnceCell;
+use std::collections::HashMap;
 
 /// What a command prints and how it ends.
 #[derive(Debug)]
 pub struct Answer {
     /// Text or JSON to print on standard output.
     pub output: String,
-    /// The CRD or object was accepted.
+    /// Every CRD or object was accepted.
     pub accepted: bool,
+}
+
+impl Answer {
+    /// The answers one after another (one per line or block), accepted when all are.
+    fn join(answers: Vec<Answer>) -> Answer {
+        Answer {
+            accepted: answers.iter().all(|a| a.accepted),
+            output: answers
+                .into_iter()
+                .map(|a| a.output)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
 }
 
 /// Reads the first YAML/JSON document of `text`.
@@ -30,36 +47,52 @@ pub fn read_doc(text: &str) -> Result<Json, String> {
     Err("no document".into())
 }
 
-fn status_json(s: &Status) -> Json {
-    serde_json::json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "message": s.message,
-        "reason": s.reason,
-        "code": s.code,
-        "details": {"causes": s.causes},
-    })
+const CRD_KIND: &str = "CustomResourceDefinition";
+const CRD_QUALIFIED_KIND: &str = "CustomResourceDefinition.apiextensions.k8s.io";
+
+fn is_crd(doc: &Json) -> bool {
+    doc["kind"] == CRD_KIND
 }
 
-fn render(result: Result<Json, Status>, json: bool, ok_text: &str) -> Answer {
+fn str_at<'a>(doc: &'a Json, pointer: &str) -> &'a str {
+    doc.pointer(pointer)
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+}
+
+/// The API server's answer as `-o json` prints it: `{"allowed": true}`, or the refusal with
+/// its code, reason, message and causes (when it has any).
+fn answer_json(result: &Result<(), Status>) -> Json {
     match result {
-        Ok(obj) => Answer {
-            output: if json {
-                serde_json::to_string_pretty(&obj).unwrap_or_default()
-            } else {
-                ok_text.to_string()
-            },
-            accepted: true,
-        },
-        Err(s) => Answer {
-            output: if json {
-                serde_json::to_string_pretty(&status_json(&s)).unwrap_or_default()
-            } else {
-                s.message
-            },
-            accepted: false,
-        },
+        Ok(()) => serde_json::json!({"allowed": true}),
+        Err(s) => {
+            let mut j = serde_json::json!({
+                "allowed": false,
+                "code": s.code,
+                "reason": s.reason,
+                "message": s.message,
+            });
+            if !s.causes.is_empty() {
+                j["causes"] = serde_json::to_value(&s.causes).unwrap_or_default();
+            }
+            j
+        }
+    }
+}
+
+/// One answer: `-o json` one line of JSON, text `<what>: <ok>` or the refusal's message.
+fn render(result: Result<(), Status>, json: bool, what: &str, ok: &str) -> Answer {
+    let output = if json {
+        answer_json(&result).to_string()
+    } else {
+        match &result {
+            Ok(()) => format!("{what}: {ok}"),
+            Err(s) => s.message.clone(),
+        }
+    };
+    Answer {
+        output,
+        accepted: result.is_ok(),
     }
 }
 
@@ -72,45 +105,121 @@ fn bad_request(message: String) -> Status {
     }
 }
 
-fn load(crd: &Json) -> Result<CompiledCrd, Status> {
-    load_replacing(crd, None)
+fn not_found(message: String) -> Status {
+    Status {
+        code: 404,
+        reason: "NotFound".into(),
+        message,
+        causes: Vec::new(),
+    }
 }
 
-/// Compiles `crd` as created, or as replacing the stored CRD `old`.
-fn load_replacing(crd: &Json, old: Option<&Json>) -> Result<CompiledCrd, Status> {
-    let parsed = parse_crd(crd).map_err(bad_request)?;
-    let update = match old {
-        Some(o) => {
-            let old = parse_crd(o).map_err(|e| bad_request(format!("--old: {e}")))?;
-            UpdateOptions::replacing(&old, &parsed.raw_schema)
-        }
-        None => UpdateOptions::default(),
+/// What the API server says to creating `crd`, or to replacing the stored CRD `old` by it:
+/// every version's schema checked and its rules compiled (one schema when they are all the
+/// same); the estimated cost of every expression is appended to `costs`.
+fn check_crd(crd: &Json, old: Option<&Json>, costs: &mut Vec<RuleCost>) -> Result<(), Status> {
+    let name = str_at(crd, "/metadata/name");
+    let versions = parse_crd_versions(crd).map_err(bad_request)?;
+    // The stored CRD's versions: their rules are all "stored expressions".
+    let olds: Vec<(String, Crd)> = match old {
+        Some(o) => o
+            .pointer("/spec/versions")
+            .and_then(Json::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|v| {
+                let version = v["name"].as_str().unwrap_or_default();
+                parse_crd_version(o, Some(version)).map(|c| (version.to_string(), c))
+            })
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad_request(format!("--old: {e}")))?,
+        None => Vec::new(),
     };
-    compile_full(&parsed, &update, &mut Vec::new()).map_err(|c| crd_status(&parsed.name, c))
+    // The versions' names, in order: `versions` has one per version, or just the first's.
+    let names: Vec<&str> = crd
+        .pointer("/spec/versions")
+        .and_then(Json::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap_or_default())
+        .collect();
+    let mut causes = Vec::new();
+    for (i, crd) in versions.iter().enumerate() {
+        let version = names.get(i).copied().unwrap_or_default();
+        let update = match olds.iter().find(|(v, _)| *v == version).or(olds.first()) {
+            Some((_, same)) => {
+                let mut update = UpdateOptions::replacing(same, &crd.raw_schema);
+                for (_, other) in &olds {
+                    let more = UpdateOptions::replacing(other, &crd.raw_schema);
+                    update.stored_rules.extend(more.stored_rules);
+                    update.stored_messages.extend(more.stored_messages);
+                }
+                update
+            }
+            None => UpdateOptions::default(),
+        };
+        // Each schema has its own budget.
+        let mut version_costs = Vec::new();
+        if let Err(c) = compile_full(crd, &update, &mut version_costs) {
+            causes.extend(c);
+        }
+        costs.extend(version_costs);
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(crd_status(name, causes))
+    }
+}
+
+/// Compiles `version` of `crd` for validating its custom resources, once the whole CRD
+/// would be accepted.
+fn load_version(crd: &Json, version: &str) -> Result<CompiledCrd, Status> {
+    check_crd(crd, None, &mut Vec::new())?;
+    let parsed = parse_crd_version(crd, Some(version)).map_err(bad_request)?;
+    compile_full(&parsed, &UpdateOptions::default(), &mut Vec::new())
+        .map_err(|c| crd_status(&parsed.name, c))
 }
 
 /// `celgate crd check`: whether the CRD would be accepted (created, or replacing `old`).
 pub fn check(crd: &Json, old: Option<&Json>, json: bool) -> Answer {
-    let result = load_replacing(crd, old)
-        .map(|c| serde_json::json!({"accepted": true, "name": c.info.name}));
-    render(result, json, "accepted")
+    check_one(crd, old, false, json)
 }
 
 /// `celgate crd check --costs`: the answer, preceded (text) or accompanied (JSON, under
 /// `costs`) by the estimated cost of every rule and messageExpression that compiled.
 pub fn check_costs(crd: &Json, old: Option<&Json>, json: bool) -> Answer {
-    let parsed = match parse_crd(crd) {
-        Ok(p) => p,
-        Err(e) => return render(Err(bad_request(e)), json, ""),
-    };
-    let update = match old.map(parse_crd).transpose() {
-        Ok(Some(o)) => UpdateOptions::replacing(&o, &parsed.raw_schema),
-        Ok(None) => UpdateOptions::default(),
-        Err(e) => return render(Err(bad_request(format!("--old: {e}"))), json, ""),
-    };
+    check_one(crd, old, true, json)
+}
+
+/// `celgate crd check` over the documents of its files: one answer per CRD, in order (other
+/// documents are skipped); a CRD replaces the one of the same name in `olds`, if any, else
+/// it is created. `None` when there is no CRD.
+pub fn check_all(docs: &[Json], olds: &[Json], costs: bool, json: bool) -> Option<Answer> {
+    let answers: Vec<Answer> = docs
+        .iter()
+        .filter(|d| is_crd(d))
+        .map(|crd| {
+            let name = str_at(crd, "/metadata/name");
+            let old = olds
+                .iter()
+                .find(|o| is_crd(o) && str_at(o, "/metadata/name") == name);
+            check_one(crd, old, costs, json)
+        })
+        .collect();
+    (!answers.is_empty()).then(|| Answer::join(answers))
+}
+
+fn check_one(crd: &Json, old: Option<&Json>, with_costs: bool, json: bool) -> Answer {
     let mut costs = Vec::new();
-    let result =
-        compile_full(&parsed, &update, &mut costs).map_err(|c| crd_status(&parsed.name, c));
+    let name = str_at(crd, "/metadata/name");
+    let result = check_crd(crd, old, &mut costs);
+    let what = format!("{CRD_QUALIFIED_KIND} {}", go_quote(name));
+    if !with_costs {
+        return render(result, json, &what, "accepted");
+    }
     let total = costs.iter().fold(0u64, |t, c| t.saturating_add(c.cost));
     if json {
         let rows: Vec<Json> = costs
@@ -127,19 +236,16 @@ pub fn check_costs(crd: &Json, old: Option<&Json>, json: bool) -> Answer {
                 })
             })
             .collect();
-        let mut answer = match &result {
-            Ok(c) => serde_json::json!({"accepted": true, "name": c.info.name}),
-            Err(s) => status_json(s),
-        };
+        let mut answer = answer_json(&result);
         answer["costs"] = Json::Array(rows);
         answer["totalCost"] = total.into();
         return Answer {
-            output: serde_json::to_string_pretty(&answer).unwrap_or_default(),
+            output: answer.to_string(),
             accepted: result.is_ok(),
         };
     }
     let table = cost_table(&costs, total);
-    let mut answer = render(result.map(|_| Json::Null), false, "accepted");
+    let mut answer = render(result, false, &what, "accepted");
     answer.output = format!("{table}\n{}", answer.output);
     answer
 }
@@ -164,7 +270,11 @@ fn cost_table(costs: &[RuleCost], total: u64) -> String {
         "CRD BUDGET".to_string(),
     ]];
     for c in costs {
-        let path = c.field.strip_prefix(PREFIX).unwrap_or(&c.field);
+        // The root of a CRD's one schema is `<root>`; a version's own schema keeps its path.
+        let path = match c.field.strip_prefix(PREFIX) {
+            Some(rest) => format!("<root>{rest}"),
+            None => c.field.clone(),
+        };
         let mut expr: String = c
             .expression
             .split_whitespace()
@@ -174,7 +284,7 @@ fn cost_table(costs: &[RuleCost], total: u64) -> String {
             expr = expr.chars().take(57).collect::<String>() + "...";
         }
         rows.push([
-            format!("<root>{path}"),
+            path,
             expr,
             c.estimated.to_string(),
             c.cardinality.to_string(),
@@ -210,19 +320,213 @@ fn cost_table(costs: &[RuleCost], total: u64) -> String {
     out
 }
 
-/// `celgate crd validate`: the answer to creating `obj`, or to replacing `old` by it
-/// (`status`: as a /status update).
-pub fn validate(crd: &Json, obj: Json, old: Option<&Json>, status: bool, json: bool) -> Answer {
-    let compiled = match load(crd) {
-        Ok(c) => c,
-        Err(s) => return render(Err(s), json, ""),
+/// One served version of a CRD: the kind it serves there, compiled on first use.
+#[derive(Debug)]
+struct Served {
+    group: String,
+    version: String,
+    kind: String,
+    doc: Json,
+    compiled: OnceCell<Result<CompiledCrd, Status>>,
+}
+
+impl Served {
+    fn compiled(&self) -> &Result<CompiledCrd, Status> {
+        self.compiled
+            .get_or_init(|| load_version(&self.doc, &self.version))
+    }
+
+    fn namespaced(&self) -> bool {
+        self.doc.pointer("/spec/scope").and_then(Json::as_str) != Some("Cluster")
+    }
+
+    /// `widgets.g.example.com`, as a NotFound message names the resource.
+    fn resource(&self) -> String {
+        format!("{}.{}", str_at(&self.doc, "/spec/names/plural"), self.group)
+    }
+}
+
+/// The CRDs `crd validate` knows, by the group, version and kind they serve.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    served: Vec<Served>,
+}
+
+impl Catalog {
+    /// The served versions of every CRD among `docs` (other documents are skipped). Two
+    /// different CRDs serving the same kind in the same group and version are an error:
+    /// which one applies would be a guess.
+    pub fn new(docs: impl IntoIterator<Item = Json>) -> Result<Catalog, String> {
+        let mut served: Vec<Served> = Vec::new();
+        for doc in docs.into_iter().filter(is_crd) {
+            let group = str_at(&doc, "/spec/group").to_string();
+            let kind = str_at(&doc, "/spec/names/kind").to_string();
+            let versions: Vec<String> = doc
+                .pointer("/spec/versions")
+                .and_then(Json::as_array)
+                .map(|vs| {
+                    vs.iter()
+                        .filter(|v| v["served"] == true)
+                        .filter_map(|v| v["name"].as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            for version in versions {
+                if let Some(other) = served
+                    .iter()
+                    .find(|s| s.group == group && s.version == version && s.kind == kind)
+                {
+                    if other.doc == doc {
+                        continue;
+                    }
+                    return Err(format!(
+                        "CustomResourceDefinitions {:?} and {:?} both serve kind {kind:?} in {group}/{version}",
+                        str_at(&other.doc, "/metadata/name"),
+                        str_at(&doc, "/metadata/name"),
+                    ));
+                }
+                served.push(Served {
+                    group: group.clone(),
+                    version,
+                    kind: kind.clone(),
+                    doc: doc.clone(),
+                    compiled: OnceCell::new(),
+                });
+            }
+        }
+        Ok(Catalog { served })
+    }
+
+    /// No CRD serves any version.
+    pub fn is_empty(&self) -> bool {
+        self.served.is_empty()
+    }
+
+    fn find(&self, group: &str, version: Option<&str>, kind: &str) -> Option<&Served> {
+        self.served
+            .iter()
+            .find(|s| s.group == group && s.kind == kind && version.is_none_or(|v| s.version == v))
+    }
+}
+
+/// `(group, version)` of an apiVersion (`v1` is the core group).
+fn group_version(api_version: &str) -> (&str, &str) {
+    api_version.split_once('/').unwrap_or(("", api_version))
+}
+
+/// What identifies a stored object: group, kind, namespace (`default` when a namespaced
+/// object names none, as kubectl sends it; none for cluster-scoped kinds) and name.
+fn object_key(catalog: &Catalog, obj: &Json) -> (String, String, String, String) {
+    let (group, _) = group_version(str_at(obj, "/apiVersion"));
+    let kind = str_at(obj, "/kind");
+    let namespaced = catalog
+        .find(group, None, kind)
+        .is_none_or(Served::namespaced);
+    let namespace = match str_at(obj, "/metadata/namespace") {
+        _ if !namespaced => "",
+        "" => "default",
+        ns => ns,
     };
-    let result = match (old, status) {
-        (None, _) => compiled.create(obj),
-        (Some(o), false) => compiled.update(o, obj),
-        (Some(o), true) => compiled.update_status(o, &obj),
-    };
-    render(result, json, "allowed")
+    (
+        group.to_string(),
+        kind.to_string(),
+        namespace.to_string(),
+        str_at(obj, "/metadata/name").to_string(),
+    )
+}
+
+/// `celgate crd validate`: the API server's answer to each custom resource among `objects`
+/// (CRD documents are skipped), in order: a create, or an update of the object of the same
+/// group, kind, namespace and name among `olds` (with `status`, a /status update of it).
+/// `Err` for unusable input: no custom resource, or two stored objects with one identity.
+pub fn validate_all(
+    catalog: &Catalog,
+    objects: &[Json],
+    olds: &[Json],
+    status: bool,
+    json: bool,
+) -> Result<Answer, String> {
+    let mut stored = HashMap::new();
+    for old in olds.iter().filter(|o| !is_crd(o)) {
+        let key = object_key(catalog, old);
+        if stored.insert(key.clone(), old).is_some() {
+            let (group, kind, namespace, name) = key;
+            return Err(format!(
+                "--old: {kind}.{group} {namespace}/{name} is given twice"
+            ));
+        }
+    }
+    let answers: Vec<Answer> = objects
+        .iter()
+        .filter(|o| !is_crd(o))
+        .map(|obj| {
+            let old = stored.get(&object_key(catalog, obj)).copied();
+            validate_one(catalog, obj, old, status, json)
+        })
+        .collect();
+    if answers.is_empty() {
+        return Err("no custom resource to validate".into());
+    }
+    Ok(Answer::join(answers))
+}
+
+fn validate_one(
+    catalog: &Catalog,
+    obj: &Json,
+    old: Option<&Json>,
+    status: bool,
+    json: bool,
+) -> Answer {
+    let (group, _) = group_version(str_at(obj, "/apiVersion"));
+    let what = format!(
+        "{}.{group} {}",
+        str_at(obj, "/kind"),
+        go_quote(str_at(obj, "/metadata/name"))
+    );
+    render(catalog.admit(obj, old, status), json, &what, "allowed")
+}
+
+impl Catalog {
+    /// The API server's answer to creating `obj`, or to replacing `old` by it (`status`: a
+    /// /status update), from the CRD serving its group, version and kind: `Ok` when it
+    /// would be stored, else the refusal (404 when no CRD serves it).
+    pub fn admit(&self, obj: &Json, old: Option<&Json>, status: bool) -> Result<(), Status> {
+        let api_version = str_at(obj, "/apiVersion");
+        let kind = str_at(obj, "/kind");
+        let name = str_at(obj, "/metadata/name");
+        if api_version.is_empty() || kind.is_empty() {
+            return Err(bad_request(format!(
+                "the object {} has no apiVersion or no kind",
+                go_quote(name)
+            )));
+        }
+        let (group, version) = group_version(api_version);
+        let no_match = || format!("no matches for kind {kind:?} in version {api_version:?}");
+        let served = self
+            .find(group, Some(version), kind)
+            .ok_or_else(|| not_found(no_match()))?;
+        let compiled = served.compiled().as_ref().map_err(|s| {
+            not_found(format!(
+                "{}: the CustomResourceDefinition would be refused: {}",
+                no_match(),
+                s.message
+            ))
+        })?;
+        match (old, status) {
+            (None, false) => compiled.create(obj.clone()),
+            (Some(old), false) => compiled.update(old, obj.clone()),
+            (_, true) if !compiled.info.status_subresource => Err(not_found(
+                "the server could not find the requested resource".into(),
+            )),
+            (None, true) => Err(not_found(format!(
+                "{} {} not found",
+                served.resource(),
+                go_quote(name)
+            ))),
+            (Some(old), true) => compiled.update_status(old, obj),
+        }
+        .map(|_| ())
+    }
 }
 
 #[cfg(test)]
@@ -258,7 +562,8 @@ spec:
             "apiVersion: g.example.com/v1\nkind: Widget\nmetadata: {name: t1}\nspec: {n: 0}",
         )
         .unwrap();
-        let a = validate(&crd, obj, None, false, false);
+        let catalog = Catalog::new([crd.clone()]).unwrap();
+        let a = validate_all(&catalog, &[obj], &[], false, false).unwrap();
         assert!(!a.accepted);
         assert_eq!(
             a.output,

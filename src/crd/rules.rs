@@ -88,8 +88,8 @@ pub struct CompiledCrd {
     root: Node,
 }
 
-/// Path of the schema inside the CRD, as the API server names it (the single-version schema
-/// is reported under the internal `spec.validation`).
+/// Path of the schema inside the CRD, as the API server names it when every version has the
+/// same schema (it is then reported under the internal `spec.validation`).
 pub const SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
 
 /// Checks the schema and compiles every rule; the causes are those of a rejected CRD.
@@ -163,7 +163,8 @@ pub fn compile_full(
 ) -> Result<CompiledCrd, Vec<Cause>> {
     // Rules are compiled only for an otherwise valid schema, as the API server does: a
     // structural or rule-field error hides the compile errors.
-    let mut causes = structural::check(&crd.schema, SCHEMA_PATH);
+    let path = crd.schema_path.as_str();
+    let mut causes = structural::check(&crd.schema, path);
     if !causes.is_empty() {
         return Err(causes);
     }
@@ -171,7 +172,7 @@ pub fn compile_full(
     // compiled (the API server compiles a node's rules only when its subtree has no schema
     // error); other nodes' rules are still compiled and reported.
     let mut invalid_nodes = Vec::new();
-    check_rule_fields(&crd.schema, SCHEMA_PATH, &mut causes, &mut invalid_nodes);
+    check_rule_fields(&crd.schema, path, &mut causes, &mut invalid_nodes);
     let root_ty = root_type(&crd.schema);
     let root_decl = cost::decl(&crd.schema, true);
     let mut scope = Scope {
@@ -183,7 +184,7 @@ pub fn compile_full(
     let root = compile_node(
         &crd.schema,
         root_ty,
-        SCHEMA_PATH,
+        path,
         "selfType",
         &mut scope,
         &mut Compiling {
@@ -192,7 +193,7 @@ pub fn compile_full(
             update,
         },
     );
-    budget_causes(costs, &mut causes);
+    budget_causes(costs, path, &mut causes);
     if !causes.is_empty() {
         return Err(causes);
     }
@@ -661,7 +662,7 @@ fn compile_rule(
 
 /// The per-CRD budget: when the total estimated cost is over it, the most expensive rules
 /// (at most 4, each at least 1% of the budget) and the total are reported.
-fn budget_causes(costs: &[RuleCost], causes: &mut Vec<Cause>) {
+fn budget_causes(costs: &[RuleCost], path: &str, causes: &mut Vec<Cause>) {
     let total = costs.iter().fold(0u64, |t, c| t.saturating_add(c.cost));
     if total <= cost::STATIC_ESTIMATED_CRD_COST_LIMIT {
         return;
@@ -678,7 +679,7 @@ fn budget_causes(costs: &[RuleCost], causes: &mut Vec<Cause>) {
         ));
     }
     causes.push(Cause::forbidden(
-        SCHEMA_PATH,
+        path,
         &cost::exceeds_message(
             "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
             total,

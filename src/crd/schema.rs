@@ -153,10 +153,19 @@ pub struct Crd {
     pub schema: Schema,
     /// The schema as written, to tell whether an update changed it.
     pub raw_schema: Json,
+    /// Where errors in the schema are reported ([`crate::crd::rules::SCHEMA_PATH`], or the
+    /// version's own schema when the versions' schemas differ).
+    pub schema_path: String,
 }
 
-/// Reads a CRD from its JSON form (YAML converted by the caller).
+/// Reads a CRD from its JSON form (YAML converted by the caller), with its first version's
+/// schema.
 pub fn parse_crd(doc: &Json) -> Result<Crd, String> {
+    parse_crd_version(doc, None)
+}
+
+/// Reads a CRD with the schema of `version` (by name), or of its first version.
+pub fn parse_crd_version(doc: &Json, version: Option<&str>) -> Result<Crd, String> {
     let name = doc
         .pointer("/metadata/name")
         .and_then(Json::as_str)
@@ -176,8 +185,14 @@ pub fn parse_crd(doc: &Json) -> Result<Crd, String> {
     let version = spec
         .get("versions")
         .and_then(Json::as_array)
-        .and_then(|v| v.first())
-        .ok_or("CRD has no versions")?;
+        .and_then(|v| match version {
+            Some(name) => v.iter().find(|x| x["name"] == name),
+            None => v.first(),
+        })
+        .ok_or_else(|| match version {
+            Some(name) => format!("CRD has no version {name:?}"),
+            None => "CRD has no versions".to_string(),
+        })?;
     let status_subresource = version.pointer("/subresources/status").is_some();
     let raw = version
         .pointer("/schema/openAPIV3Schema")
@@ -191,5 +206,32 @@ pub fn parse_crd(doc: &Json) -> Result<Crd, String> {
         status_subresource,
         schema,
         raw_schema: raw.clone(),
+        schema_path: super::rules::SCHEMA_PATH.to_string(),
     })
+}
+
+/// The CRD as the API server validates it: one schema when every version has the same
+/// (reported under `spec.validation`), else each version's, in order, reported under
+/// `spec.versions[i].schema.openAPIV3Schema`.
+pub fn parse_crd_versions(doc: &Json) -> Result<Vec<Crd>, String> {
+    let versions = doc
+        .pointer("/spec/versions")
+        .and_then(Json::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let schema = |v: &Json| v.pointer("/schema/openAPIV3Schema").cloned();
+    let first = versions.first().map(schema);
+    if versions.iter().all(|v| Some(schema(v)) == first) {
+        return Ok(vec![parse_crd(doc)?]);
+    }
+    versions
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let mut crd = parse_crd_version(doc, v["name"].as_str())
+                .map_err(|e| format!("spec.versions[{i}]: {e}"))?;
+            crd.schema_path = format!("spec.versions[{i}].schema.openAPIV3Schema");
+            Ok(crd)
+        })
+        .collect()
 }

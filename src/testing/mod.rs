@@ -8,6 +8,7 @@
 //! built-in resources) and the checks; [`report`] owns the output formats.
 
 pub mod coverage;
+pub mod crd;
 pub mod kyverno;
 pub mod report;
 pub mod review;
@@ -134,6 +135,10 @@ pub struct Expect {
     /// Per binding: `pass`, `fail`, `error` or `skip`.
     #[serde(default)]
     pub bindings: Option<BTreeMap<String, Expected>>,
+    /// What the API server's CRD validation answers the object (a custom resource whose
+    /// CRD is in the suite), before any webhook.
+    #[serde(default)]
+    pub crd: Option<crd::CrdExpect>,
 }
 
 impl Expect {
@@ -147,6 +152,16 @@ impl Expect {
             && self.audit_annotations.is_none()
             && self.policies.is_none()
             && self.bindings.is_none()
+            && self.crd.as_ref().is_none_or(crd::CrdExpect::is_empty)
+    }
+
+    /// Whether anything but `crd` is expected: the policies' answer is checked only then.
+    fn expects_webhook(&self) -> bool {
+        !Expect {
+            crd: None,
+            ..self.clone()
+        }
+        .is_empty()
     }
 }
 
@@ -540,6 +555,9 @@ struct Built {
     resources: review::Resources,
     /// Binding name to policy name.
     binding_policy: BTreeMap<String, String>,
+    /// The suite's CRDs, for `expect.crd` (an error, such as two CRDs serving one kind,
+    /// fails only the cases that expect CRD validation).
+    crds: Result<crate::crd::cli::Catalog, String>,
 }
 
 /// The objects a suite names: an unreadable file makes the suite invalid.
@@ -574,6 +592,12 @@ fn build(mut objects: Vec<Loaded>, cluster_defaults: bool, version: u16) -> Resu
         crate::source::add_cluster_defaults(&mut objects);
     }
     let resources = review::Resources::new(objects.iter().map(|o| &o.object));
+    let crds = crate::crd::cli::Catalog::new(
+        objects
+            .iter()
+            .filter(|o| o.object["kind"] == "CustomResourceDefinition")
+            .map(|o| o.object.clone()),
+    );
     let mut binding_policy = BTreeMap::new();
     for o in &objects {
         if o.object["kind"] == "ValidatingAdmissionPolicyBinding" {
@@ -598,6 +622,7 @@ fn build(mut objects: Vec<Loaded>, cluster_defaults: bool, version: u16) -> Resu
         snapshot,
         resources,
         binding_policy,
+        crds,
     })
 }
 
@@ -707,9 +732,49 @@ fn run_file(
     }
 }
 
-/// Runs one case; the unmet expectations, and (when it was answered) the edits that make
-/// its expectation what was observed.
+/// Runs one case: `expect.crd` against the suite's CRDs, the rest against the policies
+/// (only when something else is expected); the unmet expectations, and (when the policies
+/// answered) the edits that make its expectation what was observed.
 fn run_case(
+    built: &Built,
+    base: &Path,
+    case: &Case,
+    index: usize,
+    object: Option<Json>,
+    probe: Option<&dyn crate::admission::probe::Probe>,
+) -> (Vec<String>, Option<Vec<update::Edit>>) {
+    let Some(expect) = case.expect.as_ref() else {
+        return run_webhook(built, base, case, index, object, probe);
+    };
+    let Some(want) = expect.crd.as_ref() else {
+        return run_webhook(built, base, case, index, object, probe);
+    };
+    let mut failures = match &case.review {
+        Some(_) => vec!["expect.crd: takes the case's object, not a review file".to_string()],
+        None => match (&built.crds, case_objects(base, &case.old_object)) {
+            (Err(e), _) => vec![format!("expect.crd: {e}")],
+            (_, Err(e)) => vec![format!("oldObject: {e}")],
+            (Ok(catalog), Ok(old)) => crd::check(
+                catalog,
+                want,
+                case.operation.unwrap_or(Operation::Create),
+                object.as_ref(),
+                old.into_iter().next().flatten().as_ref(),
+                case.sub_resource.as_deref() == Some("status"),
+            ),
+        },
+    };
+    if !expect.expects_webhook() {
+        return (failures, None);
+    }
+    let (more, edits) = run_webhook(built, base, case, index, object, probe);
+    failures.extend(more);
+    (failures, edits)
+}
+
+/// Runs one case through the policies; the unmet expectations, and (when it was answered)
+/// the edits that make its expectation what was observed.
+fn run_webhook(
     built: &Built,
     base: &Path,
     case: &Case,

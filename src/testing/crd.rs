@@ -1,0 +1,153 @@
+//! `expect.crd` of a `celgate test` case: what the API server's CRD validation answers a
+//! custom resource whose CustomResourceDefinition is in the suite (defaulting, pruning,
+//! OpenAPI validation, `x-kubernetes-validations`). The API server runs it before any
+//! validating webhook, so the webhook path never does: this expectation is checked apart
+//! from the others, which are about the policies' answer.
+
+use serde::Deserialize;
+use serde_json::Value as Json;
+
+use super::{Operation, Pattern};
+use crate::crd::cli::Catalog;
+use crate::crd::Status;
+
+/// What the CRD validation of a case's object must answer; every field given is checked.
+#[derive(Debug, Deserialize, Clone, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CrdExpect {
+    #[serde(default)]
+    pub allowed: Option<bool>,
+    /// 422 (Invalid), 404 (no CRD serves the kind), 400.
+    #[serde(default)]
+    pub code: Option<u16>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub message_matches: Option<Pattern>,
+    /// The exact causes, in order.
+    #[serde(default)]
+    pub causes: Option<Vec<ExpectedCause>>,
+}
+
+impl CrdExpect {
+    pub fn is_empty(&self) -> bool {
+        self.allowed.is_none()
+            && self.code.is_none()
+            && self.reason.is_none()
+            && self.message.is_none()
+            && self.message_matches.is_none()
+            && self.causes.is_none()
+    }
+}
+
+/// One Status cause, as the API server returns it.
+#[derive(Debug, Deserialize, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedCause {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub field: String,
+    pub message: String,
+}
+
+/// The unmet parts of `expect` for the request `operation` of `object` (replacing `old`
+/// on UPDATE; `status`: the /status subresource), answered by the CRDs of `catalog`.
+pub fn check(
+    catalog: &Catalog,
+    expect: &CrdExpect,
+    operation: Operation,
+    object: Option<&Json>,
+    old: Option<&Json>,
+    status: bool,
+) -> Vec<String> {
+    let answer = match (operation, object) {
+        (Operation::Create, Some(obj)) => catalog.admit(obj, None, status),
+        (Operation::Update, Some(obj)) => match old {
+            Some(old) => catalog.admit(obj, Some(old), status),
+            None => return vec!["expect.crd: an UPDATE needs oldObject".into()],
+        },
+        (Operation::Create | Operation::Update, None) => {
+            return vec!["expect.crd: the case has no object".into()]
+        }
+        (op, _) => {
+            return vec![format!(
+                "expect.crd: CRD validation runs on CREATE and UPDATE, not {}",
+                op.as_str()
+            )]
+        }
+    };
+    compare(expect, &answer)
+}
+
+fn compare(expect: &CrdExpect, answer: &Result<(), Status>) -> Vec<String> {
+    let mut out = Vec::new();
+    let (allowed, code, reason, message, causes) = match answer {
+        Ok(()) => (true, 200, "", "", &[][..]),
+        Err(s) => (
+            false,
+            s.code,
+            s.reason.as_str(),
+            s.message.as_str(),
+            s.causes.as_slice(),
+        ),
+    };
+    if let Some(want) = expect.allowed {
+        if want != allowed {
+            let why = if allowed {
+                String::new()
+            } else {
+                format!(" ({message})")
+            };
+            out.push(format!("crd.allowed: expected {want}, got {allowed}{why}"));
+        }
+    }
+    if let Some(want) = expect.code {
+        if want != code {
+            out.push(format!("crd.code: expected {want}, got {code}"));
+        }
+    }
+    if let Some(want) = &expect.reason {
+        if want != reason {
+            out.push(format!("crd.reason: expected {want:?}, got {reason:?}"));
+        }
+    }
+    if let Some(want) = &expect.message {
+        if want != message {
+            out.push(format!("crd.message: expected {want:?}, got {message:?}"));
+        }
+    }
+    if let Some(Pattern(re)) = &expect.message_matches {
+        if !re.is_match(message) {
+            out.push(format!(
+                "crd.messageMatches: {:?} does not match {message:?}",
+                re.as_str()
+            ));
+        }
+    }
+    if let Some(want) = &expect.causes {
+        let got: Vec<ExpectedCause> = causes
+            .iter()
+            .map(|c| ExpectedCause {
+                type_: c.reason.clone(),
+                field: c.field.clone(),
+                message: c.message.clone(),
+            })
+            .collect();
+        if *want != got {
+            let show = |cs: &[ExpectedCause]| {
+                cs.iter()
+                    .map(|c| format!("{} {}: {}", c.type_, c.field, c.message))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            out.push(format!(
+                "crd.causes: expected [{}], got [{}]",
+                show(want),
+                show(&got)
+            ));
+        }
+    }
+    out
+}
