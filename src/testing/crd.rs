@@ -108,24 +108,17 @@ fn compare(expect: &CrdExpect, answer: &Result<(), Status>) -> Vec<String> {
             out.push(format!("crd.code: expected {want}, got {code}"));
         }
     }
-    if let Some(want) = &expect.reason {
-        if want != reason {
-            out.push(format!("crd.reason: expected {want:?}, got {reason:?}"));
-        }
-    }
-    if let Some(want) = &expect.message {
-        if want != message {
-            out.push(format!("crd.message: expected {want:?}, got {message:?}"));
-        }
-    }
-    if let Some(Pattern(re)) = &expect.message_matches {
-        if !re.is_match(message) {
-            out.push(format!(
-                "crd.messageMatches: {:?} does not match {message:?}",
-                re.as_str()
-            ));
-        }
-    }
+    super::expect_status_text(
+        &mut out,
+        "crd.",
+        super::StatusText {
+            reason: expect.reason.as_deref(),
+            message: expect.message.as_deref(),
+            message_matches: expect.message_matches.as_ref(),
+        },
+        reason,
+        message,
+    );
     if let Some(want) = &expect.causes {
         let got: Vec<ExpectedCause> = causes
             .iter()

@@ -194,6 +194,44 @@ impl Operation {
 #[derive(Debug, Clone)]
 pub struct Pattern(pub regex::Regex);
 
+/// The expected reason, message and message pattern of an answer's status.
+pub(crate) struct StatusText<'e> {
+    pub reason: Option<&'e str>,
+    pub message: Option<&'e str>,
+    pub message_matches: Option<&'e Pattern>,
+}
+
+/// Adds a failure for each of `want`'s texts the status's `reason` and `message` do not meet;
+/// `field` prefixes the names (`crd.` for a CRD answer).
+pub(crate) fn expect_status_text(
+    out: &mut Vec<String>,
+    field: &str,
+    want: StatusText<'_>,
+    reason: &str,
+    message: &str,
+) {
+    if let Some(want) = want.reason {
+        if want != reason {
+            out.push(format!("{field}reason: expected {want:?}, got {reason:?}"));
+        }
+    }
+    if let Some(want) = want.message {
+        if want != message {
+            out.push(format!(
+                "{field}message: expected {want:?}, got {message:?}"
+            ));
+        }
+    }
+    if let Some(Pattern(re)) = want.message_matches {
+        if !re.is_match(message) {
+            out.push(format!(
+                "{field}messageMatches: {:?} does not match {message:?}",
+                re.as_str()
+            ));
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Pattern {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Pattern, D::Error> {
         let text = String::deserialize(d)?;
@@ -963,24 +1001,17 @@ fn check(
             out.push(format!("code: expected {want}, got {got}"));
         }
     }
-    if let Some(want) = &expect.reason {
-        if want != reason {
-            out.push(format!("reason: expected {want:?}, got {reason:?}"));
-        }
-    }
-    if let Some(want) = &expect.message {
-        if want != message {
-            out.push(format!("message: expected {want:?}, got {message:?}"));
-        }
-    }
-    if let Some(Pattern(re)) = &expect.message_matches {
-        if !re.is_match(message) {
-            out.push(format!(
-                "messageMatches: {:?} does not match {message:?}",
-                re.as_str()
-            ));
-        }
-    }
+    expect_status_text(
+        &mut out,
+        "",
+        StatusText {
+            reason: expect.reason.as_deref(),
+            message: expect.message.as_deref(),
+            message_matches: expect.message_matches.as_ref(),
+        },
+        reason,
+        message,
+    );
     if let Some(want) = &expect.warnings {
         if *want != verdict.warnings {
             out.push(format!(
