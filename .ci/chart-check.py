@@ -12,7 +12,9 @@ Needs helm-python-sdk (Helm's Go SDK, no helm binary) and kubernetes-validate fr
 """
 
 import copy
+import json
 import pathlib
+import re
 import shutil
 import sys
 import tempfile
@@ -58,6 +60,7 @@ VARIANTS = {
     },
     "everything-on": {
         "autoscaling": {"enabled": True},
+        "dashboard": {"enabled": True},
         "serviceMonitor": {"enabled": True},
         "networkPolicy": {"enabled": True, "apiServerCIDRs": ["10.0.0.1/32"]},
         "celgate": {"events": False, "k8sVersion": "1.33"},
@@ -228,6 +231,29 @@ def check_promises(variant, objects):
     for kind in ["HorizontalPodAutoscaler", "ServiceMonitor", "NetworkPolicy"]:
         if (find(objects, kind) is not None) != autoscaled:
             fail(f"{variant}: {kind} is optional and off by default")
+    check_dashboard(variant, objects, autoscaled)
+
+
+def check_dashboard(variant, objects, on):
+    """The Grafana dashboard: off by default; when on, a ConfigMap the sidecar loads, whose
+    JSON is a dashboard querying only metrics celgate exports."""
+    maps = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboard")]
+    if not on:
+        if maps:
+            fail(f"{variant}: the dashboard is off by default")
+        return
+    if len(maps) != 1 or maps[0]["metadata"]["labels"].get("grafana_dashboard") != "1":
+        fail(f"{variant}: one dashboard ConfigMap labelled grafana_dashboard=1 expected")
+        return
+    dash = json.loads(maps[0]["data"]["celgate.json"])
+    exported = set(re.findall(r'"(celgate_[a-z_]+)"', (ROOT / "src/server/metrics.rs").read_text()))
+    used = set()
+    for p in dash["panels"]:
+        for t in p["targets"]:
+            used |= {m.removesuffix("_bucket") for m in re.findall(r"celgate_[a-z_]+", t["expr"])}
+    unknown = used - exported
+    if len(dash["panels"]) < 8 or unknown:
+        fail(f"{variant}: dashboard panels {len(dash['panels'])}, unknown metrics {sorted(unknown)}")
 
 
 def check_certificate_controller(variant, objects, on, dep, ca):
