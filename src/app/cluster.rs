@@ -32,7 +32,11 @@ pub(super) async fn start(
     });
     let target = state.clone();
     let publish = Arc::new(move |s| target.install(s));
-    Ok(Arc::new(KubeSource::start(client, options, publish)))
+    let source = KubeSource::start(client, options, publish);
+    if let Some(store) = source.report_store() {
+        state.set_result_sink(store);
+    }
+    Ok(Arc::new(source))
 }
 
 /// Copies the cluster source's health and problems into the metrics, every second.
