@@ -393,3 +393,80 @@ async fn only_the_lease_holder_writes() {
     assert_eq!(lease["spec"]["holderIdentity"], "celgate-b");
     b.shutdown().await;
 }
+
+/// The report flags refuse what would disable them or cannot work, before anything starts,
+/// naming the flag; their defaults are off, 10s and 2000.
+#[test]
+fn report_flags_refuse_bad_values() {
+    let kube = [
+        "--source",
+        "kubernetes",
+        "--kube-api-url",
+        "http://127.0.0.1:9",
+    ];
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--reports", "wgpolicy"],
+            "--reports needs --source kubernetes",
+        ),
+        (&["--reports", "kyverno"], "--reports"),
+        (
+            &[
+                &kube[..],
+                &["--reports", "wgpolicy", "--reports-interval", "0s"],
+            ]
+            .concat(),
+            "--reports-interval",
+        ),
+        (
+            &[
+                &kube[..],
+                &["--reports", "wgpolicy", "--reports-interval", "soon"],
+            ]
+            .concat(),
+            "--reports-interval",
+        ),
+        (
+            &[
+                &kube[..],
+                &["--reports", "openreports", "--reports-max-results", "0"],
+            ]
+            .concat(),
+            "--reports-max-results must be at least 1",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+            .args([
+                "serve",
+                "--self-signed",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "off",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    // Each flag's own entry: from its name to the next flag.
+    for (flag, default) in [
+        ("--reports <REPORTS>", "[default: off]"),
+        ("--reports-interval <DURATION>", "[default: 10s]"),
+        ("--reports-max-results <N>", "[default: 2000]"),
+    ] {
+        let entry = help
+            .split_once(flag)
+            .and_then(|(_, rest)| rest.split("\n      --").next())
+            .unwrap_or_else(|| panic!("{flag} not in: {help}"));
+        assert!(entry.contains(default), "{flag}: {entry}");
+    }
+}
