@@ -26,7 +26,7 @@ pub struct Answer {
     /// The object a stored-object admission was about, for policy reports: filled only by
     /// [`answer_traced`] (then with [`AdmissionVerdict::results`] traced too), for a request
     /// without a subresource and not a dry run.
-    pub reported: Option<crate::scan::Resource>,
+    pub reported: Option<ObjectRef>,
 }
 
 /// The object a request was about, for log lines.
@@ -36,6 +36,19 @@ pub struct Subject {
     pub resource: String,
     pub namespace: String,
     pub name: String,
+}
+
+/// A stored object as policy reports reference it (`celgate scan`'s objects and the
+/// cluster's admissions).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    /// Empty for a cluster-scoped object.
+    pub namespace: String,
+    pub name: String,
+    /// Empty when unknown (a manifest never applied).
+    pub uid: String,
 }
 
 /// How the verdict becomes the answer.
@@ -109,7 +122,7 @@ pub fn answer_traced(
 
 /// The stored object `req` is about: the new object, or the old one of a DELETE; `None` for
 /// a subresource, a dry run, or a request without an object.
-fn reported(req: &crate::admission::request::Request<'_>) -> Option<crate::scan::Resource> {
+fn reported(req: &crate::admission::request::Request<'_>) -> Option<ObjectRef> {
     let a = &req.attributes;
     let dry_run = req
         .request
@@ -131,7 +144,7 @@ fn reported(req: &crate::admission::request::Request<'_>) -> Option<crate::scan:
         n if !n.is_empty() => n.clone(),
         _ => text(metadata.and_then(|m| m.get("name"))),
     };
-    Some(crate::scan::Resource {
+    Some(ObjectRef {
         api_version: text(object.get("apiVersion")),
         kind: text(object.get("kind")),
         namespace: a.namespace.clone(),

@@ -29,16 +29,7 @@ pub const SCAN_USER: &str = "system:serviceaccount:celgate:celgate";
 const SCAN_GROUPS: &[&str] = &["system:serviceaccounts", "system:serviceaccounts:celgate"];
 
 /// The object a result is about, as report results reference it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Resource {
-    pub api_version: String,
-    pub kind: String,
-    /// Empty for a cluster-scoped object.
-    pub namespace: String,
-    pub name: String,
-    /// Empty when the manifest has none (a file never applied).
-    pub uid: String,
-}
+pub use crate::review::ObjectRef as Resource;
 
 impl Resource {
     fn of(object: &Json) -> Resource {

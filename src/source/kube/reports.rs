@@ -201,8 +201,11 @@ fn same_outcome(a: &ReportResult, b: &ReportResult) -> bool {
         && a.actions == b.actions
 }
 
-impl crate::server::ResultSink for ReportStore {
-    fn admitted(&self, snapshot: &Snapshot, answer: &crate::review::Answer) {
+impl ReportStore {
+    /// A review answered on `snapshot` with its results traced
+    /// ([`crate::review::answer_traced`]): the reported object's results replace its
+    /// previous ones; its DELETE removes them.
+    pub fn admitted(&self, snapshot: &Snapshot, answer: &crate::review::Answer) {
         let Some(resource) = &answer.reported else {
             return;
         };
@@ -216,10 +219,6 @@ impl crate::server::ResultSink for ReportStore {
             .filter_map(|r| ReportResult::of(snapshot, r, now))
             .collect();
         self.record(resource.clone(), results);
-    }
-
-    fn installed(&self, snapshot: &Snapshot) {
-        self.retain(snapshot);
     }
 }
 
