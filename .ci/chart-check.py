@@ -68,6 +68,12 @@ VARIANTS = {
         "webhook": {"failOpenUntilReady": False},
     },
     "observe": {"mode": "observe"},
+    "reports": {"reports": {"enabled": True}},
+    "reports-wgpolicy-crds": {"reports": {"enabled": True, "installCRDs": True}},
+    "reports-openreports-crds-no-events": {
+        "reports": {"enabled": True, "format": "openreports", "installCRDs": True, "interval": "30s", "maxResults": 500},
+        "celgate": {"events": False},
+    },
     "namespaced-params": {
         "rbac": {
             "paramResources": [
@@ -88,6 +94,9 @@ INVALID = {
     "unknown key": ({"webhok": {}}, SCHEMA),
     "certificate mode": ({"certificates": {"mode": "selfmade"}}, SCHEMA),
     "mode": ({"mode": "audit"}, SCHEMA),
+    "reports format": ({"reports": {"enabled": True, "format": "kyverno"}}, SCHEMA),
+    "reports maxResults": ({"reports": {"enabled": True, "maxResults": 0}}, SCHEMA),
+    "reports interval": ({"reports": {"enabled": True, "interval": "often"}}, SCHEMA),
     "controller duration": ({"certificates": {"controller": {"overlap": "soon"}}}, SCHEMA),
     "param namespace name": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": ["configmaps"], "namespaces": ["Team_A"]}]}}, SCHEMA),
     "param entry without resources": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": []}]}}, SCHEMA),
@@ -223,11 +232,12 @@ def check_promises(variant, objects):
         fail(f"{variant}: PodDisruptionBudget expected")
     if c["image"] != f"{IMAGE['image']['repository']}:0.1.0":
         fail(f"{variant}: image {c['image']}")
-    role = find(objects, "ClusterRole")
+    role = find(objects, "ClusterRole", RELEASE)
     verbs = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
     if any(v - {"get", "list", "watch"} for k, v in verbs.items() if k[0] != ("authorization.k8s.io",)):
         fail(f"{variant}: the ClusterRole may only read, besides SubjectAccessReviews: {verbs}")
     check_params(variant, objects, verbs, c["args"])
+    check_reports(variant, objects, c["args"])
     for kind in ["HorizontalPodAutoscaler", "ServiceMonitor", "NetworkPolicy"]:
         if (find(objects, kind) is not None) != autoscaled:
             fail(f"{variant}: {kind} is optional and off by default")
@@ -254,6 +264,63 @@ def check_dashboard(variant, objects, on):
     unknown = used - exported
     if len(dash["panels"]) < 8 or unknown:
         fail(f"{variant}: dashboard panels {len(dash['panels'])}, unknown metrics {sorted(unknown)}")
+
+
+# Per reports.format: its API group, its (namespaced, cluster) plurals, short names.
+REPORT_KINDS = {
+    "wgpolicy": ("wgpolicyk8s.io", ["policyreports", "clusterpolicyreports"], ["polr", "cpolr"]),
+    "openreports": ("openreports.io", ["reports", "clusterreports"], ["reps", "creps"]),
+}
+
+
+def check_reports(variant, objects, args):
+    """reports.enabled: celgate gets --reports with the format, interval and cap, and the Lease
+    (also with Events off); a ClusterRole grants exactly create, get, patch and delete on the
+    format's two report kinds, bound to celgate's service account. reports.installCRDs: the
+    format's two CRDs, kept on uninstall, with the summary's printer columns. Off: none."""
+    r = variant_values(variant).get("reports", {})
+    on = r.get("enabled", False)
+    fmt = r.get("format", "wgpolicy")
+    flags = sorted(a for a in args if a.startswith("--reports"))
+    wanted = sorted([f"--reports={fmt}", f"--reports-interval={r.get('interval', '10s')}",
+                     f"--reports-max-results={r.get('maxResults', 2000)}"]) if on else []
+    if flags != wanted:
+        fail(f"{variant}: report flags {flags}, expected {wanted}")
+    events = variant_values(variant).get("celgate", {}).get("events", True)
+    lease = find(objects, "Role", f"{RELEASE}-lease")
+    if (f"--lease-name={RELEASE}-events" in args) != (on or events) or (lease is not None) != (on or events):
+        fail(f"{variant}: the Lease (flag and Role) is needed exactly for Events or reports")
+    role = find(objects, "ClusterRole", f"{RELEASE}-reports")
+    binding = find(objects, "ClusterRoleBinding", f"{RELEASE}-reports")
+    group, plurals, shorts = REPORT_KINDS[fmt]
+    if not on:
+        if role or binding:
+            fail(f"{variant}: report RBAC without reports.enabled")
+    else:
+        expected = [{"apiGroups": [group], "resources": plurals, "verbs": ["create", "get", "patch", "delete"]}]
+        if role is None or role["rules"] != expected:
+            fail(f"{variant}: report ClusterRole {role and role['rules']}, expected {expected}")
+        if binding is None or (binding["subjects"][0]["name"], binding["subjects"][0]["namespace"]) != (RELEASE, NAMESPACE):
+            fail(f"{variant}: the report ClusterRole must be bound to celgate's service account")
+    crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
+    if not (on and r.get("installCRDs", False)):
+        if crds:
+            fail(f"{variant}: report CRDs rendered without reports.installCRDs")
+        return
+    names = sorted(o["metadata"]["name"] for o in crds)
+    if names != sorted(f"{p}.{group}" for p in plurals):
+        fail(f"{variant}: report CRDs {names}")
+    for crd, plural, short in zip(sorted(crds, key=lambda o: plurals.index(o["spec"]["names"]["plural"])), plurals, shorts):
+        spec = crd["spec"]
+        scope = "Cluster" if plural.startswith("cluster") else "Namespaced"
+        if spec["scope"] != scope or spec["names"]["shortNames"] != [short]:
+            fail(f"{variant}: CRD {plural}: scope {spec['scope']}, short names {spec['names']['shortNames']}")
+        if crd["metadata"].get("annotations", {}).get("helm.sh/resource-policy") != "keep":
+            fail(f"{variant}: CRD {plural} must be kept on uninstall")
+        columns = {c["name"]: c["jsonPath"] for c in spec["versions"][0]["additionalPrinterColumns"]}
+        for count in ["pass", "fail", "warn", "error", "skip"]:
+            if columns.get(count.capitalize()) != f".summary.{count}":
+                fail(f"{variant}: CRD {plural} lacks the printer column {count.capitalize()}: {columns}")
 
 
 def check_certificate_controller(variant, objects, on, dep, ca):

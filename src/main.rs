@@ -137,9 +137,24 @@ enum Command {
         /// passes its own); empty: every replica reports.
         #[arg(long, env = "POD_NAMESPACE", default_value = "")]
         lease_namespace: String,
-        /// Name of that Lease.
+        /// Name of that Lease (it also picks the one replica writing policy reports).
         #[arg(long, default_value = "celgate-events")]
         lease_name: String,
+        /// Write admission results as policy reports (`--source kubernetes`): `wgpolicy`
+        /// (wgpolicyk8s.io/v1alpha2 PolicyReport and ClusterPolicyReport), `openreports`
+        /// (openreports.io/v1alpha1 Report and ClusterReport) or `off`. One report per
+        /// namespace plus one cluster report, named `celgate-admission`, written by the Lease
+        /// holder with server-side apply.
+        #[arg(long, value_enum, default_value = "off")]
+        reports: ServeReports,
+        /// Each policy report is written at most once per this interval.
+        #[arg(long, value_name = "DURATION", default_value = "10s")]
+        reports_interval: String,
+        /// Results listed per policy report at most, failures and errors first (the API
+        /// server refuses objects over 1.5 MiB); the annotation celgate.io/results-dropped
+        /// counts those left out, and the summary counts every result.
+        #[arg(long, value_name = "N", default_value_t = celgate::source::kube::reports::DEFAULT_MAX_RESULTS)]
+        reports_max_results: usize,
         /// HTTPS address of the webhook (POST /validate, /healthz, /readyz).
         #[arg(long, default_value = "0.0.0.0:8443")]
         listen: std::net::SocketAddr,
@@ -349,6 +364,14 @@ enum ScanOutput {
     Table,
     Yaml,
     Json,
+}
+
+/// `celgate serve --reports`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ServeReports {
+    Wgpolicy,
+    Openreports,
+    Off,
 }
 
 /// `celgate scan`'s report API.
@@ -610,6 +633,9 @@ fn serve(command: Command) -> ExitCode {
         pod_name,
         lease_namespace,
         lease_name,
+        reports,
+        reports_interval,
+        reports_max_results,
         listen,
         metrics_listen,
         tls_cert,
@@ -728,6 +754,12 @@ fn serve(command: Command) -> ExitCode {
         memory_per_expression: cel_memory_limit,
         ..Limits::default()
     };
+    if reports != ServeReports::Off && matches!(source, SourceKind::Folder) {
+        eprintln!(
+            "celgate: --reports needs --source kubernetes (reports are written in the cluster)"
+        );
+        return ExitCode::from(2);
+    }
     let source = match source {
         SourceKind::Folder => match duration("--reload-settle", &reload_settle) {
             Ok(settle) => PolicySource::Folder(celgate::source::folder::FolderSource {
@@ -768,6 +800,27 @@ fn serve(command: Command) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            let api = match reports {
+                ServeReports::Wgpolicy => Some(celgate::scan::report::ReportApi::WgPolicy),
+                ServeReports::Openreports => Some(celgate::scan::report::ReportApi::OpenReports),
+                ServeReports::Off => None,
+            };
+            let reports = match (api, positive("--reports-interval", &reports_interval)) {
+                (None, _) => None,
+                (Some(_), _) if reports_max_results == 0 => {
+                    eprintln!("celgate: --reports-max-results must be at least 1");
+                    return ExitCode::from(2);
+                }
+                (Some(api), Ok(interval)) => Some(kube::reports::ReportOptions {
+                    api,
+                    interval,
+                    max_results: reports_max_results,
+                }),
+                (Some(_), Err(e)) => {
+                    eprintln!("celgate: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             // One replica reports Events; it needs a name and a namespace for the Lease.
             let events_lease =
                 (!lease_namespace.is_empty() && !pod_name.is_empty()).then(|| LeaseOptions {
@@ -788,6 +841,7 @@ fn serve(command: Command) -> ExitCode {
                     instance: pod_name,
                     retry_max,
                     param_namespaces,
+                    reports,
                     ..KubeOptions::default()
                 },
                 sar: Some(SarOptions {

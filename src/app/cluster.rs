@@ -1,6 +1,6 @@
 //! The cluster source while serving: the Kubernetes client, the SubjectAccessReview
-//! authorizer, snapshots installed as they come, and the source's health copied into the
-//! metrics.
+//! authorizer, snapshots installed as they come, the source's health copied into the
+//! metrics, and admission results handed to the policy reports.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +32,29 @@ pub(super) async fn start(
     });
     let target = state.clone();
     let publish = Arc::new(move |s| target.install(s));
-    Ok(Arc::new(KubeSource::start(client, options, publish)))
+    let source = KubeSource::start(client, options, publish);
+    if let Some(store) = source.report_store() {
+        state.set_result_sink(Arc::new(Reports(store)));
+    }
+    Ok(Arc::new(source))
+}
+
+/// The server's admission results go to the cluster source's policy reports (the server
+/// and the source know nothing of each other).
+struct Reports(Arc<kube::reports::ReportStore>);
+
+impl crate::server::ResultSink for Reports {
+    fn admitted(
+        &self,
+        snapshot: &crate::policy::snapshot::Snapshot,
+        answer: &crate::review::Answer,
+    ) {
+        self.0.admitted(snapshot, answer);
+    }
+
+    fn installed(&self, snapshot: &crate::policy::snapshot::Snapshot) {
+        self.0.retain(snapshot);
+    }
 }
 
 /// Copies the cluster source's health and problems into the metrics, every second.

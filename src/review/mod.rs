@@ -23,6 +23,10 @@ pub struct Answer {
     /// What the request was about; filled only when a result failed or errored (for the
     /// result log lines), so that the usual review copies nothing for it.
     pub subject: Option<Subject>,
+    /// The object a stored-object admission was about, for policy reports: filled only by
+    /// [`answer_traced`] (then with [`AdmissionVerdict::results`] traced too), for a request
+    /// without a subresource and not a dry run.
+    pub reported: Option<ObjectRef>,
 }
 
 /// The object a request was about, for log lines.
@@ -32,6 +36,19 @@ pub struct Subject {
     pub resource: String,
     pub namespace: String,
     pub name: String,
+}
+
+/// A stored object as policy reports reference it (`celgate scan`'s objects and the
+/// cluster's admissions).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    /// Empty for a cluster-scoped object.
+    pub namespace: String,
+    pub name: String,
+    /// Empty when unknown (a manifest never applied).
+    pub uid: String,
 }
 
 /// How the verdict becomes the answer.
@@ -64,9 +81,26 @@ pub fn answer_in(
     context: &AdmitContext<'_>,
     mode: Mode,
 ) -> Result<Answer, ReviewError> {
+    answer_traced(snapshot, body, context, mode, false)
+}
+
+/// [`answer_in`]; when `trace`, also each validation's result and the object reported on
+/// (for the cluster's policy reports, which cost this extra work only when written).
+pub fn answer_traced(
+    snapshot: &Snapshot,
+    body: &[u8],
+    context: &AdmitContext<'_>,
+    mode: Mode,
+    trace: bool,
+) -> Result<Answer, ReviewError> {
     let doc = crate::cel::json::Doc::parse(body).map_err(ReviewError::MalformedJson)?;
     let req = request(&doc)?;
-    let verdict = admit(snapshot, &req, context);
+    let verdict = if trace {
+        crate::admission::admit_traced(snapshot, &req, context)
+    } else {
+        admit(snapshot, &req, context)
+    };
+    let reported = if trace { reported(&req) } else { None };
     let review = match mode {
         Mode::Enforce => encode::review(&req, &verdict),
         Mode::Observe => encode::observed(&req),
@@ -82,6 +116,40 @@ pub fn answer_in(
         uid: req.uid.clone(),
         operation: req.attributes.operation.clone(),
         subject,
+        reported,
+    })
+}
+
+/// The stored object `req` is about: the new object, or the old one of a DELETE; `None` for
+/// a subresource, a dry run, or a request without an object.
+fn reported(req: &crate::admission::request::Request<'_>) -> Option<ObjectRef> {
+    let a = &req.attributes;
+    let dry_run = req
+        .request
+        .get("dryRun")
+        .is_some_and(|d| matches!(d.item(), crate::cel::json::Item::Bool(true)));
+    if !a.subresource.is_empty() || dry_run {
+        return None;
+    }
+    let object = match a.operation.as_str() {
+        "DELETE" => req.old_object,
+        _ => req.object,
+    }?;
+    let text = |r: Option<crate::cel::json::Ref<'_, '_>>| {
+        r.and_then(|r| r.str_chars())
+            .map_or(String::new(), |(s, _)| s.to_string())
+    };
+    let metadata = object.get("metadata");
+    let name = match &req.request_name {
+        n if !n.is_empty() => n.clone(),
+        _ => text(metadata.and_then(|m| m.get("name"))),
+    };
+    Some(ObjectRef {
+        api_version: text(object.get("apiVersion")),
+        kind: text(object.get("kind")),
+        namespace: a.namespace.clone(),
+        name,
+        uid: text(metadata.and_then(|m| m.get("uid"))),
     })
 }
 

@@ -29,16 +29,7 @@ pub const SCAN_USER: &str = "system:serviceaccount:celgate:celgate";
 const SCAN_GROUPS: &[&str] = &["system:serviceaccounts", "system:serviceaccounts:celgate"];
 
 /// The object a result is about, as report results reference it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Resource {
-    pub api_version: String,
-    pub kind: String,
-    /// Empty for a cluster-scoped object.
-    pub namespace: String,
-    pub name: String,
-    /// Empty when the manifest has none (a file never applied).
-    pub uid: String,
-}
+pub use crate::review::ObjectRef as Resource;
 
 impl Resource {
     fn of(object: &Json) -> Resource {
@@ -138,73 +129,77 @@ impl<'s> Scanner<'s> {
         let verdict = admit_traced(self.snapshot, &req, &context);
         Ok(ObjectResults {
             resource,
-            results: self.results(&verdict),
+            results: verdict_results(self.snapshot, &verdict),
             denied: !verdict.allowed(),
         })
     }
+}
 
-    /// Each matching (policy, binding)'s validations, the worst over its params.
-    fn results(&self, verdict: &crate::admission::AdmissionVerdict) -> Vec<ScanResult> {
-        type Key = (usize, usize, Option<usize>);
-        let mut worst: BTreeMap<Key, ScanResult> = BTreeMap::new();
-        let mut keep = |r: ScanResult| {
-            let key = (r.policy, r.binding, r.validation);
-            match worst.get(&key) {
-                Some(old) if old.result >= r.result => {}
-                _ => {
-                    worst.insert(key, r);
-                }
-            }
-        };
-        for e in &verdict.evaluated {
-            let Some(entry) = self.snapshot.policies.get(e.policy) else {
-                continue;
-            };
-            let Some(binding) = entry.bindings.get(e.binding) else {
-                continue;
-            };
-            let policy = &entry.policy;
-            let result = |validation, result, message: &str, reason: Option<String>| ScanResult {
-                policy: e.policy,
-                binding: e.binding,
-                validation,
-                result,
-                message: message.to_string(),
-                reason,
-            };
-            let traced = verdict.results.iter().find(|r| {
-                r.policy == policy.name && r.binding.as_deref() == Some(binding.name.as_str())
-            });
-            match traced {
-                Some(t) if !t.validations.is_empty() => {
-                    for v in &t.validations {
-                        keep(result(v.index, v.result, &v.message, v.reason.clone()));
-                    }
-                }
-                // Excluded by the matchConditions: each validation skipped.
-                _ if e.result == PolicyResult::Skip => {
-                    for i in 0..policy.validations.len() {
-                        keep(result(Some(i), PolicyResult::Skip, "", None));
-                    }
-                }
-                // A configuration error, or a match condition's error ignored.
-                _ => {
-                    let message = verdict
-                        .denials
-                        .iter()
-                        .find(|d| {
-                            d.policy == policy.name
-                                && d.binding.as_deref().is_none_or(|b| b == binding.name)
-                        })
-                        .map_or("the policy or binding could not be evaluated", |d| {
-                            d.message.as_str()
-                        });
-                    keep(result(None, e.result, message, None));
-                }
+/// Each matching (policy, binding)'s validations, the worst over its params, from a verdict
+/// of [`admit_traced`] on `snapshot` (also the cluster's report writer's input).
+pub fn verdict_results(
+    snapshot: &Snapshot,
+    verdict: &crate::admission::AdmissionVerdict,
+) -> Vec<ScanResult> {
+    type Key = (usize, usize, Option<usize>);
+    let mut worst: BTreeMap<Key, ScanResult> = BTreeMap::new();
+    let mut keep = |r: ScanResult| {
+        let key = (r.policy, r.binding, r.validation);
+        match worst.get(&key) {
+            Some(old) if old.result >= r.result => {}
+            _ => {
+                worst.insert(key, r);
             }
         }
-        worst.into_values().collect()
+    };
+    for e in &verdict.evaluated {
+        let Some(entry) = snapshot.policies.get(e.policy) else {
+            continue;
+        };
+        let Some(binding) = entry.bindings.get(e.binding) else {
+            continue;
+        };
+        let policy = &entry.policy;
+        let result = |validation, result, message: &str, reason: Option<String>| ScanResult {
+            policy: e.policy,
+            binding: e.binding,
+            validation,
+            result,
+            message: message.to_string(),
+            reason,
+        };
+        let traced = verdict.results.iter().find(|r| {
+            r.policy == policy.name && r.binding.as_deref() == Some(binding.name.as_str())
+        });
+        match traced {
+            Some(t) if !t.validations.is_empty() => {
+                for v in &t.validations {
+                    keep(result(v.index, v.result, &v.message, v.reason.clone()));
+                }
+            }
+            // Excluded by the matchConditions: each validation skipped.
+            _ if e.result == PolicyResult::Skip => {
+                for i in 0..policy.validations.len() {
+                    keep(result(Some(i), PolicyResult::Skip, "", None));
+                }
+            }
+            // A configuration error, or a match condition's error ignored.
+            _ => {
+                let message = verdict
+                    .denials
+                    .iter()
+                    .find(|d| {
+                        d.policy == policy.name
+                            && d.binding.as_deref().is_none_or(|b| b == binding.name)
+                    })
+                    .map_or("the policy or binding could not be evaluated", |d| {
+                        d.message.as_str()
+                    });
+                keep(result(None, e.result, message, None));
+            }
+        }
     }
+    worst.into_values().collect()
 }
 
 /// Expands a `List` (what `kubectl get -o yaml` prints for several objects) into its items;

@@ -117,42 +117,149 @@ fn reference(r: &Resource) -> Json {
     Json::Object(m)
 }
 
-fn result_json(
-    snapshot: &Snapshot,
-    resource: &Resource,
-    r: &ScanResult,
-    timestamp: i64,
-) -> Option<Json> {
-    let entry = snapshot.policies.get(r.policy)?;
-    let binding = entry.bindings.get(r.binding)?;
-    let mut properties = Map::new();
-    properties.insert("binding".into(), json!(binding.name));
-    if let Some(i) = r.validation {
-        properties.insert("validationIndex".into(), json!(i.to_string()));
+/// One result as a report lists it, owning its names: the cluster writer keeps results
+/// across snapshots, whose indices change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportResult {
+    pub policy: String,
+    pub binding: String,
+    /// The validation's index; `None` for an error of the whole policy or binding.
+    pub validation: Option<usize>,
+    /// The binding's validationActions, comma-separated.
+    pub actions: String,
+    pub result: PolicyResult,
+    /// Empty for a pass or a skip.
+    pub message: String,
+    /// A failed validation's reason.
+    pub reason: Option<String>,
+    /// When the result was reached (Unix seconds).
+    pub timestamp: i64,
+}
+
+impl ReportResult {
+    /// `r` with its policy's and binding's names from `snapshot`; `None` when `r` names
+    /// neither.
+    pub fn of(snapshot: &Snapshot, r: &ScanResult, timestamp: i64) -> Option<ReportResult> {
+        let entry = snapshot.policies.get(r.policy)?;
+        let binding = entry.bindings.get(r.binding)?;
+        Some(ReportResult {
+            policy: entry.policy.name.clone(),
+            binding: binding.name.clone(),
+            validation: r.validation,
+            actions: binding.action_names.join(","),
+            result: r.result,
+            message: r.message.clone(),
+            reason: r.reason.clone(),
+            timestamp,
+        })
     }
-    properties.insert(
-        "validationActions".into(),
-        json!(binding.action_names.join(",")),
+
+    fn to_json(&self, resource: &Resource) -> Json {
+        let mut properties = Map::new();
+        properties.insert("binding".into(), json!(self.binding));
+        if let Some(i) = self.validation {
+            properties.insert("validationIndex".into(), json!(i.to_string()));
+        }
+        properties.insert("validationActions".into(), json!(self.actions));
+        let mut out = Map::new();
+        out.insert("source".into(), json!(SOURCE));
+        out.insert("policy".into(), json!(self.policy));
+        out.insert("rule".into(), json!(rule(&self.binding, self.validation)));
+        if self.result == PolicyResult::Fail {
+            out.insert("severity".into(), json!(severity(self.reason.as_deref())));
+        }
+        out.insert(
+            "timestamp".into(),
+            json!({"seconds": self.timestamp, "nanos": 0}),
+        );
+        out.insert("result".into(), json!(self.result.label()));
+        out.insert("scored".into(), json!(true));
+        out.insert("resources".into(), json!([reference(resource)]));
+        if !self.message.is_empty() {
+            out.insert("message".into(), json!(self.message));
+        }
+        out.insert("properties".into(), Json::Object(properties));
+        Json::Object(out)
+    }
+}
+
+/// What a report is named and labelled, and how many results it lists at most.
+#[derive(Debug, Clone, Copy)]
+pub struct ReportMeta<'a> {
+    pub name: &'a str,
+    /// The `celgate.io/source` label: `scan` or `admission`.
+    pub source: &'a str,
+    /// Results listed at most (the API server refuses objects over 1.5 MiB): beyond it,
+    /// failures and errors are kept first, and the annotation [`DROPPED_ANNOTATION`] says
+    /// how many were left out; the summary still counts every result.
+    pub max_results: usize,
+}
+
+/// The annotation telling how many results a report does not list (see
+/// [`ReportMeta::max_results`]).
+pub const DROPPED_ANNOTATION: &str = "celgate.io/results-dropped";
+
+/// One report object: of `namespace` (`None`: the cluster report), listing `results` sorted
+/// by policy, binding, validation and resource, with their summary.
+pub fn report<'r>(
+    api: ReportApi,
+    namespace: Option<&str>,
+    meta: ReportMeta<'_>,
+    results: impl IntoIterator<Item = (&'r Resource, &'r ReportResult)>,
+) -> Json {
+    let mut summary = Summary::default();
+    let mut results: Vec<(&Resource, &ReportResult)> = results.into_iter().collect();
+    for (_, r) in &results {
+        summary.add(r.result);
+    }
+    let order = |a: &(&Resource, &ReportResult), b: &(&Resource, &ReportResult)| {
+        (&a.1.policy, &a.1.binding, a.1.validation, a.0).cmp(&(
+            &b.1.policy,
+            &b.1.binding,
+            b.1.validation,
+            b.0,
+        ))
+    };
+    let mut dropped = 0;
+    if results.len() > meta.max_results {
+        // Failures and errors first, then the rest in order; the cut keeps the former.
+        results.sort_by(|a, b| {
+            (b.1.result >= PolicyResult::Fail)
+                .cmp(&(a.1.result >= PolicyResult::Fail))
+                .then_with(|| order(a, b))
+        });
+        dropped = results.len() - meta.max_results;
+        results.truncate(meta.max_results);
+    }
+    results.sort_by(order);
+    let mut metadata = Map::new();
+    metadata.insert("name".into(), json!(meta.name));
+    if let Some(ns) = namespace {
+        metadata.insert("namespace".into(), json!(ns));
+    }
+    metadata.insert(
+        "labels".into(),
+        json!({"app.kubernetes.io/managed-by": "celgate", "celgate.io/source": meta.source}),
     );
-    let mut out = Map::new();
-    out.insert("source".into(), json!(SOURCE));
-    out.insert("policy".into(), json!(entry.policy.name));
-    out.insert("rule".into(), json!(rule(&binding.name, r.validation)));
-    if r.result == PolicyResult::Fail {
-        out.insert("severity".into(), json!(severity(r.reason.as_deref())));
+    if dropped > 0 {
+        metadata.insert(
+            "annotations".into(),
+            json!({ DROPPED_ANNOTATION: dropped.to_string() }),
+        );
     }
-    out.insert(
-        "timestamp".into(),
-        json!({"seconds": timestamp, "nanos": 0}),
+    let mut report = Map::new();
+    report.insert("apiVersion".into(), json!(api.api_version()));
+    report.insert("kind".into(), json!(api.kind(namespace.is_none())));
+    report.insert("metadata".into(), Json::Object(metadata));
+    if api == ReportApi::OpenReports {
+        report.insert("source".into(), json!(SOURCE));
+    }
+    report.insert("summary".into(), summary.to_json());
+    report.insert(
+        "results".into(),
+        Json::Array(results.into_iter().map(|(o, r)| r.to_json(o)).collect()),
     );
-    out.insert("result".into(), json!(r.result.label()));
-    out.insert("scored".into(), json!(true));
-    out.insert("resources".into(), json!([reference(resource)]));
-    if !r.message.is_empty() {
-        out.insert("message".into(), json!(r.message));
-    }
-    out.insert("properties".into(), Json::Object(properties));
-    Some(Json::Object(out))
+    Json::Object(report)
 }
 
 /// The report objects for the results of `objects`: one per namespace with a result, then
@@ -165,63 +272,32 @@ pub fn reports(
     api: ReportApi,
     timestamp: i64,
 ) -> Vec<Json> {
-    // Namespace ("" for the cluster) -> (sort key, result).
-    type Sorted = Vec<((String, String, Option<usize>, Resource), Json)>;
-    let mut by_namespace: BTreeMap<&str, (Summary, Sorted)> = BTreeMap::new();
+    // Namespace ("" for the cluster) -> its results.
+    let mut by_namespace: BTreeMap<&str, Vec<(&Resource, ReportResult)>> = BTreeMap::new();
     for o in objects {
         for r in &o.results {
-            let Some(json) = result_json(snapshot, &o.resource, r, timestamp) else {
+            let Some(r) = ReportResult::of(snapshot, r, timestamp) else {
                 continue;
             };
-            let (summary, results) = by_namespace
+            by_namespace
                 .entry(o.resource.namespace.as_str())
-                .or_default();
-            summary.add(r.result);
-            let key = (
-                json["policy"].as_str().unwrap_or_default().to_string(),
-                json["properties"]["binding"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-                r.validation,
-                o.resource.clone(),
-            );
-            results.push((key, json));
+                .or_default()
+                .push((&o.resource, r));
         }
     }
+    let meta = ReportMeta {
+        name: REPORT_NAME,
+        source: "scan",
+        max_results: usize::MAX,
+    };
     // The cluster report comes last.
     let cluster = by_namespace.remove("");
-    let mut out = Vec::new();
-    let items = by_namespace
+    by_namespace
         .into_iter()
         .map(|(ns, v)| (Some(ns), v))
-        .chain(cluster.map(|v| (None, v)));
-    for (namespace, (summary, mut results)) in items {
-        results.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut metadata = Map::new();
-        metadata.insert("name".into(), json!(REPORT_NAME));
-        if let Some(ns) = namespace {
-            metadata.insert("namespace".into(), json!(ns));
-        }
-        metadata.insert(
-            "labels".into(),
-            json!({"app.kubernetes.io/managed-by": "celgate", "celgate.io/source": "scan"}),
-        );
-        let mut report = Map::new();
-        report.insert("apiVersion".into(), json!(api.api_version()));
-        report.insert("kind".into(), json!(api.kind(namespace.is_none())));
-        report.insert("metadata".into(), Json::Object(metadata));
-        if api == ReportApi::OpenReports {
-            report.insert("source".into(), json!(SOURCE));
-        }
-        report.insert("summary".into(), summary.to_json());
-        report.insert(
-            "results".into(),
-            Json::Array(results.into_iter().map(|(_, j)| j).collect()),
-        );
-        out.push(Json::Object(report));
-    }
-    out
+        .chain(cluster.map(|v| (None, v)))
+        .map(|(ns, v)| report(api, ns, meta, v.iter().map(|(o, r)| (*o, r))))
+        .collect()
 }
 
 /// The violations (failed and errored results) as a table: policy, binding, resource, result

@@ -114,6 +114,15 @@ impl Answering {
     }
 }
 
+/// Receives each admission's results when policy reports are written (the cluster's report
+/// writer).
+pub trait ResultSink: Send + Sync {
+    /// A review answered on `snapshot`, traced (see [`crate::review::answer_traced`]).
+    fn admitted(&self, snapshot: &Snapshot, answer: &crate::review::Answer);
+    /// `snapshot` is about to serve: results of policies and bindings it lacks go.
+    fn installed(&self, snapshot: &Snapshot);
+}
+
 /// What the handlers share.
 pub struct AppState {
     pub snapshot: ArcSwap<Snapshot>,
@@ -127,6 +136,8 @@ pub struct AppState {
     /// The live services evaluations may call (the cluster's authorizer and namespace
     /// lookup); unset: none (a policy folder).
     services: std::sync::OnceLock<Services>,
+    /// Where admission results go when policy reports are written; unset: nowhere.
+    sink: std::sync::OnceLock<Arc<dyn ResultSink>>,
     inflight: Arc<Semaphore>,
     evaluators: pool::EvalPool,
 }
@@ -137,6 +148,7 @@ impl AppState {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             ready: AtomicBool::new(false),
             metrics: Metrics::new(),
+            sink: std::sync::OnceLock::new(),
             inflight: Arc::new(Semaphore::new(limits.max_inflight)),
             evaluators: pool::EvalPool::new(
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
@@ -156,6 +168,11 @@ impl AppState {
         let _ = self.services.set(services);
     }
 
+    /// Sends every answered review's results to `sink` (set once, at start).
+    pub fn set_result_sink(&self, sink: Arc<dyn ResultSink>) {
+        let _ = self.sink.set(sink);
+    }
+
     /// What one review's evaluation may wait on: the services and a deadline.
     fn admit_context(&self, deadline: Instant) -> AdmitContext<'_> {
         let mut context = AdmitContext::default();
@@ -171,6 +188,9 @@ impl AppState {
 
     /// Installs a new snapshot, atomically, and marks the service ready.
     pub fn install(&self, snapshot: Snapshot) {
+        if let Some(sink) = self.sink.get() {
+            sink.installed(&snapshot);
+        }
         self.metrics.policies.set(snapshot.policies.len() as i64);
         self.metrics.bindings.set(
             snapshot
@@ -349,7 +369,14 @@ async fn validate(
             return None;
         }
         let context = state.admit_context(deadline_at);
-        let answer = crate::review::answer_in(&snapshot, &bytes, &context, state.answering.mode);
+        let sink = state.sink.get();
+        let answer = crate::review::answer_traced(
+            &snapshot,
+            &bytes,
+            &context,
+            state.answering.mode,
+            sink.is_some(),
+        );
         if let Ok(a) = &answer {
             // Counted on the snapshot the verdict was reached on: its indices name its
             // policies and bindings.
@@ -359,6 +386,10 @@ async fn validate(
                 .results(&snapshot, evaluated, metrics::ResultSource::Admission);
             if state.answering.logs_results() {
                 log_results(&snapshot, a);
+            }
+            // A timed-out verdict is incomplete: not a result to report.
+            if let Some(sink) = sink.filter(|_| !a.verdict.timed_out) {
+                sink.admitted(&snapshot, a);
             }
         }
         Some(answer)

@@ -1,6 +1,8 @@
 //! An in-process fake Kubernetes API server for the cluster source's tests: discovery, list
 //! and watch (chunked JSON event streams with replay from a resourceVersion, bookmarks,
-//! dropped connections and `410 Gone`), SubjectAccessReview and Event creation. Tests drive
+//! dropped connections and `410 Gone`), SubjectAccessReview and Event creation, server-side
+//! apply (PATCH `application/apply-patch+yaml`, the body replacing the object, as with one
+//! field manager that owns every field) and DELETE of one object. Tests drive
 //! it (`apply`, `delete`, `drop_watches`, `expire_watches`, `set_down`, `set_unreachable`,
 //! `stall`) and inspect what the client asked for.
 
@@ -95,6 +97,11 @@ pub struct Fake {
     pub posted_events: Mutex<Vec<Json>>,
     /// Successful replaces (PUT) of cluster-scoped objects, as `plural/name`.
     pub replaces: Mutex<Vec<String>>,
+    /// Server-side applies, as (`plural/namespace/name`, query, body); `namespace` empty
+    /// for a cluster-scoped object.
+    pub applies: Mutex<Vec<(String, String, Json)>>,
+    /// Deletes of one object, as `plural/namespace/name`.
+    pub deletes: Mutex<Vec<String>>,
     sar: Mutex<Sar>,
     /// The `major` and `minor` that `/version` reports.
     version: Mutex<(String, String)>,
@@ -141,6 +148,8 @@ impl Fake {
             reviews: Mutex::default(),
             posted_events: Mutex::default(),
             replaces: Mutex::default(),
+            applies: Mutex::default(),
+            deletes: Mutex::default(),
             sar: Mutex::new(Box::new(|_| Ok(json!({"allowed": false})))),
             version: Mutex::new(("1".into(), "32".into())),
         });
@@ -415,6 +424,13 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
         }));
     }
     let method = req.method().clone();
+    let raw_query = req.uri().query().unwrap_or("").to_string();
+    let content_type = req
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let body = axum::body::to_bytes(req.into_body(), 1 << 20)
         .await
         .unwrap_or_default();
@@ -456,6 +472,18 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
             return collection(fake, kind, Some(namespace), &query).await;
         }
         let body: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
+        if let Some(answer) = apply_or_delete(
+            &fake,
+            &method,
+            &content_type,
+            &raw_query,
+            &kind,
+            &namespace,
+            name.as_deref(),
+            &body,
+        ) {
+            return answer;
+        }
         return one_object(&fake, &method, &kind, &namespace, name.as_deref(), body);
     }
     if method == Method::POST {
@@ -481,6 +509,21 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
         let name = path.strip_prefix(&format!("{}/", k.key()))?;
         (!name.contains('/')).then(|| (k.clone(), name.to_string()))
     });
+    if let Some((kind, name)) = &single {
+        let body: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
+        if let Some(answer) = apply_or_delete(
+            &fake,
+            &method,
+            &content_type,
+            &raw_query,
+            kind,
+            "",
+            Some(name),
+            &body,
+        ) {
+            return answer;
+        }
+    }
     if let Some((kind, name)) = single.as_ref().filter(|_| method == Method::PUT) {
         let mut body: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
         let stored = {
@@ -678,6 +721,75 @@ fn one_object(
         }
         _ => status(StatusCode::NOT_FOUND, "unsupported request"),
     }
+}
+
+/// Server-side apply (PATCH with the apply content type; other patches get 415) or DELETE
+/// of one object; `None` for any other request.
+#[allow(clippy::too_many_arguments)]
+fn apply_or_delete(
+    fake: &Fake,
+    method: &Method,
+    content_type: &str,
+    query: &str,
+    kind: &Kind,
+    namespace: &str,
+    name: Option<&str>,
+    body: &Json,
+) -> Option<Response> {
+    let name = name?;
+    let path = format!("{}/{namespace}/{name}", kind.plural);
+    let stored = || {
+        let r = fake.resources.lock().unwrap();
+        r[&kind.key()]
+            .objects
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    };
+    if *method == Method::PATCH {
+        if content_type != "application/apply-patch+yaml" {
+            return Some(status(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "only server-side apply",
+            ));
+        }
+        if !query.contains("fieldManager=") {
+            return Some(status(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "fieldManager is required for apply requests",
+            ));
+        }
+        if body["apiVersion"] != json!(kind.api_version)
+            || body["kind"] != json!(kind.kind)
+            || body["metadata"]["name"] != json!(name)
+        {
+            return Some(status(
+                StatusCode::BAD_REQUEST,
+                "the body does not match the path",
+            ));
+        }
+        fake.applies
+            .lock()
+            .unwrap()
+            .push((path, query.to_string(), body.clone()));
+        let mut object = body.clone();
+        if !namespace.is_empty() {
+            object["metadata"]["namespace"] = json!(namespace);
+        }
+        fake.apply(object);
+        return Some(ok(stored().unwrap()));
+    }
+    if *method == Method::DELETE {
+        let Some(existing) = stored() else {
+            return Some(status(
+                StatusCode::NOT_FOUND,
+                &format!("{} {name:?} not found", kind.plural),
+            ));
+        };
+        fake.deletes.lock().unwrap().push(path);
+        fake.delete(existing.clone());
+        return Some(ok(existing));
+    }
+    None
 }
 
 /// Decrements a resource's open-watch count when the stream is dropped.

@@ -32,6 +32,7 @@ mod error;
 pub mod feedback;
 pub mod lease;
 pub mod namespaces;
+pub mod reports;
 mod retry;
 mod store;
 mod watch;
@@ -83,6 +84,9 @@ pub struct KubeOptions {
     /// namespace and kind), for RBAC that grants them there only; a param elsewhere counts as
     /// missing. Empty: cluster-wide. Cluster-scoped param kinds are always watched whole.
     pub param_namespaces: Vec<String>,
+    /// Write admission results as policy reports (`None`: no reports). With
+    /// `events_lease`, only its holder writes.
+    pub reports: Option<reports::ReportOptions>,
 }
 
 impl Default for KubeOptions {
@@ -98,6 +102,7 @@ impl Default for KubeOptions {
             events_lease: None,
             instance: String::new(),
             param_namespaces: Vec::new(),
+            reports: None,
         }
     }
 }
@@ -161,7 +166,9 @@ pub type Publish = Arc<dyn Fn(Snapshot) + Send + Sync>;
 /// A running cluster source; dropping it stops every watcher.
 pub struct KubeSource {
     shared: Arc<Shared>,
+    reports: Option<Arc<reports::ReportStore>>,
     _task: Task,
+    _reports_task: Option<Task>,
 }
 
 #[derive(Default)]
@@ -177,6 +184,8 @@ struct Shared {
     discovery_failing_since: Mutex<Option<Instant>>,
     /// The CEL environment's version read from the API server, once read.
     cel_version: Mutex<Option<u16>>,
+    /// Whether this replica holds the Lease (Events and policy reports).
+    leadership: Arc<lease::Leadership>,
 }
 
 /// The status reported before discovery has answered: the watches do not exist yet, and an
@@ -187,11 +196,43 @@ impl KubeSource {
     /// Starts the watchers on the current tokio runtime.
     pub fn start(client: Client, options: KubeOptions, publish: Publish) -> KubeSource {
         let shared = Arc::new(Shared::default());
+        let store = options
+            .reports
+            .as_ref()
+            .map(|_| Arc::new(reports::ReportStore::default()));
+        let reports_task = options
+            .reports
+            .clone()
+            .zip(store.clone())
+            .map(|(o, store)| {
+                let leadership = shared.leadership.clone();
+                let leased = options.events_lease.is_some();
+                let is_writer = move || !leased || leadership.is_leader();
+                Task(tokio::spawn(reports::write(
+                    client.clone(),
+                    store,
+                    o,
+                    is_writer,
+                )))
+            });
         let task = tokio::spawn(run(client, options, publish, shared.clone()));
         KubeSource {
             shared,
+            reports: store,
             _task: Task(task),
+            _reports_task: reports_task,
         }
+    }
+
+    /// The policy reports' current results, when reports are written: the server sends
+    /// each admission's results there.
+    pub fn report_store(&self) -> Option<Arc<reports::ReportStore>> {
+        self.reports.clone()
+    }
+
+    /// Whether this replica holds the Lease (always false without one).
+    pub fn is_leader(&self) -> bool {
+        self.shared.leadership.is_leader()
     }
 
     /// True once the first complete snapshot was published.
@@ -499,10 +540,11 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
     let mut feedback = options
         .events
         .then(|| feedback::Reporter::new(client.clone(), &options.instance));
-    let leadership = Arc::new(lease::Leadership::default());
-    // Aborted with this task.
-    let _lease = match (&feedback, &options.events_lease) {
-        (Some(_), Some(l)) => Some(Task(tokio::spawn(lease::hold(
+    let leadership = shared.leadership.clone();
+    // Aborted with this task; held for Events and for policy reports.
+    let leased = feedback.is_some() || options.reports.is_some();
+    let _lease = match (leased, &options.events_lease) {
+        (true, Some(l)) => Some(Task(tokio::spawn(lease::hold(
             client.clone(),
             l.clone(),
             leadership.clone(),

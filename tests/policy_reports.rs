@@ -1,0 +1,472 @@
+//! Policy reports written in the cluster (`serve --source kubernetes --reports ...`): the
+//! whole service against the in-process fake API server, reviews sent over HTTPS as the API
+//! server sends them. Reports are created after admissions, updated when a resource changes,
+//! lose a resource's results on its DELETE and a removed binding's results, a burst of
+//! admissions makes a few writes, a large report is capped with failures kept, and only the
+//! Lease holder writes.
+
+mod fake_apiserver;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
+use celgate::scan::report::ReportApi;
+use celgate::server::Limits;
+use celgate::source::kube::lease::LeaseOptions;
+use celgate::source::kube::reports::ReportOptions;
+use fake_apiserver::{policy_kinds, Fake, Kind};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{json, Value as Json};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+const REPORT: &str = "celgate-admission";
+
+fn kinds() -> Vec<Kind> {
+    let mut k = policy_kinds("v1").to_vec();
+    k.push(Kind::new("v1", "Namespace", "namespaces", false));
+    k.push(Kind::new(
+        "wgpolicyk8s.io/v1alpha2",
+        "PolicyReport",
+        "policyreports",
+        true,
+    ));
+    k.push(Kind::new(
+        "wgpolicyk8s.io/v1alpha2",
+        "ClusterPolicyReport",
+        "clusterpolicyreports",
+        false,
+    ));
+    k.push(Kind::new("coordination.k8s.io/v1", "Lease", "leases", true));
+    k
+}
+
+/// Namespace `team`; the policy `no-bad-label` (pods with the label `bad` fail, on CREATE,
+/// UPDATE and DELETE) bound everywhere with Deny.
+fn with_policy(fake: &Fake) {
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team", "labels": {"kubernetes.io/metadata.name": "team"}}}));
+    fake.apply(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "no-bad-label"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["pods"]}]},
+            "validations": [{"expression": "request.operation == 'DELETE' || !has(object.metadata.labels) || !('bad' in object.metadata.labels)", "message": "no bad pods", "reason": "Forbidden"}]
+        }
+    }));
+    fake.apply(binding());
+}
+
+fn binding() -> Json {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "no-bad-label-all"},
+        "spec": {"policyName": "no-bad-label", "validationActions": ["Deny"]}
+    })
+}
+
+fn config(api: SocketAddr, reports: ReportOptions, lease: Option<&str>) -> ServeConfig {
+    ServeConfig {
+        source: PolicySource::Kubernetes {
+            api_url: Some(format!("http://{api}").parse().unwrap()),
+            kubeconfig: None,
+            options: celgate::source::kube::KubeOptions {
+                debounce: Duration::from_millis(20),
+                recheck: Duration::from_millis(100),
+                events: false,
+                instance: lease.unwrap_or("celgate-test").into(),
+                events_lease: lease.map(|identity| LeaseOptions {
+                    namespace: "celgate-system".into(),
+                    name: "celgate-events".into(),
+                    identity: identity.into(),
+                    duration: Duration::from_secs(1),
+                    renew: Duration::from_millis(100),
+                }),
+                reports: Some(reports),
+                ..Default::default()
+            },
+            sar: None,
+        },
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: None,
+        cert: CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        client_ca: None,
+        limits: Limits::default(),
+        answering: Default::default(),
+        poll: Duration::from_millis(100),
+        version: celgate::cel::NEWEST_MINOR,
+    }
+}
+
+fn options(interval_ms: u64, max_results: usize) -> ReportOptions {
+    ReportOptions {
+        api: ReportApi::WgPolicy,
+        interval: Duration::from_millis(interval_ms),
+        max_results,
+    }
+}
+
+/// One HTTP/1.1 connection to the webhook, reused for every review.
+struct Webhook {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    port: u16,
+}
+
+impl Webhook {
+    async fn connect(server: &Running) -> Webhook {
+        let ca = server.ca_pem.clone().unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let addr = server.bound.webhook;
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let tls = TlsConnector::from(Arc::new(cfg))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap();
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        Webhook {
+            sender,
+            port: addr.port(),
+        }
+    }
+
+    /// Sends the review and returns its `response`.
+    async fn review(&mut self, review: Json) -> Json {
+        let req = hyper::Request::builder()
+            .method("POST")
+            .uri(format!("https://localhost:{}/validate", self.port))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(review.to_string())))
+            .unwrap();
+        self.sender.ready().await.unwrap();
+        let resp = self.sender.send_request(req).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        let answer: Json = serde_json::from_slice(&body).unwrap();
+        answer["response"].clone()
+    }
+}
+
+fn pod(name: &str, bad: bool) -> Json {
+    let labels = if bad {
+        json!({"bad": "yes"})
+    } else {
+        json!({})
+    };
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team", "uid": format!("uid-{name}"), "labels": labels}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+}
+
+/// The review of `operation` on `pod` (`new` and `old` as that operation carries them).
+fn review(operation: &str, new: Option<Json>, old: Option<Json>) -> Json {
+    let name = new.as_ref().or(old.as_ref()).unwrap()["metadata"]["name"].clone();
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": format!("req-{operation}-{name}"),
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": name,
+            "namespace": "team",
+            "operation": operation,
+            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "object": new,
+            "oldObject": old,
+            "dryRun": false
+        }
+    })
+}
+
+/// Polls `check` for up to 10 s.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+fn team_report(fake: &Fake) -> Option<Json> {
+    fake.object("policyreports", "team", REPORT)
+}
+
+fn summary(report: &Json) -> (u64, u64) {
+    (
+        report["summary"]["pass"].as_u64().unwrap(),
+        report["summary"]["fail"].as_u64().unwrap(),
+    )
+}
+
+async fn ready(server: &Running) {
+    eventually("ready", || {
+        server
+            .state
+            .ready
+            .load(std::sync::atomic::Ordering::Acquire)
+    })
+    .await;
+}
+
+/// Reports are created after admissions (server-side apply by the field manager `celgate`,
+/// forced), updated when a resource's result changes, lose a resource's results on its DELETE,
+/// and are deleted once their binding is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_follow_admissions() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    with_policy(&fake);
+    let server = start(config(api, options(200, 100), None)).await.unwrap();
+    ready(&server).await;
+    let mut webhook = Webhook::connect(&server).await;
+    let r = webhook
+        .review(review("CREATE", Some(pod("p1", true)), None))
+        .await;
+    assert_eq!(r["allowed"], false, "enforce mode still denies: {r}");
+    webhook
+        .review(review("CREATE", Some(pod("p2", false)), None))
+        .await;
+    eventually("the team report", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (1, 1))
+    })
+    .await;
+    let report = team_report(&fake).unwrap();
+    assert_eq!(
+        report["metadata"]["labels"]["celgate.io/source"],
+        "admission"
+    );
+    let results = report["results"].as_array().unwrap();
+    let failed = results.iter().find(|r| r["result"] == "fail").unwrap();
+    assert_eq!(failed["policy"], "no-bad-label");
+    assert_eq!(failed["rule"], "no-bad-label-all/validations[0]");
+    assert_eq!(failed["message"], "no bad pods");
+    assert_eq!(failed["severity"], "high");
+    assert_eq!(failed["resources"][0]["uid"], "uid-p1");
+    assert_eq!(failed["resources"][0]["name"], "p1");
+    let (path, query, _) = fake.applies.lock().unwrap()[0].clone();
+    assert_eq!(path, format!("policyreports/team/{REPORT}"));
+    assert!(
+        query.contains("fieldManager=celgate") && query.contains("force=true"),
+        "{query}"
+    );
+    // p1 fixed: its result is replaced.
+    webhook
+        .review(review(
+            "UPDATE",
+            Some(pod("p1", false)),
+            Some(pod("p1", true)),
+        ))
+        .await;
+    eventually("p1 passes", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (2, 0))
+    })
+    .await;
+    // p2 deleted: its results go.
+    webhook
+        .review(review("DELETE", None, Some(pod("p2", false))))
+        .await;
+    eventually("p2 gone", || {
+        team_report(&fake).is_some_and(|r| {
+            summary(&r) == (1, 0) && r["results"][0]["resources"][0]["name"] == "p1"
+        })
+    })
+    .await;
+    // The binding removed: its results go, and with them the report.
+    fake.delete(binding());
+    eventually("the report deleted", || team_report(&fake).is_none()).await;
+    assert_eq!(
+        fake.deletes.lock().unwrap().clone(),
+        vec![format!("policyreports/team/{REPORT}")]
+    );
+    server.shutdown().await;
+}
+
+/// A burst of 1,000 admissions makes at most one write per interval, and a report over the cap
+/// keeps every failure and counts what it leaves out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_is_batched_and_a_large_report_capped() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    with_policy(&fake);
+    let interval = Duration::from_millis(1000);
+    let server = start(config(api, options(1000, 300), None)).await.unwrap();
+    ready(&server).await;
+    let mut webhook = Webhook::connect(&server).await;
+    let started = Instant::now();
+    for i in 0..1000 {
+        let p = pod(&format!("p{i:04}"), i % 10 == 0);
+        webhook.review(review("CREATE", Some(p), None)).await;
+    }
+    eventually("every result", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (900, 100))
+    })
+    .await;
+    let elapsed = started.elapsed();
+    let writes = fake.applies.lock().unwrap().len();
+    let intervals = (elapsed.as_millis() / interval.as_millis()) as usize + 1;
+    assert!(
+        writes <= intervals,
+        "{writes} writes for {elapsed:?} of admissions"
+    );
+    assert!(writes <= 20, "{writes} writes");
+    let report = team_report(&fake).unwrap();
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 300);
+    assert_eq!(
+        results.iter().filter(|r| r["result"] == "fail").count(),
+        100,
+        "every failure kept"
+    );
+    assert_eq!(
+        report["metadata"]["annotations"]["celgate.io/results-dropped"],
+        "700"
+    );
+    // Nothing changed: no more writes.
+    tokio::time::sleep(interval * 2).await;
+    assert_eq!(fake.applies.lock().unwrap().len(), writes);
+    server.shutdown().await;
+}
+
+/// Of two replicas, only the Lease holder writes; when it goes away, the other takes the
+/// Lease over and writes what it has seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_lease_holder_writes() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    with_policy(&fake);
+    let a = start(config(api, options(100, 100), Some("celgate-a")))
+        .await
+        .unwrap();
+    ready(&a).await;
+    eventually("a holds the lease", || {
+        fake.object("leases", "celgate-system", "celgate-events")
+            .is_some_and(|l| l["spec"]["holderIdentity"] == "celgate-a")
+    })
+    .await;
+    let b = start(config(api, options(100, 100), Some("celgate-b")))
+        .await
+        .unwrap();
+    ready(&b).await;
+    // b sees an admission; a does not: for ten of b's intervals, nothing is written.
+    let mut to_b = Webhook::connect(&b).await;
+    to_b.review(review("CREATE", Some(pod("seen-by-b", true)), None))
+        .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(fake.applies.lock().unwrap().is_empty());
+    // a, the holder, writes what it sees.
+    let mut to_a = Webhook::connect(&a).await;
+    to_a.review(review("CREATE", Some(pod("seen-by-a", false)), None))
+        .await;
+    eventually("a writes", || team_report(&fake).is_some()).await;
+    let report = team_report(&fake).unwrap();
+    assert_eq!(summary(&report), (1, 0));
+    assert_eq!(report["results"][0]["resources"][0]["name"], "seen-by-a");
+    // a goes away; once the Lease expires, b takes it over and writes its own state.
+    a.shutdown().await;
+    eventually("b writes", || {
+        team_report(&fake).is_some_and(|r| r["results"][0]["resources"][0]["name"] == "seen-by-b")
+    })
+    .await;
+    let lease = fake
+        .object("leases", "celgate-system", "celgate-events")
+        .unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "celgate-b");
+    b.shutdown().await;
+}
+
+/// The report flags refuse what would disable them or cannot work, before anything starts,
+/// naming the flag; their defaults are off, 10s and 2000.
+#[test]
+fn report_flags_refuse_bad_values() {
+    let kube = [
+        "--source",
+        "kubernetes",
+        "--kube-api-url",
+        "http://127.0.0.1:9",
+    ];
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--reports", "wgpolicy"],
+            "--reports needs --source kubernetes",
+        ),
+        (&["--reports", "kyverno"], "--reports"),
+        (
+            &[
+                &kube[..],
+                &["--reports", "wgpolicy", "--reports-interval", "0s"],
+            ]
+            .concat(),
+            "--reports-interval",
+        ),
+        (
+            &[
+                &kube[..],
+                &["--reports", "wgpolicy", "--reports-interval", "soon"],
+            ]
+            .concat(),
+            "--reports-interval",
+        ),
+        (
+            &[
+                &kube[..],
+                &["--reports", "openreports", "--reports-max-results", "0"],
+            ]
+            .concat(),
+            "--reports-max-results must be at least 1",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+            .args([
+                "serve",
+                "--self-signed",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "off",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    // Each flag's own entry: from its name to the next flag.
+    for (flag, default) in [
+        ("--reports <REPORTS>", "[default: off]"),
+        ("--reports-interval <DURATION>", "[default: 10s]"),
+        ("--reports-max-results <N>", "[default: 2000]"),
+    ] {
+        let entry = help
+            .split_once(flag)
+            .and_then(|(_, rest)| rest.split("\n      --").next())
+            .unwrap_or_else(|| panic!("{flag} not in: {help}"));
+        assert!(entry.contains(default), "{flag}: {entry}");
+    }
+}
