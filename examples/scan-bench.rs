@@ -91,7 +91,8 @@ fn run(n: usize) -> Result<(), String> {
     let scan = started.elapsed();
     let scan_peak = peak_rss_kib();
     let started = Instant::now();
-    let built = reports(&snapshot, &results, ReportApi::WgPolicy, 0);
+    // Built and dropped one at a time, as `celgate scan -o yaml` writes them.
+    let built = reports(&snapshot, &results, ReportApi::WgPolicy, 0).count();
     let building = started.elapsed();
     let summary = celgate::scan::report::summary(&results);
     println!(
@@ -105,7 +106,7 @@ fn run(n: usize) -> Result<(), String> {
         summary.fail,
         summary.error,
         summary.skip,
-        built.len(),
+        built,
         building.as_secs_f64()
     );
     match (scan_peak, peak_rss_kib()) {

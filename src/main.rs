@@ -411,15 +411,16 @@ fn run_scan(
         ScanOutput::Yaml | ScanOutput::Json => {
             let items = report::reports(&scanned.snapshot, &scanned.objects, api, now);
             if matches!(output, ScanOutput::Json) {
+                let items: Vec<_> = items.collect();
                 let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
                 format!(
                     "{}\n",
                     serde_json::to_string_pretty(&list).unwrap_or_default()
                 )
             } else {
+                // Each report is turned into text and dropped before the next is built.
                 items
-                    .iter()
-                    .map(|r| format!("---\n{}", serde_yaml_ng::to_string(r).unwrap_or_default()))
+                    .map(|r| format!("---\n{}", serde_yaml_ng::to_string(&r).unwrap_or_default()))
                     .collect()
             }
         }

@@ -358,7 +358,8 @@ fn scan_results_become_policy_reports() {
         &scanned.objects,
         ReportApi::WgPolicy,
         1_700_000_000,
-    );
+    )
+    .collect::<Vec<_>>();
     let kinds: Vec<(&str, &str, &str)> = wg
         .iter()
         .map(|r| {
@@ -416,7 +417,8 @@ fn scan_results_become_policy_reports() {
         &scanned.objects,
         ReportApi::OpenReports,
         1,
-    );
+    )
+    .collect::<Vec<_>>();
     let kinds: Vec<(&str, &str, &str)> = open
         .iter()
         .map(|r| {

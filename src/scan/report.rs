@@ -265,13 +265,15 @@ pub fn report<'r>(
 /// The report objects for the results of `objects`: one per namespace with a result, then
 /// the cluster report (cluster-scoped objects), each with every result of its objects
 /// (passes and skips included) sorted by policy, rule and resource, and its summary.
-/// `timestamp` (Unix seconds) is the scan's time.
-pub fn reports(
-    snapshot: &Snapshot,
-    objects: &[ObjectResults],
+/// `timestamp` (Unix seconds) is the scan's time. Each report is built as the iterator gets
+/// to it, so a caller that writes and drops them holds one at a time (a JSON report takes
+/// about 3.5 KB per result).
+pub fn reports<'a>(
+    snapshot: &'a Snapshot,
+    objects: &'a [ObjectResults],
     api: ReportApi,
     timestamp: i64,
-) -> Vec<Json> {
+) -> impl Iterator<Item = Json> + 'a {
     // Namespace ("" for the cluster) -> its results.
     let mut by_namespace: BTreeMap<&str, Vec<(&Resource, ReportResult)>> = BTreeMap::new();
     for o in objects {
@@ -296,8 +298,7 @@ pub fn reports(
         .into_iter()
         .map(|(ns, v)| (Some(ns), v))
         .chain(cluster.map(|v| (None, v)))
-        .map(|(ns, v)| report(api, ns, meta, v.iter().map(|(o, r)| (*o, r))))
-        .collect()
+        .map(move |(ns, v)| report(api, ns, meta, v.iter().map(|(o, r)| (*o, r))))
 }
 
 /// The violations (failed and errored results) as a table: policy, binding, resource, result
