@@ -129,9 +129,8 @@ fn split(s: &str) -> Result<(bool, &str, &str, &str), &'static str> {
         denom = &s[pos + 1..end];
         pos = end;
     }
-    if num.is_empty() && denom.is_empty() {
-        return Err(FORMAT_WRONG);
-    }
+    // No digits at all is zero, as apimachinery's scanner takes an empty number as `0`:
+    // `Mi`, `-` and `.` are quantities (the empty string is refused before).
     let suffix_start = pos;
     while pos < b.len() && b"eEinumkKMGTP".contains(&b[pos]) {
         pos += 1;
@@ -488,7 +487,11 @@ mod tests {
             parse("200K").unwrap_err().message().contains("suffix"),
             "upper-case K is invalid"
         );
-        assert!(parse("Mi").is_err(), "a bare suffix is invalid");
+        // Recorded from Kubernetes 1.32: a bare suffix is zero (the scanner's empty number).
+        assert_eq!(parse("Mi").unwrap().nanos, 0);
+        assert_eq!(parse("-").unwrap().to_cel_string().unwrap(), "0");
+        assert!(parse("abc").is_err());
+        assert!(parse(" 1").is_err());
         assert!(parse("")
             .unwrap_err()
             .message()
