@@ -32,6 +32,9 @@ pub struct Quantity {
     /// The text it was parsed from, when apimachinery's `ParseQuantity` keeps it as the
     /// quantity's string (its fast path on text it deems canonical: `+1`, `5.`, `1E3`).
     pub text: Option<Box<str>>,
+    /// Whether apimachinery holds it as an int64 amount (its parse fast path) rather than an
+    /// unbounded decimal: only then is it an integer to `isInteger`/`asInteger` (`AsInt64`).
+    pub int64: bool,
 }
 
 /// apimachinery's quantity formats: the suffix family a quantity was parsed with, which its
@@ -203,20 +206,22 @@ pub fn parse(s: &str) -> Result<Quantity, EvalError> {
     } else {
         Format::DecimalSi
     };
-    let text = kept_text(num, denom, &suffix).then(|| s.into());
+    let fast = fast_path(num, denom, &suffix);
+    let text = (fast == Some(true)).then(|| s.into());
     Ok(Quantity {
         nanos: if positive { nanos } else { -nanos },
         format,
         text,
+        int64: fast.is_some(),
     })
 }
 
-/// Whether apimachinery's `ParseQuantity` keeps the text as the quantity's string: on its
-/// int64 fast path (few enough digits, a scale of at least nano, no overflow), for a binary
-/// quantity whose number is not a multiple of 8, or a decimal one with a scale that is a
-/// multiple of 3 and a number that neither starts with `0` nor ends with `000` (leading
-/// zeros stripped first).
-fn kept_text(num: &str, denom: &str, suffix: &Suffix) -> bool {
+/// apimachinery's `ParseQuantity` int64 fast path (few enough digits, a scale of at least
+/// nano, no overflow): `None` off it, else whether it keeps the text as the quantity's
+/// string: for a binary quantity whose number is not a multiple of 8, or a decimal one with
+/// a scale that is a multiple of 3 and a number that neither starts with `0` nor ends with
+/// `000` (leading zeros stripped first).
+fn fast_path(num: &str, denom: &str, suffix: &Suffix) -> Option<bool> {
     let num = match num.trim_start_matches('0') {
         "" => "0",
         n => n,
@@ -226,23 +231,20 @@ fn kept_text(num: &str, denom: &str, suffix: &Suffix) -> bool {
     match *suffix {
         Suffix::Decimal(exp) => {
             let scale = i64::from(exp) - denom.len() as i64;
-            digits <= 18
-                && scale >= -9
-                && scale % 3 == 0
-                && !shifted.ends_with("000")
-                && !shifted.starts_with('0')
-                && shifted.parse::<i64>().is_ok()
+            if digits > 18 || scale < -9 {
+                return None;
+            }
+            shifted.parse::<i64>().ok()?;
+            Some(scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0'))
         }
         Suffix::Binary(exp) => {
             let precision = 15 - num.len() as i64 - (exp as f32 * 3.0 / 10.0) as i64 - 1;
-            denom.is_empty()
-                && precision >= 0
-                && exp % 10 == 0
-                && shifted
-                    .parse::<i64>()
-                    .ok()
-                    .and_then(|v| v.checked_mul(1i64 << exp))
-                    .is_some_and(|_| shifted.parse::<i64>().is_ok_and(|v| v & 7 != 0))
+            if !denom.is_empty() || precision < 0 {
+                return None;
+            }
+            let value = shifted.parse::<i64>().ok()?;
+            value.checked_mul(1i64 << exp)?;
+            Some(exp % 10 == 0 && value & 7 != 0)
         }
     }
 }
@@ -253,12 +255,14 @@ fn quantity_of(v: &Value<'_>) -> Result<Quantity, EvalError> {
         .ok_or_else(EvalError::no_such_overload)
 }
 
-/// An `add`/`sub` result: apimachinery's `Add`/`Sub` keep the receiver's format.
-fn from_nanos<'a>(nanos: i128, format: Format) -> R<'a> {
+/// An `add`/`sub` result: apimachinery's `Add`/`Sub` keep the receiver's format, and an
+/// int64 amount while both operands are.
+fn from_nanos<'a>(nanos: i128, format: Format, int64: bool) -> R<'a> {
     Ok(Value::opaque(Quantity {
         nanos,
         format,
         text: None,
+        int64,
     }))
 }
 
@@ -329,7 +333,7 @@ fn sign<'a>(a: &[Value<'a>]) -> R<'a> {
 }
 
 fn as_int64(q: &Quantity) -> Option<i64> {
-    if q.nanos % NANOS != 0 {
+    if !q.int64 || q.nanos % NANOS != 0 {
         return None;
     }
     i64::try_from(q.nanos / NANOS).ok()
@@ -352,28 +356,34 @@ fn as_approximate_float<'a>(a: &[Value<'a>]) -> R<'a> {
 }
 
 /// The argument of `add`/`sub`: a quantity, or an int of whole units.
-fn operand(v: &Value<'_>) -> Result<i128, EvalError> {
+/// (With whether apimachinery holds it as an int64 amount.)
+fn operand(v: &Value<'_>) -> Result<(i128, bool), EvalError> {
     match v {
-        Value::Int(i) => Ok(i128::from(*i) * NANOS),
-        other => Ok(quantity_of(other)?.nanos),
+        Value::Int(i) => Ok((i128::from(*i) * NANOS, true)),
+        other => {
+            let q = quantity_of(other)?;
+            Ok((q.nanos, q.int64))
+        }
     }
 }
 
 fn add_quantity<'a>(a: &[Value<'a>]) -> R<'a> {
     let q = quantity_of(&a[0])?;
-    let sum = q.nanos.checked_add(operand(&a[1])?);
+    let (y, y_int64) = operand(&a[1])?;
+    let sum = q.nanos.checked_add(y);
     sum.map_or_else(
         || Err(EvalError::new("quantity overflow")),
-        |n| from_nanos(n, q.format),
+        |n| from_nanos(n, q.format, q.int64 && y_int64),
     )
 }
 
 fn sub_quantity<'a>(a: &[Value<'a>]) -> R<'a> {
     let q = quantity_of(&a[0])?;
-    let diff = q.nanos.checked_sub(operand(&a[1])?);
+    let (y, y_int64) = operand(&a[1])?;
+    let diff = q.nanos.checked_sub(y);
     diff.map_or_else(
         || Err(EvalError::new("quantity overflow")),
-        |n| from_nanos(n, q.format),
+        |n| from_nanos(n, q.format, q.int64 && y_int64),
     )
 }
 
@@ -507,6 +517,21 @@ mod tests {
         assert_eq!(as_int64(&parse("1k").unwrap()), Some(1000));
         assert_eq!(as_int64(&parse("1.5").unwrap()), None);
         assert_eq!(as_int64(&parse("1E19").unwrap()), None, "overflows int64");
+        // Only an int64 amount (apimachinery's parse fast path) is an integer, even when
+        // the unbounded decimal holds a whole number.
+        assert_eq!(as_int64(&parse("1.0").unwrap()), Some(1));
+        assert_eq!(as_int64(&parse("1Ti").unwrap()), Some(1 << 40));
+        assert_eq!(as_int64(&parse("-1.5Gi").unwrap()), None);
+        assert_eq!(as_int64(&parse("8Ei").unwrap()), None);
+        assert_eq!(as_int64(&parse("9223372036854775807").unwrap()), None);
+        assert_eq!(
+            as_int64(&parse("922337203685477580").unwrap()),
+            Some(922337203685477580)
+        );
+        let sum = add_quantity(&[Value::opaque(parse("1").unwrap()), Value::Int(2)]).unwrap();
+        assert!(matches!(is_integer(&[sum]), Ok(Value::Bool(true))));
+        let sum = add_quantity(&[Value::opaque(parse("1.5Gi").unwrap()), Value::Int(2)]).unwrap();
+        assert!(matches!(is_integer(&[sum]), Ok(Value::Bool(false))));
         assert_eq!(canonical(50_020 * NANOS, Format::DecimalSi), "50020");
     }
 
