@@ -15,7 +15,7 @@ use super::json::Key;
 use super::library::functions as table;
 use super::meter::Meter;
 use super::overload::{since, Function, Overload};
-use super::types::{join, Bindings, Type};
+use super::types::{join, Bindings, Type, FREE};
 use super::value::{Map, OwnedMap, Value};
 
 pub(crate) struct Checker<'e> {
@@ -173,7 +173,7 @@ impl<'e> Checker<'e> {
 
     fn record(&mut self, e: &Expr, ty: &Type) {
         if let Some(types) = &mut self.node_types {
-            types.insert(e as *const Expr as usize, ty.clone());
+            types.insert(e as *const Expr as usize, ty.settled());
         }
     }
 
@@ -193,7 +193,8 @@ impl<'e> Checker<'e> {
         if let Some(err) = self.program.take() {
             return Err(err);
         }
-        Ok(result)
+        let (node, ty) = result;
+        Ok((node, ty.settled()))
     }
 
     /// Whether the AST validators Kubernetes installs run (regex literals, `string.format`
@@ -263,6 +264,10 @@ impl<'e> Checker<'e> {
     /// (cel-go's error type, which accepts anything), so that checking goes on around it.
     pub fn check(&mut self, e: &Expr) -> Checked {
         let checked = match self.check_node(e) {
+            // A free variable at the top of a type is `dyn` to whatever uses the value (a
+            // call's operand, a comprehension's range); only inside a list, map or optional
+            // type does it wait to unify with another branch or element.
+            Ok((node, Type::Param(_))) => (node, Type::Dyn),
             Ok(checked) => checked,
             Err(err) => {
                 let message = err.message().to_string();
@@ -272,7 +277,7 @@ impl<'e> Checker<'e> {
         };
         if self.in_format > 0 {
             self.format_types
-                .insert(e as *const Expr as usize, checked.1.clone());
+                .insert(e as *const Expr as usize, checked.1.settled());
         }
         self.record(e, &checked.1);
         Ok(checked)
@@ -380,7 +385,7 @@ impl<'e> Checker<'e> {
                     }
                     nodes.push((kn, vn, entry.optional));
                 }
-                let ty = Type::map(kt.unwrap_or(Type::Dyn), vt.unwrap_or(Type::Dyn));
+                let ty = Type::map(kt.unwrap_or(FREE), vt.unwrap_or(FREE));
                 let node = Node::Map {
                     entries: nodes.into_boxed_slice(),
                 };
@@ -514,8 +519,12 @@ impl<'e> Checker<'e> {
                 Some(t) => t.clone(),
                 None => return Err(self.err(e, format!("undefined field '{field}'"))),
             },
-            Type::Map(k, v) if matches!(**k, Type::String | Type::Dyn) => (**v).clone(),
-            Type::Dyn => Type::Dyn,
+            // A free key type (`{}`) takes `string`.
+            Type::Map(k, v) if matches!(**k, Type::String | Type::Dyn | Type::Param(_)) => {
+                (**v).clone()
+            }
+            // A free type (`optional.none()`'s value) is `dyn`.
+            Type::Dyn | Type::Param(_) => Type::Dyn,
             other if self.env.check_types => {
                 return Err(self.err(
                     e,
@@ -550,7 +559,8 @@ impl<'e> Checker<'e> {
     ) -> Result<Type, CompileError> {
         let func = if optional { "_[?_]" } else { "_[_]" };
         let (base, optional) = match ot {
-            Type::Optional(inner) => ((**inner).clone(), true),
+            // A free type (`optional.none()`'s value) is `dyn`.
+            Type::Optional(inner) => (inner.settled_top(), true),
             other => (other.clone(), optional),
         };
         // A list's index is an `int` (cel-go declares no `list[uint]` overload).
@@ -618,7 +628,10 @@ impl<'e> Checker<'e> {
             (Type::Dyn, Type::Dyn) => Some(Type::Dyn),
             (Type::Dyn, _) | (_, Type::Dyn) => None,
             _ => match join(&prev, &next) {
-                Some(t) if prev == next || matches!(t, Type::Optional(_) | Type::Object(_)) => {
+                Some(t)
+                    if prev.unifies_with(&next)
+                        || matches!(t, Type::Optional(_) | Type::Object(_)) =>
+                {
                     Some(t)
                 }
                 _ => None,
@@ -670,7 +683,7 @@ impl<'e> Checker<'e> {
             elements: nodes.into_boxed_slice(),
             optional,
         };
-        Ok((self.fold(e, node)?, Type::list(elem.unwrap_or(Type::Dyn))))
+        Ok((self.fold(e, node)?, Type::list(elem.unwrap_or(FREE))))
     }
 
     fn call(&mut self, e: &Expr, func: &str, target: Option<&Expr>, args: &[Expr]) -> Checked {
@@ -791,6 +804,14 @@ impl<'e> Checker<'e> {
                 .all(|(p, t)| b.accepts(p, t))
             {
                 matching.push(o);
+                // The first overload that matches binds the free variables of the operand
+                // types for the overloads after it, as cel-go's checker keeps the
+                // substitutions of the first match (`[].sum()` is `int`).
+                if types.iter().any(Type::has_free) {
+                    for (t, p) in types.iter_mut().zip(&o.sig.params) {
+                        *t = t.filled(&b.substitute(p));
+                    }
+                }
                 let r = b.substitute(&o.sig.result);
                 result = Some(match result {
                     None => r,
@@ -1698,5 +1719,61 @@ mod tests {
         let e = Env::new(32).compile("'abc'.find('[')").unwrap_err();
         assert_eq!(e.issues[0].line, 0);
         assert!(e.message().starts_with("error parsing regexp"));
+    }
+    /// The static type of `src` as cel-go writes it.
+    fn static_type(src: &str) -> String {
+        match Env::new(32).compile(src) {
+            Ok(p) => p.result_type().to_string(),
+            Err(e) => format!("error: {}", e.message()),
+        }
+    }
+
+    #[test]
+    fn empty_literals_take_the_type_they_meet() {
+        assert_eq!(static_type("true ? [1] : []"), "list(int)");
+        assert_eq!(static_type("false ? {'a': 1} : {}"), "map(string, int)");
+        assert_eq!(static_type("[[], [1]]"), "list(list(int))");
+        assert_eq!(static_type("[] + [1u]"), "list(uint)");
+        assert_eq!(static_type("[][?0]"), "optional_type(dyn)");
+        // Nothing met: the free type is `dyn`.
+        assert_eq!(static_type("[]"), "list(dyn)");
+        assert_eq!(static_type("{}"), "map(dyn, dyn)");
+        assert_eq!(static_type("[].map(x, x)"), "list(dyn)");
+    }
+
+    #[test]
+    fn optional_none_takes_the_type_it_meets() {
+        assert_eq!(static_type("optional.none().orValue(2)"), "int");
+        assert_eq!(
+            static_type("optional.none().or(optional.of('a'))"),
+            "optional_type(string)"
+        );
+        assert_eq!(static_type("optional.none()"), "optional_type(dyn)");
+        // Its value is `dyn` to a selection or an index (an index of `optional(dyn)` matches
+        // the list and the map overload, whose results cel-go finds different: `dyn`).
+        assert_eq!(static_type("optional.none().?x"), "optional_type(dyn)");
+        assert_eq!(static_type("optional.none()[?0]"), "dyn");
+    }
+
+    #[test]
+    fn the_first_matching_overload_binds_a_free_type() {
+        // `sum` has an overload for `list(int)` first: cel-go's checker keeps its binding.
+        assert_eq!(static_type("[].sum()"), "int");
+        assert_eq!(static_type("[].min()"), "int");
+        // An element type that is not free still picks its own overload.
+        assert_eq!(static_type("[1.0].sum()"), "double");
+    }
+
+    #[test]
+    fn a_free_type_does_not_break_the_homogeneous_literal_rule() {
+        assert!(issues("[[], [1]]").is_empty());
+        assert!(issues("[{}, {'a': 1}]").is_empty());
+        assert_eq!(
+            issues("[[1], ['a']]"),
+            vec![(
+                7,
+                "expected type 'list(int)' but found 'list(string)'".to_string()
+            )]
+        );
     }
 }

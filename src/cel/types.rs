@@ -25,9 +25,15 @@ pub enum Type {
     Opaque(&'static str),
     /// A declared object type with known fields (`kubernetes.AdmissionRequest`).
     Object(Arc<ObjectType>),
-    /// A type parameter of a signature (`A`, `B`, `K`, `V`).
+    /// A type parameter of a signature (`A`, `B`, `K`, `V`), or in an expression's type
+    /// ([`FREE`]) a type cel-go leaves as a type variable: the element type of an empty
+    /// literal, the unbound result parameter of `optional.none()`. It unifies with whatever
+    /// meets it and is `dyn` if nothing does.
     Param(u8),
 }
+
+/// The free type variable of an expression's type (see [`Type::Param`]).
+pub const FREE: Type = Type::Param(0);
 
 /// An object type whose fields are declared, so selecting an undeclared field is a compile
 /// error (`undefined field 'x'`).
@@ -44,6 +50,63 @@ impl ObjectType {
 }
 
 impl Type {
+    /// The type with every free variable (see [`Type::Param`]) replaced by `dyn`, as cel-go
+    /// reports a type variable nothing bound.
+    pub fn settled(&self) -> Type {
+        match self {
+            Type::Param(_) => Type::Dyn,
+            Type::List(e) => Type::list(e.settled()),
+            Type::Map(k, v) => Type::map(k.settled(), v.settled()),
+            Type::Optional(e) => Type::Optional(Box::new(e.settled())),
+            Type::TypeOf(e) => Type::TypeOf(Box::new(e.settled())),
+            other => other.clone(),
+        }
+    }
+
+    /// The type with a free variable at its top (not inside) replaced by `dyn`.
+    pub fn settled_top(&self) -> Type {
+        match self {
+            Type::Param(_) => Type::Dyn,
+            other => other.clone(),
+        }
+    }
+
+    /// Whether `self` and `other` are the same type once free variables take the type
+    /// they meet (`list(int)` and the type of `[]`).
+    pub fn unifies_with(&self, other: &Type) -> bool {
+        match (self, other) {
+            (Type::Param(_), _) | (_, Type::Param(_)) => true,
+            (Type::List(x), Type::List(y))
+            | (Type::Optional(x), Type::Optional(y))
+            | (Type::TypeOf(x), Type::TypeOf(y)) => x.unifies_with(y),
+            (Type::Map(xk, xv), Type::Map(yk, yv)) => xk.unifies_with(yk) && xv.unifies_with(yv),
+            (x, y) => x == y,
+        }
+    }
+
+    /// Whether the type holds a free variable (see [`Type::Param`]).
+    pub fn has_free(&self) -> bool {
+        match self {
+            Type::Param(_) => true,
+            Type::List(e) | Type::Optional(e) | Type::TypeOf(e) => e.has_free(),
+            Type::Map(k, v) => k.has_free() || v.has_free(),
+            _ => false,
+        }
+    }
+
+    /// The type with each free variable replaced by what stands at its place in `with`
+    /// (the matched signature's parameter with its bindings).
+    pub fn filled(&self, with: &Type) -> Type {
+        match (self, with) {
+            (Type::Param(_), _) => with.clone(),
+            (Type::List(e), Type::List(w)) => Type::list(e.filled(w)),
+            (Type::Optional(e), Type::Optional(w)) => Type::Optional(Box::new(e.filled(w))),
+            (Type::TypeOf(e), Type::TypeOf(w)) => Type::TypeOf(Box::new(e.filled(w))),
+            (Type::Map(k, v), Type::Map(wk, wv)) => Type::map(k.filled(wk), v.filled(wv)),
+            _ => self.clone(),
+        }
+    }
+
     pub fn list(t: Type) -> Type {
         Type::List(Box::new(t))
     }
@@ -97,6 +160,8 @@ impl fmt::Display for Type {
             Type::Optional(t) => write!(f, "optional_type({t})"),
             Type::Opaque(n) => f.write_str(n),
             Type::Object(o) => f.write_str(&o.name),
+            // cel-go prints a type variable left unbound as `dyn`.
+            Type::Param(0) => f.write_str("dyn"),
             Type::Param(p) => write!(f, "{}", *p as char),
         }
     }
@@ -251,6 +316,8 @@ impl Bindings {
                 }
             },
             (Type::Dyn, _) | (_, Type::Dyn) => true,
+            // A free variable of the argument's type (`[]`'s element) takes any type.
+            (_, Type::Param(_)) => true,
             (Type::List(f), Type::List(a)) => self.accepts(f, a),
             (Type::Map(fk, fv), Type::Map(ak, av)) => self.accepts(fk, ak) && self.accepts(fv, av),
             (Type::Optional(f), Type::Optional(a)) => self.accepts(f, a),
@@ -268,14 +335,15 @@ impl Bindings {
         }
     }
 
-    /// `t` with bound parameters substituted; unbound ones become `dyn`.
+    /// `t` with bound parameters substituted; unbound ones become free variables
+    /// ([`FREE`]), as cel-go gives them fresh type variables.
     pub fn substitute(&self, t: &Type) -> Type {
         match t {
             Type::Param(p) => self
                 .bound
                 .iter()
                 .find(|(q, _)| q == p)
-                .map_or(Type::Dyn, |(_, b)| self.substitute(b)),
+                .map_or(FREE, |(_, b)| self.substitute(b)),
             Type::List(e) => Type::list(self.substitute(e)),
             Type::Map(k, v) => Type::map(self.substitute(k), self.substitute(v)),
             Type::Optional(e) => Type::Optional(Box::new(self.substitute(e))),
@@ -290,6 +358,9 @@ impl Bindings {
 pub fn join(a: &Type, b: &Type) -> Option<Type> {
     match (a, b) {
         (Type::Dyn, _) | (_, Type::Dyn) => Some(Type::Dyn),
+        // A free variable takes the other side's type (`true ? [1] : []` is `list(int)`).
+        (Type::Param(_), _) => Some(b.clone()),
+        (_, Type::Param(_)) => Some(a.clone()),
         (Type::List(x), Type::List(y)) => join(x, y).map(Type::list),
         (Type::Map(xk, xv), Type::Map(yk, yv)) => Some(Type::map(join(xk, yk)?, join(xv, yv)?)),
         (Type::Optional(x), Type::Optional(y)) => join(x, y).map(|t| Type::Optional(Box::new(t))),
@@ -330,6 +401,35 @@ mod tests {
         assert_eq!(
             b.substitute(&Type::list(Type::Param(b'A'))),
             Type::list(Type::Dyn)
+        );
+    }
+    #[test]
+    fn a_free_type_joins_and_fills_with_what_it_meets() {
+        let free_list = Type::list(FREE);
+        assert_eq!(
+            join(&free_list, &Type::list(Type::Int)),
+            Some(Type::list(Type::Int))
+        );
+        assert_eq!(
+            join(&Type::list(Type::Int), &free_list),
+            Some(Type::list(Type::Int))
+        );
+        assert_eq!(join(&free_list, &Type::String), None);
+        assert!(free_list.unifies_with(&Type::list(Type::Bool)));
+        assert!(!free_list.unifies_with(&Type::map(Type::Int, Type::Int)));
+        assert_eq!(
+            free_list.filled(&Type::list(Type::Double)),
+            Type::list(Type::Double)
+        );
+        assert_eq!(
+            Type::map(FREE, Type::list(FREE)).settled(),
+            Type::map(Type::Dyn, Type::list(Type::Dyn))
+        );
+        // An unbound result parameter is free, not `dyn`.
+        let b = Bindings::default();
+        assert_eq!(
+            b.substitute(&Type::Optional(Box::new(Type::Param(b'A')))),
+            Type::Optional(Box::new(FREE))
         );
     }
 }

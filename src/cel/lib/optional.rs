@@ -116,7 +116,7 @@ pub(super) fn register(b: &mut Builder) {
     b.at(
         v,
         "optional.none",
-        &["() optional(dyn)"],
+        &["() optional(A)"],
         optional_none,
         Cost::One,
     );

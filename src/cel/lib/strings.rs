@@ -76,11 +76,13 @@ pub fn index_of<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
         Some(v) => int_arg(v)?,
         None => 0,
     };
-    if off < 0 {
-        return Err(index_error(off));
-    }
+    // cel-go (ext.Strings v0.22) gives an empty needle's offset back before it checks the
+    // offset: `'a'.indexOf('', -1)` is -1.
     if needle.is_empty() {
         return Ok(Value::Int(off));
+    }
+    if off < 0 {
+        return Err(index_error(off));
     }
     search_watch(cx, hay)?;
     let Some(start) = usize::try_from(off)
@@ -111,17 +113,21 @@ pub fn last_index_of<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
     let hay = str_arg(&a[0])?;
     let needle = str_arg(&a[1])?;
     let hay_len = a[0].size().unwrap_or(0);
+    // As cel-go (ext.Strings v0.22): without an offset an empty needle is at the end and
+    // any other is searched from the last code point, so `''.lastIndexOf('a')` fails with
+    // offset -1; an empty needle gives its offset back unchecked (`'a'.lastIndexOf('', -1)`).
     let off = match a.get(2) {
         Some(v) => int_arg(v)?,
-        None => hay_len as i64,
+        None if needle.is_empty() => hay_len as i64,
+        None => hay_len as i64 - 1,
     };
-    if off < 0 {
-        return Err(index_error(off));
-    }
     if needle.is_empty() {
         return Ok(Value::Int(off));
     }
-    if off as usize >= hay_len && a.len() == 3 {
+    if off < 0 {
+        return Err(index_error(off));
+    }
+    if off as usize >= hay_len {
         return Ok(Value::Int(-1));
     }
     let needle_len = char_count(needle);
@@ -466,6 +472,38 @@ mod tests {
         assert_eq!(text(call(quote, &[s("a\"b\n")])), "\"a\\\"b\\n\"");
         assert!(call(char_at, &[s("abc"), Value::Int(4)]).is_err());
         assert_eq!(text(call(char_at, &[s("abc"), Value::Int(3)])), "");
+    }
+
+    #[test]
+    fn empty_needles_and_strings_as_cel_go() {
+        let err = |r: R<'static>| r.map_err(|e| e.to_string()).unwrap_err();
+        // An empty needle gives its offset back, even a negative one.
+        assert_eq!(
+            int(call(index_of, &[s("hello"), s(""), Value::Int(-1)])),
+            -1
+        );
+        assert_eq!(int(call(index_of, &[s(""), s(""), Value::Int(7)])), 7);
+        assert_eq!(int(call(last_index_of, &[s("hello"), s("")])), 5);
+        assert_eq!(
+            int(call(last_index_of, &[s("hello"), s(""), Value::Int(-100)])),
+            -100
+        );
+        // Any other needle still refuses a negative offset.
+        assert_eq!(
+            err(call(index_of, &[s("hello"), s("l"), Value::Int(-1)])),
+            "index out of range: -1"
+        );
+        // Without an offset, `lastIndexOf` searches from the last code point: -1 on ''.
+        assert_eq!(
+            err(call(last_index_of, &[s(""), s("a")])),
+            "index out of range: -1"
+        );
+        assert_eq!(int(call(index_of, &[s(""), s("a")])), -1);
+        assert_eq!(int(call(last_index_of, &[s("a"), s("a")])), 0);
+        assert_eq!(
+            int(call(last_index_of, &[s("abc"), s("c"), Value::Int(3)])),
+            -1
+        );
     }
 
     #[test]
