@@ -32,47 +32,26 @@ pub trait Child: Metric + Clone + Send + Sync + 'static {
     fn build(opts: Self::Opts) -> prometheus::Result<Self>;
 }
 
-impl Child for IntCounter {
-    type Opts = Opts;
-    const TYPE: MetricType = MetricType::COUNTER;
-    fn variable_labels(opts: Opts, names: Vec<String>) -> Opts {
-        opts.variable_labels(names)
-    }
-    fn const_labels(opts: Opts, labels: StdHashMap<String, String>) -> Opts {
-        opts.const_labels(labels)
-    }
-    fn build(opts: Opts) -> prometheus::Result<Self> {
-        IntCounter::with_opts(opts)
-    }
+/// The children built from plain [`Opts`] (all but the histogram).
+macro_rules! opts_child {
+    ($($child:ident: $kind:ident),*) => {$(
+        impl Child for $child {
+            type Opts = Opts;
+            const TYPE: MetricType = MetricType::$kind;
+            fn variable_labels(opts: Opts, names: Vec<String>) -> Opts {
+                opts.variable_labels(names)
+            }
+            fn const_labels(opts: Opts, labels: StdHashMap<String, String>) -> Opts {
+                opts.const_labels(labels)
+            }
+            fn build(opts: Opts) -> prometheus::Result<Self> {
+                $child::with_opts(opts)
+            }
+        }
+    )*};
 }
 
-impl Child for IntGauge {
-    type Opts = Opts;
-    const TYPE: MetricType = MetricType::GAUGE;
-    fn variable_labels(opts: Opts, names: Vec<String>) -> Opts {
-        opts.variable_labels(names)
-    }
-    fn const_labels(opts: Opts, labels: StdHashMap<String, String>) -> Opts {
-        opts.const_labels(labels)
-    }
-    fn build(opts: Opts) -> prometheus::Result<Self> {
-        IntGauge::with_opts(opts)
-    }
-}
-
-impl Child for Gauge {
-    type Opts = Opts;
-    const TYPE: MetricType = MetricType::GAUGE;
-    fn variable_labels(opts: Opts, names: Vec<String>) -> Opts {
-        opts.variable_labels(names)
-    }
-    fn const_labels(opts: Opts, labels: StdHashMap<String, String>) -> Opts {
-        opts.const_labels(labels)
-    }
-    fn build(opts: Opts) -> prometheus::Result<Self> {
-        Gauge::with_opts(opts)
-    }
-}
+opts_child!(IntCounter: COUNTER, IntGauge: GAUGE, Gauge: GAUGE);
 
 impl Child for Histogram {
     type Opts = HistogramOpts;
