@@ -71,11 +71,7 @@ pub fn snapshot(objects: Vec<Loaded>, version: u16, strict: bool) -> Result<Snap
 /// here), but a policy stored by an earlier API server may hold an expression that no longer
 /// compiles, a configuration error at admission under its failurePolicy (the spec's §4.1).
 pub fn snapshot_stored(objects: Vec<Loaded>, version: u16) -> Result<Snapshot, LoadError> {
-    let mut b = SnapshotBuilder::new();
-    for o in objects {
-        add_loaded(&mut b, o, Check::Stored)?;
-    }
-    Ok(b.build(version))
+    snapshot_checked(objects, version, Check::Stored, &CompileCache::default())
 }
 
 /// What is checked of a policy or binding as it is added.
@@ -99,13 +95,23 @@ pub fn snapshot_cached(
     strict: bool,
     cache: &CompileCache,
 ) -> Result<Snapshot, LoadError> {
+    let check = if strict {
+        Check::Created(version)
+    } else {
+        Check::Nothing
+    };
+    snapshot_checked(objects, version, check, cache)
+}
+
+/// The snapshot of `objects`, each policy and binding refused if it fails `check`.
+fn snapshot_checked(
+    objects: Vec<Loaded>,
+    version: u16,
+    check: Check,
+    cache: &CompileCache,
+) -> Result<Snapshot, LoadError> {
     let mut b = SnapshotBuilder::new();
     for o in objects {
-        let check = if strict {
-            Check::Created(version)
-        } else {
-            Check::Nothing
-        };
         add_loaded(&mut b, o, check)?;
     }
     Ok(b.build_cached(version, cache))
