@@ -2,5 +2,6 @@
 //! (§7), and their compiled form, built once per object version.
 
 pub mod compile;
+pub mod namespace_object;
 pub mod snapshot;
 pub mod validate;

@@ -14,6 +14,7 @@ use serde_json::Value as Json;
 use super::compile::{compile, CompiledPolicy};
 use crate::matching::{Matcher, Namespaces};
 use crate::model::{Binding, ParamRef, Policy};
+pub use super::namespace_object::namespace_view;
 
 /// A binding's validationActions entry: what a failed validation becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,37 +99,6 @@ impl NamespaceEntry {
             object,
         }
     }
-}
-
-/// The fields of a Namespace that `namespaceObject` carries (§6.4).
-pub fn namespace_view(source: &Json) -> Json {
-    let meta = &source["metadata"];
-    let mut m = serde_json::Map::new();
-    for field in [
-        "name",
-        "generateName",
-        "namespace",
-        "labels",
-        "annotations",
-        "creationTimestamp",
-        "deletionGracePeriodSeconds",
-        "deletionTimestamp",
-        "generation",
-        "resourceVersion",
-        "finalizers",
-    ] {
-        if let Some(v) = meta.get(field) {
-            m.insert(field.to_string(), v.clone());
-        }
-    }
-    let mut out = serde_json::Map::new();
-    out.insert("metadata".into(), Json::Object(m));
-    for field in ["spec", "status"] {
-        if let Some(v) = source.get(field) {
-            out.insert(field.into(), v.clone());
-        }
-    }
-    Json::Object(out)
 }
 
 /// Which policies can match a (group, resource): an index built with the snapshot, so a

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use celgate::cel::eval::Activation;
 use celgate::cel::json::Doc;
 use celgate::cel::k8s::authz::{AuthorizerValue, UserInfo};
-use celgate::cel::time::Timestamp;
+use celgate::policy::namespace_object::namespace_view;
 use celgate::cel::vap::{request_resource_attributes, vap_env, Decls, Slots};
 use celgate::cel::{CompileError, Env, EvalError, Meter, Program, Type, Value, PER_CALL_LIMIT};
 use serde_json::{json, Map as JsonMap, Value as Json};
@@ -430,93 +430,6 @@ fn request_view(r: &Json) -> Json {
     Json::Object(out)
 }
 
-/// A `metav1.Time` after a decode and encode: RFC 3339 in UTC, whole seconds.
-fn meta_time(v: &Json) -> Json {
-    match v.as_str().and_then(Timestamp::parse_rfc3339) {
-        Some(t) => {
-            let c = t.civil(0);
-            Json::String(format!(
-                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-                c.year, c.month, c.day, c.hour, c.minute, c.second
-            ))
-        }
-        None if v.is_string() => v.clone(),
-        None => Json::Null,
-    }
-}
-
-/// `namespaceObject` as VAP sees it: the Namespace decoded, cut down by
-/// `CreateNamespaceObject`, and converted to unstructured (omitted empties,
-/// `creationTimestamp: null` when unset, `spec` and `status` always present).
-fn namespace_view(ns: &Json) -> Json {
-    let m = &ns["metadata"];
-    let mut meta = JsonMap::new();
-    for key in [
-        "name",
-        "generateName",
-        "namespace",
-        "uid",
-        "resourceVersion",
-    ] {
-        non_empty(&mut meta, key, &m[key]);
-    }
-    if m["generation"].as_i64().is_some_and(|g| g != 0) {
-        meta.insert("generation".into(), m["generation"].clone());
-    }
-    meta.insert(
-        "creationTimestamp".into(),
-        meta_time(&m["creationTimestamp"]),
-    );
-    if !m["deletionTimestamp"].is_null() {
-        meta.insert(
-            "deletionTimestamp".into(),
-            meta_time(&m["deletionTimestamp"]),
-        );
-    }
-    if !m["deletionGracePeriodSeconds"].is_null() {
-        meta.insert(
-            "deletionGracePeriodSeconds".into(),
-            m["deletionGracePeriodSeconds"].clone(),
-        );
-    }
-    for key in ["labels", "annotations"] {
-        if m[key].as_object().is_some_and(|o| !o.is_empty()) {
-            meta.insert(key.into(), m[key].clone());
-        }
-    }
-    if m["finalizers"].as_array().is_some_and(|a| !a.is_empty()) {
-        meta.insert("finalizers".into(), m["finalizers"].clone());
-    }
-    let mut spec = JsonMap::new();
-    if ns["spec"]["finalizers"]
-        .as_array()
-        .is_some_and(|a| !a.is_empty())
-    {
-        spec.insert("finalizers".into(), ns["spec"]["finalizers"].clone());
-    }
-    let st = &ns["status"];
-    let mut status = JsonMap::new();
-    non_empty(&mut status, "phase", &st["phase"]);
-    if let Some(conditions) = st["conditions"].as_array().filter(|a| !a.is_empty()) {
-        let conditions = conditions
-            .iter()
-            .map(|c| {
-                let mut out = JsonMap::new();
-                out.insert("type".into(), Json::String(text(&c["type"])));
-                out.insert("status".into(), Json::String(text(&c["status"])));
-                out.insert(
-                    "lastTransitionTime".into(),
-                    meta_time(&c["lastTransitionTime"]),
-                );
-                non_empty(&mut out, "reason", &c["reason"]);
-                non_empty(&mut out, "message", &c["message"]);
-                Json::Object(out)
-            })
-            .collect();
-        status.insert("conditions".into(), Json::Array(conditions));
-    }
-    json!({"metadata": meta, "spec": spec, "status": status})
-}
 
 // ---- output encoding ------------------------------------------------------------------------
 
