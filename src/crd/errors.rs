@@ -102,26 +102,7 @@ impl Status {
     }
 }
 
-/// Go's `%q` for a string: double quotes, `\"`, `\\`, `\n`, `\t`, other controls as `\x..`.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+pub use crate::apimachinery::quote::go_quote_str as go_quote;
 
 /// A JSON value as Go's `%v`/`%#v` shows it in `Invalid value: ...`: strings quoted,
 /// numbers and booleans bare.
