@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::request::UserInfo;
+use crate::apimachinery::quote::go_quote_str;
 use crate::cel::k8s::authz::{
     Attributes, AuthorizeError, Authorizer, Decision, Principal, Target, Verdict,
 };
@@ -138,8 +139,10 @@ fn bootstrap() -> &'static [(&'static str, &'static str, Json)] {
 }
 
 impl RbacAuthorizer {
-    fn role_rules(&self, kind: &str, name: &str, namespace: &str) -> Vec<&Json> {
-        self.objects
+    /// The rules of the role a binding refers to, or `None` when no such role exists.
+    fn role_rules(&self, kind: &str, name: &str, namespace: &str) -> Option<Vec<&Json>> {
+        let mut roles = self
+            .objects
             .iter()
             .filter(|o| {
                 o["kind"].as_str() == Some(kind)
@@ -147,13 +150,13 @@ impl RbacAuthorizer {
                     && (kind == "ClusterRole"
                         || o["metadata"]["namespace"].as_str() == Some(namespace))
             })
-            .flat_map(|o| {
-                o["rules"]
-                    .as_array()
-                    .map(|r| r.iter().collect::<Vec<_>>())
-                    .unwrap_or_default()
-            })
-            .collect()
+            .peekable();
+        roles.peek()?;
+        Some(
+            roles
+                .flat_map(|o| o["rules"].as_array().map_or(&[][..], Vec::as_slice))
+                .collect(),
+        )
     }
 }
 
@@ -164,8 +167,16 @@ impl Authorizer for RbacAuthorizer {
 }
 
 impl RbacAuthorizer {
+    /// The API server's authorizer chain for a user that is not a node: `system:masters`
+    /// first (allowed, with no reason), then RBAC, which visits the ClusterRoleBindings and
+    /// then the RoleBindings of the target namespace and stops at the first rule that allows.
+    /// Reasons are RBAC's texts; a binding of the user whose role does not exist is an error
+    /// RBAC reports as the reason of a NoOpinion (not as an evaluation error).
     fn decide(&self, attrs: &Attributes) -> Decision {
         let who = self.identity(&attrs.principal);
+        if who.groups.iter().any(|g| g == "system:masters") {
+            return allow(String::new());
+        }
         let target_namespace = match &attrs.target {
             Target::Resource(r) => r.namespace.as_str(),
             Target::Path(_) => "",
@@ -179,44 +190,87 @@ impl RbacAuthorizer {
                 return allow(format!("RBAC: allowed by ClusterRoleBinding \"{role}\" of ClusterRole \"{role}\" to Group \"{group}\""));
             }
         }
-        for binding in self.objects.iter() {
-            let kind = binding["kind"].as_str().unwrap_or("");
-            if kind != "ClusterRoleBinding" && kind != "RoleBinding" {
-                continue;
-            }
-            let binding_ns = binding["metadata"]["namespace"].as_str().unwrap_or("");
-            // A RoleBinding grants only within its namespace.
-            if kind == "RoleBinding"
-                && (target_namespace != binding_ns || matches!(attrs.target, Target::Path(_)))
-            {
-                continue;
-            }
-            let subjects = binding["subjects"].as_array().cloned().unwrap_or_default();
-            if !subjects
+        let bindings = |kind: &'static str| {
+            self.objects
                 .iter()
-                .any(|s| subject_matches(s, &who, binding_ns))
-            {
+                .filter(move |b| b["kind"].as_str() == Some(kind))
+        };
+        // A RoleBinding grants only within its namespace, and never a non-resource URL.
+        let role_bindings = bindings("RoleBinding").filter(|b| {
+            matches!(attrs.target, Target::Resource(_))
+                && b["metadata"]["namespace"].as_str().unwrap_or("") == target_namespace
+        });
+        let mut errors: Vec<String> = Vec::new();
+        for binding in bindings("ClusterRoleBinding").chain(role_bindings) {
+            let kind = binding["kind"].as_str().unwrap_or("");
+            let binding_ns = binding["metadata"]["namespace"].as_str().unwrap_or("");
+            let subjects = binding["subjects"]
+                .as_array()
+                .map_or(&[][..], Vec::as_slice);
+            let Some(subject) = subjects
+                .iter()
+                .find(|s| subject_matches(s, &who, binding_ns))
+            else {
                 continue;
-            }
+            };
             let role_kind = binding["roleRef"]["kind"].as_str().unwrap_or("");
             let role_name = binding["roleRef"]["name"].as_str().unwrap_or("");
-            if self
-                .role_rules(role_kind, role_name, binding_ns)
-                .into_iter()
-                .any(|rule| rule_allows(rule, attrs))
-            {
+            let Some(rules) = self.role_rules(role_kind, role_name, binding_ns) else {
+                let resource = if role_kind == "ClusterRole" {
+                    "clusterrole"
+                } else {
+                    "role"
+                };
+                let error = format!(
+                    "{resource}.rbac.authorization.k8s.io {} not found",
+                    go_quote_str(role_name)
+                );
+                if !errors.contains(&error) {
+                    errors.push(error);
+                }
+                continue;
+            };
+            if rules.into_iter().any(|rule| rule_allows(rule, attrs)) {
                 let name = binding["metadata"]["name"].as_str().unwrap_or("");
+                let name = if kind == "RoleBinding" {
+                    format!("{name}/{binding_ns}")
+                } else {
+                    name.to_string()
+                };
                 return allow(format!(
-                    "RBAC: allowed by {kind} \"{name}\" of {role_kind} \"{role_name}\""
+                    "RBAC: allowed by {kind} {} of {role_kind} {} to {}",
+                    go_quote_str(&name),
+                    go_quote_str(role_name),
+                    describe_subject(subject, binding_ns)
                 ));
             }
         }
+        // utilerrors.NewAggregate: one message alone, several in brackets.
+        let reason = match errors.as_slice() {
+            [] => String::new(),
+            [one] => format!("RBAC: {one}"),
+            many => format!("RBAC: [{}]", many.join(", ")),
+        };
         Decision {
             verdict: Verdict::NoOpinion,
-            reason: String::new(),
+            reason,
             error: None,
         }
     }
+}
+
+/// RBAC's `describeSubject`: `User "alice"`, `Group "devs"`, `ServiceAccount "name/namespace"`.
+fn describe_subject(subject: &Json, binding_namespace: &str) -> String {
+    let kind = subject["kind"].as_str().unwrap_or("");
+    let name = subject["name"].as_str().unwrap_or("");
+    if kind == "ServiceAccount" {
+        let ns = subject["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .unwrap_or(binding_namespace);
+        return format!("{kind} {}", go_quote_str(&format!("{name}/{ns}")));
+    }
+    format!("{kind} {}", go_quote_str(name))
 }
 
 fn allow(reason: String) -> Decision {
@@ -371,5 +425,70 @@ mod tests {
             target: Target::Path("/healthz".into()),
         };
         assert_eq!(anyone.decide(&path).verdict, Verdict::Allow);
+    }
+
+    fn reason(a: &RbacAuthorizer, verb: &str, resource: &str, ns: &str) -> (Verdict, String) {
+        let d = a.decide(&Attributes {
+            principal: Principal::RequestUser,
+            verb: verb.into(),
+            target: Target::Resource(ResourceAttributes {
+                resource: resource.into(),
+                namespace: ns.into(),
+                ..Default::default()
+            }),
+        });
+        (d.verdict, d.reason)
+    }
+
+    #[test]
+    fn reasons_are_rbacs_texts() {
+        let alice = authz("alice", &["system:authenticated"]);
+        assert_eq!(
+            reason(&alice, "get", "pods", "team"),
+            (
+                Verdict::Allow,
+                r#"RBAC: allowed by RoleBinding "rb/team" of ClusterRole "pod-reader" to User "alice""#.into()
+            )
+        );
+        let bot = authz("system:serviceaccount:team:bot", &[]);
+        assert_eq!(
+            reason(&bot, "list", "pods", "team").1,
+            r#"RBAC: allowed by RoleBinding "rb/team" of ClusterRole "pod-reader" to ServiceAccount "bot/team""#
+        );
+        assert_eq!(
+            reason(&alice, "delete", "pods", "team"),
+            (Verdict::NoOpinion, String::new())
+        );
+        // system:masters is allowed before RBAC, by an authorizer that gives no reason.
+        let admin = authz("admin", &["system:masters"]);
+        assert_eq!(
+            reason(&admin, "delete", "pods", "x"),
+            (Verdict::Allow, String::new())
+        );
+    }
+
+    #[test]
+    fn a_binding_to_a_missing_role_is_reported_in_the_reason() {
+        let objects = vec![
+            json!({"kind": "ClusterRoleBinding", "metadata": {"name": "crb"}, "roleRef": {"kind": "ClusterRole", "name": "gone"}, "subjects": [{"kind": "User", "name": "alice"}]}),
+            json!({"kind": "RoleBinding", "metadata": {"name": "rb", "namespace": "team"}, "roleRef": {"kind": "Role", "name": "absent"}, "subjects": [{"kind": "User", "name": "alice"}]}),
+            json!({"kind": "RoleBinding", "metadata": {"name": "other", "namespace": "team"}, "roleRef": {"kind": "Role", "name": "x"}, "subjects": [{"kind": "User", "name": "bob"}]}),
+        ];
+        let user = UserInfo {
+            username: "alice".into(),
+            ..Default::default()
+        };
+        let a = RbacAuthorizer::new(Arc::new(objects.into_iter().map(Arc::new).collect()), user);
+        assert_eq!(
+            reason(&a, "get", "pods", "team"),
+            (
+                Verdict::NoOpinion,
+                r#"RBAC: [clusterrole.rbac.authorization.k8s.io "gone" not found, role.rbac.authorization.k8s.io "absent" not found]"#.into()
+            )
+        );
+        assert_eq!(
+            reason(&a, "get", "pods", "elsewhere").1,
+            r#"RBAC: clusterrole.rbac.authorization.k8s.io "gone" not found"#
+        );
     }
 }

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::compile::{compile, CompiledPolicy};
+pub use super::namespace_object::namespace_view;
 use crate::matching::{Matcher, Namespaces};
 use crate::model::{Binding, ParamRef, Policy};
-pub use super::namespace_object::namespace_view;
 
 /// A binding's validationActions entry: what a failed validation becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

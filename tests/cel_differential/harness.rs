@@ -21,9 +21,9 @@ use std::sync::Arc;
 use celgate::cel::eval::Activation;
 use celgate::cel::json::Doc;
 use celgate::cel::k8s::authz::{AuthorizerValue, UserInfo};
-use celgate::policy::namespace_object::namespace_view;
 use celgate::cel::vap::{request_resource_attributes, vap_env, Decls, Slots};
 use celgate::cel::{CompileError, Env, EvalError, Meter, Program, Type, Value, PER_CALL_LIMIT};
+use celgate::policy::namespace_object::namespace_view;
 use serde_json::{json, Map as JsonMap, Value as Json};
 
 #[path = "fake_authz.rs"]
@@ -429,7 +429,6 @@ fn request_view(r: &Json) -> Json {
     out.insert("options".into(), r["options"].clone());
     Json::Object(out)
 }
-
 
 // ---- output encoding ------------------------------------------------------------------------
 
