@@ -206,39 +206,110 @@ fn kind_accepts(t: &Type, v: &Value<'_>) -> bool {
 const NO_SUCH_OVERLOAD: &str = "no such overload";
 
 /// Operators cel-go binds through one implementation guarded by a trait of the first
-/// operand (`traits.AdderType`...): a first operand without it fails as `no such overload:
-/// <operator>`, a mismatched second operand as a bare `no such overload`.
+/// operand (`traits.AdderType`...): see [`has_operand_trait`].
 const TRAIT_OPERATORS: &[&str] = &[
     "_+_", "_-_", "_*_", "_/_", "_%_", "-_", "_<_", "_<=_", "_>_", "_>=_", "size", "matches",
 ];
 
-/// The error of a call none of `candidates` takes, worded as cel-go words it: its dispatcher
-/// names the function and the arguments' runtime types (`no such overload: int(null_type)`);
-/// see [`TRAIT_OPERATORS`] for the operators. A call whose arguments fit an overload failed
-/// inside it, with its own bare `no such overload`.
+/// Functions whose cel-go implementation checks its arguments itself and fails with a bare
+/// `no such overload` (`!_`'s binding; `contains`, `startsWith` and `endsWith`, declared
+/// with type guards disabled; `@in`'s aggregate over lists and maps).
+const SELF_CHECKING: &[&str] = &["!_", "contains", "startsWith", "endsWith", "@in"];
+
+/// Whether `v`'s cel-go type has the trait that `op`'s singleton binding requires.
+fn has_operand_trait(op: &str, v: &Value<'_>) -> bool {
+    use Value as V;
+    match op {
+        "_+_" => matches!(
+            v,
+            V::Int(_)
+                | V::Uint(_)
+                | V::Double(_)
+                | V::String(_)
+                | V::Bytes(_)
+                | V::List(_)
+                | V::Timestamp(_)
+                | V::Duration(_)
+        ),
+        "_-_" => matches!(
+            v,
+            V::Int(_) | V::Uint(_) | V::Double(_) | V::Timestamp(_) | V::Duration(_)
+        ),
+        "_*_" | "_/_" => matches!(v, V::Int(_) | V::Uint(_) | V::Double(_)),
+        "_%_" => matches!(v, V::Int(_) | V::Uint(_)),
+        "-_" => matches!(v, V::Int(_) | V::Double(_) | V::Duration(_) | V::Bool(_)),
+        "size" => matches!(v, V::String(_) | V::Bytes(_) | V::List(_) | V::Map(_)),
+        "matches" => matches!(v, V::String(_)),
+        // The comparisons.
+        _ => matches!(
+            v,
+            V::Bool(_)
+                | V::Int(_)
+                | V::Uint(_)
+                | V::Double(_)
+                | V::String(_)
+                | V::Bytes(_)
+                | V::Timestamp(_)
+                | V::Duration(_)
+        ),
+    }
+}
+
+/// cel-go's `ReceiverType`: a first operand without the operator's trait is asked to
+/// `Receive` the call, which fails with a bare `no such overload`.
+fn is_receiver(v: &Value<'_>) -> bool {
+    matches!(
+        v,
+        Value::String(_) | Value::Duration(_) | Value::Timestamp(_)
+    )
+}
+
+/// cel-go's runtime type guard (`IsAssignableRuntimeType`): the kind, and for a list or map
+/// its first element or entry.
+fn guard_accepts(t: &Type, v: &Value<'_>) -> bool {
+    if !kind_accepts(t, v) {
+        return false;
+    }
+    match (t, v) {
+        (Type::List(elem), Value::List(l)) => l.get(0).is_none_or(|e| guard_accepts(elem, &e)),
+        (Type::Map(k, val), Value::Map(m)) => m
+            .entries()
+            .first()
+            .is_none_or(|(ek, ev)| guard_accepts(k, ek) && guard_accepts(val, ev)),
+        _ => true,
+    }
+}
+
+/// The error of a call none of `candidates` takes, worded as cel-go words it: its type guards
+/// name the function and the arguments' runtime types (`no such overload: int(null_type)`);
+/// [`TRAIT_OPERATORS`] and [`SELF_CHECKING`] fail otherwise. A call whose arguments pass an
+/// overload's guard failed inside it, with its own bare `no such overload`.
 #[cold]
 fn no_overload_error(
     func: &'static Function,
     candidates: &[&'static Overload],
     vals: &[Value<'_>],
 ) -> EvalError {
-    let fits = |o: &Overload, n: usize| {
+    if TRAIT_OPERATORS.contains(&func.name) {
+        return match vals.first() {
+            Some(first) if has_operand_trait(func.name, first) || is_receiver(first) => {
+                EvalError::no_such_overload()
+            }
+            _ => EvalError::new(format!("{NO_SUCH_OVERLOAD}: {}", func.name)),
+        };
+    }
+    if SELF_CHECKING.contains(&func.name) {
+        return EvalError::no_such_overload();
+    }
+    let fits = |o: &Overload| {
         o.sig.params.len() == vals.len()
             && o.sig
                 .params
                 .iter()
                 .zip(vals)
-                .take(n)
-                .all(|(t, v)| kind_accepts(t, v))
+                .all(|(t, v)| guard_accepts(t, v))
     };
-    if TRAIT_OPERATORS.contains(&func.name) {
-        if func.overloads.iter().any(|o| fits(o, 1)) {
-            return EvalError::no_such_overload();
-        }
-        return EvalError::new(format!("{NO_SUCH_OVERLOAD}: {}", func.name));
-    }
-    let n = vals.len();
-    if func.overloads.iter().any(|o| fits(o, n)) || candidates.iter().any(|o| fits(o, n)) {
+    if func.overloads.iter().any(&fits) || candidates.iter().any(|o| fits(o)) {
         return EvalError::no_such_overload();
     }
     let types: Vec<&str> = vals.iter().map(Value::type_name).collect();
@@ -745,10 +816,9 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             regex_cost(target.cost_size(), pattern_size)
         })?;
         let Some(s) = target.as_str() else {
-            return Err(match op {
-                RegexOp::Matches => EvalError::new("no such overload: matches"),
-                _ => EvalError::no_such_overload(),
-            });
+            // cel-go's precompiled constant-pattern `matches` (MatchesRegexOptimization)
+            // and Kubernetes' `find`/`findAll` fail with a bare error.
+            return Err(EvalError::no_such_overload());
         };
         let mut cx = Ctx::new(self.meter, &mut self.regexes);
         match op {
@@ -1133,7 +1203,8 @@ fn select_in<'a>(v: Value<'a>, field: &Key, optional: bool, explicit: bool) -> R
         Value::Optional(Some(inner)) => return select_in((**inner).clone(), field, true, explicit),
         // A `.?` selection finds nothing on null or a scalar (cel-go's presence test); a
         // plain one fails there, optional chain or not.
-        Value::List(_) if explicit => return Err(unsupported_list_index()),
+        // A field of a list is a string index into it, for plain and `.?` selections.
+        Value::List(_) => return Err(unsupported_list_index()),
         _ if explicit => return Ok(Value::Optional(None)),
         _ => return Err(EvalError::no_such_key(field)),
     };
@@ -1169,15 +1240,25 @@ fn index_value<'a>(v: Value<'a>, k: &Value<'_>, optional: bool) -> R<'a> {
         Value::List(l) => {
             let i = match k {
                 Value::Int(i) => *i,
-                Value::Uint(u) => i64::try_from(*u).unwrap_or(i64::MAX),
-                Value::Double(d) if d.fract() == 0.0 && d.is_finite() => *d as i64,
-                Value::Double(_) => {
+                Value::Uint(u) => match i64::try_from(*u) {
+                    Ok(i) => i,
+                    Err(_) => return Err(unsupported_index_value(k)),
+                },
+                // Whole and within int64 (2^63 itself is not: `as` would saturate to it).
+                Value::Double(d)
+                    if d.fract() == 0.0
+                        && *d >= -9.223372036854776e18
+                        && *d < 9.223372036854776e18 =>
+                {
+                    *d as i64
+                }
+                Value::Double(_) => return Err(unsupported_index_value(k)),
+                other => {
                     return Err(EvalError::new(format!(
-                        "unsupported index value {}",
-                        k.debug_string()
+                        "unsupported index type '{}' in list",
+                        other.type_name()
                     )))
                 }
-                _ => return Err(EvalError::no_such_overload()),
             };
             let got = if i < 0 { None } else { l.get(i as usize) };
             match (got, optional) {
@@ -1205,9 +1286,18 @@ fn index_value<'a>(v: Value<'a>, k: &Value<'_>, optional: bool) -> R<'a> {
                 (None, false) => Err(EvalError::no_such_key(k.debug_string())),
             }
         }
-        Value::Null => Err(EvalError::no_such_key(k.debug_string())),
-        _ => Err(EvalError::no_such_overload()),
+        // cel-go's qualifier finds no key on anything that is neither a list nor a map.
+        _ => Err(EvalError::no_such_key(k.debug_string())),
     }
+}
+
+/// cel-go's `IndexOrError` for a number that is no int64 (`%v` of the value).
+#[cold]
+fn unsupported_index_value(k: &Value<'_>) -> EvalError {
+    EvalError::new(format!(
+        "unsupported index value {} in list",
+        k.debug_string()
+    ))
 }
 
 /// A borrowed string value, for callers building activations.

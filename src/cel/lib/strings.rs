@@ -304,9 +304,31 @@ pub fn join<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
         if i > 0 {
             out.push_str(sep)?;
         }
-        out.push_str(str_arg(&e)?)?;
+        match &e {
+            Value::String(piece) => out.push_str(piece.as_str())?,
+            // cel-go's type guard looks at the first element only: the call fails before
+            // the implementation runs (the dispatcher names it), later elements inside it.
+            _ if i == 0 => return Err(EvalError::no_such_overload()),
+            other => {
+                return Err(EvalError::new(format!(
+                    "join: invalid input: {}",
+                    go_v(other)
+                )))
+            }
+        }
     }
     Ok(out.value())
+}
+
+/// Go's `%v` of a cel-go scalar value, as ext.strings errors print it.
+fn go_v(v: &Value<'_>) -> String {
+    match v {
+        Value::Null => "NULL_VALUE".into(),
+        Value::Int(i) => i.to_string(),
+        Value::Uint(u) => u.to_string(),
+        Value::Bool(b) => b.to_string(),
+        other => other.debug_string(),
+    }
 }
 
 pub fn quote<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
