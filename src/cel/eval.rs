@@ -998,10 +998,11 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                             return Err(EvalError::no_such_overload());
                         };
                         for (k, v) in entry.entries() {
+                            let shown = k.clone();
                             out.insert_new(k, v).map_err(|_| {
                                 EvalError::new(format!(
                                     "insert failed: key {} already exists",
-                                    "<key>"
+                                    shown.debug_string()
                                 ))
                             })?;
                         }

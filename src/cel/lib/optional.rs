@@ -32,7 +32,8 @@ pub fn optional_of_non_zero<'a>(a: &[Value<'a>]) -> R<'a> {
         Value::List(l) => l.is_empty(),
         Value::Map(m) => m.is_empty(),
         Value::Duration(d) => *d == 0,
-        Value::Timestamp(t) => t.as_nanos() == 0,
+        // Go's zero `time.Time` (year 1), not the epoch.
+        Value::Timestamp(t) => t.as_nanos() == -62_135_596_800 * 1_000_000_000,
         _ => false,
     };
     Ok(Value::optional(if zero { None } else { Some(v.clone()) }))

@@ -235,6 +235,10 @@ pub fn split<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
         out.push(piece(cx, &a[0], range)?);
         Ok::<(), EvalError>(())
     };
+    // Go's `explode` of an empty string is empty, whatever the limit.
+    if sep.is_empty() && s.is_empty() {
+        return Ok(Value::list(out));
+    }
     if limit == 1 {
         push(cx, &mut out, 0..s.len())?;
         return Ok(Value::list(out));
@@ -312,23 +316,12 @@ pub fn join<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
             other => {
                 return Err(EvalError::new(format!(
                     "join: invalid input: {}",
-                    go_v(other)
+                    other.debug_string()
                 )))
             }
         }
     }
     Ok(out.value())
-}
-
-/// Go's `%v` of a cel-go scalar value, as ext.strings errors print it.
-fn go_v(v: &Value<'_>) -> String {
-    match v {
-        Value::Null => "NULL_VALUE".into(),
-        Value::Int(i) => i.to_string(),
-        Value::Uint(u) => u.to_string(),
-        Value::Bool(b) => b.to_string(),
-        other => other.debug_string(),
-    }
 }
 
 pub fn quote<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
