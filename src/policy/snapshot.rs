@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::compile::{compile, CompiledPolicy};
+use crate::matching::registry::{Equivalents, Registry};
 use crate::matching::{Matcher, Namespaces};
 use crate::model::{Binding, ParamRef, Policy};
 
@@ -176,6 +177,32 @@ impl PolicyIndex {
         }
     }
 
+    /// The policies that may match a request on `group`/`resource` or (matchPolicy
+    /// Equivalent) on one of its `equivalents` in another group or resource (core and
+    /// `events.k8s.io` events), in snapshot order, each once.
+    pub fn candidates_with(
+        &self,
+        group: &str,
+        resource: &str,
+        equivalents: Equivalents<'_>,
+    ) -> Vec<usize> {
+        let mut out = self.candidates(group, resource);
+        if let Equivalents::Known { equivalents, .. } = equivalents {
+            let mut others = equivalents
+                .iter()
+                .filter(|e| e.group != group || e.resource != resource)
+                .peekable();
+            if others.peek().is_some() {
+                for e in others {
+                    out.extend(self.candidates(&e.group, &e.resource));
+                }
+                out.sort_unstable();
+                out.dedup();
+            }
+        }
+        out
+    }
+
     /// The policies that may match, in snapshot order, each once.
     pub fn candidates(&self, group: &str, resource: &str) -> Vec<usize> {
         let key = (group.to_string(), resource.to_string());
@@ -206,6 +233,9 @@ pub struct Snapshot {
     /// RBAC objects: (Cluster)Roles and (Cluster)RoleBindings, as JSON.
     pub rbac: Arc<Vec<Arc<Json>>>,
     pub index: PolicyIndex,
+    /// The resources the cluster serves (built-ins of the snapshot's Kubernetes minor, and
+    /// its CRDs), for equivalent matching and conversion.
+    pub registry: Registry,
     /// Param kinds, by (API group, kind), whose objects are still being listed from the
     /// cluster: a binding that needs one is a configuration error until they are.
     pub unsynced_params: BTreeSet<(String, String)>,
@@ -330,6 +360,7 @@ pub struct SnapshotBuilder {
     policies: Vec<Policy>,
     bindings: Vec<Binding>,
     rbac: Vec<Arc<Json>>,
+    crds: Vec<Arc<Json>>,
     snapshot: Snapshot,
 }
 
@@ -392,6 +423,7 @@ impl SnapshotBuilder {
                 Scope::Namespaced
             };
             self.snapshot.kinds.insert((crd_group, crd_kind), scope);
+            self.crds.push(object.clone());
         }
         if group.is_empty() && kind == "Namespace" {
             self.snapshot
@@ -467,6 +499,10 @@ impl SnapshotBuilder {
             });
         }
         cache.retain(&live);
+        self.snapshot.registry = Registry::builtin(version);
+        for crd in &self.crds {
+            self.snapshot.registry.add_crd(crd);
+        }
         self.snapshot.rbac = Arc::new(self.rbac);
         self.snapshot
     }
