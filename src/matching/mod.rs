@@ -393,6 +393,91 @@ mod tests {
     }
 
     #[test]
+    fn equivalents_come_from_the_registry() {
+        let registry = registry::Registry::builtin(33);
+        let rule = |group: &str, version: &str, resource: &str| NamedRule {
+            operations: vec!["CREATE".into()],
+            api_groups: vec![group.into()],
+            api_versions: vec![version.into()],
+            resources: vec![resource.into()],
+            ..Default::default()
+        };
+        let matcher = |rules: Vec<NamedRule>| {
+            Matcher::compile(&MatchResources {
+                resource_rules: rules,
+                ..Default::default()
+            })
+        };
+        let request = |group: &str, version: &str, resource: &str| RequestAttributes {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+            ..pod_create("prod")
+        };
+        let run = |m: &Matcher, r: &RequestAttributes| {
+            let eq = registry.equivalents(&r.group, &r.resource, &r.subresource);
+            let (found, how) = m.matches_resource(r, &namespaces(), eq);
+            let how = match how {
+                Matched::Own => "own".to_string(),
+                Matched::Equivalent(e) => format!("{}/{} {}", e.group, e.version, e.kind.kind),
+                Matched::Version(v) => format!("version {v}"),
+            };
+            (found, how)
+        };
+
+        let cm = request("", "v1", "configmaps");
+        let v2 = matcher(vec![rule("", "v2", "configmaps")]);
+        assert_eq!(run(&v2, &cm).0, Match::No, "no configmaps v2 is served");
+        assert_eq!(
+            v2.matches(&cm, &namespaces()),
+            Match::Yes,
+            "without the registry, any version named"
+        );
+
+        let hpa = request("autoscaling", "v2", "horizontalpodautoscalers");
+        let v1 = matcher(vec![rule("autoscaling", "v1", "horizontalpodautoscalers")]);
+        assert_eq!(
+            run(&v1, &hpa),
+            (Match::Yes, "autoscaling/v1 HorizontalPodAutoscaler".into())
+        );
+
+        let event = request("events.k8s.io", "v1", "events");
+        let core = matcher(vec![rule("", "v1", "events")]);
+        assert_eq!(run(&core, &event), (Match::Yes, "/v1 Event".into()));
+
+        // matching.go tries every rule exactly before any equivalent.
+        let both = matcher(vec![
+            rule("autoscaling", "v1", "horizontalpodautoscalers"),
+            rule("autoscaling", "v2", "horizontalpodautoscalers"),
+        ]);
+        assert_eq!(run(&both, &hpa), (Match::Yes, "own".into()));
+
+        let widgets = request("example.com", "v2", "widgets");
+        let unknown = matcher(vec![rule("example.com", "v1", "widgets")]);
+        assert_eq!(
+            run(&unknown, &widgets),
+            (Match::Yes, "version v1".into()),
+            "a resource the registry does not know: the version the rule names"
+        );
+
+        let exact = Matcher::compile(&MatchResources {
+            resource_rules: vec![rule("autoscaling", "v1", "horizontalpodautoscalers")],
+            match_policy: Some("Exact".into()),
+            ..Default::default()
+        });
+        assert_eq!(run(&exact, &hpa).0, Match::No);
+        let excluded = Matcher::compile(&MatchResources {
+            exclude_resource_rules: vec![rule("autoscaling", "v1", "horizontalpodautoscalers")],
+            ..Default::default()
+        });
+        assert_eq!(
+            run(&excluded, &hpa).0,
+            Match::No,
+            "exclusions match equivalents too"
+        );
+    }
+
+    #[test]
     fn object_selector_reads_old_or_new() {
         let m = Matcher::compile(&MatchResources {
             object_selector: env_selector("prod"),

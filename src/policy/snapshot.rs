@@ -579,4 +579,32 @@ mod tests {
         );
         assert_eq!(names("batch", "jobs"), ["e-everything"]);
     }
+
+    #[test]
+    fn index_finds_policies_of_cross_group_equivalents() {
+        let mut b = SnapshotBuilder::new();
+        for (name, groups, resources) in [
+            ("a-core-events", "['']", "[events]"),
+            ("b-events", "['events.k8s.io']", "[events]"),
+            ("c-pods", "['']", "[pods]"),
+        ] {
+            b.add_policy(policy(name, groups, resources));
+            b.add_binding(binding(name));
+        }
+        let s = b.build(crate::cel::NEWEST_MINOR);
+        let names = |g: &str, r: &str| {
+            let eq = s.registry.equivalents(g, r, "");
+            s.index
+                .candidates_with(g, r, eq)
+                .into_iter()
+                .map(|i| s.policies[i].policy.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names("", "events"), ["a-core-events", "b-events"]);
+        assert_eq!(
+            names("events.k8s.io", "events"),
+            ["a-core-events", "b-events"]
+        );
+        assert_eq!(names("", "pods"), ["c-pods"]);
+    }
 }
