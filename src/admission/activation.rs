@@ -8,6 +8,7 @@ use serde_json::Value as Json;
 use super::context::Services;
 use super::request::Request;
 use super::validator::GroupValues;
+use super::versioned::View;
 use crate::cel::k8s::authz::{AuthorizerValue, ResourceCheck};
 use crate::cel::Value;
 use crate::policy::compile::{CompiledPolicy, SlotLayout};
@@ -69,7 +70,8 @@ pub(super) fn namespace_object(
 /// is lazy (computed on first read), so its slot stays null.
 fn fill<'a>(
     layout: SlotLayout,
-    req: &Request<'a>,
+    view: &View<'a>,
+    request: &Value<'a>,
     ns: Value<'a>,
     params: Value<'a>,
     authz: Option<(Value<'a>, Value<'a>)>,
@@ -82,15 +84,9 @@ fn fill<'a>(
             *s = value;
         }
     };
-    set(
-        slots.object,
-        req.object.map_or(Value::Null, Value::from_doc),
-    );
-    set(
-        slots.old_object,
-        req.old_object.map_or(Value::Null, Value::from_doc),
-    );
-    set(slots.request, Value::from_doc(req.request));
+    set(slots.object, view.object.clone());
+    set(slots.old_object, view.old_object.clone());
+    set(slots.request, request.clone());
     set(slots.namespace_object, ns);
     if let Some(p) = slots.params {
         set(p, params);
@@ -105,7 +101,7 @@ fn fill<'a>(
 /// The values of each expression group for one param.
 pub(super) fn bind<'a>(
     policy: &CompiledPolicy,
-    req: &Request<'a>,
+    view: &View<'a>,
     namespace_object: &'a Option<Arc<Json>>,
     param: Option<&'a Json>,
     authz: &AuthorizerValue,
@@ -118,9 +114,30 @@ pub(super) fn bind<'a>(
     let params = param.map_or(Value::Null, Value::from_json);
     let authorizer = || Some((Value::opaque(authz.clone()), Value::opaque(preset.clone())));
     GroupValues {
-        condition: fill(s.condition, req, Value::Null, params.clone(), authorizer()),
-        validation: fill(s.validation, req, ns.clone(), params.clone(), authorizer()),
-        message: fill(s.message, req, ns.clone(), params.clone(), None),
-        audit: fill(s.validation, req, ns, params, None),
+        condition: fill(
+            s.condition,
+            view,
+            &view.condition_request,
+            Value::Null,
+            params.clone(),
+            authorizer(),
+        ),
+        validation: fill(
+            s.validation,
+            view,
+            &view.request,
+            ns.clone(),
+            params.clone(),
+            authorizer(),
+        ),
+        message: fill(
+            s.message,
+            view,
+            &view.request,
+            ns.clone(),
+            params.clone(),
+            None,
+        ),
+        audit: fill(s.validation, view, &view.request, ns, params, None),
     }
 }

@@ -42,6 +42,10 @@ pub enum ConfigError {
     /// The binding's paramRef has neither a name nor a selector.
     #[error("one of name or selector must be provided")]
     NoNameOrSelector,
+    /// The policy matched through an equivalent resource whose version celgate cannot
+    /// convert the object to (the API server's prefix, celgate's reason).
+    #[error("failed to convert object version: {0}")]
+    Conversion(String),
     /// No param matched and the binding's parameterNotFoundAction is `Deny`.
     #[error("no params found for policy binding with `Deny` parameterNotFoundAction")]
     NoParams,

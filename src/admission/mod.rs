@@ -14,6 +14,7 @@
 
 mod activation;
 pub mod context;
+pub mod convert;
 pub mod error;
 mod params;
 pub mod probe;
@@ -22,12 +23,13 @@ pub mod request;
 mod routing;
 pub mod validator;
 pub mod verdict;
+mod versioned;
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::cel::k8s::authz::AuthorizerValue;
-use crate::matching::{is_exempt, Match};
+use crate::matching::{is_exempt, Match, Matched};
 use crate::policy::snapshot::Snapshot;
 use activation::{bind, namespace_object, RequestNamespaces};
 pub use context::{AdmitContext, Deadline, EvalLimits, NamespaceLookup, Services};
@@ -42,6 +44,7 @@ pub use verdict::{
     AdmissionVerdict, AuditedFailure, BindingOutcome, BindingResult, CheckMetric, Denial,
     Evaluated, PolicyResult, ValidationResult,
 };
+use versioned::{Versions, View};
 
 /// The operations VAP handles.
 fn handled(operation: &str) -> bool {
@@ -100,19 +103,34 @@ fn admit_with(
     };
     let authz = AuthorizerValue::new(backend);
     let preset = authz.request_resource(req.resource_attributes());
-    'policies: for index in snapshot.index.candidates(&attrs.group, &attrs.resource) {
+    // The served resources equivalent to the request's (one registry lookup per request).
+    let equivalents =
+        snapshot
+            .registry
+            .equivalents(&attrs.group, &attrs.resource, &attrs.subresource);
+    let own_view = View::own(req);
+    // Converted views, built only when a policy matched through an equivalent resource.
+    let mut versions = Versions::default();
+    let candidates = snapshot
+        .index
+        .candidates_with(&attrs.group, &attrs.resource, equivalents);
+    'policies: for index in candidates {
         let entry = &snapshot.policies[index];
         let policy = &entry.policy;
+        let mut matched = Matched::Own;
         let config_error = match &policy.matcher {
             Err(guard) => Some(ConfigError::from(*guard)),
-            Ok(m) => match m.matches(attrs, &namespaces) {
-                Match::No => continue,
-                Match::Yes => policy
-                    .invalid
-                    .clone()
-                    .map(ConfigError::Invalid)
-                    .or_else(|| param_kind_error(snapshot, policy)),
-                Match::Error(e) => Some(e.into()),
+            Ok(m) => match m.matches_resource(attrs, &namespaces, equivalents) {
+                (Match::No, _) => continue,
+                (Match::Yes, how) => {
+                    matched = how;
+                    policy
+                        .invalid
+                        .clone()
+                        .map(ConfigError::Invalid)
+                        .or_else(|| param_kind_error(snapshot, policy))
+                }
+                (Match::Error(e), _) => Some(e.into()),
             },
         };
         if let Some(e) = config_error {
@@ -140,22 +158,41 @@ fn admit_with(
                 binding: binding_index,
                 result,
             };
-            let params = match binding_params(snapshot, &namespaces, policy, binding, req) {
-                Ok(Some(p)) => p,
-                Ok(None) => continue,
-                Err(e) => {
-                    let b = Some(binding.name.as_str());
-                    verdict.record(trace, &policy.name, b, BindingOutcome::Error);
-                    verdict.evaluated.push(evaluated(PolicyResult::Error));
-                    let message = format!("failed to configure binding: {e}");
-                    configuration_error(&mut verdict, policy, Some(&binding.name), &message);
-                    continue;
-                }
-            };
+            let params =
+                match binding_params(snapshot, &namespaces, policy, binding, req, equivalents) {
+                    Ok(Some(p)) => p,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        let b = Some(binding.name.as_str());
+                        verdict.record(trace, &policy.name, b, BindingOutcome::Error);
+                        verdict.evaluated.push(evaluated(PolicyResult::Error));
+                        let message = format!("failed to configure binding: {e}");
+                        configuration_error(&mut verdict, policy, Some(&binding.name), &message);
+                        continue;
+                    }
+                };
             if params.is_empty() {
                 // No param object, and parameterNotFoundAction Allow: nothing to evaluate.
                 verdict.evaluated.push(evaluated(PolicyResult::Skip));
+                continue;
             }
+            // In-tree converts once a binding has params to evaluate; a failure is the
+            // binding's configuration error (each binding that gets here reports it).
+            let view = match matched {
+                Matched::Own => own_view.clone(),
+                other => match versions.view(req, other, equivalents) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        let b = Some(binding.name.as_str());
+                        verdict.record(trace, &policy.name, b, BindingOutcome::Error);
+                        verdict.evaluated.push(evaluated(PolicyResult::Error));
+                        let e = ConfigError::Conversion(e);
+                        let message = format!("failed to configure binding: {e}");
+                        configuration_error(&mut verdict, policy, Some(&binding.name), &message);
+                        continue;
+                    }
+                },
+            };
             for param in params {
                 let started = Instant::now();
                 // The clock is read here anyway (for the check metrics): past the deadline,
@@ -166,7 +203,7 @@ fn admit_with(
                 }
                 let bindings = bind(
                     policy,
-                    req,
+                    &view,
                     &namespace_object,
                     param.as_deref(),
                     &authz,

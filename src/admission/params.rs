@@ -41,9 +41,14 @@ pub(super) fn binding_params(
     policy: &CompiledPolicy,
     binding: &CompiledBinding,
     req: &Request<'_>,
+    equivalents: crate::matching::registry::Equivalents<'_>,
 ) -> Result<Option<Vec<Option<Arc<Json>>>>, ConfigError> {
     if let Some(m) = &binding.matcher {
-        match m.matches(&req.attributes, namespaces) {
+        // The binding's own matchPolicy; which resource it matched as is discarded (§2.7).
+        match m
+            .matches_resource(&req.attributes, namespaces, equivalents)
+            .0
+        {
             Match::No => return Ok(None),
             Match::Yes => {}
             Match::Error(e) => return Err(e.into()),

@@ -2,12 +2,14 @@
 //! namespace and object selectors, matchPolicy), following `policy/matching/matching.go`
 //! (§2 of vap-semantics.md), and the resources no policy ever sees.
 
+pub mod registry;
 pub mod rules;
 pub mod selector;
 
 use std::collections::BTreeMap;
 
 use crate::model::{MatchResources, NamedRule};
+use registry::{Equivalent, Equivalents};
 use rules::{rule_matches, Gvr};
 use selector::{Selector, SelectorError};
 
@@ -80,6 +82,29 @@ pub struct Matcher {
     equivalent: bool,
 }
 
+/// The resource a `MatchResources` matched a request as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Matched<'s> {
+    /// The request's own resource.
+    Own,
+    /// An equivalent served resource of the registry.
+    Equivalent(&'s Equivalent),
+    /// Another version (named by a rule) of a resource the registry does not know.
+    Version(&'s str),
+}
+
+fn is_own(e: &Equivalent, req: &RequestAttributes) -> bool {
+    e.group == req.group && e.version == req.version && e.resource == req.resource
+}
+
+fn gvr_of(e: &Equivalent) -> Gvr<'_> {
+    Gvr {
+        group: &e.group,
+        version: &e.version,
+        resource: &e.resource,
+    }
+}
+
 /// Requests VAP never evaluates: the non-persisted review resources, and the admission
 /// policy resources themselves (§1).
 pub fn is_exempt(group: &str, resource: &str) -> bool {
@@ -126,49 +151,86 @@ impl Matcher {
     }
 
     /// §2.2: selectors, then exclusions, then rules; selector errors only count when the
-    /// rules match.
+    /// rules match. Equivalents are those of a resource the registry does not know (see
+    /// [`Self::matches_resource`]).
     pub fn matches(&self, req: &RequestAttributes, namespaces: &dyn Namespaces) -> Match {
+        self.matches_resource(req, namespaces, Equivalents::Unknown)
+            .0
+    }
+
+    /// [`Self::matches`], with the request's equivalent resources, and which resource matched
+    /// (`matching.go` `matchesResourceRules`): the request's own when a rule names it (or
+    /// there are no rules), else under matchPolicy Equivalent the first rule, in order, that
+    /// names an equivalent one.
+    pub fn matches_resource<'s>(
+        &'s self,
+        req: &RequestAttributes,
+        namespaces: &dyn Namespaces,
+        equivalents: Equivalents<'s>,
+    ) -> (Match, Matched<'s>) {
         let ns = self.namespace_selector_matches(req, namespaces);
         if ns == Ok(false) {
-            return Match::No;
+            return (Match::No, Matched::Own);
         }
         let obj = self.object_selector_matches(req);
         if obj == Ok(false) {
-            return Match::No;
+            return (Match::No, Matched::Own);
         }
-        if self.exclude.iter().any(|r| self.rule_applies(r, req)) {
-            return Match::No;
+        if self.rules_match(&self.exclude, req, equivalents).is_some() {
+            return (Match::No, Matched::Own);
         }
-        if !self.rules.is_empty() && !self.rules.iter().any(|r| self.rule_applies(r, req)) {
-            return Match::No;
-        }
+        let matched = if self.rules.is_empty() {
+            Matched::Own
+        } else {
+            match self.rules_match(&self.rules, req, equivalents) {
+                Some(m) => m,
+                None => return (Match::No, Matched::Own),
+            }
+        };
         match (ns, obj) {
-            (Err(e), _) | (_, Err(e)) => Match::Error(e),
-            _ => Match::Yes,
+            (Err(e), _) | (_, Err(e)) => (Match::Error(e), matched),
+            _ => (Match::Yes, matched),
         }
     }
 
-    /// A rule matches exactly, or (matchPolicy Equivalent) for another version of the same
-    /// group and resource. celgate treats every served version of a group/resource as
-    /// equivalent, which covers CRD versions and API version migrations; cross-group
-    /// equivalences need the API server's registry and are not modelled.
-    fn rule_applies(&self, rule: &NamedRule, req: &RequestAttributes) -> bool {
-        if rule_matches(rule, req, req.gvr()) {
-            return true;
+    /// The exact pass over every rule, then (matchPolicy Equivalent) the equivalent pass:
+    /// each rule against each served equivalent of the request's resource other than its own.
+    fn rules_match<'s>(
+        &'s self,
+        rules: &'s [NamedRule],
+        req: &RequestAttributes,
+        equivalents: Equivalents<'s>,
+    ) -> Option<Matched<'s>> {
+        if rules.iter().any(|r| rule_matches(r, req, req.gvr())) {
+            return Some(Matched::Own);
         }
-        self.equivalent
-            && rule
-                .api_versions
-                .iter()
-                .any(|v| v != &req.version && v != "*")
-            && rule.api_versions.iter().any(|v| {
-                let gvr = Gvr {
-                    group: &req.group,
-                    version: v,
-                    resource: &req.resource,
-                };
-                rule_matches(rule, req, gvr)
-            })
+        if !self.equivalent {
+            return None;
+        }
+        match equivalents {
+            Equivalents::Known { equivalents, .. } => rules.iter().find_map(|rule| {
+                equivalents
+                    .iter()
+                    .filter(|e| !is_own(e, req))
+                    .find(|e| rule_matches(rule, req, gvr_of(e)))
+                    .map(Matched::Equivalent)
+            }),
+            // Nothing is known of what is served: any other version a rule names.
+            Equivalents::Unknown => rules.iter().find_map(|rule| {
+                rule.api_versions
+                    .iter()
+                    .filter(|v| *v != &req.version && *v != "*")
+                    .find(|v| {
+                        let gvr = Gvr {
+                            group: &req.group,
+                            version: v,
+                            resource: &req.resource,
+                        };
+                        rule_matches(rule, req, gvr)
+                    })
+                    .map(|v| Matched::Version(v))
+            }),
+        }
     }
 
     fn namespace_selector_matches(
@@ -327,6 +389,91 @@ mod tests {
         assert_eq!(
             equivalent.matches(&pod_create("prod"), &namespaces()),
             Match::Yes
+        );
+    }
+
+    #[test]
+    fn equivalents_come_from_the_registry() {
+        let registry = registry::Registry::builtin(33);
+        let rule = |group: &str, version: &str, resource: &str| NamedRule {
+            operations: vec!["CREATE".into()],
+            api_groups: vec![group.into()],
+            api_versions: vec![version.into()],
+            resources: vec![resource.into()],
+            ..Default::default()
+        };
+        let matcher = |rules: Vec<NamedRule>| {
+            Matcher::compile(&MatchResources {
+                resource_rules: rules,
+                ..Default::default()
+            })
+        };
+        let request = |group: &str, version: &str, resource: &str| RequestAttributes {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+            ..pod_create("prod")
+        };
+        let run = |m: &Matcher, r: &RequestAttributes| {
+            let eq = registry.equivalents(&r.group, &r.resource, &r.subresource);
+            let (found, how) = m.matches_resource(r, &namespaces(), eq);
+            let how = match how {
+                Matched::Own => "own".to_string(),
+                Matched::Equivalent(e) => format!("{}/{} {}", e.group, e.version, e.kind.kind),
+                Matched::Version(v) => format!("version {v}"),
+            };
+            (found, how)
+        };
+
+        let cm = request("", "v1", "configmaps");
+        let v2 = matcher(vec![rule("", "v2", "configmaps")]);
+        assert_eq!(run(&v2, &cm).0, Match::No, "no configmaps v2 is served");
+        assert_eq!(
+            v2.matches(&cm, &namespaces()),
+            Match::Yes,
+            "without the registry, any version named"
+        );
+
+        let hpa = request("autoscaling", "v2", "horizontalpodautoscalers");
+        let v1 = matcher(vec![rule("autoscaling", "v1", "horizontalpodautoscalers")]);
+        assert_eq!(
+            run(&v1, &hpa),
+            (Match::Yes, "autoscaling/v1 HorizontalPodAutoscaler".into())
+        );
+
+        let event = request("events.k8s.io", "v1", "events");
+        let core = matcher(vec![rule("", "v1", "events")]);
+        assert_eq!(run(&core, &event), (Match::Yes, "/v1 Event".into()));
+
+        // matching.go tries every rule exactly before any equivalent.
+        let both = matcher(vec![
+            rule("autoscaling", "v1", "horizontalpodautoscalers"),
+            rule("autoscaling", "v2", "horizontalpodautoscalers"),
+        ]);
+        assert_eq!(run(&both, &hpa), (Match::Yes, "own".into()));
+
+        let widgets = request("example.com", "v2", "widgets");
+        let unknown = matcher(vec![rule("example.com", "v1", "widgets")]);
+        assert_eq!(
+            run(&unknown, &widgets),
+            (Match::Yes, "version v1".into()),
+            "a resource the registry does not know: the version the rule names"
+        );
+
+        let exact = Matcher::compile(&MatchResources {
+            resource_rules: vec![rule("autoscaling", "v1", "horizontalpodautoscalers")],
+            match_policy: Some("Exact".into()),
+            ..Default::default()
+        });
+        assert_eq!(run(&exact, &hpa).0, Match::No);
+        let excluded = Matcher::compile(&MatchResources {
+            exclude_resource_rules: vec![rule("autoscaling", "v1", "horizontalpodautoscalers")],
+            ..Default::default()
+        });
+        assert_eq!(
+            run(&excluded, &hpa).0,
+            Match::No,
+            "exclusions match equivalents too"
         );
     }
 

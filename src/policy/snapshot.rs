@@ -13,6 +13,7 @@ use serde_json::Value as Json;
 
 use super::compile::{compile, CompiledPolicy};
 pub use super::namespace_object::namespace_view;
+use crate::matching::registry::{Equivalents, Registry};
 use crate::matching::{Matcher, Namespaces};
 use crate::model::{Binding, ParamRef, Policy};
 
@@ -146,6 +147,32 @@ impl PolicyIndex {
         }
     }
 
+    /// The policies that may match a request on `group`/`resource` or (matchPolicy
+    /// Equivalent) on one of its `equivalents` in another group or resource (core and
+    /// `events.k8s.io` events), in snapshot order, each once.
+    pub fn candidates_with(
+        &self,
+        group: &str,
+        resource: &str,
+        equivalents: Equivalents<'_>,
+    ) -> Vec<usize> {
+        let mut out = self.candidates(group, resource);
+        if let Equivalents::Known { equivalents, .. } = equivalents {
+            let mut others = equivalents
+                .iter()
+                .filter(|e| e.group != group || e.resource != resource)
+                .peekable();
+            if others.peek().is_some() {
+                for e in others {
+                    out.extend(self.candidates(&e.group, &e.resource));
+                }
+                out.sort_unstable();
+                out.dedup();
+            }
+        }
+        out
+    }
+
     /// The policies that may match, in snapshot order, each once.
     pub fn candidates(&self, group: &str, resource: &str) -> Vec<usize> {
         let key = (group.to_string(), resource.to_string());
@@ -176,6 +203,9 @@ pub struct Snapshot {
     /// RBAC objects: (Cluster)Roles and (Cluster)RoleBindings, as JSON.
     pub rbac: Arc<Vec<Arc<Json>>>,
     pub index: PolicyIndex,
+    /// The resources the cluster serves (built-ins of the snapshot's Kubernetes minor, and
+    /// its CRDs), for equivalent matching and conversion.
+    pub registry: Registry,
     /// Param kinds, by (API group, kind), whose objects are still being listed from the
     /// cluster: a binding that needs one is a configuration error until they are.
     pub unsynced_params: BTreeSet<(String, String)>,
@@ -300,6 +330,7 @@ pub struct SnapshotBuilder {
     policies: Vec<Policy>,
     bindings: Vec<Binding>,
     rbac: Vec<Arc<Json>>,
+    crds: Vec<Arc<Json>>,
     snapshot: Snapshot,
 }
 
@@ -362,6 +393,7 @@ impl SnapshotBuilder {
                 Scope::Namespaced
             };
             self.snapshot.kinds.insert((crd_group, crd_kind), scope);
+            self.crds.push(object.clone());
         }
         if group.is_empty() && kind == "Namespace" {
             self.snapshot
@@ -437,6 +469,10 @@ impl SnapshotBuilder {
             });
         }
         cache.retain(&live);
+        self.snapshot.registry = Registry::builtin(version);
+        for crd in &self.crds {
+            self.snapshot.registry.add_crd(crd);
+        }
         self.snapshot.rbac = Arc::new(self.rbac);
         self.snapshot
     }
@@ -512,5 +548,33 @@ mod tests {
             ["d-any-group-deployments", "e-everything", "f-apps"]
         );
         assert_eq!(names("batch", "jobs"), ["e-everything"]);
+    }
+
+    #[test]
+    fn index_finds_policies_of_cross_group_equivalents() {
+        let mut b = SnapshotBuilder::new();
+        for (name, groups, resources) in [
+            ("a-core-events", "['']", "[events]"),
+            ("b-events", "['events.k8s.io']", "[events]"),
+            ("c-pods", "['']", "[pods]"),
+        ] {
+            b.add_policy(policy(name, groups, resources));
+            b.add_binding(binding(name));
+        }
+        let s = b.build(crate::cel::NEWEST_MINOR);
+        let names = |g: &str, r: &str| {
+            let eq = s.registry.equivalents(g, r, "");
+            s.index
+                .candidates_with(g, r, eq)
+                .into_iter()
+                .map(|i| s.policies[i].policy.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names("", "events"), ["a-core-events", "b-events"]);
+        assert_eq!(
+            names("events.k8s.io", "events"),
+            ["a-core-events", "b-events"]
+        );
+        assert_eq!(names("", "pods"), ["c-pods"]);
     }
 }
