@@ -68,6 +68,12 @@ VARIANTS = {
         "webhook": {"failOpenUntilReady": False},
     },
     "observe": {"mode": "observe"},
+    "background-off-no-events": {"background": {"enabled": False}, "celgate": {"events": False}},
+    "background-narrowed": {
+        "background": {"interval": "30m", "qps": 5, "concurrency": 1, "pageSize": 100, "debounce": "10s",
+                       "rbacRules": [{"apiGroups": ["", "apps"], "resources": ["pods", "deployments"]}]},
+        "celgate": {"events": False},
+    },
     "reports": {"reports": {"enabled": True}},
     "reports-wgpolicy-crds": {"reports": {"enabled": True, "installCRDs": True}},
     "reports-openreports-crds-no-events": {
@@ -97,6 +103,10 @@ INVALID = {
     "reports format": ({"reports": {"enabled": True, "format": "kyverno"}}, SCHEMA),
     "reports maxResults": ({"reports": {"enabled": True, "maxResults": 0}}, SCHEMA),
     "reports interval": ({"reports": {"enabled": True, "interval": "often"}}, SCHEMA),
+    "background qps": ({"background": {"qps": 0}}, SCHEMA),
+    "background concurrency": ({"background": {"concurrency": 0}}, SCHEMA),
+    "background interval": ({"background": {"interval": "hourly"}}, SCHEMA),
+    "background rule without resources": ({"background": {"rbacRules": [{"apiGroups": ["*"], "resources": []}]}}, SCHEMA),
     "controller duration": ({"certificates": {"controller": {"overlap": "soon"}}}, SCHEMA),
     "param namespace name": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": ["configmaps"], "namespaces": ["Team_A"]}]}}, SCHEMA),
     "param entry without resources": ({"rbac": {"paramResources": [{"apiGroups": [""], "resources": []}]}}, SCHEMA),
@@ -238,6 +248,7 @@ def check_promises(variant, objects):
         fail(f"{variant}: the ClusterRole may only read, besides SubjectAccessReviews: {verbs}")
     check_params(variant, objects, verbs, c["args"])
     check_reports(variant, objects, c["args"])
+    check_background(variant, objects, c["args"])
     for kind in ["HorizontalPodAutoscaler", "ServiceMonitor", "NetworkPolicy"]:
         if (find(objects, kind) is not None) != autoscaled:
             fail(f"{variant}: {kind} is optional and off by default")
@@ -287,9 +298,11 @@ def check_reports(variant, objects, args):
     if flags != wanted:
         fail(f"{variant}: report flags {flags}, expected {wanted}")
     events = variant_values(variant).get("celgate", {}).get("events", True)
+    scans = variant_values(variant).get("background", {}).get("enabled", True)
+    leased = on or events or scans
     lease = find(objects, "Role", f"{RELEASE}-lease")
-    if (f"--lease-name={RELEASE}-events" in args) != (on or events) or (lease is not None) != (on or events):
-        fail(f"{variant}: the Lease (flag and Role) is needed exactly for Events or reports")
+    if (f"--lease-name={RELEASE}-events" in args) != leased or (lease is not None) != leased:
+        fail(f"{variant}: the Lease (flag and Role) is needed exactly for Events, reports or background scans")
     role = find(objects, "ClusterRole", f"{RELEASE}-reports")
     binding = find(objects, "ClusterRoleBinding", f"{RELEASE}-reports")
     group, plurals, shorts = REPORT_KINDS[fmt]
@@ -321,6 +334,39 @@ def check_reports(variant, objects, args):
         for count in ["pass", "fail", "warn", "error", "skip"]:
             if columns.get(count.capitalize()) != f".summary.{count}":
                 fail(f"{variant}: CRD {plural} lacks the printer column {count.capitalize()}: {columns}")
+
+
+def check_background(variant, objects, args):
+    """background.enabled (the default): celgate gets the --background-* flags of the values
+    and its service account, and a ClusterRole grants exactly get and list on
+    background.rbacRules (every resource by default), bound to celgate's service account.
+    Off: --background-interval=0, and no such RBAC."""
+    b = variant_values(variant).get("background", {})
+    on = b.get("enabled", True)
+    flags = sorted(a for a in args if a.startswith(("--background", "--service-account")))
+    wanted = sorted([
+        f"--background-interval={b.get('interval', '1h')}",
+        f"--background-qps={b.get('qps', 20)}",
+        f"--background-concurrency={b.get('concurrency', 2)}",
+        f"--background-page-size={b.get('pageSize', 500)}",
+        f"--background-debounce={b.get('debounce', '5s')}",
+        f"--service-account={NAMESPACE}:{RELEASE}",
+    ]) if on else ["--background-interval=0"]
+    if flags != wanted:
+        fail(f"{variant}: background flags {flags}, expected {wanted}")
+    role = find(objects, "ClusterRole", f"{RELEASE}-background")
+    binding = find(objects, "ClusterRoleBinding", f"{RELEASE}-background")
+    if not on:
+        if role or binding:
+            fail(f"{variant}: background RBAC without background.enabled")
+        return
+    rules = b.get("rbacRules", [{"apiGroups": ["*"], "resources": ["*"]}])
+    expected = [{"apiGroups": r["apiGroups"], "resources": r["resources"], "verbs": ["get", "list"]} for r in rules]
+    if role is None or role["rules"] != expected:
+        fail(f"{variant}: background ClusterRole {role and role['rules']}, expected {expected}")
+    if binding is None or (binding["subjects"][0]["name"], binding["subjects"][0]["namespace"]) != (RELEASE, NAMESPACE) \
+            or binding["roleRef"]["name"] != f"{RELEASE}-background":
+        fail(f"{variant}: the background ClusterRole must be bound to celgate's service account")
 
 
 def check_certificate_controller(variant, objects, on, dep, ca):

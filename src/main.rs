@@ -155,6 +155,36 @@ enum Command {
         /// counts those left out, and the summary counts every result.
         #[arg(long, value_name = "N", default_value_t = celgate::source::kube::reports::DEFAULT_MAX_RESULTS)]
         reports_max_results: usize,
+        /// Background scans (`--source kubernetes`): every existing object some binding
+        /// selects is evaluated as its CREATE by celgate's service account, at start, after
+        /// each policy or binding change, and every this long; `0` turns them off. Results go
+        /// to the metrics (source="scan") and, with --reports, to the reports
+        /// `celgate-background`. Only the Lease holder scans.
+        #[arg(long, value_name = "DURATION", default_value = "1h")]
+        background_interval: String,
+        /// Objects per list request of a background scan (`limit`; `continue` follows).
+        #[arg(long, value_name = "N", default_value_t = celgate::source::kube::background::DEFAULT_PAGE_SIZE)]
+        background_page_size: u32,
+        /// Requests per second a background scan sends the API server at most (discovery
+        /// and every page).
+        #[arg(long, value_name = "QPS", default_value_t = celgate::source::kube::background::DEFAULT_QPS)]
+        background_qps: f64,
+        /// Resources a background scan lists at once.
+        #[arg(long, value_name = "N", default_value_t = celgate::source::kube::background::DEFAULT_CONCURRENCY)]
+        background_concurrency: usize,
+        /// Policy and binding changes within this window make one background scan.
+        #[arg(long, value_name = "DURATION", default_value = "5s")]
+        background_debounce: String,
+        /// celgate's service account, `[NAMESPACE:]NAME` (the namespace defaults to
+        /// --lease-namespace, else `celgate`): the user of background scans' requests, whose
+        /// `authorizer` checks ask about it.
+        #[arg(
+            long,
+            value_name = "[NAMESPACE:]NAME",
+            env = "CELGATE_SERVICE_ACCOUNT",
+            default_value = "celgate"
+        )]
+        service_account: String,
         /// HTTPS address of the webhook (POST /validate, /healthz, /readyz).
         #[arg(long, default_value = "0.0.0.0:8443")]
         listen: std::net::SocketAddr,
@@ -637,6 +667,12 @@ fn serve(command: Command) -> ExitCode {
         reports,
         reports_interval,
         reports_max_results,
+        background_interval,
+        background_page_size,
+        background_qps,
+        background_concurrency,
+        background_debounce,
+        service_account,
         listen,
         metrics_listen,
         tls_cert,
@@ -822,6 +858,21 @@ fn serve(command: Command) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            let background = match background_options(
+                &background_interval,
+                background_page_size,
+                background_qps,
+                background_concurrency,
+                &background_debounce,
+                &service_account,
+                &lease_namespace,
+            ) {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("celgate: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             // One replica reports Events; it needs a name and a namespace for the Lease.
             let events_lease =
                 (!lease_namespace.is_empty() && !pod_name.is_empty()).then(|| LeaseOptions {
@@ -843,6 +894,7 @@ fn serve(command: Command) -> ExitCode {
                     retry_max,
                     param_namespaces,
                     reports,
+                    background,
                     ..KubeOptions::default()
                 },
                 sar: Some(SarOptions {
@@ -885,6 +937,66 @@ fn serve(command: Command) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The background scans' options from their flags; `None` for an interval of 0 (off).
+fn background_options(
+    interval: &str,
+    page_size: u32,
+    qps: f64,
+    concurrency: usize,
+    debounce: &str,
+    service_account: &str,
+    pod_namespace: &str,
+) -> Result<Option<kube::background::BackgroundOptions>, String> {
+    let duration = |flag: &str, text: &str| {
+        celgate::apimachinery::duration::parse_go_duration(text)
+            .filter(|n| *n >= 0)
+            .map(|n| Duration::from_nanos(n as u64))
+            .ok_or_else(|| format!("{flag} {text:?}: not a duration such as 1h or 30m"))
+    };
+    let interval = duration("--background-interval", interval)?;
+    let debounce = duration("--background-debounce", debounce)?;
+    if page_size == 0 {
+        return Err("--background-page-size must be at least 1".into());
+    }
+    if !(qps.is_finite() && qps > 0.0) {
+        return Err(format!(
+            "--background-qps {qps}: must be a number of requests per second above 0"
+        ));
+    }
+    if concurrency == 0 {
+        return Err("--background-concurrency must be at least 1".into());
+    }
+    let (namespace, name) = match service_account.split_once(':') {
+        Some((ns, name)) => (ns, name),
+        None if pod_namespace.is_empty() => ("celgate", service_account),
+        None => (pod_namespace, service_account),
+    };
+    let label = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+    };
+    if !label(namespace) || !label(name) {
+        return Err(format!(
+            "--service-account {service_account:?}: not [NAMESPACE:]NAME of a service account"
+        ));
+    }
+    if interval.is_zero() {
+        return Ok(None);
+    }
+    let (user, groups) = celgate::scan::service_account_identity(namespace, name);
+    Ok(Some(kube::background::BackgroundOptions {
+        interval,
+        debounce,
+        page_size,
+        qps,
+        concurrency,
+        user,
+        groups,
+    }))
 }
 
 /// Runs `work` on a thread with a stack that does not depend on the platform's default: the

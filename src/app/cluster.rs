@@ -1,6 +1,6 @@
 //! The cluster source while serving: the Kubernetes client, the SubjectAccessReview
 //! authorizer, snapshots installed as they come, the source's health copied into the
-//! metrics, and admission results handed to the policy reports.
+//! metrics, admission results handed to the policy reports, and the background scans.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,21 +27,39 @@ pub(super) async fn start(
         sar.map(|o| SarAuthorizer::new(client.clone(), o) as Arc<dyn AuthorizerFactory>);
     // What the engine may wait on, handed to it per review (the snapshot stays pure data).
     state.set_services(crate::admission::Services {
-        authorizer,
+        authorizer: authorizer.clone(),
         namespace_lookup: Some(Arc::new(ClusterNamespaces::new(client.clone()))),
     });
     let target = state.clone();
     let publish = Arc::new(move |s| target.install(s));
     let source = KubeSource::start(client, options, publish);
+    // Background scans: the serving snapshot, the same authorizer, and namespaces from the
+    // snapshot only (no GET per scanned object).
+    let current = state.clone();
+    source.start_background(
+        Arc::new(move || current.snapshot.load_full()),
+        crate::admission::Services {
+            authorizer,
+            namespace_lookup: None,
+        },
+        Arc::new(ScanMetrics(state.clone())),
+    );
     if let Some(store) = source.report_store() {
-        state.set_result_sink(Arc::new(Reports(store)));
+        state.set_result_sink(Arc::new(Reports {
+            admission: store,
+            background: source.background_store(),
+        }));
     }
     Ok(Arc::new(source))
 }
 
 /// The server's admission results go to the cluster source's policy reports (the server
-/// and the source know nothing of each other).
-struct Reports(Arc<kube::reports::ReportStore>);
+/// and the source know nothing of each other); a new snapshot drops the results of removed
+/// policies and bindings from the background reports too.
+struct Reports {
+    admission: Arc<kube::reports::ReportStore>,
+    background: Option<Arc<kube::reports::ReportStore>>,
+}
 
 impl crate::server::ResultSink for Reports {
     fn admitted(
@@ -49,11 +67,46 @@ impl crate::server::ResultSink for Reports {
         snapshot: &crate::policy::snapshot::Snapshot,
         answer: &crate::review::Answer,
     ) {
-        self.0.admitted(snapshot, answer);
+        self.admission.admitted(snapshot, answer);
     }
 
     fn installed(&self, snapshot: &crate::policy::snapshot::Snapshot) {
-        self.0.retain(snapshot);
+        self.admission.retain(snapshot);
+        if let Some(b) = &self.background {
+            b.retain(snapshot);
+        }
+    }
+}
+
+/// Background scans counted in the server's metrics (`source="scan"` for results).
+struct ScanMetrics(Arc<AppState>);
+
+impl kube::background::ScanObserver for ScanMetrics {
+    fn evaluated(
+        &self,
+        snapshot: &crate::policy::snapshot::Snapshot,
+        evaluated: &[crate::admission::Evaluated],
+    ) {
+        let source = crate::server::metrics::ResultSource::Scan;
+        self.0.metrics.results(snapshot, evaluated, source);
+    }
+
+    fn scanned(&self, resource: &str, objects: u64) {
+        self.0
+            .metrics
+            .background_objects
+            .with_label_values(&[resource])
+            .inc_by(objects);
+    }
+
+    fn finished(&self, elapsed: Duration, complete: bool) {
+        self.0
+            .metrics
+            .background_scan_seconds
+            .observe(elapsed.as_secs_f64());
+        if !complete {
+            self.0.metrics.background_incomplete.inc();
+        }
     }
 }
 

@@ -233,6 +233,38 @@ impl Matcher {
         }
     }
 
+    /// Whether some object of the request's resource may match, whatever its name, labels
+    /// and namespace: the rules with their resourceNames ignored, and only the exclusions
+    /// that name no resource (which exclude every object). Background scans pick the
+    /// resources to list with it, version by version (equivalents as for a resource the
+    /// registry does not know).
+    pub fn may_match_some_object(&self, req: &RequestAttributes) -> bool {
+        let unnamed_exclusions: Vec<NamedRule> = self
+            .exclude
+            .iter()
+            .filter(|r| r.resource_names.is_empty())
+            .cloned()
+            .collect();
+        if self
+            .rules_match(&unnamed_exclusions, req, Equivalents::Unknown)
+            .is_some()
+        {
+            return false;
+        }
+        let unnamed_rules: Vec<NamedRule> = self
+            .rules
+            .iter()
+            .map(|r| NamedRule {
+                resource_names: Vec::new(),
+                ..r.clone()
+            })
+            .collect();
+        unnamed_rules.is_empty()
+            || self
+                .rules_match(&unnamed_rules, req, Equivalents::Unknown)
+                .is_some()
+    }
+
     fn namespace_selector_matches(
         &self,
         req: &RequestAttributes,
@@ -390,6 +422,35 @@ mod tests {
             equivalent.matches(&pod_create("prod"), &namespaces()),
             Match::Yes
         );
+    }
+
+    /// A resource some object of which may match: names and selectors do not narrow it, an
+    /// exclusion naming objects does not exclude the resource, one naming none does.
+    #[test]
+    fn some_object_may_match() {
+        let mut named = pods_rule();
+        named.resource_names = vec!["only-this".into()];
+        let m = Matcher::compile(&MatchResources {
+            object_selector: env_selector("prod"),
+            resource_rules: vec![named.clone()],
+            exclude_resource_rules: vec![named],
+            ..Default::default()
+        });
+        let mut create = pod_create("dev");
+        create.name = String::new();
+        assert!(m.may_match_some_object(&create));
+        let excluded = Matcher::compile(&MatchResources {
+            resource_rules: vec![pods_rule()],
+            exclude_resource_rules: vec![pods_rule()],
+            ..Default::default()
+        });
+        assert!(!excluded.may_match_some_object(&create));
+        let mut cm = create.clone();
+        cm.resource = "configmaps".into();
+        assert!(!m.may_match_some_object(&cm));
+        let mut delete = create;
+        delete.operation = "DELETE".into();
+        assert!(!m.may_match_some_object(&delete), "{:?}", pods_rule());
     }
 
     #[test]

@@ -80,12 +80,27 @@ pub struct ObjectResults {
     pub denied: bool,
 }
 
+/// The user and groups of `system:serviceaccount:<namespace>:<name>` as the API server
+/// authenticates it (`system:authenticated` is added to the groups).
+pub fn service_account_identity(namespace: &str, name: &str) -> (String, Vec<String>) {
+    (
+        format!("system:serviceaccount:{namespace}:{name}"),
+        vec![
+            "system:serviceaccounts".to_string(),
+            format!("system:serviceaccounts:{namespace}"),
+        ],
+    )
+}
+
 /// Evaluates objects against a snapshot.
 pub struct Scanner<'s> {
     snapshot: &'s Snapshot,
     /// The CRDs that tell a custom resource's plural and scope.
     crds: Vec<Json>,
     services: Services,
+    /// The requests' user and groups.
+    user: String,
+    groups: Vec<String>,
 }
 
 impl<'s> Scanner<'s> {
@@ -97,7 +112,23 @@ impl<'s> Scanner<'s> {
                 authorizer: None,
                 namespace_lookup: Some(Arc::new(BareNamespaces::default())),
             },
+            user: SCAN_USER.to_string(),
+            groups: SCAN_GROUPS.iter().map(|g| g.to_string()).collect(),
         }
+    }
+
+    /// Requests made by `user` in `groups` instead of [`SCAN_USER`] (celgate's own service
+    /// account where it runs).
+    pub fn with_identity(mut self, user: String, groups: Vec<String>) -> Self {
+        self.user = user;
+        self.groups = groups;
+        self
+    }
+
+    /// Evaluations call `services` (a cluster's authorizer) instead of none.
+    pub fn with_services(mut self, services: Services) -> Self {
+        self.services = services;
+        self
     }
 
     pub fn snapshot(&self) -> &'s Snapshot {
@@ -107,13 +138,22 @@ impl<'s> Scanner<'s> {
     /// Evaluates `object` as its CREATE; an error when no request can be built for it (no
     /// apiVersion or kind, a kind whose resource is unknown).
     pub fn scan(&self, object: Json) -> Result<ObjectResults, String> {
+        self.scan_traced(object).map(|(results, _)| results)
+    }
+
+    /// [`Scanner::scan`], with each (policy, binding) evaluation of the verdict (for the
+    /// results metric).
+    pub fn scan_traced(
+        &self,
+        object: Json,
+    ) -> Result<(ObjectResults, Vec<crate::admission::Evaluated>), String> {
         let resource = Resource::of(&object);
         let request = ManifestRequest {
             operation: Some("CREATE".into()),
             object,
             old: None,
-            user: Some(SCAN_USER.into()),
-            groups: SCAN_GROUPS.iter().map(|g| g.to_string()).collect(),
+            user: Some(self.user.clone()),
+            groups: self.groups.clone(),
             namespace: None,
             sub_resource: None,
             dry_run: true,
@@ -127,11 +167,12 @@ impl<'s> Scanner<'s> {
             ..AdmitContext::default()
         };
         let verdict = admit_traced(self.snapshot, &req, &context);
-        Ok(ObjectResults {
+        let results = ObjectResults {
             resource,
             results: verdict_results(self.snapshot, &verdict),
             denied: !verdict.allowed(),
-        })
+        };
+        Ok((results, verdict.evaluated))
     }
 }
 

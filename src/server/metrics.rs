@@ -9,7 +9,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus::{
-    Encoder, Gauge, HistogramOpts, IntCounter, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntGauge, Opts, Registry, TextEncoder,
 };
 
 pub mod labelled;
@@ -48,6 +48,11 @@ const REQUEST_BUCKETS: &[f64] = &[
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
     2.5, 5.0, 10.0,
 ];
+/// 1 s to 2 h: a scan takes seconds in a small cluster, minutes in a large one at the
+/// default rate limit.
+const SCAN_BUCKETS: &[f64] = &[
+    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0,
+];
 /// The in-tree buckets of `apiserver_validating_admission_policy_check_duration_seconds`.
 const CHECK_BUCKETS: &[f64] = &[0.0000005, 0.001, 0.01, 0.1, 1.0];
 
@@ -74,6 +79,9 @@ pub struct Metrics {
     pub source_objects: IntGaugeVec<1>,
     pub config_problems: IntGaugeVec<3>,
     pub policy_results: IntCounterVec<5>,
+    pub background_scan_seconds: Histogram,
+    pub background_objects: IntCounterVec<1>,
+    pub background_incomplete: IntCounter,
 }
 
 /// Where a result comes from: the `source` label of `celgate_policy_results_total`.
@@ -191,7 +199,27 @@ impl Metrics {
         .expect("metric definitions are constants");
         r.register(Box::new(source_stale.clone()))
             .expect("each metric is registered once");
+        let background_scan_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "celgate_background_scan_duration_seconds",
+                "Time each background scan took, from discovery to the last object evaluated.",
+            )
+            .buckets(SCAN_BUCKETS.to_vec()),
+        )
+        .expect("metric definitions are constants");
+        r.register(Box::new(background_scan_seconds.clone()))
+            .expect("each metric is registered once");
+        let background_incomplete = IntCounter::new(
+            "celgate_background_scans_incomplete_total",
+            "Background scans in which some resource could not be discovered or listed; its objects kept their previous results.",
+        )
+        .expect("metric definitions are constants");
+        r.register(Box::new(background_incomplete.clone()))
+            .expect("each metric is registered once");
         Metrics {
+            background_scan_seconds,
+            background_incomplete,
+            background_objects: counter(&r, "celgate_background_objects_scanned_total", "Objects evaluated by background scans, by resource (plural, or plural.group).", ["resource"]),
             source_stale,
             source_synced: vec(&r, "celgate_source_synced", "1 once a watched resource's initial list completed.", ["source"]),
             source_objects: vec(&r, "celgate_source_objects", "Objects held for each watched resource.", ["source"]),

@@ -2,7 +2,9 @@
 //! and watch (chunked JSON event streams with replay from a resourceVersion, bookmarks,
 //! dropped connections and `410 Gone`), SubjectAccessReview and Event creation, server-side
 //! apply (PATCH `application/apply-patch+yaml`, the body replacing the object, as with one
-//! field manager that owns every field) and DELETE of one object. Tests drive
+//! field manager that owns every field) and DELETE of one object; discovery of the group
+//! list (`/api`, `/apis`); lists in pages (`limit` and `continue`, a continue token that
+//! can be made to expire with `410 Gone`). Tests drive
 //! it (`apply`, `delete`, `drop_watches`, `expire_watches`, `set_down`, `set_unreachable`,
 //! `stall`) and inspect what the client asked for.
 
@@ -69,6 +71,7 @@ struct Resource {
 }
 
 type Sar = Box<dyn Fn(&Json) -> Result<Json, StatusCode> + Send + Sync>;
+type Hook = Box<dyn Fn(&Fake) + Send + Sync>;
 
 pub struct Fake {
     rv: AtomicU64,
@@ -93,6 +96,13 @@ pub struct Fake {
     muted: Mutex<std::collections::BTreeSet<String>>,
     stalled: Mutex<BTreeMap<String, Arc<Notify>>>,
     pub requests: Mutex<Vec<String>>,
+    /// Every request with when it arrived.
+    pub request_times: Mutex<Vec<(std::time::Instant, String)>>,
+    /// Resources whose next list with a continue token gets `410 Gone`, as many times as
+    /// counted.
+    expire_continue: Mutex<BTreeMap<String, usize>>,
+    /// Run after each such `410 Gone` (what changed while the list was paused).
+    on_expire: Mutex<Option<Hook>>,
     pub reviews: Mutex<Vec<Json>>,
     pub posted_events: Mutex<Vec<Json>>,
     /// Successful replaces (PUT) of cluster-scoped objects, as `plural/name`.
@@ -145,6 +155,9 @@ impl Fake {
             forbidden: Mutex::default(),
             stalled: Mutex::default(),
             requests: Mutex::default(),
+            request_times: Mutex::default(),
+            expire_continue: Mutex::default(),
+            on_expire: Mutex::default(),
             reviews: Mutex::default(),
             posted_events: Mutex::default(),
             replaces: Mutex::default(),
@@ -323,6 +336,20 @@ impl Fake {
         }
     }
 
+    /// The next `times` lists of `plural` that give a continue token get `410 Gone` (the
+    /// list's snapshot compacted away between pages).
+    pub fn expire_continue(&self, plural: &str, times: usize) {
+        self.expire_continue
+            .lock()
+            .unwrap()
+            .insert(plural.into(), times);
+    }
+
+    /// Runs `f` after each expired continue token's `410 Gone`.
+    pub fn on_expire(&self, f: impl Fn(&Fake) + Send + Sync + 'static) {
+        *self.on_expire.lock().unwrap() = Some(Box::new(f));
+    }
+
     /// Lists of `plural` hang until [`Fake::release`].
     pub fn stall(&self, plural: &str) {
         self.stalled
@@ -367,6 +394,7 @@ fn status(code: StatusCode, message: &str) -> Response {
         403 => "Forbidden",
         409 => "Conflict",
         404 => "NotFound",
+        400 => "BadRequest",
         410 => "Expired",
         503 => "ServiceUnavailable",
         _ => "InternalError",
@@ -407,10 +435,12 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    fake.requests
+    let line = format!("{} {}", req.method(), req.uri());
+    fake.request_times
         .lock()
         .unwrap()
-        .push(format!("{} {}", req.method(), req.uri()));
+        .push((std::time::Instant::now(), line.clone()));
+    fake.requests.lock().unwrap().push(line);
     if fake.down.load(Ordering::SeqCst) {
         return status(StatusCode::INTERNAL_SERVER_ERROR, "the server is down");
     }
@@ -467,6 +497,32 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
         let r = fake.resources.lock().unwrap();
         r.values().filter_map(|r| r.kind.clone()).collect()
     };
+    // The group list: the core versions, then every group with its versions (the first
+    // one served preferred).
+    if path == "api" {
+        return ok(
+            json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
+        );
+    }
+    if path == "apis" {
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for k in &kinds {
+            if let Some((g, v)) = k.api_version.split_once('/') {
+                let versions = groups.entry(g.to_string()).or_default();
+                if !versions.iter().any(|x| x == v) {
+                    versions.push(v.to_string());
+                }
+            }
+        }
+        let groups: Vec<Json> = groups
+            .into_iter()
+            .map(|(name, versions)| {
+                let gv = |v: &String| json!({"groupVersion": format!("{name}/{v}"), "version": v});
+                json!({"name": name, "versions": versions.iter().map(gv).collect::<Vec<_>>(), "preferredVersion": gv(&versions[0])})
+            })
+            .collect();
+        return ok(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}));
+    }
     if let Some((kind, namespace, name)) = namespaced_target(&kinds, &path) {
         if method == Method::GET && name.is_none() {
             return collection(fake, kind, Some(namespace), &query).await;
@@ -606,22 +662,55 @@ async fn collection(
     if let Some(n) = stall {
         n.notified().await;
     }
+    // A continue token is the offset of the next page.
+    let offset: usize = match query.get("continue").filter(|c| !c.is_empty()) {
+        None => 0,
+        Some(token) => {
+            let expired = {
+                let mut expiring = fake.expire_continue.lock().unwrap();
+                let n = expiring.get_mut(&kind.plural).filter(|n| **n > 0);
+                n.map(|n| *n -= 1).is_some()
+            };
+            if expired {
+                if let Some(f) = fake.on_expire.lock().unwrap().as_ref() {
+                    f(&fake);
+                }
+                return status(StatusCode::GONE, "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.");
+            }
+            match token.parse() {
+                Ok(o) => o,
+                Err(_) => return status(StatusCode::BAD_REQUEST, "invalid continue token"),
+            }
+        }
+    };
     let r = fake.resources.lock().unwrap();
     let res = &r[&kind.key()];
-    let limit: Option<usize> = query.get("limit").and_then(|l| l.parse().ok());
-    let items: Vec<Json> = res
+    let limit: Option<usize> = query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|l| *l > 0);
+    let matching: Vec<&Json> = res
         .objects
         .iter()
         .filter(|((ns, _), _)| namespace.as_ref().is_none_or(|n| n == ns))
         .map(|(_, o)| o)
-        .take(limit.unwrap_or(usize::MAX))
-        .cloned()
-        .map(without_type)
         .collect();
+    let end = limit.map_or(matching.len(), |l| (offset + l).min(matching.len()));
+    let items: Vec<Json> = matching
+        .get(offset.min(end)..end)
+        .unwrap_or_default()
+        .iter()
+        .map(|o| without_type((*o).clone()))
+        .collect();
+    let mut metadata = json!({"resourceVersion": fake.rv.load(Ordering::SeqCst).to_string()});
+    if end < matching.len() {
+        metadata["continue"] = json!(end.to_string());
+        metadata["remainingItemCount"] = json!(matching.len() - end);
+    }
     ok(json!({
         "kind": format!("{}List", kind.kind),
         "apiVersion": kind.api_version,
-        "metadata": {"resourceVersion": fake.rv.load(Ordering::SeqCst).to_string()},
+        "metadata": metadata,
         "items": items,
     }))
 }

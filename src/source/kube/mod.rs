@@ -27,6 +27,7 @@
 //!   source follows within about `retry_max` plus a re-list.
 
 pub mod authorizer;
+pub mod background;
 mod blocking;
 mod error;
 pub mod feedback;
@@ -87,6 +88,9 @@ pub struct KubeOptions {
     /// Write admission results as policy reports (`None`: no reports). With
     /// `events_lease`, only its holder writes.
     pub reports: Option<reports::ReportOptions>,
+    /// Scan existing objects in the background (`None`: no scans); they start with
+    /// [`KubeSource::start_background`]. With `events_lease`, only its holder scans.
+    pub background: Option<background::BackgroundOptions>,
 }
 
 impl Default for KubeOptions {
@@ -103,6 +107,7 @@ impl Default for KubeOptions {
             instance: String::new(),
             param_namespaces: Vec::new(),
             reports: None,
+            background: None,
         }
     }
 }
@@ -167,6 +172,12 @@ pub type Publish = Arc<dyn Fn(Snapshot) + Send + Sync>;
 pub struct KubeSource {
     shared: Arc<Shared>,
     reports: Option<Arc<reports::ReportStore>>,
+    client: Client,
+    options: KubeOptions,
+    /// The background scans' results, once started with reports on.
+    background_store: std::sync::OnceLock<Arc<reports::ReportStore>>,
+    /// The background scans and their report writer.
+    background_tasks: Mutex<Vec<Task>>,
     _task: Task,
     _reports_task: Option<Task>,
 }
@@ -184,8 +195,11 @@ struct Shared {
     discovery_failing_since: Mutex<Option<Instant>>,
     /// The CEL environment's version read from the API server, once read.
     cel_version: Mutex<Option<u16>>,
-    /// Whether this replica holds the Lease (Events and policy reports).
+    /// Whether this replica holds the Lease (Events, policy reports, background scans).
     leadership: Arc<lease::Leadership>,
+    /// Bumped after each published snapshot whose policies or bindings changed (the first
+    /// included): background scans follow it.
+    policy_changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// The status reported before discovery has answered: the watches do not exist yet, and an
@@ -205,23 +219,77 @@ impl KubeSource {
             .clone()
             .zip(store.clone())
             .map(|(o, store)| {
-                let leadership = shared.leadership.clone();
-                let leased = options.events_lease.is_some();
-                let is_writer = move || !leased || leadership.is_leader();
                 Task(tokio::spawn(reports::write(
                     client.clone(),
                     store,
                     o,
-                    is_writer,
+                    writer(&shared, &options),
                 )))
             });
-        let task = tokio::spawn(run(client, options, publish, shared.clone()));
+        let task = tokio::spawn(run(
+            client.clone(),
+            options.clone(),
+            publish,
+            shared.clone(),
+        ));
         KubeSource {
             shared,
             reports: store,
+            client,
+            options,
+            background_store: std::sync::OnceLock::new(),
+            background_tasks: Mutex::default(),
             _task: Task(task),
             _reports_task: reports_task,
         }
+    }
+
+    /// Starts the background scans of [`KubeOptions::background`] (nothing without them):
+    /// `current` is the snapshot serving now, `services` what evaluations may call (the
+    /// cluster's authorizer), `observer` counts what they find. With reports on, their
+    /// results are written as the reports [`reports::BACKGROUND_REPORT_NAME`].
+    pub fn start_background(
+        &self,
+        current: background::CurrentSnapshot,
+        services: crate::admission::Services,
+        observer: Arc<dyn background::ScanObserver>,
+    ) {
+        let Some(options) = self.options.background.clone() else {
+            return;
+        };
+        let mut tasks = lock(&self.background_tasks);
+        if !tasks.is_empty() {
+            return;
+        }
+        let store = self.options.reports.clone().map(|o| {
+            let store = self
+                .background_store
+                .get_or_init(|| Arc::new(reports::ReportStore::background()))
+                .clone();
+            let writer = writer(&self.shared, &self.options);
+            tasks.push(Task(tokio::spawn(reports::write(
+                self.client.clone(),
+                store.clone(),
+                o,
+                writer,
+            ))));
+            store
+        });
+        let inputs = background::Inputs {
+            client: self.client.clone(),
+            current,
+            services,
+            observer,
+            store,
+            is_leader: Box::new(writer(&self.shared, &self.options)),
+            changes: self.shared.policy_changes.subscribe(),
+        };
+        tasks.push(Task(tokio::spawn(background::run(options, inputs))));
+    }
+
+    /// The background scans' report store, once they started with reports on.
+    pub fn background_store(&self) -> Option<Arc<reports::ReportStore>> {
+        self.background_store.get().cloned()
     }
 
     /// The policy reports' current results, when reports are written: the server sends
@@ -280,6 +348,14 @@ impl KubeSource {
     pub fn policy_api_version(&self) -> Option<String> {
         lock(&self.shared.vap_version).clone()
     }
+}
+
+/// Whether this replica writes reports and scans: the Lease holder, or always without a
+/// Lease.
+fn writer(shared: &Shared, options: &KubeOptions) -> impl Fn() -> bool + Send + Sync + 'static {
+    let leadership = shared.leadership.clone();
+    let leased = options.events_lease.is_some();
+    move || !leased || leadership.is_leader()
 }
 
 // The guarded values are replaced whole, so a poisoned lock still holds a consistent value.
@@ -542,7 +618,7 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
         .then(|| feedback::Reporter::new(client.clone(), &options.instance));
     let leadership = shared.leadership.clone();
     // Aborted with this task; held for Events and for policy reports.
-    let leased = feedback.is_some() || options.reports.is_some();
+    let leased = feedback.is_some() || options.reports.is_some() || options.background.is_some();
     let _lease = match (leased, &options.events_lease) {
         (true, Some(l)) => Some(Task(tokio::spawn(lease::hold(
             client.clone(),
@@ -554,6 +630,8 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
     let reports =
         |leadership: &lease::Leadership| options.events_lease.is_none() || leadership.is_leader();
     let mut last_built: Option<Vec<u64>> = None;
+    // The policy and binding stores' generations at the last published snapshot.
+    let mut last_policies: Option<(u64, u64)> = None;
     // Wakes the loop when a param kind's discovery has answered.
     let resolved = Arc::new(Notify::new());
     loop {
@@ -652,6 +730,11 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
             publish(snapshot);
             shared.ready.store(true, Ordering::Release);
             *lock(&shared.problems) = problems;
+            let policies_now = (policies.store.generation(), bindings.store.generation());
+            if last_policies != Some(policies_now) {
+                last_policies = Some(policies_now);
+                shared.policy_changes.send_modify(|n| *n += 1);
+            }
         }
         // Reported by the Lease holder, also when it takes over without a change.
         if let Some(r) = feedback.as_mut() {

@@ -12,6 +12,10 @@
 //!
 //! Each replica keeps the results of the admissions it answered; the writer reports what it
 //! saw (a replica that takes the Lease over writes its whole state at once).
+//!
+//! Background scans ([`super::background`]) have a store of their own, written the same way
+//! as the reports `celgate-background` (label `celgate.io/source: background`); each scan
+//! replaces its whole state ([`ReportStore::replace`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -27,6 +31,8 @@ use crate::scan::Resource;
 
 /// The name of every report the admission writer owns.
 pub const REPORT_NAME: &str = "celgate-admission";
+/// The name of every report the background scans write.
+pub const BACKGROUND_REPORT_NAME: &str = "celgate-background";
 /// The server-side apply field manager.
 pub const FIELD_MANAGER: &str = "celgate";
 /// Results per report by default: well under the API server's 1.5 MiB object limit (a
@@ -59,9 +65,24 @@ struct State {
 }
 
 /// The current results, shared by the serving threads (which record) and the writer.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReportStore {
     state: Mutex<State>,
+    /// The reports' name.
+    name: &'static str,
+    /// Their `celgate.io/source` label.
+    source: &'static str,
+}
+
+/// The admission results' store.
+impl Default for ReportStore {
+    fn default() -> Self {
+        ReportStore {
+            state: Mutex::default(),
+            name: REPORT_NAME,
+            source: "admission",
+        }
+    }
 }
 
 /// The report a resource's results go to: its namespace, or the cluster report for a
@@ -83,6 +104,21 @@ fn resource_key(r: &Resource) -> String {
 }
 
 impl ReportStore {
+    /// The background scans' store: reports `celgate-background`, labelled with the source
+    /// `background`, apart from the admission reports.
+    pub fn background() -> ReportStore {
+        ReportStore {
+            state: Mutex::default(),
+            name: BACKGROUND_REPORT_NAME,
+            source: "background",
+        }
+    }
+
+    /// The name of this store's reports.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding the lock leaves consistent maps: keep going.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -148,6 +184,66 @@ impl ReportStore {
         }
     }
 
+    /// A complete state at once (a background scan's): every resource's results are now
+    /// those of `results`, except the resources for which `keep` holds, whose results stay
+    /// (a resource kind that could not be listed this time). Only reports whose results
+    /// changed are marked dirty; a namespace left without results gets its report deleted.
+    pub fn replace(
+        &self,
+        results: impl IntoIterator<Item = (Resource, Vec<ReportResult>)>,
+        keep: impl Fn(&Resource) -> bool,
+    ) {
+        let mut fresh: BTreeMap<String, BTreeMap<String, Entry>> = BTreeMap::new();
+        for (resource, results) in results {
+            if results.is_empty() {
+                continue;
+            }
+            fresh
+                .entry(report_namespace(&resource).to_string())
+                .or_default()
+                .insert(resource_key(&resource), Entry { resource, results });
+        }
+        let mut state = self.lock();
+        let State { namespaces, dirty } = &mut *state;
+        for (namespace, objects) in namespaces.iter() {
+            for (key, e) in objects {
+                if keep(&e.resource) {
+                    let kept = Entry {
+                        resource: e.resource.clone(),
+                        results: e.results.clone(),
+                    };
+                    fresh
+                        .entry(namespace.clone())
+                        .or_default()
+                        .entry(key.clone())
+                        .or_insert(kept);
+                }
+            }
+        }
+        let same = |a: &BTreeMap<String, Entry>, b: &BTreeMap<String, Entry>| {
+            a.len() == b.len()
+                && a.iter().zip(b).all(|((ka, ea), (kb, eb))| {
+                    ka == kb
+                        && ea.resource == eb.resource
+                        && ea.results.len() == eb.results.len()
+                        && ea
+                            .results
+                            .iter()
+                            .zip(&eb.results)
+                            .all(|(x, y)| same_outcome(x, y))
+                })
+        };
+        let empty = BTreeMap::new();
+        for namespace in namespaces.keys().chain(fresh.keys()) {
+            let old = namespaces.get(namespace).unwrap_or(&empty);
+            let new = fresh.get(namespace).unwrap_or(&empty);
+            if !same(old, new) {
+                dirty.insert(namespace.clone());
+            }
+        }
+        *namespaces = fresh;
+    }
+
     /// Marks every report with results dirty (a writer taking over writes them all).
     fn mark_all(&self) {
         let mut state = self.lock();
@@ -161,8 +257,8 @@ impl ReportStore {
         let mut state = self.lock();
         let dirty = std::mem::take(&mut state.dirty);
         let meta = ReportMeta {
-            name: REPORT_NAME,
-            source: "admission",
+            name: self.name,
+            source: self.source,
             max_results: options.max_results,
         };
         let mut out = Vec::with_capacity(dirty.len());
@@ -222,7 +318,7 @@ impl ReportStore {
     }
 }
 
-fn unix_now() -> i64 {
+pub(super) fn unix_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
@@ -270,7 +366,8 @@ pub async fn write(
             continue;
         }
         for (namespace, report) in store.take_dirty(&options) {
-            if let Err(e) = write_one(&client, options.api, &namespace, report).await {
+            let written = write_one(&client, options.api, store.name, &namespace, report);
+            if let Err(e) = written.await {
                 tracing::warn!(namespace, error = %e, "policy report not written; retried at the next interval");
                 store.mark([namespace]);
             }
@@ -281,6 +378,7 @@ pub async fn write(
 async fn write_one(
     client: &Client,
     api: ReportApi,
+    name: &str,
     namespace: &str,
     report: Option<Json>,
 ) -> Result<(), kube::Error> {
@@ -294,11 +392,9 @@ async fn write_one(
     match report {
         Some(report) => {
             let params = PatchParams::apply(FIELD_MANAGER).force();
-            reports
-                .patch(REPORT_NAME, &params, &Patch::Apply(&report))
-                .await?;
+            reports.patch(name, &params, &Patch::Apply(&report)).await?;
         }
-        None => match reports.delete(REPORT_NAME, &DeleteParams::default()).await {
+        None => match reports.delete(name, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e),
@@ -376,6 +472,79 @@ mod tests {
         assert_eq!(
             store.take_dirty(&options(100)),
             vec![("a".to_string(), None)]
+        );
+    }
+
+    /// A scan's state replaces the last one: a fixed object's result changes, a deleted
+    /// one's goes (and with it its namespace's report), kept kinds stay, and unchanged
+    /// reports are not rewritten.
+    #[test]
+    fn a_scan_replaces_the_previous_state() {
+        let store = ReportStore::background();
+        let mut cm = resource("b", "c", "u3");
+        cm.kind = "ConfigMap".into();
+        store.replace(
+            vec![
+                (
+                    resource("a", "p1", "u1"),
+                    vec![result("x", PolicyResult::Fail)],
+                ),
+                (
+                    resource("a", "p2", "u2"),
+                    vec![result("x", PolicyResult::Pass)],
+                ),
+                (cm.clone(), vec![result("x", PolicyResult::Fail)]),
+            ],
+            |_| false,
+        );
+        let dirty = store.take_dirty(&options(100));
+        assert_eq!(dirty.len(), 2);
+        let report = dirty[0].1.as_ref().unwrap();
+        assert_eq!(report["metadata"]["name"], BACKGROUND_REPORT_NAME);
+        assert_eq!(
+            report["metadata"]["labels"]["celgate.io/source"],
+            "background"
+        );
+        // The same state again: nothing to write.
+        store.replace(
+            vec![
+                (
+                    resource("a", "p1", "u1"),
+                    vec![result("x", PolicyResult::Fail)],
+                ),
+                (
+                    resource("a", "p2", "u2"),
+                    vec![result("x", PolicyResult::Pass)],
+                ),
+                (cm.clone(), vec![result("x", PolicyResult::Fail)]),
+            ],
+            |_| false,
+        );
+        assert!(store.take_dirty(&options(100)).is_empty());
+        // p1 fixed, p2 deleted; ConfigMaps could not be listed: theirs stay.
+        store.replace(
+            vec![(
+                resource("a", "p1", "u1"),
+                vec![result("x", PolicyResult::Pass)],
+            )],
+            |r| r.kind == "ConfigMap",
+        );
+        let dirty = store.take_dirty(&options(100));
+        assert_eq!(dirty.len(), 1, "{dirty:?}");
+        let report = dirty[0].1.as_ref().unwrap();
+        assert_eq!(report["summary"]["pass"], 1);
+        assert_eq!(report["summary"]["fail"], 0);
+        assert_eq!(report["results"].as_array().unwrap().len(), 1);
+        // Nothing left in `a`: its report is deleted; `b` is kept as it was.
+        store.replace(Vec::new(), |r| r.kind == "ConfigMap");
+        assert_eq!(
+            store.take_dirty(&options(100)),
+            vec![("a".to_string(), None)]
+        );
+        store.replace(Vec::new(), |_| false);
+        assert_eq!(
+            store.take_dirty(&options(100)),
+            vec![("b".to_string(), None)]
         );
     }
 

@@ -1,0 +1,483 @@
+//! Background scans in the cluster (`serve --source kubernetes --background-interval ...`):
+//! the whole service against the in-process fake API server. Lists are paginated (each page
+//! requested, continue tokens followed), rate-limited, restarted after `410 Gone` on a
+//! continue token; results reach the metrics and the `celgate-background` reports, a fixed
+//! or deleted object loses its failing result at the next scan, a policy change triggers a
+//! scan, and only the Lease holder scans and writes.
+
+mod fake_apiserver;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
+use celgate::scan::report::ReportApi;
+use celgate::server::Limits;
+use celgate::source::kube::background::BackgroundOptions;
+use celgate::source::kube::lease::LeaseOptions;
+use celgate::source::kube::reports::ReportOptions;
+use fake_apiserver::{policy_kinds, Fake, Kind};
+use serde_json::{json, Value as Json};
+
+const REPORT: &str = "celgate-background";
+
+fn kinds() -> Vec<Kind> {
+    let mut k = policy_kinds("v1").to_vec();
+    k.push(Kind::new("v1", "Namespace", "namespaces", false));
+    k.push(Kind::new("v1", "Pod", "pods", true));
+    k.push(Kind::new("v1", "ConfigMap", "configmaps", true));
+    k.push(Kind::new(
+        "wgpolicyk8s.io/v1alpha2",
+        "PolicyReport",
+        "policyreports",
+        true,
+    ));
+    k.push(Kind::new(
+        "wgpolicyk8s.io/v1alpha2",
+        "ClusterPolicyReport",
+        "clusterpolicyreports",
+        false,
+    ));
+    k.push(Kind::new("coordination.k8s.io/v1", "Lease", "leases", true));
+    k
+}
+
+fn the_policy(message: &str) -> Json {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "no-bad-label"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]}]},
+            "validations": [{"expression": "!has(object.metadata.labels) || !('bad' in object.metadata.labels)", "message": message, "reason": "Forbidden"}]
+        }
+    })
+}
+
+/// Namespace `team`; the policy `no-bad-label` (pods with the label `bad` fail) bound with
+/// Deny; `good` passing pods and `bad` failing ones in `team`, and a ConfigMap no policy
+/// selects.
+fn cluster(fake: &Fake, good: usize, bad: usize) {
+    fake.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team", "labels": {"kubernetes.io/metadata.name": "team"}}}));
+    fake.apply(the_policy("no bad pods"));
+    fake.apply(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "no-bad-label-all"},
+        "spec": {"policyName": "no-bad-label", "validationActions": ["Deny"]}
+    }));
+    for i in 0..good {
+        fake.apply(pod(&format!("good-{i}"), false));
+    }
+    for i in 0..bad {
+        fake.apply(pod(&format!("bad-{i}"), true));
+    }
+    fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "team"}}));
+}
+
+fn pod(name: &str, bad: bool) -> Json {
+    let labels = if bad {
+        json!({"bad": "yes"})
+    } else {
+        json!({})
+    };
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "team", "labels": labels}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}})
+}
+
+fn background(interval_ms: u64, page_size: u32, qps: f64) -> BackgroundOptions {
+    BackgroundOptions {
+        interval: Duration::from_millis(interval_ms),
+        debounce: Duration::from_millis(100),
+        page_size,
+        qps,
+        concurrency: 2,
+        ..BackgroundOptions::default()
+    }
+}
+
+fn config(api: SocketAddr, background: BackgroundOptions, lease: Option<&str>) -> ServeConfig {
+    ServeConfig {
+        source: PolicySource::Kubernetes {
+            api_url: Some(format!("http://{api}").parse().unwrap()),
+            kubeconfig: None,
+            options: celgate::source::kube::KubeOptions {
+                debounce: Duration::from_millis(20),
+                recheck: Duration::from_millis(100),
+                events: false,
+                instance: lease.unwrap_or("celgate-test").into(),
+                events_lease: lease.map(|identity| LeaseOptions {
+                    namespace: "celgate-system".into(),
+                    name: "celgate-events".into(),
+                    identity: identity.into(),
+                    duration: Duration::from_secs(1),
+                    renew: Duration::from_millis(100),
+                }),
+                reports: Some(ReportOptions {
+                    api: ReportApi::WgPolicy,
+                    interval: Duration::from_millis(100),
+                    max_results: 100,
+                }),
+                background: Some(background),
+                ..Default::default()
+            },
+            sar: None,
+        },
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: None,
+        cert: CertSource::SelfSigned {
+            names: vec!["localhost".into()],
+        },
+        client_ca: None,
+        limits: Limits::default(),
+        answering: Default::default(),
+        poll: Duration::from_millis(100),
+        version: celgate::cel::NEWEST_MINOR,
+    }
+}
+
+/// Polls `check` for up to 15 s.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    for _ in 0..750 {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+fn team_report(fake: &Fake) -> Option<Json> {
+    fake.object("policyreports", "team", REPORT)
+}
+
+fn summary(report: &Json) -> (u64, u64) {
+    (
+        report["summary"]["pass"].as_u64().unwrap(),
+        report["summary"]["fail"].as_u64().unwrap(),
+    )
+}
+
+/// The pod lists requested so far (path and query).
+fn pod_lists(fake: &Fake) -> Vec<String> {
+    fake.requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.starts_with("GET /api/v1/pods?"))
+        .cloned()
+        .collect()
+}
+
+/// The value of the sample `line` (a metric with its labels) in `server`'s metrics.
+fn metric(server: &Running, line: &str) -> Option<f64> {
+    let text = String::from_utf8(server.state.metrics.encode()).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(line)?.strip_prefix(' ')?.parse().ok())
+}
+
+fn objects_scanned(server: &Running) -> f64 {
+    metric(
+        server,
+        r#"celgate_background_objects_scanned_total{resource="pods"}"#,
+    )
+    .unwrap_or(0.0)
+}
+
+/// Five pods listed two per page: every page is requested with the limit, each continue
+/// token followed; only the resource a binding selects is listed; the results reach the
+/// report `celgate-background` of their namespace and the metrics (source="scan").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_are_followed_and_results_reach_reports_and_metrics() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    cluster(&fake, 3, 2);
+    let server = start(config(api, background(3_600_000, 2, 100.0), None))
+        .await
+        .unwrap();
+    eventually("the background report", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (3, 2))
+    })
+    .await;
+    assert_eq!(
+        pod_lists(&fake),
+        [
+            "GET /api/v1/pods?&limit=2",
+            "GET /api/v1/pods?&limit=2&continue=2",
+            "GET /api/v1/pods?&limit=2&continue=4"
+        ]
+    );
+    assert_eq!(
+        fake.count("/api/v1/configmaps"),
+        0,
+        "no binding selects them"
+    );
+    let report = team_report(&fake).unwrap();
+    assert_eq!(
+        report["metadata"]["labels"]["celgate.io/source"],
+        "background"
+    );
+    let failed: Vec<&Json> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["result"] == "fail")
+        .collect();
+    assert_eq!(failed.len(), 2);
+    assert_eq!(failed[0]["message"], "no bad pods");
+    assert_eq!(failed[0]["resources"][0]["kind"], "Pod");
+    assert_eq!(failed[0]["resources"][0]["apiVersion"], "v1");
+    assert_eq!(failed[0]["resources"][0]["uid"], "uid-pods-bad-0");
+    // No admission happened: no admission report.
+    assert!(fake
+        .object("policyreports", "team", "celgate-admission")
+        .is_none());
+    assert_eq!(objects_scanned(&server), 5.0);
+    let fail = r#"celgate_policy_results_total{action="deny",binding="no-bad-label-all",policy="no-bad-label",result="fail",source="scan"}"#;
+    assert_eq!(metric(&server, fail), Some(2.0));
+    assert_eq!(
+        metric(&server, "celgate_background_scan_duration_seconds_count"),
+        Some(1.0)
+    );
+    server.shutdown().await;
+}
+
+/// A policy change triggers a scan (the interval is an hour), which sees the cluster as it
+/// is then: a fixed pod and a deleted one lose their failing results, and the report takes
+/// the changed policy's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_change_rescans_and_fixed_objects_lose_their_failures() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    cluster(&fake, 1, 3);
+    let server = start(config(api, background(3_600_000, 500, 100.0), None))
+        .await
+        .unwrap();
+    eventually("the first scan", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (1, 3))
+    })
+    .await;
+    fake.apply(pod("bad-0", false));
+    fake.delete(pod("bad-1", true));
+    // Nothing rescans by itself within the hour.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pod_lists(&fake).len(), 1);
+    assert_eq!(summary(&team_report(&fake).unwrap()), (1, 3));
+    fake.apply(the_policy("still no bad pods"));
+    eventually("the rescan", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (2, 1))
+    })
+    .await;
+    let report = team_report(&fake).unwrap();
+    let failed: Vec<&Json> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["result"] == "fail")
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["resources"][0]["name"], "bad-2");
+    assert_eq!(failed[0]["message"], "still no bad pods");
+    // The policy's change was one scan, not several.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(pod_lists(&fake).len(), 2);
+    server.shutdown().await;
+}
+
+/// The interval rescans without any change, and the pod fixed in between passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_interval_rescans() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    cluster(&fake, 0, 1);
+    let server = start(config(api, background(300, 500, 100.0), None))
+        .await
+        .unwrap();
+    eventually("the first scan", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (0, 1))
+    })
+    .await;
+    fake.apply(pod("bad-0", false));
+    eventually("a later scan", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (1, 0))
+    })
+    .await;
+    assert!(pod_lists(&fake).len() >= 2);
+    server.shutdown().await;
+}
+
+/// At 5 requests per second, a scan of 8 pods listed one per page (plus discovery) takes
+/// its time: any 6 consecutive requests of the scan span at least a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_limit_is_respected() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    cluster(&fake, 8, 0);
+    let server = start(config(api, background(3_600_000, 1, 5.0), None))
+        .await
+        .unwrap();
+    eventually("the scan", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (8, 0))
+    })
+    .await;
+    // The scan's requests: discovery of the core group, then the pages.
+    let times: Vec<Instant> = fake
+        .request_times
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| {
+            r == "GET /api" || r == "GET /api/v1" || r.starts_with("GET /api/v1/pods?")
+        })
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(times.len(), 2 + 8, "discovery and one request per pod");
+    for window in times.windows(6) {
+        let spanned = window[5] - window[0];
+        assert!(
+            spanned >= Duration::from_millis(900),
+            "6 requests within {spanned:?}"
+        );
+    }
+    server.shutdown().await;
+}
+
+/// A `410 Gone` on a continue token restarts that resource's list from the first page, and
+/// what the first pages found is dropped: a pod deleted meanwhile leaves no result, and the
+/// report counts each pod once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_list_starts_over() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    cluster(&fake, 3, 2);
+    fake.expire_continue("pods", 1);
+    // bad-0 was on the first page (pods are listed by name).
+    fake.on_expire(|fake| {
+        fake.delete(pod("bad-0", true));
+    });
+    let server = start(config(api, background(3_600_000, 2, 100.0), None))
+        .await
+        .unwrap();
+    eventually("the background report", || team_report(&fake).is_some()).await;
+    assert_eq!(
+        pod_lists(&fake),
+        [
+            "GET /api/v1/pods?&limit=2",
+            "GET /api/v1/pods?&limit=2&continue=2",
+            "GET /api/v1/pods?&limit=2",
+            "GET /api/v1/pods?&limit=2&continue=2"
+        ]
+    );
+    let report = team_report(&fake).unwrap();
+    assert_eq!(summary(&report), (3, 1));
+    let names: Vec<&Json> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["resources"][0]["name"])
+        .collect();
+    assert_eq!(names, ["bad-1", "good-0", "good-1", "good-2"]);
+    server.shutdown().await;
+}
+
+/// Of two replicas, only the Lease holder scans and writes; once it is gone, the other
+/// takes the Lease over and scans at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_lease_holder_scans() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    cluster(&fake, 1, 1);
+    let a = start(config(
+        api,
+        background(3_600_000, 500, 100.0),
+        Some("celgate-a"),
+    ))
+    .await
+    .unwrap();
+    eventually("a holds the lease and scanned", || {
+        objects_scanned(&a) == 2.0 && team_report(&fake).is_some()
+    })
+    .await;
+    let b = start(config(
+        api,
+        background(3_600_000, 500, 100.0),
+        Some("celgate-b"),
+    ))
+    .await
+    .unwrap();
+    // b is ready, yet for a second (ten Lease rounds) it neither scans nor writes.
+    eventually("b ready", || {
+        b.state.ready.load(std::sync::atomic::Ordering::Acquire)
+    })
+    .await;
+    let writes = fake.applies.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(objects_scanned(&b), 0.0);
+    assert_eq!(pod_lists(&fake).len(), 1, "a's scan only");
+    assert_eq!(fake.applies.lock().unwrap().len(), writes);
+    a.shutdown().await;
+    eventually("b takes over and scans", || objects_scanned(&b) == 2.0).await;
+    let lease = fake
+        .object("leases", "celgate-system", "celgate-events")
+        .unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "celgate-b");
+    b.shutdown().await;
+}
+
+/// The background flags refuse values that cannot work, before anything starts, naming
+/// the flag; their defaults are 1h, 500, 20, 2, 5s and celgate.
+#[test]
+fn background_flags_refuse_bad_values() {
+    let kube = [
+        "--source",
+        "kubernetes",
+        "--kube-api-url",
+        "http://127.0.0.1:9",
+    ];
+    let cases: [(&[&str], &str); 7] = [
+        (&["--background-interval", "soon"], "--background-interval"),
+        (&["--background-interval=-1h"], "--background-interval"),
+        (
+            &["--background-page-size", "0"],
+            "--background-page-size must be at least 1",
+        ),
+        (&["--background-qps", "0"], "--background-qps"),
+        (&["--background-qps", "NaN"], "--background-qps"),
+        (
+            &["--background-concurrency", "0"],
+            "--background-concurrency must be at least 1",
+        ),
+        (&["--service-account", "Bad:Name"], "--service-account"),
+    ];
+    for (args, needle) in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+            .args([
+                "serve",
+                "--self-signed",
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "off",
+            ])
+            .args(kube)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for (flag, default) in [
+        ("--background-interval <DURATION>", "[default: 1h]"),
+        ("--background-page-size <N>", "[default: 500]"),
+        ("--background-qps <QPS>", "[default: 20]"),
+        ("--background-concurrency <N>", "[default: 2]"),
+        ("--background-debounce <DURATION>", "[default: 5s]"),
+        ("--service-account <[NAMESPACE:]NAME>", "[default: celgate]"),
+    ] {
+        let entry = help
+            .split_once(flag)
+            .and_then(|(_, rest)| rest.split("\n      --").next())
+            .unwrap_or_else(|| panic!("{flag} not in: {help}"));
+        assert!(entry.contains(default), "{flag}: {entry}");
+    }
+}
