@@ -421,7 +421,7 @@ fn run_scan(
 ) -> ExitCode {
     use celgate::scan::report::{self, ReportApi};
     let scanned = parse_version(k8s_version)
-        .and_then(|v| celgate::scan::scan_folder(policies, objects, v).map_err(Usage));
+        .and_then(|v| celgate::app::scan::scan_folder(policies, objects, v).map_err(Usage));
     let scanned = match scanned {
         Ok(s) => s,
         Err(Usage(m)) => {

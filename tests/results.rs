@@ -290,7 +290,7 @@ metadata: {name: dev-cm, namespace: dev, uid: cm-3}
 #[test]
 fn a_scan_evaluates_each_object_as_its_create() {
     let dir = scan_dirs("create", SCAN_POLICIES, SCAN_OBJECTS);
-    let scanned = celgate::scan::scan_folder(
+    let scanned = celgate::app::scan::scan_folder(
         &dir.join("policies"),
         &dir.join("objects"),
         celgate::cel::NEWEST_MINOR,
@@ -347,7 +347,7 @@ fn a_scan_evaluates_each_object_as_its_create() {
 fn scan_results_become_policy_reports() {
     use celgate::scan::report::{reports, ReportApi};
     let dir = scan_dirs("reports", SCAN_POLICIES, SCAN_OBJECTS);
-    let scanned = celgate::scan::scan_folder(
+    let scanned = celgate::app::scan::scan_folder(
         &dir.join("policies"),
         &dir.join("objects"),
         celgate::cel::NEWEST_MINOR,
@@ -488,7 +488,7 @@ kind: ConfigMap
 metadata: {name: no-param, namespace: b}
 "#;
     let dir = scan_dirs("skips", policies, objects);
-    let scanned = celgate::scan::scan_folder(
+    let scanned = celgate::app::scan::scan_folder(
         &dir.join("policies"),
         &dir.join("objects"),
         celgate::cel::NEWEST_MINOR,

@@ -13,6 +13,7 @@
 //! [`crate::review`]'s job, never this module's.
 
 mod activation;
+pub mod bare;
 pub mod context;
 pub mod convert;
 pub mod error;

@@ -1,5 +1,5 @@
-//! The composition root of `celgate serve`: it owns the wiring of the service, which no
-//! other layer knows. It picks the policy source (a folder and its watcher, or the cluster's
+//! The composition root of `celgate serve` (and, in [`scan`], of `celgate scan`): it owns the
+//! wiring of the service, which no other layer knows. It picks the policy source (a folder and its watcher, or the cluster's
 //! watchers with the SubjectAccessReview authorizer), loads the TLS identity and watches its
 //! files, fills the server's [`AppState`] (snapshot handle, readiness, metrics) from the
 //! source, and starts the listeners through [`server::listen`]. Used by `main.rs` and by the
@@ -7,6 +7,7 @@
 
 mod cluster;
 mod folder;
+pub mod scan;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

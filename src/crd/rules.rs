@@ -88,9 +88,7 @@ pub struct CompiledCrd {
     root: Node,
 }
 
-/// Path of the schema inside the CRD, as the API server names it when every version has the
-/// same schema (it is then reported under the internal `spec.validation`).
-pub const SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
+pub use super::schema::SCHEMA_PATH;
 
 /// Checks the schema and compiles every rule; the causes are those of a rejected CRD.
 pub fn compile(crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {

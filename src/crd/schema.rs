@@ -4,6 +4,10 @@
 use serde::Deserialize;
 use serde_json::Value as Json;
 
+/// Path of the schema inside the CRD, as the API server names it when every version has the
+/// same schema (it is then reported under the internal `spec.validation`).
+pub const SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
+
 /// `additionalProperties`: a boolean or a schema.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -153,7 +157,7 @@ pub struct Crd {
     pub schema: Schema,
     /// The schema as written, to tell whether an update changed it.
     pub raw_schema: Json,
-    /// Where errors in the schema are reported ([`crate::crd::rules::SCHEMA_PATH`], or the
+    /// Where errors in the schema are reported ([`SCHEMA_PATH`], or the
     /// version's own schema when the versions' schemas differ).
     pub schema_path: String,
 }
@@ -206,7 +210,7 @@ pub fn parse_crd_version(doc: &Json, version: Option<&str>) -> Result<Crd, Strin
         status_subresource,
         schema,
         raw_schema: raw.clone(),
-        schema_path: super::rules::SCHEMA_PATH.to_string(),
+        schema_path: SCHEMA_PATH.to_string(),
     })
 }
 

@@ -1,0 +1,96 @@
+//! The composition of `celgate scan`: a policy folder and a folder of objects read from disk
+//! (with what every cluster has), one snapshot, and [`crate::scan::Scanner`] over each object.
+//! Here rather than in [`crate::scan`], which the cluster's background scans use too and which
+//! therefore must not depend on the folder source.
+
+use serde_json::Value as Json;
+
+use crate::policy::snapshot::Snapshot;
+use crate::scan::{expand_lists, ObjectResults, Scanner};
+use crate::source::folder::Loaded;
+
+/// What `celgate scan` found.
+pub struct Scanned {
+    pub snapshot: Snapshot,
+    pub objects: Vec<ObjectResults>,
+}
+
+impl Scanned {
+    /// Some object would be refused today.
+    pub fn denied(&self) -> bool {
+        self.objects.iter().any(|o| o.denied)
+    }
+}
+
+/// Reads the manifests of `path` (a file, or a folder read recursively as `celgate eval`
+/// reads one, hidden entries skipped), `List`s expanded, with where each came from.
+pub fn read_objects(path: &std::path::Path) -> Result<Vec<Loaded>, String> {
+    use crate::source::folder::{manifest_files, parse_documents};
+    let files = if path.is_dir() {
+        manifest_files(path).map_err(|e| e.to_string())?
+    } else {
+        vec![path.to_path_buf()]
+    };
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        for loaded in parse_documents(&file, &text).map_err(|e| e.to_string())? {
+            for object in expand_lists(loaded.object) {
+                out.push(Loaded {
+                    file: loaded.file.clone(),
+                    document: loaded.document,
+                    object,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `celgate scan`: the policies of the folder `policies` (validated as `kubectl apply`
+/// would, with what every cluster has, as `celgate eval` reads them) against each object of
+/// `objects`. Namespaces among the objects that the policy folder does not define join the
+/// snapshot (for namespaceSelectors); CRDs in either tell custom resources' plurals and
+/// scopes. An error names the file and document of what cannot be read or scanned.
+pub fn scan_folder(
+    policies: &std::path::Path,
+    objects: &std::path::Path,
+    version: u16,
+) -> Result<Scanned, String> {
+    let mut loaded = crate::source::folder::load(policies).map_err(|e| e.to_string())?;
+    let objects = read_objects(objects)?;
+    let mut defined: std::collections::BTreeSet<String> = loaded
+        .iter()
+        .filter(|o| o.object["kind"] == "Namespace")
+        .filter_map(|o| o.object["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    for o in &objects {
+        let name = o.object["metadata"]["name"].as_str().unwrap_or_default();
+        if o.object["kind"] == "Namespace"
+            && o.object["apiVersion"] == "v1"
+            && defined.insert(name.to_string())
+        {
+            loaded.push(o.clone());
+        }
+    }
+    crate::source::add_cluster_defaults(&mut loaded);
+    let crds: Vec<Json> = loaded
+        .iter()
+        .map(|o| &o.object)
+        .chain(objects.iter().map(|o| &o.object))
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .cloned()
+        .collect();
+    let snapshot = crate::source::snapshot(loaded, version, true).map_err(|e| e.to_string())?;
+    let scanner = Scanner::new(&snapshot, crds);
+    let mut results = Vec::with_capacity(objects.len());
+    for o in objects {
+        let at = format!("{}: document {}", o.file.display(), o.document);
+        results.push(scanner.scan(o.object).map_err(|e| format!("{at}: {e}"))?);
+    }
+    Ok(Scanned {
+        snapshot,
+        objects: results,
+    })
+}
