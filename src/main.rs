@@ -1089,7 +1089,7 @@ fn run_eval(
         Some(v) if is_review => serde_json::to_vec(&v).map_err(|e| Usage(format!("{name}: {e}")))?,
         Some(object) => {
             let old = manifest.old.as_deref().map(read_document).transpose()?;
-            let m = celgate::testing::review::ManifestRequest {
+            let m = celgate::review::manifest::ManifestRequest {
                 operation: manifest.operation,
                 object,
                 old,
@@ -1099,7 +1099,7 @@ fn run_eval(
                 sub_resource: manifest.subresource,
                 dry_run: manifest.dry_run,
             };
-            let review = celgate::testing::review::manifest_review(crds.iter(), m)
+            let review = celgate::review::manifest::manifest_review(crds.iter(), m)
                 .map_err(|e| Usage(format!("{name}: {e}")))?;
             serde_json::to_vec(&review).map_err(|e| Usage(format!("{name}: {e}")))?
         }

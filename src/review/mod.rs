@@ -5,6 +5,7 @@
 
 pub mod decode;
 pub mod encode;
+pub mod manifest;
 
 use serde_json::Value as Json;
 

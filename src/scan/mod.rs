@@ -22,7 +22,7 @@ use serde_json::Value as Json;
 use crate::admission::bare::BareNamespaces;
 use crate::admission::{admit_traced, AdmitContext, PolicyResult, Services};
 use crate::policy::snapshot::Snapshot;
-use crate::testing::review::{manifest_review, ManifestRequest};
+use crate::review::manifest::{manifest_review, ManifestRequest};
 
 /// The user of every scan request: celgate's service account as the chart installs it.
 pub const SCAN_USER: &str = "system:serviceaccount:celgate:celgate";
