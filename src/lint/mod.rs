@@ -275,8 +275,10 @@ pub fn render_text(results: &[PolicyLint]) -> String {
         for w in &r.warnings {
             out.push_str(&format!("{}: {}:\n", r.name, w.field_ref));
             for line in w.warning.trim_end_matches('\n').lines() {
-                out.push_str("    ");
-                out.push_str(line);
+                if !line.is_empty() {
+                    out.push_str("    ");
+                    out.push_str(line);
+                }
                 out.push('\n');
             }
         }
