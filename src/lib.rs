@@ -21,6 +21,8 @@
 //! - [`testing`]: `celgate test`, policy test suites run on the engine over folder sources;
 //! - [`scan`]: `celgate scan`, stored objects evaluated as their CREATE, and the policy
 //!   reports of the results;
+//! - [`lint`]: `celgate lint`, the API server's type checking of policies against the
+//!   schemas of the kinds they match, offline;
 //! - [`app`]: the composition root of `celgate serve`, the only layer that wires a source to
 //!   the server (used by `main.rs` and the integration tests).
 //!
@@ -37,6 +39,7 @@ pub mod app;
 pub mod cel;
 pub mod certs;
 pub mod crd;
+pub mod lint;
 pub mod matching;
 pub mod model;
 pub mod policy;

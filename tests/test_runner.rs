@@ -1014,3 +1014,78 @@ fn kyverno_test_files_run_with_the_same_meaning() {
         report.invalid
     );
 }
+
+/// A suite whose `expect.crd` blocks are stale, for `--update`.
+const STALE_CRD_SUITE: &str = r#"apiVersion: celgate.dev/v1alpha1
+kind: CelgateTest
+resources: [crd.yaml]
+cases:
+- name: invalid database
+  object:
+    apiVersion: example.com/v1
+    kind: Database
+    metadata: {name: reports, namespace: shop}
+    spec: {engine: postgres, minReplicas: 5, maxReplicas: 3}
+  expect:
+    crd:
+      allowed: true   # stale
+      code: 200
+      causes: []
+- name: flow style
+  object:
+    apiVersion: example.com/v1
+    kind: Database
+    metadata: {name: cache, namespace: shop}
+    spec: {engine: redis, maxReplicas: 3}
+  expect: {crd: {messageMatches: "^nope", allowed: true}}   # flow comment
+- name: already right
+  object:
+    apiVersion: example.com/v1
+    kind: Database
+    metadata: {name: orders, namespace: shop}
+    spec: {engine: postgres, maxReplicas: 3}
+  expect:
+    crd: {allowed: true}
+"#;
+
+#[test]
+fn update_rewrites_stale_crd_expectations() {
+    let dir = temp_dir("update-crd");
+    let crd = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/crds/crd.yaml"),
+    )
+    .unwrap();
+    write(&dir, "crd.yaml", &crd);
+    let file = write(&dir, "db.celgate-test.yaml", STALE_CRD_SUITE);
+    let (code, out, _) = celgate(&["test", "."], &dir);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("1 passed, 2 failed"), "{out}");
+    let (code, out, err) = celgate(&["test", ".", "--update"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("3 passed, 0 failed"), "{out}");
+    assert!(
+        err.contains("db.celgate-test.yaml: updated 2 cases"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    let cause = "Invalid value: \\\"object\\\": minReplicas must not exceed maxReplicas";
+    let unsupported = "Database.example.com \\\"cache\\\" is invalid: [spec.engine: Unsupported value: \\\"redis\\\": supported values: \\\"postgres\\\", \\\"mysql\\\", <nil>: Invalid value: \\\"null\\\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]";
+    let want = STALE_CRD_SUITE
+        .replace(
+            "    crd:\n      allowed: true   # stale\n      code: 200\n      causes: []\n",
+            &format!("    crd: {{allowed: false, code: 422, causes: [{{field: spec.minReplicas, message: \"{cause}\", type: FieldValueInvalid}}]}}\n"),
+        )
+        .replace(
+            "  expect: {crd: {messageMatches: \"^nope\", allowed: true}}   # flow comment\n",
+            &format!("  expect: {{crd: {{allowed: false, message: \"{unsupported}\"}}}}  # flow comment\n"),
+        );
+    // Keys keep the order the expectation had; a new mapping's keys (the causes) are sorted.
+    assert_eq!(text, want);
+    // The updated suite passes as it is, and updating again changes nothing.
+    let (code, out, _) = celgate(&["test", "."], &dir);
+    assert_eq!(code, 0, "{out}");
+    let (code, _, err) = celgate(&["test", ".", "--update"], &dir);
+    assert_eq!(code, 0);
+    assert!(!err.contains("updated"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
+}

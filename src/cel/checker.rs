@@ -197,6 +197,24 @@ impl<'e> Checker<'e> {
         Ok((node, ty.settled()))
     }
 
+    /// [`Checker::check_expr`] without creating the program: every type-check issue, else
+    /// every validator issue, and otherwise the result type. A constant that fails to fold is
+    /// not an error here, as cel-go meets it only in `Program()`, which Kubernetes' type
+    /// checking of policies (`typechecking.go`) never calls.
+    pub fn check_only(&mut self, e: &Expr) -> Result<Type, CompileError> {
+        let result = self.check(e);
+        let issues = self.issues.take();
+        if !issues.is_empty() {
+            return Err(CompileError::from_issues(self.src, issues));
+        }
+        let (_, ty) = result?;
+        let late = self.late.take();
+        if !late.is_empty() {
+            return Err(CompileError::from_issues(self.src, late));
+        }
+        Ok(ty.settled())
+    }
+
     /// Whether the AST validators Kubernetes installs run (regex literals, `string.format`
     /// calls, homogeneous literals): they come as one set with the homogeneous literal rule,
     /// which plain CEL (the cel-spec suite) turns off with them.

@@ -37,6 +37,18 @@ impl Env {
     }
 }
 
+impl Env {
+    /// Parses and type-checks `source` without planning a program: its result type, or the
+    /// errors cel-go's `Compile` reports (see [`Checker::check_only`]). For offline type
+    /// checking (`celgate lint`); on the compiler thread as [`Env::compile`].
+    pub fn check(&self, source: &str) -> Result<Type, CompileError> {
+        on_compiler_thread(source, || {
+            let ast = parse(source)?;
+            Checker::new(self, source).check_only(&ast)
+        })
+    }
+}
+
 /// Runs `work` (parsing and checking `source`) on a thread with a [`COMPILER_STACK`] stack.
 fn on_compiler_thread<T: Send>(
     source: &str,

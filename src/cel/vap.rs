@@ -143,12 +143,20 @@ pub fn namespace_type() -> Type {
 
 /// An environment with the VAP variables declared.
 pub fn vap_env(version: u16, decls: Decls) -> (Env, Slots) {
+    vap_env_typed(version, decls, Type::Dyn, Type::Dyn)
+}
+
+/// [`vap_env`] with `object` and `oldObject` declared as `object`, and `params` (when
+/// declared) as `params`: the environment of the API server's type checking of policies,
+/// which types them from the schemas of the matched kinds and of the paramKind.
+pub fn vap_env_typed(version: u16, decls: Decls, object: Type, params: Type) -> (Env, Slots) {
     let mut env = Env::new(version);
-    let object = env.declare("object", Type::Dyn);
-    let old_object = env.declare("oldObject", Type::Dyn);
+    let old_object = object.clone();
+    let object = env.declare("object", object);
+    let old_object = env.declare("oldObject", old_object);
     let request = env.declare("request", request_type());
     let namespace_object = env.declare("namespaceObject", namespace_type());
-    let params = decls.params.then(|| env.declare("params", Type::Dyn));
+    let params = decls.params.then(|| env.declare("params", params));
     let (authorizer, request_resource) = if decls.authorizer {
         let a = env.declare("authorizer", Type::Opaque(super::k8s::authz::AUTHORIZER));
         let r = env.declare(

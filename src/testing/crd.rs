@@ -53,7 +53,9 @@ pub struct ExpectedCause {
 }
 
 /// The unmet parts of `expect` for the request `operation` of `object` (replacing `old`
-/// on UPDATE; `status`: the /status subresource), answered by the CRDs of `catalog`.
+/// on UPDATE; `status`: the /status subresource), answered by the CRDs of `catalog`; and,
+/// when CRD validation answered, the expectation that answer meets ([`observe`]), for
+/// `--update`.
 pub fn check(
     catalog: &Catalog,
     expect: &CrdExpect,
@@ -61,24 +63,82 @@ pub fn check(
     object: Option<&Json>,
     old: Option<&Json>,
     status: bool,
-) -> Vec<String> {
+) -> (Vec<String>, Option<Json>) {
     let answer = match (operation, object) {
         (Operation::Create, Some(obj)) => catalog.admit(obj, None, status),
         (Operation::Update, Some(obj)) => match old {
             Some(old) => catalog.admit(obj, Some(old), status),
-            None => return vec!["expect.crd: an UPDATE needs oldObject".into()],
+            None => return (vec!["expect.crd: an UPDATE needs oldObject".into()], None),
         },
         (Operation::Create | Operation::Update, None) => {
-            return vec!["expect.crd: the case has no object".into()]
+            return (vec!["expect.crd: the case has no object".into()], None)
         }
         (op, _) => {
-            return vec![format!(
-                "expect.crd: CRD validation runs on CREATE and UPDATE, not {}",
-                op.as_str()
-            )]
+            return (
+                vec![format!(
+                    "expect.crd: CRD validation runs on CREATE and UPDATE, not {}",
+                    op.as_str()
+                )],
+                None,
+            )
         }
     };
-    compare(expect, &answer)
+    (compare(expect, &answer), Some(observe(expect, &answer)))
+}
+
+/// `expect` rewritten to what CRD validation answered (`celgate test --update`): each field
+/// it has gets its observed value, a `messageMatches` that does not match becomes an exact
+/// `message`; an empty expectation gets `allowed`, and `code`, `reason` and `message` when
+/// the object was refused.
+pub fn observe(expect: &CrdExpect, answer: &Result<(), Status>) -> Json {
+    use serde_json::json;
+    let (allowed, code, reason, message, causes) = match answer {
+        Ok(()) => (true, 200, "", "", &[][..]),
+        Err(s) => (
+            false,
+            s.code,
+            s.reason.as_str(),
+            s.message.as_str(),
+            s.causes.as_slice(),
+        ),
+    };
+    let mut out = serde_json::Map::new();
+    if expect.is_empty() {
+        out.insert("allowed".into(), json!(allowed));
+        if !allowed {
+            out.insert("code".into(), json!(code));
+            out.insert("reason".into(), json!(reason));
+            out.insert("message".into(), json!(message));
+        }
+        return Json::Object(out);
+    }
+    if expect.allowed.is_some() {
+        out.insert("allowed".into(), json!(allowed));
+    }
+    if expect.code.is_some() {
+        out.insert("code".into(), json!(code));
+    }
+    if expect.reason.is_some() {
+        out.insert("reason".into(), json!(reason));
+    }
+    if expect.message.is_some() {
+        out.insert("message".into(), json!(message));
+    }
+    if let Some(Pattern(re)) = &expect.message_matches {
+        if re.is_match(message) {
+            out.insert("messageMatches".into(), json!(re.as_str()));
+        } else {
+            out.insert("message".into(), json!(message));
+        }
+    }
+    if expect.causes.is_some() {
+        let causes: Vec<Json> = causes
+            .iter()
+            .map(|c| json!({"type": c.reason, "field": c.field, "message": c.message}))
+            .collect();
+        out.insert("causes".into(), Json::Array(causes));
+    }
+    Json::Object(out)
 }
 
 fn compare(expect: &CrdExpect, answer: &Result<(), Status>) -> Vec<String> {

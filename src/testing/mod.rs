@@ -787,11 +787,14 @@ fn run_case(
     let Some(want) = expect.crd.as_ref() else {
         return run_webhook(built, base, case, index, object, probe);
     };
-    let mut failures = match &case.review {
-        Some(_) => vec!["expect.crd: takes the case's object, not a review file".to_string()],
+    let (mut failures, observed) = match &case.review {
+        Some(_) => (
+            vec!["expect.crd: takes the case's object, not a review file".to_string()],
+            None,
+        ),
         None => match (&built.crds, case_objects(base, &case.old_object)) {
-            (Err(e), _) => vec![format!("expect.crd: {e}")],
-            (_, Err(e)) => vec![format!("oldObject: {e}")],
+            (Err(e), _) => (vec![format!("expect.crd: {e}")], None),
+            (_, Err(e)) => (vec![format!("oldObject: {e}")], None),
             (Ok(catalog), Ok(old)) => crd::check(
                 catalog,
                 want,
@@ -802,11 +805,26 @@ fn run_case(
             ),
         },
     };
+    // `--update` rewrites `crd` with what CRD validation answered, beside the edits of the
+    // policies' answer.
+    let crd_edit = observed.map(|value| update::Edit {
+        key: "crd",
+        new_key: "crd",
+        value,
+    });
     if !expect.expects_webhook() {
-        return (failures, None);
+        return (failures, crd_edit.map(|e| vec![e]));
     }
     let (more, edits) = run_webhook(built, base, case, index, object, probe);
     failures.extend(more);
+    let edits = match (edits, crd_edit) {
+        (Some(mut edits), Some(e)) => {
+            edits.push(e);
+            Some(edits)
+        }
+        (edits, None) => edits,
+        (None, Some(e)) => Some(vec![e]),
+    };
     (failures, edits)
 }
 
