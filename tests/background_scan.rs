@@ -117,6 +117,7 @@ fn config(api: SocketAddr, background: BackgroundOptions, lease: Option<&str>) -
                     api: ReportApi::WgPolicy,
                     interval: Duration::from_millis(100),
                     max_results: 100,
+                    ..ReportOptions::default()
                 }),
                 background: Some(background),
                 ..Default::default()

@@ -213,7 +213,7 @@ impl KubeSource {
         let store = options
             .reports
             .as_ref()
-            .map(|_| Arc::new(reports::ReportStore::default()));
+            .map(|o| Arc::new(reports::ReportStore::admission(o.max_resources)));
         let reports_task = options
             .reports
             .clone()
@@ -281,6 +281,7 @@ impl KubeSource {
             services,
             observer,
             store,
+            admission: self.reports.clone(),
             is_leader: Box::new(writer(&self.shared, &self.options)),
             changes: self.shared.policy_changes.subscribe(),
         };
