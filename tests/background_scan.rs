@@ -419,6 +419,111 @@ async fn only_the_lease_holder_scans() {
     b.shutdown().await;
 }
 
+/// A report as a previous Lease holder (or another tool, `managed_by`) left it.
+fn left_report(
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    source: &str,
+    managed_by: &str,
+) -> Json {
+    let mut r = json!({
+        "apiVersion": "wgpolicyk8s.io/v1alpha2",
+        "kind": kind,
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": managed_by, "celgate.io/source": source}},
+        "results": [{"policy": "no-bad-label", "result": "fail"}],
+        "summary": {"pass": 0, "fail": 1, "warn": 0, "error": 0, "skip": 0}
+    });
+    if let Some(ns) = namespace {
+        r["metadata"]["namespace"] = json!(ns);
+    }
+    r
+}
+
+/// A new Lease holder's first complete scan deletes the background reports celgate wrote
+/// before that the current state no longer has: those of a namespace without results now
+/// (`old`, whose failing pod was deleted meanwhile) and the cluster report; the report of a
+/// namespace with results is rewritten, and reports of another source or another manager
+/// stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_deletes_stale_background_reports() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    cluster(&fake, 1, 1);
+    fake.apply(left_report(
+        "PolicyReport",
+        Some("old"),
+        REPORT,
+        "background",
+        "celgate",
+    ));
+    fake.apply(left_report(
+        "PolicyReport",
+        Some("team"),
+        REPORT,
+        "background",
+        "celgate",
+    ));
+    fake.apply(left_report(
+        "ClusterPolicyReport",
+        None,
+        REPORT,
+        "background",
+        "celgate",
+    ));
+    fake.apply(left_report(
+        "PolicyReport",
+        Some("old"),
+        "celgate-admission",
+        "admission",
+        "celgate",
+    ));
+    fake.apply(left_report(
+        "PolicyReport",
+        Some("old"),
+        "kyverno-thing",
+        "background",
+        "kyverno",
+    ));
+    let server = start(config(
+        api,
+        background(3_600_000, 500, 100.0),
+        Some("celgate-new"),
+    ))
+    .await
+    .unwrap();
+    eventually("the stale reports deleted", || {
+        fake.object("policyreports", "old", REPORT).is_none()
+            && fake.object("clusterpolicyreports", "", REPORT).is_none()
+    })
+    .await;
+    eventually("team's report rewritten", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (1, 1))
+    })
+    .await;
+    let mut deletes = fake.deletes.lock().unwrap().clone();
+    deletes.sort();
+    assert_eq!(
+        deletes,
+        [
+            format!("clusterpolicyreports//{REPORT}"),
+            format!("policyreports/old/{REPORT}")
+        ]
+    );
+    assert!(fake
+        .object("policyreports", "old", "celgate-admission")
+        .is_some());
+    assert!(fake
+        .object("policyreports", "old", "kyverno-thing")
+        .is_some());
+    // Listed by their labels, not one by one.
+    assert!(
+        fake.count("/apis/wgpolicyk8s.io/v1alpha2/policyreports?&labelSelector=app.kubernetes.io%2Fmanaged-by%3Dcelgate%2Ccelgate.io%2Fsource%3Dbackground") >= 1,
+        "{:?}",
+        fake.requests.lock().unwrap()
+    );
+    server.shutdown().await;
+}
+
 /// The background flags refuse values that cannot work, before anything starts, naming
 /// the flag; their defaults are 1h, 500, 20, 2, 5s and celgate.
 #[test]

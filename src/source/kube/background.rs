@@ -24,7 +24,10 @@
 //!   fixed since loses its failing result. Resources whose list or discovery failed keep
 //!   their previous results. A complete scan (everything discovered and listed) also tells
 //!   the admission reports which resources exist: an admission result of a scanned kind
-//!   whose object was not listed goes ([`ReportStore::prune_absent`]).
+//!   whose object was not listed goes ([`ReportStore::prune_absent`]), and the background
+//!   reports celgate wrote that the new state does not have (a previous Lease holder's, in
+//!   namespaces without results now) are deleted at the next write
+//!   ([`ReportStore::request_sweep`]).
 //! - With a Lease, only its holder scans (and writes); a replica that takes the Lease over
 //!   scans at once. Changes coalesce over `debounce`; a scan is never run twice at once (a
 //!   change during a scan makes one more scan after it).
@@ -540,6 +543,7 @@ async fn scan(inputs: &Inputs, options: &BackgroundOptions, limiter: &Arc<Limite
         // No binding: nothing to list, and every previous result goes.
         if let Some(store) = &inputs.store {
             store.replace(Vec::new(), |_| false);
+            store.request_sweep();
         }
         inputs.observer.finished(started.elapsed(), true);
         return true;
@@ -613,6 +617,10 @@ async fn scan(inputs: &Inputs, options: &BackgroundOptions, limiter: &Arc<Limite
                 || failed_kinds.contains(&(group.to_string(), r.kind.clone()))
         };
         store.replace(found.into_iter().flatten(), keep);
+        if complete {
+            // What it has is all there is: reports beyond it (a previous Lease holder's) go.
+            store.request_sweep();
+        }
     }
     if let (Some(admission), Some(before), true) = (&inputs.admission, admitted_before, complete) {
         let scanned = targets

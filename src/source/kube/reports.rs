@@ -19,14 +19,17 @@
 //!
 //! Background scans ([`super::background`]) have a store of their own, written the same way
 //! as the reports `celgate-background` (label `celgate.io/source: background`); each scan
-//! replaces its whole state ([`ReportStore::replace`]).
+//! replaces its whole state ([`ReportStore::replace`]). After a complete scan, the writer
+//! also lists the background reports by their labels and deletes those the new state does
+//! not have (a previous Lease holder's), see [`ReportStore::request_sweep`]. Admission
+//! reports get no such sweep: a new holder's admission state is only what it answered.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::Value as Json;
 
@@ -90,6 +93,8 @@ struct State {
     next_seq: u64,
     /// Reports to write (or delete) at the next flush.
     dirty: BTreeSet<String>,
+    /// Stale reports are looked for at the next flush (see [`ReportStore::request_sweep`]).
+    sweep: bool,
 }
 
 impl State {
@@ -404,6 +409,29 @@ impl ReportStore {
         state.reindex();
     }
 
+    /// The state is complete (a background scan's that listed everything): at its next
+    /// flush, the writer deletes every report of this store's source that celgate wrote
+    /// (label `app.kubernetes.io/managed-by: celgate`) but that the state no longer has, such
+    /// as those a previous Lease holder left in namespaces without results now.
+    pub fn request_sweep(&self) {
+        self.lock().sweep = true;
+    }
+
+    fn take_sweep(&self) -> bool {
+        std::mem::take(&mut self.lock().sweep)
+    }
+
+    /// Whether the report `name` of `namespace` (`""`: the cluster report) is one this
+    /// store has results for.
+    fn has_report(&self, namespace: &str, name: &str) -> bool {
+        name == self.name
+            && self
+                .lock()
+                .namespaces
+                .get(namespace)
+                .is_some_and(|m| !m.is_empty())
+    }
+
     /// Marks every report with results dirty (a writer taking over writes them all).
     fn mark_all(&self) {
         let mut state = self.lock();
@@ -534,7 +562,51 @@ pub async fn write(
                 store.mark([namespace]);
             }
         }
+        if store.take_sweep() {
+            if let Err(e) = sweep(&client, options.api, &store).await {
+                tracing::warn!(error = %e, "stale policy reports not listed; looked for again at the next interval");
+                store.request_sweep();
+            }
+        }
     }
+}
+
+/// Deletes the reports of `store`'s source that celgate wrote and `store` has no results
+/// for (namespaced and cluster reports); a failed delete is logged and left to the next
+/// sweep.
+async fn sweep(client: &Client, api: ReportApi, store: &ReportStore) -> Result<(), kube::Error> {
+    let selector = format!(
+        "app.kubernetes.io/managed-by={FIELD_MANAGER},celgate.io/source={}",
+        store.source
+    );
+    let params = ListParams::default().labels(&selector);
+    for cluster in [false, true] {
+        let reports: Api<DynamicObject> =
+            Api::all_with(client.clone(), &api_resource(api, cluster));
+        for report in reports.list(&params).await? {
+            let namespace = report.metadata.namespace.clone().unwrap_or_default();
+            let name = report.metadata.name.clone().unwrap_or_default();
+            if store.has_report(&namespace, &name) {
+                continue;
+            }
+            let deleted = write_one(client, api, &name, &namespace, None).await;
+            match deleted {
+                Ok(()) => {
+                    tracing::info!(
+                        namespace,
+                        name,
+                        source = store.source,
+                        "stale policy report deleted"
+                    )
+                }
+                Err(e) => {
+                    tracing::warn!(namespace, name, error = %e, "stale policy report not deleted");
+                    store.request_sweep();
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn write_one(
