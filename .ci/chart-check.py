@@ -246,6 +246,9 @@ def check_promises(variant, objects):
     verbs = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
     if any(v - {"get", "list", "watch"} for k, v in verbs.items() if k[0] != ("authorization.k8s.io",)):
         fail(f"{variant}: the ClusterRole may only read, besides SubjectAccessReviews: {verbs}")
+    # The cluster's CRDs: served versions and conversion strategy for equivalent matching.
+    if verbs.get((("apiextensions.k8s.io",), ("customresourcedefinitions",))) != {"get", "list", "watch"}:
+        fail(f"{variant}: the ClusterRole must get, list and watch customresourcedefinitions: {verbs}")
     check_params(variant, objects, verbs, c["args"])
     check_reports(variant, objects, c["args"])
     check_background(variant, objects, c["args"])
@@ -424,6 +427,7 @@ def check_params(variant, objects, cluster_verbs, args):
             wanted.setdefault(ns, set()).add((tuple(e["apiGroups"]), tuple(e["resources"])))
     granted = {k for k in cluster_verbs if k[0] not in [("admissionregistration.k8s.io",), ("authorization.k8s.io",)]}
     granted.discard((("",), ("namespaces",)))
+    granted.discard((("apiextensions.k8s.io",), ("customresourcedefinitions",)))
     if granted != wanted.get("", set()):
         fail(f"{variant}: ClusterRole param rules {granted}, expected {wanted.get('', set())}")
     roles = {
