@@ -246,6 +246,9 @@ def check_promises(variant, objects):
     verbs = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
     if any(v - {"get", "list", "watch"} for k, v in verbs.items() if k[0] != ("authorization.k8s.io",)):
         fail(f"{variant}: the ClusterRole may only read, besides SubjectAccessReviews: {verbs}")
+    # The cluster's CRDs: served versions and conversion strategy for equivalent matching.
+    if verbs.get((("apiextensions.k8s.io",), ("customresourcedefinitions",))) != {"get", "list", "watch"}:
+        fail(f"{variant}: the ClusterRole must get, list and watch customresourcedefinitions: {verbs}")
     check_params(variant, objects, verbs, c["args"])
     check_reports(variant, objects, c["args"])
     check_background(variant, objects, c["args"])
@@ -286,7 +289,7 @@ REPORT_KINDS = {
 
 def check_reports(variant, objects, args):
     """reports.enabled: celgate gets --reports with the format, interval and cap, and the Lease
-    (also with Events off); a ClusterRole grants exactly create, get, patch and delete on the
+    (also with Events off); a ClusterRole grants exactly create, get, list, patch and delete on the
     format's two report kinds, bound to celgate's service account. reports.installCRDs: the
     format's two CRDs, kept on uninstall, with the summary's printer columns. Off: none."""
     r = variant_values(variant).get("reports", {})
@@ -294,7 +297,8 @@ def check_reports(variant, objects, args):
     fmt = r.get("format", "wgpolicy")
     flags = sorted(a for a in args if a.startswith("--reports"))
     wanted = sorted([f"--reports={fmt}", f"--reports-interval={r.get('interval', '10s')}",
-                     f"--reports-max-results={r.get('maxResults', 2000)}"]) if on else []
+                     f"--reports-max-results={r.get('maxResults', 2000)}",
+                     f"--reports-max-resources={r.get('maxResources', 100000)}"]) if on else []
     if flags != wanted:
         fail(f"{variant}: report flags {flags}, expected {wanted}")
     events = variant_values(variant).get("celgate", {}).get("events", True)
@@ -310,7 +314,7 @@ def check_reports(variant, objects, args):
         if role or binding:
             fail(f"{variant}: report RBAC without reports.enabled")
     else:
-        expected = [{"apiGroups": [group], "resources": plurals, "verbs": ["create", "get", "patch", "delete"]}]
+        expected = [{"apiGroups": [group], "resources": plurals, "verbs": ["create", "get", "list", "patch", "delete"]}]
         if role is None or role["rules"] != expected:
             fail(f"{variant}: report ClusterRole {role and role['rules']}, expected {expected}")
         if binding is None or (binding["subjects"][0]["name"], binding["subjects"][0]["namespace"]) != (RELEASE, NAMESPACE):
@@ -423,6 +427,7 @@ def check_params(variant, objects, cluster_verbs, args):
             wanted.setdefault(ns, set()).add((tuple(e["apiGroups"]), tuple(e["resources"])))
     granted = {k for k in cluster_verbs if k[0] not in [("admissionregistration.k8s.io",), ("authorization.k8s.io",)]}
     granted.discard((("",), ("namespaces",)))
+    granted.discard((("apiextensions.k8s.io",), ("customresourcedefinitions",)))
     if granted != wanted.get("", set()):
         fail(f"{variant}: ClusterRole param rules {granted}, expected {wanted.get('', set())}")
     roles = {

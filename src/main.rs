@@ -155,6 +155,12 @@ enum Command {
         /// counts those left out, and the summary counts every result.
         #[arg(long, value_name = "N", default_value_t = celgate::source::kube::reports::DEFAULT_MAX_RESULTS)]
         reports_max_results: usize,
+        /// Resources whose latest admission results each replica keeps at most for the
+        /// reports; past it, the one recorded longest ago is dropped (counted in
+        /// celgate_report_resources_evicted_total). Background scans also drop resources
+        /// that no longer exist.
+        #[arg(long, value_name = "N", default_value_t = celgate::source::kube::reports::DEFAULT_MAX_RESOURCES)]
+        reports_max_resources: usize,
         /// Background scans (`--source kubernetes`): every existing object some binding
         /// selects is evaluated as its CREATE by celgate's service account, at start, after
         /// each policy or binding change, and every this long; `0` turns them off. Results go
@@ -687,6 +693,7 @@ fn serve(command: Command) -> ExitCode {
         reports,
         reports_interval,
         reports_max_results,
+        reports_max_resources,
         background_interval,
         background_page_size,
         background_qps,
@@ -868,10 +875,15 @@ fn serve(command: Command) -> ExitCode {
                     eprintln!("celgate: --reports-max-results must be at least 1");
                     return ExitCode::from(2);
                 }
+                (Some(_), _) if reports_max_resources == 0 => {
+                    eprintln!("celgate: --reports-max-resources must be at least 1");
+                    return ExitCode::from(2);
+                }
                 (Some(api), Ok(interval)) => Some(kube::reports::ReportOptions {
                     api,
                     interval,
                     max_results: reports_max_results,
+                    max_resources: reports_max_resources,
                 }),
                 (Some(_), Err(e)) => {
                     eprintln!("celgate: {e}");

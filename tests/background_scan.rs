@@ -117,6 +117,7 @@ fn config(api: SocketAddr, background: BackgroundOptions, lease: Option<&str>) -
                     api: ReportApi::WgPolicy,
                     interval: Duration::from_millis(100),
                     max_results: 100,
+                    ..ReportOptions::default()
                 }),
                 background: Some(background),
                 ..Default::default()
@@ -416,6 +417,201 @@ async fn only_the_lease_holder_scans() {
         .unwrap();
     assert_eq!(lease["spec"]["holderIdentity"], "celgate-b");
     b.shutdown().await;
+}
+
+/// A report as a previous Lease holder (or another tool, `managed_by`) left it.
+fn left_report(
+    kind: &str,
+    namespace: Option<&str>,
+    name: &str,
+    source: &str,
+    managed_by: &str,
+) -> Json {
+    let mut r = json!({
+        "apiVersion": "wgpolicyk8s.io/v1alpha2",
+        "kind": kind,
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": managed_by, "celgate.io/source": source}},
+        "results": [{"policy": "no-bad-label", "result": "fail"}],
+        "summary": {"pass": 0, "fail": 1, "warn": 0, "error": 0, "skip": 0}
+    });
+    if let Some(ns) = namespace {
+        r["metadata"]["namespace"] = json!(ns);
+    }
+    r
+}
+
+/// A new Lease holder's first complete scan deletes the background reports celgate wrote
+/// before that the current state no longer has: those of a namespace without results now
+/// (`old`, whose failing pod was deleted meanwhile) and the cluster report; the report of a
+/// namespace with results is rewritten, and reports of another source or another manager
+/// stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_takeover_deletes_stale_background_reports() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    cluster(&fake, 1, 1);
+    fake.apply(left_report(
+        "PolicyReport",
+        Some("old"),
+        REPORT,
+        "background",
+        "celgate",
+    ));
+    fake.apply(left_report(
+        "PolicyReport",
+        Some("team"),
+        REPORT,
+        "background",
+        "celgate",
+    ));
+    fake.apply(left_report(
+        "ClusterPolicyReport",
+        None,
+        REPORT,
+        "background",
+        "celgate",
+    ));
+    fake.apply(left_report(
+        "PolicyReport",
+        Some("old"),
+        "celgate-admission",
+        "admission",
+        "celgate",
+    ));
+    fake.apply(left_report(
+        "PolicyReport",
+        Some("old"),
+        "kyverno-thing",
+        "background",
+        "kyverno",
+    ));
+    let server = start(config(
+        api,
+        background(3_600_000, 500, 100.0),
+        Some("celgate-new"),
+    ))
+    .await
+    .unwrap();
+    eventually("the stale reports deleted", || {
+        fake.object("policyreports", "old", REPORT).is_none()
+            && fake.object("clusterpolicyreports", "", REPORT).is_none()
+    })
+    .await;
+    eventually("team's report rewritten", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (1, 1))
+    })
+    .await;
+    let mut deletes = fake.deletes.lock().unwrap().clone();
+    deletes.sort();
+    assert_eq!(
+        deletes,
+        [
+            format!("clusterpolicyreports//{REPORT}"),
+            format!("policyreports/old/{REPORT}")
+        ]
+    );
+    assert!(fake
+        .object("policyreports", "old", "celgate-admission")
+        .is_some());
+    assert!(fake
+        .object("policyreports", "old", "kyverno-thing")
+        .is_some());
+    // Listed by their labels, not one by one.
+    assert!(
+        fake.count("/apis/wgpolicyk8s.io/v1alpha2/policyreports?&labelSelector=app.kubernetes.io%2Fmanaged-by%3Dcelgate%2Ccelgate.io%2Fsource%3Dbackground") >= 1,
+        "{:?}",
+        fake.requests.lock().unwrap()
+    );
+    server.shutdown().await;
+}
+
+/// A scan's `authorizer` checks are SubjectAccessReviews for celgate's service account
+/// (`--service-account celgate-system:celgate`: its user and groups, as the API server
+/// authenticates it), about what the expression asks; and the policy gets the answer for
+/// that identity: here the account may delete every pod but `bad-0`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorizer_checks_ask_about_celgates_service_account() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    cluster(&fake, 1, 1);
+    fake.apply(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "no-bad-label"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]},
+            "validations": [{
+                "expression": "authorizer.group('').resource('pods').namespace(object.metadata.namespace).name(object.metadata.name).check('delete').allowed()",
+                "message": "celgate may not delete it"
+            }]
+        }
+    }));
+    const SA: &str = "system:serviceaccount:celgate-system:celgate";
+    fake.on_review(|spec| {
+        let allowed = spec["user"] == SA && spec["resourceAttributes"]["name"] != "bad-0";
+        Ok(json!({"allowed": allowed}))
+    });
+    let (user, groups) = celgate::scan::service_account_identity("celgate-system", "celgate");
+    let mut cfg = config(
+        api,
+        BackgroundOptions {
+            user,
+            groups,
+            ..background(3_600_000, 500, 100.0)
+        },
+        None,
+    );
+    if let celgate::app::PolicySource::Kubernetes { sar, .. } = &mut cfg.source {
+        *sar = Some(Default::default());
+    }
+    let server = start(cfg).await.unwrap();
+    eventually("the background report", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (1, 1))
+    })
+    .await;
+    let report = team_report(&fake).unwrap();
+    let failed: Vec<&Json> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["result"] == "fail")
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["resources"][0]["name"], "bad-0");
+    assert_eq!(failed[0]["message"], "celgate may not delete it");
+    let reviews = fake.reviews.lock().unwrap().clone();
+    let mut asked: Vec<String> = reviews
+        .iter()
+        .map(|r| {
+            r["spec"]["resourceAttributes"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    asked.sort();
+    asked.dedup();
+    assert_eq!(asked, ["bad-0", "good-0"]);
+    for review in &reviews {
+        let spec = &review["spec"];
+        assert_eq!(spec["user"], SA, "{review}");
+        let groups: Vec<&str> = spec["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g.as_str().unwrap())
+            .collect();
+        for g in [
+            "system:serviceaccounts",
+            "system:serviceaccounts:celgate-system",
+            "system:authenticated",
+        ] {
+            assert!(groups.contains(&g), "{g} not in {groups:?}");
+        }
+        let attributes = &spec["resourceAttributes"];
+        assert_eq!(attributes["verb"], "delete");
+        assert_eq!(attributes["resource"], "pods");
+        assert_eq!(attributes["namespace"], "team");
+    }
+    server.shutdown().await;
 }
 
 /// The background flags refuse values that cannot work, before anything starts, naming

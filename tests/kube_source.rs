@@ -3,7 +3,8 @@
 //! dropped watches, 410 Gone), param kinds start and stop, namespace labels change matching,
 //! readiness waits for the initial lists, the v1beta1 fallback, staleness while the API
 //! server is down, prompt recovery after an outage (and after a late start) with staleness
-//! counted until the re-list, SubjectAccessReview checks and Events for misconfigured objects.
+//! counted until the re-list, SubjectAccessReview checks, Events for misconfigured objects, and
+//! the cluster's CRDs in the resource registry (or, forbidden, lenient matching).
 
 mod fake_apiserver;
 #[path = "common/fixtures.rs"]
@@ -1013,4 +1014,166 @@ async fn params_are_watched_only_in_the_listed_namespaces() {
     assert!(configmaps.iter().any(|r| r.contains("watch=true")));
     assert!(configmaps.iter().any(|r| !r.contains("watch=true")));
     assert_eq!(fake.open_watches("configmaps"), 1);
+}
+
+fn crd_kind() -> Kind {
+    Kind::new(
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        false,
+    )
+}
+
+/// A cluster-scoped CRD `<plural>.example.com` of kind `kind`: its versions as (name,
+/// served), v1 stored; `webhook`: conversion through a webhook.
+fn crd(plural: &str, kind: &str, versions: &[(&str, bool)], webhook: bool) -> Json {
+    let versions: Vec<Json> = versions
+        .iter()
+        .map(|(v, served)| json!({"name": v, "served": served, "storage": *v == "v1", "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}))
+        .collect();
+    let mut c = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.example.com")},
+        "spec": {
+            "group": "example.com",
+            "names": {"plural": plural, "singular": plural.trim_end_matches('s'), "kind": kind, "listKind": format!("{kind}List")},
+            "scope": "Cluster",
+            "versions": versions
+        }
+    });
+    if webhook {
+        c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"], "clientConfig": {"url": "https://convert.example.com"}}});
+    }
+    c
+}
+
+/// A policy on `plural` v2 of example.com (matchPolicy Equivalent, the default), whose
+/// validation is `expression`, bound with Deny.
+fn with_v2_policy(fake: &Fake, plural: &str, expression: &str) {
+    fake.apply(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": format!("{plural}-v2")},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["example.com"], "apiVersions": ["v2"], "operations": ["CREATE"], "resources": [plural]}]},
+            "validations": [{"expression": expression, "message": format!("no {plural} at v2")}]
+        }
+    }));
+    fake.apply(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": format!("{plural}-v2")},
+        "spec": {"policyName": format!("{plural}-v2"), "validationActions": ["Deny"]}
+    }));
+}
+
+/// The CREATE of a cluster-scoped `example.com/v1` object.
+fn v1_review(plural: &str, kind: &str) -> Vec<u8> {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u-1",
+            "kind": {"group": "example.com", "version": "v1", "kind": kind},
+            "resource": {"group": "example.com", "version": "v1", "resource": plural},
+            "name": "one",
+            "operation": "CREATE",
+            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+            "object": {"apiVersion": "example.com/v1", "kind": kind, "metadata": {"name": "one"}, "spec": {}},
+            "oldObject": null,
+            "dryRun": false
+        }
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// The cluster's CRDs reach the resource registry: a rule on a version the CRD does not
+/// serve matches no request (`widgets` v2, not served: the v1 request is admitted; once the
+/// CRD serves v2, the rule matches through the equivalent version and denies), and a
+/// conversion through a webhook is the configuration error under the failurePolicy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_crds_tell_served_versions_and_conversion() {
+    let mut kinds = core_kinds();
+    kinds.push(crd_kind());
+    let (fake, addr) = Fake::start(&kinds).await;
+    fake.apply(crd(
+        "widgets",
+        "Widget",
+        &[("v1", true), ("v2", false)],
+        false,
+    ));
+    fake.apply(crd(
+        "gadgets",
+        "Gadget",
+        &[("v1", true), ("v2", true)],
+        true,
+    ));
+    with_v2_policy(&fake, "widgets", "false");
+    with_v2_policy(&fake, "gadgets", "true");
+    let (source, latest) = start_ready(addr, false).await;
+    let widget = respond(&latest, v1_review("widgets", "Widget")).await;
+    assert_eq!(widget["allowed"], true, "v2 is not served: {widget}");
+    let gadget = respond(&latest, v1_review("gadgets", "Gadget")).await;
+    assert_eq!(gadget["allowed"], false, "{gadget}");
+    let message = gadget["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("failed to convert object version"),
+        "{message}"
+    );
+    assert!(
+        source
+            .status()
+            .iter()
+            .any(|s| s.name == "customresourcedefinitions.v1" && s.synced && s.objects == 2),
+        "{:?}",
+        source.status()
+    );
+    // The CRD now serves v2: the v1 widget matches the v2 rule, converted by rewriting its
+    // apiVersion, and is denied.
+    fake.apply(crd(
+        "widgets",
+        "Widget",
+        &[("v1", true), ("v2", true)],
+        false,
+    ));
+    eventually("the widget denied", || {
+        allowed(&latest, v1_review("widgets", "Widget")) == Some(false)
+    })
+    .await;
+    let widget = respond(&latest, v1_review("widgets", "Widget")).await;
+    assert_eq!(
+        widget["status"]["message"],
+        "ValidatingAdmissionPolicy 'widgets-v2' with binding 'widgets-v2' denied request: no widgets at v2"
+    );
+}
+
+/// CRDs that RBAC does not let celgate list: logged once (one request, no retry loop), the
+/// source turns ready without them, and custom resources keep the lenient rule (the v2 rule
+/// matches the v1 widget although its CRD does not serve v2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbidden_crds_leave_matching_lenient() {
+    let mut kinds = core_kinds();
+    kinds.push(crd_kind());
+    let (fake, addr) = Fake::start(&kinds).await;
+    fake.forbid("customresourcedefinitions");
+    fake.apply(crd(
+        "widgets",
+        "Widget",
+        &[("v1", true), ("v2", false)],
+        false,
+    ));
+    with_v2_policy(&fake, "widgets", "false");
+    let (source, latest) = start_ready(addr, false).await;
+    let widget = respond(&latest, v1_review("widgets", "Widget")).await;
+    assert_eq!(widget["allowed"], false, "{widget}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(fake.count("customresourcedefinitions"), 1);
+    assert!(source
+        .status()
+        .iter()
+        .all(|s| !s.name.starts_with("customresourcedefinitions")));
 }

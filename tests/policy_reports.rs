@@ -113,6 +113,7 @@ fn options(interval_ms: u64, max_results: usize) -> ReportOptions {
         api: ReportApi::WgPolicy,
         interval: Duration::from_millis(interval_ms),
         max_results,
+        ..ReportOptions::default()
     }
 }
 
@@ -395,7 +396,7 @@ async fn only_the_lease_holder_writes() {
 }
 
 /// The report flags refuse what would disable them or cannot work, before anything starts,
-/// naming the flag; their defaults are off, 10s and 2000.
+/// naming the flag; their defaults are off, 10s, 2000 and 100000.
 #[test]
 fn report_flags_refuse_bad_values() {
     let kube = [
@@ -404,7 +405,7 @@ fn report_flags_refuse_bad_values() {
         "--kube-api-url",
         "http://127.0.0.1:9",
     ];
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &["--reports", "wgpolicy"],
             "--reports needs --source kubernetes",
@@ -434,6 +435,14 @@ fn report_flags_refuse_bad_values() {
             .concat(),
             "--reports-max-results must be at least 1",
         ),
+        (
+            &[
+                &kube[..],
+                &["--reports", "wgpolicy", "--reports-max-resources", "0"],
+            ]
+            .concat(),
+            "--reports-max-resources must be at least 1",
+        ),
     ];
     for (args, needle) in cases {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
@@ -462,6 +471,7 @@ fn report_flags_refuse_bad_values() {
         ("--reports <REPORTS>", "[default: off]"),
         ("--reports-interval <DURATION>", "[default: 10s]"),
         ("--reports-max-results <N>", "[default: 2000]"),
+        ("--reports-max-resources <N>", "[default: 100000]"),
     ] {
         let entry = help
             .split_once(flag)
@@ -469,4 +479,125 @@ fn report_flags_refuse_bad_values() {
             .unwrap_or_else(|| panic!("{flag} not in: {help}"));
         assert!(entry.contains(default), "{flag}: {entry}");
     }
+}
+
+/// A ConfigMap review of `operation` (`new` and `old` as that operation carries them).
+fn configmap_review(operation: &str, new: Option<Json>, old: Option<Json>) -> Json {
+    let mut r = review(operation, new, old);
+    r["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "ConfigMap"});
+    r["request"]["resource"] = json!({"group": "", "version": "v1", "resource": "configmaps"});
+    r
+}
+
+fn configmap(name: &str, uid: &str) -> Json {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "team", "uid": uid}, "data": {"k": "v"}})
+}
+
+/// The admission state follows what exists: after a complete background scan, a pod that
+/// was admitted here but no longer exists (its DELETE went elsewhere, or never came) loses
+/// its results, while a listed pod keeps its own, and a ConfigMap admitted through an
+/// UPDATE-only binding (a kind no scan lists) keeps its result although it is not in the
+/// cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_complete_scan_drops_admission_results_of_gone_resources() {
+    let mut k = kinds();
+    k.push(Kind::new("v1", "Pod", "pods", true));
+    k.push(Kind::new("v1", "ConfigMap", "configmaps", true));
+    let (fake, api) = Fake::start(&k).await;
+    with_policy(&fake);
+    fake.apply(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": "cm-frozen"},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["configmaps"]}]},
+            "validations": [{"expression": "false", "message": "frozen"}]
+        }
+    }));
+    fake.apply(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "cm-frozen"},
+        "spec": {"policyName": "cm-frozen", "validationActions": ["Audit"]}
+    }));
+    // Only `kept` exists in the cluster (the fake's uid for it is uid-pods-kept).
+    let mut kept = pod("kept", true);
+    kept["metadata"]["uid"] = json!("uid-pods-kept");
+    fake.apply(kept.clone());
+    let mut cfg = config(api, options(100, 100), None);
+    if let celgate::app::PolicySource::Kubernetes { options, .. } = &mut cfg.source {
+        options.background = Some(celgate::source::kube::background::BackgroundOptions {
+            interval: Duration::from_millis(300),
+            debounce: Duration::from_millis(50),
+            ..Default::default()
+        });
+    }
+    let server = start(cfg).await.unwrap();
+    ready(&server).await;
+    let mut webhook = Webhook::connect(&server).await;
+    webhook.review(review("CREATE", Some(kept), None)).await;
+    webhook
+        .review(review("CREATE", Some(pod("gone", true)), None))
+        .await;
+    let (old, new) = (configmap("cm", "uid-cm"), configmap("cm", "uid-cm"));
+    webhook
+        .review(configmap_review("UPDATE", Some(new), Some(old)))
+        .await;
+    let names = |r: &Json| -> Vec<String> {
+        let mut n: Vec<String> = r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["resources"][0]["name"].as_str().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    eventually("the pod `gone` dropped by a scan", || {
+        team_report(&fake).is_some_and(|r| names(&r) == ["cm", "kept"])
+    })
+    .await;
+    // It stays so: the ConfigMap is never dropped by later scans.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(names(&team_report(&fake).unwrap()), ["cm", "kept"]);
+    assert_eq!(fake.count("/api/v1/configmaps"), 0, "no scan lists them");
+    server.shutdown().await;
+}
+
+/// `--reports-max-resources`: past the bound, the resource recorded longest ago leaves the
+/// reports, and the metric counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admission_state_is_bounded() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    with_policy(&fake);
+    let mut reports = options(100, 100);
+    reports.max_resources = 2;
+    let server = start(config(api, reports, None)).await.unwrap();
+    ready(&server).await;
+    let mut webhook = Webhook::connect(&server).await;
+    for name in ["p1", "p2", "p3"] {
+        webhook
+            .review(review("CREATE", Some(pod(name, true)), None))
+            .await;
+    }
+    eventually("two pods reported", || {
+        team_report(&fake).is_some_and(|r| {
+            let names: Vec<&Json> = r["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| &r["resources"][0]["name"])
+                .collect();
+            names == ["p2", "p3"]
+        })
+    })
+    .await;
+    let evicted = || {
+        let text = String::from_utf8(server.state.metrics.encode()).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("celgate_report_resources_evicted_total "))
+            .map(str::to_string)
+    };
+    eventually("the eviction counted", || evicted().as_deref() == Some("1")).await;
+    server.shutdown().await;
 }

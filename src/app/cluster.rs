@@ -127,6 +127,14 @@ pub(super) async fn report(
         state
             .metrics
             .problems(super::problem_labels(&source.problems()));
+        if let Some(store) = source.report_store() {
+            // The store counts; the metric follows (a counter only goes up).
+            let counted = state.metrics.report_evicted.get();
+            state
+                .metrics
+                .report_evicted
+                .inc_by(store.evicted().saturating_sub(counted));
+        }
         tokio::select! {
             _ = stop.changed() => return,
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}

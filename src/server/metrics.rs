@@ -82,6 +82,8 @@ pub struct Metrics {
     pub background_scan_seconds: Histogram,
     pub background_objects: IntCounterVec<1>,
     pub background_incomplete: IntCounter,
+    /// Admission report state: resources evicted for `--reports-max-resources`.
+    pub report_evicted: IntCounter,
 }
 
 /// Where a result comes from: the `source` label of `celgate_policy_results_total`.
@@ -216,9 +218,17 @@ impl Metrics {
         .expect("metric definitions are constants");
         r.register(Box::new(background_incomplete.clone()))
             .expect("each metric is registered once");
+        let report_evicted = IntCounter::new(
+            "celgate_report_resources_evicted_total",
+            "Resources whose admission results were dropped from the policy reports because this replica kept --reports-max-resources already (the one recorded longest ago goes first).",
+        )
+        .expect("metric definitions are constants");
+        r.register(Box::new(report_evicted.clone()))
+            .expect("each metric is registered once");
         Metrics {
             background_scan_seconds,
             background_incomplete,
+            report_evicted,
             background_objects: counter(&r, "celgate_background_objects_scanned_total", "Objects evaluated by background scans, by resource (plural, or plural.group).", ["resource"]),
             source_stale,
             source_synced: vec(&r, "celgate_source_synced", "1 once a watched resource's initial list completed.", ["source"]),

@@ -4,7 +4,7 @@
 //! apply (PATCH `application/apply-patch+yaml`, the body replacing the object, as with one
 //! field manager that owns every field) and DELETE of one object; discovery of the group
 //! list (`/api`, `/apis`); lists in pages (`limit` and `continue`, a continue token that
-//! can be made to expire with `410 Gone`). Tests drive
+//! can be made to expire with `410 Gone`; `labelSelector` equality terms). Tests drive
 //! it (`apply`, `delete`, `drop_watches`, `expire_watches`, `set_down`, `set_unreachable`,
 //! `stall`) and inspect what the client asked for.
 
@@ -417,6 +417,32 @@ fn ok(body: Json) -> Response {
         .into_response()
 }
 
+/// A query value as sent (`%XX` escapes and `+` for a space) decoded.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn without_type(mut o: Json) -> Json {
     if let Some(m) = o.as_object_mut() {
         m.remove("apiVersion");
@@ -689,10 +715,24 @@ async fn collection(
         .get("limit")
         .and_then(|l| l.parse().ok())
         .filter(|l| *l > 0);
+    // `labelSelector`: equality terms (`k=v`, comma-separated) only.
+    let selector: Vec<(String, String)> = query
+        .get("labelSelector")
+        .map(|s| percent_decode(s))
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|t| t.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let matching: Vec<&Json> = res
         .objects
         .iter()
         .filter(|((ns, _), _)| namespace.as_ref().is_none_or(|n| n == ns))
+        .filter(|(_, o)| {
+            selector
+                .iter()
+                .all(|(k, v)| o["metadata"]["labels"][k].as_str() == Some(v))
+        })
         .map(|(_, o)| o)
         .collect();
     let end = limit.map_or(matching.len(), |l| (offset + l).min(matching.len()));

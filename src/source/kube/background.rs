@@ -22,12 +22,17 @@
 //! - Results: counted (the observer, i.e. the metrics), and when reports are written,
 //!   replacing the previous scan's in the background report store: an object deleted or
 //!   fixed since loses its failing result. Resources whose list or discovery failed keep
-//!   their previous results.
+//!   their previous results. A complete scan (everything discovered and listed) also tells
+//!   the admission reports which resources exist: an admission result of a scanned kind
+//!   whose object was not listed goes ([`ReportStore::prune_absent`]), and the background
+//!   reports celgate wrote that the new state does not have (a previous Lease holder's, in
+//!   namespaces without results now) are deleted at the next write
+//!   ([`ReportStore::request_sweep`]).
 //! - With a Lease, only its holder scans (and writes); a replica that takes the Lease over
 //!   scans at once. Changes coalesce over `debounce`; a scan is never run twice at once (a
 //!   change during a scan makes one more scan after it).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -441,8 +446,14 @@ async fn list(
 /// One object's results, as reports keep them.
 type Found = (Resource, Vec<ReportResult>);
 
-/// The evaluation thread: every page of `pages`, evaluated on `snapshot`; each target's
-/// results (objects with no result left out).
+/// What the evaluation thread found, per target: the results (objects with no result left
+/// out) and the uid of every object listed.
+struct Evaluation {
+    found: Vec<Vec<Found>>,
+    uids: Vec<HashSet<String>>,
+}
+
+/// The evaluation thread: every page of `pages`, evaluated on `snapshot`.
 fn evaluate(
     snapshot: Arc<Snapshot>,
     targets: Arc<Vec<Target>>,
@@ -450,7 +461,7 @@ fn evaluate(
     services: Services,
     observer: &dyn ScanObserver,
     mut pages: mpsc::Receiver<Page>,
-) -> Vec<Vec<Found>> {
+) -> Evaluation {
     let crds = targets.iter().map(Target::as_crd).collect();
     let scanner = Scanner::new(&snapshot, crds)
         .with_identity(options.user.clone(), options.groups.clone())
@@ -458,19 +469,28 @@ fn evaluate(
     let labels: Vec<String> = targets.iter().map(Target::label).collect();
     let now = unix_now();
     let mut found: Vec<Vec<Found>> = vec![Vec::new(); targets.len()];
+    let mut uids: Vec<HashSet<String>> = vec![HashSet::new(); targets.len()];
     while let Some(page) = pages.blocking_recv() {
         match page {
             Page::Restart(i) => {
                 if let Some(f) = found.get_mut(i) {
                     f.clear();
                 }
+                if let Some(u) = uids.get_mut(i) {
+                    u.clear();
+                }
             }
             Page::Objects(i, objects) => {
-                let (Some(out), Some(label)) = (found.get_mut(i), labels.get(i)) else {
+                let (Some(out), Some(listed), Some(label)) =
+                    (found.get_mut(i), uids.get_mut(i), labels.get(i))
+                else {
                     continue;
                 };
                 let count = objects.len() as u64;
                 for object in objects {
+                    if let Some(uid) = object["metadata"]["uid"].as_str() {
+                        listed.insert(uid.to_string());
+                    }
                     match scanner.scan_traced(object) {
                         Ok((o, evaluated)) => {
                             observer.evaluated(&snapshot, &evaluated);
@@ -492,7 +512,7 @@ fn evaluate(
             }
         }
     }
-    found
+    Evaluation { found, uids }
 }
 
 /// Everything a scan uses besides its options.
@@ -503,6 +523,8 @@ pub(super) struct Inputs {
     pub observer: Arc<dyn ScanObserver>,
     /// Where results go (`None`: metrics only, reports are off).
     pub store: Option<Arc<ReportStore>>,
+    /// The admission reports' state, which a complete scan rids of resources that are gone.
+    pub admission: Option<Arc<ReportStore>>,
     /// Whether this replica scans (the Lease holder, or always without a Lease).
     pub is_leader: Box<dyn Fn() -> bool + Send + Sync>,
     /// Bumped after each published snapshot whose policies or bindings changed.
@@ -513,12 +535,15 @@ pub(super) struct Inputs {
 /// nothing replaced).
 async fn scan(inputs: &Inputs, options: &BackgroundOptions, limiter: &Arc<Limiter>) -> bool {
     let started = Instant::now();
+    // Admissions recorded from now on may be of objects created after their list.
+    let admitted_before = inputs.admission.as_ref().map(|a| a.sequence());
     let snapshot = (inputs.current)();
     let wanted = wanted_groups(&snapshot);
     if wanted.as_ref().is_some_and(BTreeSet::is_empty) {
         // No binding: nothing to list, and every previous result goes.
         if let Some(store) = &inputs.store {
             store.replace(Vec::new(), |_| false);
+            store.request_sweep();
         }
         inputs.observer.finished(started.elapsed(), true);
         return true;
@@ -568,7 +593,7 @@ async fn scan(inputs: &Inputs, options: &BackgroundOptions, limiter: &Arc<Limite
             .await
     };
     drop(tx);
-    let Ok(found) = done_rx.await else {
+    let Ok(Evaluation { found, uids }) = done_rx.await else {
         tracing::error!("background scan: the evaluation thread stopped");
         inputs.observer.finished(started.elapsed(), false);
         return true;
@@ -592,6 +617,24 @@ async fn scan(inputs: &Inputs, options: &BackgroundOptions, limiter: &Arc<Limite
                 || failed_kinds.contains(&(group.to_string(), r.kind.clone()))
         };
         store.replace(found.into_iter().flatten(), keep);
+        if complete {
+            // What it has is all there is: reports beyond it (a previous Lease holder's) go.
+            store.request_sweep();
+        }
+    }
+    if let (Some(admission), Some(before), true) = (&inputs.admission, admitted_before, complete) {
+        let scanned = targets
+            .iter()
+            .map(|t| (t.group.clone(), t.kind.clone()))
+            .collect();
+        let listed: HashSet<String> = uids.into_iter().flatten().collect();
+        let pruned = admission.prune_absent(&scanned, &listed, before);
+        if pruned > 0 {
+            tracing::info!(
+                resources = pruned,
+                "admission reports: results of resources that no longer exist dropped"
+            );
+        }
     }
     let elapsed = started.elapsed();
     inputs.observer.finished(elapsed, complete);

@@ -18,6 +18,13 @@
 //! - The first snapshot is published (and the service turns ready) only once policies,
 //!   bindings, namespaces and the param kinds named at that time are listed; a param kind
 //!   that cannot be listed within `param_grace` does not hold readiness back forever.
+//! - CustomResourceDefinitions (`apiextensions.k8s.io/v1`) are watched too, trimmed to what
+//!   the resource registry reads (group, names, scope, versions served and their
+//!   subresources, conversion strategy): equivalent matching and conversion know the
+//!   cluster's custom resources as they know a folder's CRDs. When they cannot be listed
+//!   (403: RBAC not granted; 404), that is logged once and the source goes on without them:
+//!   custom resources keep the lenient rule (any version a rule names counts as served). A
+//!   CRD watch that fails holds neither readiness nor rebuilds back.
 //! - A request in a namespace the snapshot does not have yet reads it with a GET, as the API
 //!   server falls back from its informer.
 //! - When the API server is unreachable the watchers (and discovery) retry with a backoff
@@ -213,7 +220,7 @@ impl KubeSource {
         let store = options
             .reports
             .as_ref()
-            .map(|_| Arc::new(reports::ReportStore::default()));
+            .map(|o| Arc::new(reports::ReportStore::admission(o.max_resources)));
         let reports_task = options
             .reports
             .clone()
@@ -281,6 +288,7 @@ impl KubeSource {
             services,
             observer,
             store,
+            admission: self.reports.clone(),
             is_leader: Box::new(writer(&self.shared, &self.options)),
             changes: self.shared.policy_changes.subscribe(),
         };
@@ -381,6 +389,19 @@ impl Watched {
         changed: &Arc<Notify>,
         retry_max: Duration,
     ) -> Self {
+        Self::start_trimmed(client, resource, namespace, label, changed, retry_max, None)
+    }
+
+    /// [`Self::start`], the store keeping what `trim` leaves of each object.
+    fn start_trimmed(
+        client: &Client,
+        resource: ApiResource,
+        namespace: Option<String>,
+        label: String,
+        changed: &Arc<Notify>,
+        retry_max: Duration,
+        trim: watch::Trim,
+    ) -> Self {
         let (writer, store) = store::store(label);
         let task = tokio::spawn(watch::run(
             client.clone(),
@@ -389,6 +410,7 @@ impl Watched {
             writer,
             changed.clone(),
             retry_max,
+            trim,
         ));
         Watched {
             namespace,
@@ -511,6 +533,77 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
     }
 }
 
+const CRD_GROUP: &str = "apiextensions.k8s.io";
+
+/// What the resource registry and the snapshot read of a CRD ([`crate::matching::registry`]):
+/// its name, group, names, scope, conversion strategy, and each version's name, whether it
+/// is served and its subresources. The schemas (most of a CRD's size) go.
+fn trim_crd(crd: &mut Json) {
+    let spec = &crd["spec"];
+    let versions: Vec<Json> = spec["versions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .map(|v| {
+            serde_json::json!({
+                "name": v["name"],
+                "served": v["served"],
+                "storage": v["storage"],
+                "subresources": v["subresources"],
+            })
+        })
+        .collect();
+    let trimmed = serde_json::json!({
+        "apiVersion": crd["apiVersion"],
+        "kind": crd["kind"],
+        "metadata": {
+            "name": crd["metadata"]["name"],
+            "uid": crd["metadata"]["uid"],
+            "resourceVersion": crd["metadata"]["resourceVersion"],
+        },
+        "spec": {
+            "group": spec["group"],
+            "names": spec["names"],
+            "scope": spec["scope"],
+            "versions": versions,
+            "conversion": {"strategy": spec["conversion"]["strategy"]},
+        }
+    });
+    *crd = trimmed;
+}
+
+/// The CRDs' watch; `None` when they cannot be listed (403: RBAC does not grant it; 404: not
+/// served), logged once: custom resources then keep the lenient matching rule.
+async fn crd_watch(client: &Client, changed: &Arc<Notify>, retry_max: Duration) -> Option<Watched> {
+    let crds = resource(
+        CRD_GROUP,
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+    );
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::all_with(client.clone(), &crds);
+    let one = kube::api::ListParams::default().limit(1);
+    match tokio::time::timeout(LOOKUP_TIMEOUT, api.list(&one)).await {
+        Ok(Err(kube::Error::Api(s))) if s.code == 403 || s.code == 404 => {
+            tracing::warn!(error = %s.message, "cannot list CustomResourceDefinitions: custom resources are matched without knowing their served versions (any version a rule names counts as served); grant get, list and watch on customresourcedefinitions.apiextensions.k8s.io");
+            return None;
+        }
+        // Anything else (a timeout, an outage) is the watch's to retry.
+        Ok(Err(e)) => tracing::debug!(error = %e, "CustomResourceDefinitions not listed yet"),
+        Err(_) | Ok(Ok(_)) => {}
+    }
+    Some(Watched::start_trimmed(
+        client,
+        crds,
+        None,
+        "customresourcedefinitions.v1".into(),
+        changed,
+        retry_max,
+        Some(trim_crd),
+    ))
+}
+
 /// The param kinds (`apiVersion`, `kind`) the policies name.
 fn named_param_kinds(policies: &[Arc<Json>]) -> BTreeSet<(String, String)> {
     policies
@@ -608,8 +701,9 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
             options.retry_max,
         ),
     ];
+    let crds = crd_watch(&client, &changed, options.retry_max).await;
     // Visible in status (and metrics) from the start: a list that never completes shows.
-    *lock(&shared.stores) = core.iter().map(|w| w.store.clone()).collect();
+    *lock(&shared.stores) = core.iter().chain(&crds).map(|w| w.store.clone()).collect();
     let mut params: BTreeMap<(String, String), ParamKind> = BTreeMap::new();
     let cache = Arc::new(CompileCache::default());
     let started = Instant::now();
@@ -659,7 +753,12 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
             _ = resolved.notified() => {}
             _ = tokio::time::sleep(wait) => {}
         }
-        if !core.iter().all(|w| w.store.synced()) {
+        // A failing CRD watch does not hold the snapshot back: without CRDs, custom
+        // resources are matched leniently.
+        let crds_listed = crds
+            .as_ref()
+            .is_none_or(|w| w.store.synced() || w.store.error().is_some());
+        if !core.iter().all(|w| w.store.synced()) || !crds_listed {
             continue;
         }
         let [policies, bindings, _] = &core;
@@ -677,6 +776,7 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
         );
         *lock(&shared.stores) = core
             .iter()
+            .chain(&crds)
             .chain(params.values().flat_map(watches))
             .map(|w| w.store.clone())
             .collect();
@@ -690,9 +790,9 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
             continue;
         }
         // Rebuild only when some store changed (or the param kinds did).
-        let generation = generation(&core, &params);
+        let generation = generation(core.iter().chain(&crds), &params);
         if last_built.as_ref() != Some(&generation) {
-            let inputs = Inputs::collect(&core, &params);
+            let inputs = Inputs::collect(core.iter().chain(&crds), &params);
             let (version, cache) = (options.version, cache.clone());
             // Compiling is CPU work: off the async workers.
             let built = tokio::task::spawn_blocking(move || inputs.build(version, &cache)).await;
@@ -776,8 +876,11 @@ fn all_synced(watches: &[Watched]) -> bool {
 }
 
 /// A fingerprint of every store's contents: the change counters.
-fn generation(core: &[Watched], params: &BTreeMap<(String, String), ParamKind>) -> Vec<u64> {
-    let mut g: Vec<u64> = core.iter().map(|w| w.store.generation()).collect();
+fn generation<'a>(
+    core: impl Iterator<Item = &'a Watched>,
+    params: &BTreeMap<(String, String), ParamKind>,
+) -> Vec<u64> {
+    let mut g: Vec<u64> = core.map(|w| w.store.generation()).collect();
     for p in params.values() {
         match p {
             ParamKind::Watched { watches, .. } => g.extend(
@@ -988,7 +1091,10 @@ enum ParamState {
 }
 
 impl Inputs {
-    fn collect(core: &[Watched], params: &BTreeMap<(String, String), ParamKind>) -> Inputs {
+    fn collect<'a>(
+        core: impl Iterator<Item = &'a Watched>,
+        params: &BTreeMap<(String, String), ParamKind>,
+    ) -> Inputs {
         let mut objects = Vec::new();
         for w in core {
             objects.extend(w.store.objects());

@@ -11,21 +11,29 @@
 //! number of admissions makes at most one write per report per interval.
 //!
 //! Each replica keeps the results of the admissions it answered; the writer reports what it
-//! saw (a replica that takes the Lease over writes its whole state at once).
+//! saw (a replica that takes the Lease over writes its whole state at once). The admission
+//! state is bounded: at most `max_resources` resources (`--reports-max-resources`), the one
+//! recorded longest ago evicted first; and after a complete background scan, a resource of
+//! a scanned kind that the scan did not list is gone and loses its results
+//! ([`ReportStore::prune_absent`]).
 //!
 //! Background scans ([`super::background`]) have a store of their own, written the same way
 //! as the reports `celgate-background` (label `celgate.io/source: background`); each scan
-//! replaces its whole state ([`ReportStore::replace`]).
+//! replaces its whole state ([`ReportStore::replace`]). After a complete scan, the writer
+//! also lists the background reports by their labels and deletes those the new state does
+//! not have (a previous Lease holder's), see [`ReportStore::request_sweep`]. Admission
+//! reports get no such sweep: a new holder's admission state is only what it answered.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::Value as Json;
 
-use crate::policy::snapshot::Snapshot;
+use crate::policy::snapshot::{group_of, Snapshot};
 use crate::scan::report::{self, ReportApi, ReportMeta, ReportResult};
 use crate::scan::Resource;
 
@@ -38,6 +46,9 @@ pub const FIELD_MANAGER: &str = "celgate";
 /// Results per report by default: well under the API server's 1.5 MiB object limit (a
 /// result takes about 400 bytes).
 pub const DEFAULT_MAX_RESULTS: usize = 2000;
+/// Resources the admission state keeps at most by default (`--reports-max-resources`): at a
+/// few hundred bytes per result, tens of MB.
+pub const DEFAULT_MAX_RESOURCES: usize = 100_000;
 
 /// How reports are written.
 #[derive(Debug, Clone)]
@@ -47,6 +58,20 @@ pub struct ReportOptions {
     pub interval: Duration,
     /// Results listed per report at most (see [`ReportMeta::max_results`]).
     pub max_results: usize,
+    /// Resources the admission state keeps at most; past it, the one recorded longest ago
+    /// is evicted (its results leave the reports).
+    pub max_resources: usize,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            api: ReportApi::WgPolicy,
+            interval: Duration::from_secs(10),
+            max_results: DEFAULT_MAX_RESULTS,
+            max_resources: DEFAULT_MAX_RESOURCES,
+        }
+    }
 }
 
 /// One resource's current results.
@@ -54,14 +79,51 @@ pub struct ReportOptions {
 struct Entry {
     resource: Resource,
     results: Vec<ReportResult>,
+    /// When it was last recorded ([`State::next_seq`] then).
+    seq: u64,
 }
 
 #[derive(Debug, Default)]
 struct State {
     /// Namespace (`""`: the cluster report) -> resource key -> its results.
     namespaces: BTreeMap<String, BTreeMap<String, Entry>>,
+    /// Every entry by its `seq`, oldest first: what eviction drops first.
+    order: BTreeMap<u64, (String, String)>,
+    /// The `seq` of the next recorded entry.
+    next_seq: u64,
     /// Reports to write (or delete) at the next flush.
     dirty: BTreeSet<String>,
+    /// Stale reports are looked for at the next flush (see [`ReportStore::request_sweep`]).
+    sweep: bool,
+}
+
+impl State {
+    /// Removes one entry (and its place in `order`); whether it was there.
+    fn remove(&mut self, namespace: &str, key: &str) -> bool {
+        let Some(e) = self
+            .namespaces
+            .get_mut(namespace)
+            .and_then(|m| m.remove(key))
+        else {
+            return false;
+        };
+        self.order.remove(&e.seq);
+        self.dirty.insert(namespace.to_string());
+        true
+    }
+
+    /// Rebuilds `order` from the entries (after a wholesale change).
+    fn reindex(&mut self) {
+        self.order = self
+            .namespaces
+            .iter()
+            .flat_map(|(ns, m)| m.iter().map(move |(k, e)| (e.seq, (ns.clone(), k.clone()))))
+            .collect();
+    }
+
+    fn len(&self) -> usize {
+        self.order.len()
+    }
 }
 
 /// The current results, shared by the serving threads (which record) and the writer.
@@ -72,16 +134,16 @@ pub struct ReportStore {
     name: &'static str,
     /// Their `celgate.io/source` label.
     source: &'static str,
+    /// Resources kept at most (the oldest evicted past it).
+    max_resources: usize,
+    /// Resources evicted so far for `max_resources`.
+    evicted: AtomicU64,
 }
 
-/// The admission results' store.
+/// The admission results' store, unbounded.
 impl Default for ReportStore {
     fn default() -> Self {
-        ReportStore {
-            state: Mutex::default(),
-            name: REPORT_NAME,
-            source: "admission",
-        }
+        ReportStore::admission(usize::MAX)
     }
 }
 
@@ -104,14 +166,44 @@ fn resource_key(r: &Resource) -> String {
 }
 
 impl ReportStore {
+    /// The admission results' store, keeping at most `max_resources` resources.
+    pub fn admission(max_resources: usize) -> ReportStore {
+        ReportStore {
+            state: Mutex::default(),
+            name: REPORT_NAME,
+            source: "admission",
+            max_resources,
+            evicted: AtomicU64::new(0),
+        }
+    }
+
     /// The background scans' store: reports `celgate-background`, labelled with the source
-    /// `background`, apart from the admission reports.
+    /// `background`, apart from the admission reports. Unbounded: each scan replaces it
+    /// with what exists.
     pub fn background() -> ReportStore {
         ReportStore {
             state: Mutex::default(),
             name: BACKGROUND_REPORT_NAME,
             source: "background",
+            max_resources: usize::MAX,
+            evicted: AtomicU64::new(0),
         }
+    }
+
+    /// Resources evicted so far because the store was full.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// Resources with results now.
+    pub fn resources(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// A mark of this moment: entries recorded later are newer than it (for
+    /// [`Self::prune_absent`]).
+    pub fn sequence(&self) -> u64 {
+        self.lock().next_seq
     }
 
     /// The name of this store's reports.
@@ -130,16 +222,12 @@ impl ReportStore {
         let key = resource_key(&resource);
         let mut state = self.lock();
         if results.is_empty() {
-            let removed = state
-                .namespaces
-                .get_mut(&namespace)
-                .and_then(|m| m.remove(&key))
-                .is_some();
-            if removed {
-                state.dirty.insert(namespace);
-            }
+            state.remove(&namespace, &key);
             return;
         }
+        let state = &mut *state;
+        let seq = state.next_seq;
+        state.next_seq += 1;
         let objects = state.namespaces.entry(namespace.clone()).or_default();
         let unchanged = objects.get(&key).is_some_and(|e| {
             e.resource == resource
@@ -149,11 +237,71 @@ impl ReportStore {
                     .zip(&results)
                     .all(|(a, b)| same_outcome(a, b))
         });
-        if unchanged {
-            return;
+        // Even unchanged, it was seen now: the last to be evicted.
+        let entry = Entry {
+            resource,
+            results,
+            seq,
+        };
+        if let Some(old) = objects.insert(key.clone(), entry) {
+            state.order.remove(&old.seq);
         }
-        objects.insert(key, Entry { resource, results });
-        state.dirty.insert(namespace);
+        state.order.insert(seq, (namespace.clone(), key));
+        if !unchanged {
+            state.dirty.insert(namespace);
+        }
+        let mut evicted = 0u64;
+        while state.len() > self.max_resources {
+            let Some((_, (ns, key))) = state.order.pop_first() else {
+                break;
+            };
+            if let Some(m) = state.namespaces.get_mut(&ns) {
+                m.remove(&key);
+            }
+            state.dirty.insert(ns);
+            evicted += 1;
+        }
+        if evicted > 0 {
+            let before = self.evicted.fetch_add(evicted, Ordering::Relaxed);
+            if before == 0 {
+                tracing::warn!(
+                    max_resources = self.max_resources,
+                    "policy reports: more resources than --reports-max-resources; the results recorded longest ago are dropped (counted in celgate_report_resources_evicted_total)"
+                );
+            }
+        }
+    }
+
+    /// After a complete background scan that listed every object of the kinds `scanned`
+    /// (`(group, kind)`), whose uids are `listed`: drops the results of resources of those
+    /// kinds that the scan did not list (deleted while no DELETE reached this replica, or
+    /// admitted by another one and gone since), among those recorded before `before`
+    /// ([`Self::sequence`] when the scan started: newer ones may postdate the list). Entries
+    /// without a uid, and of kinds not scanned (an UPDATE-only binding's), stay.
+    pub fn prune_absent(
+        &self,
+        scanned: &BTreeSet<(String, String)>,
+        listed: &HashSet<String>,
+        before: u64,
+    ) -> usize {
+        let mut state = self.lock();
+        let gone: Vec<(String, String)> = state
+            .namespaces
+            .iter()
+            .flat_map(|(ns, m)| m.iter().map(move |(k, e)| (ns, k, e)))
+            .filter(|(_, _, e)| {
+                let r = &e.resource;
+                e.seq < before
+                    && !r.uid.is_empty()
+                    && !listed.contains(&r.uid)
+                    && scanned.contains(&(group_of(&r.api_version).to_string(), r.kind.clone()))
+            })
+            .map(|(ns, k, _)| (ns.clone(), k.clone()))
+            .collect();
+        for (ns, key) in &gone {
+            state.remove(ns, key);
+        }
+        gone.len()
     }
 
     /// Drops the results of policies and bindings `snapshot` no longer has.
@@ -168,7 +316,9 @@ impl ReportStore {
             })
             .collect();
         let mut state = self.lock();
-        let State { namespaces, dirty } = &mut *state;
+        let State {
+            namespaces, dirty, ..
+        } = &mut *state;
         for (namespace, objects) in namespaces.iter_mut() {
             let mut changed = false;
             objects.retain(|_, e| {
@@ -182,6 +332,7 @@ impl ReportStore {
                 dirty.insert(namespace.clone());
             }
         }
+        state.reindex();
     }
 
     /// A complete state at once (a background scan's): every resource's results are now
@@ -193,24 +344,37 @@ impl ReportStore {
         results: impl IntoIterator<Item = (Resource, Vec<ReportResult>)>,
         keep: impl Fn(&Resource) -> bool,
     ) {
+        let mut state = self.lock();
+        let mut seq = state.next_seq;
         let mut fresh: BTreeMap<String, BTreeMap<String, Entry>> = BTreeMap::new();
         for (resource, results) in results {
             if results.is_empty() {
                 continue;
             }
+            seq += 1;
             fresh
                 .entry(report_namespace(&resource).to_string())
                 .or_default()
-                .insert(resource_key(&resource), Entry { resource, results });
+                .insert(
+                    resource_key(&resource),
+                    Entry {
+                        resource,
+                        results,
+                        seq,
+                    },
+                );
         }
-        let mut state = self.lock();
-        let State { namespaces, dirty } = &mut *state;
+        state.next_seq = seq + 1;
+        let State {
+            namespaces, dirty, ..
+        } = &mut *state;
         for (namespace, objects) in namespaces.iter() {
             for (key, e) in objects {
                 if keep(&e.resource) {
                     let kept = Entry {
                         resource: e.resource.clone(),
                         results: e.results.clone(),
+                        seq: e.seq,
                     };
                     fresh
                         .entry(namespace.clone())
@@ -242,12 +406,38 @@ impl ReportStore {
             }
         }
         *namespaces = fresh;
+        state.reindex();
+    }
+
+    /// The state is complete (a background scan's that listed everything): at its next
+    /// flush, the writer deletes every report of this store's source that celgate wrote
+    /// (label `app.kubernetes.io/managed-by: celgate`) but that the state no longer has, such
+    /// as those a previous Lease holder left in namespaces without results now.
+    pub fn request_sweep(&self) {
+        self.lock().sweep = true;
+    }
+
+    fn take_sweep(&self) -> bool {
+        std::mem::take(&mut self.lock().sweep)
+    }
+
+    /// Whether the report `name` of `namespace` (`""`: the cluster report) is one this
+    /// store has results for.
+    fn has_report(&self, namespace: &str, name: &str) -> bool {
+        name == self.name
+            && self
+                .lock()
+                .namespaces
+                .get(namespace)
+                .is_some_and(|m| !m.is_empty())
     }
 
     /// Marks every report with results dirty (a writer taking over writes them all).
     fn mark_all(&self) {
         let mut state = self.lock();
-        let State { namespaces, dirty } = &mut *state;
+        let State {
+            namespaces, dirty, ..
+        } = &mut *state;
         dirty.extend(namespaces.keys().cloned());
     }
 
@@ -372,7 +562,51 @@ pub async fn write(
                 store.mark([namespace]);
             }
         }
+        if store.take_sweep() {
+            if let Err(e) = sweep(&client, options.api, &store).await {
+                tracing::warn!(error = %e, "stale policy reports not listed; looked for again at the next interval");
+                store.request_sweep();
+            }
+        }
     }
+}
+
+/// Deletes the reports of `store`'s source that celgate wrote and `store` has no results
+/// for (namespaced and cluster reports); a failed delete is logged and left to the next
+/// sweep.
+async fn sweep(client: &Client, api: ReportApi, store: &ReportStore) -> Result<(), kube::Error> {
+    let selector = format!(
+        "app.kubernetes.io/managed-by={FIELD_MANAGER},celgate.io/source={}",
+        store.source
+    );
+    let params = ListParams::default().labels(&selector);
+    for cluster in [false, true] {
+        let reports: Api<DynamicObject> =
+            Api::all_with(client.clone(), &api_resource(api, cluster));
+        for report in reports.list(&params).await? {
+            let namespace = report.metadata.namespace.clone().unwrap_or_default();
+            let name = report.metadata.name.clone().unwrap_or_default();
+            if store.has_report(&namespace, &name) {
+                continue;
+            }
+            let deleted = write_one(client, api, &name, &namespace, None).await;
+            match deleted {
+                Ok(()) => {
+                    tracing::info!(
+                        namespace,
+                        name,
+                        source = store.source,
+                        "stale policy report deleted"
+                    )
+                }
+                Err(e) => {
+                    tracing::warn!(namespace, name, error = %e, "stale policy report not deleted");
+                    store.request_sweep();
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn write_one(
@@ -440,6 +674,7 @@ mod tests {
             api: ReportApi::WgPolicy,
             interval: Duration::from_secs(10),
             max_results,
+            max_resources: usize::MAX,
         }
     }
 
@@ -546,6 +781,75 @@ mod tests {
             store.take_dirty(&options(100)),
             vec![("b".to_string(), None)]
         );
+    }
+
+    fn names(store: &ReportStore) -> Vec<String> {
+        let state = store.lock();
+        state
+            .order
+            .values()
+            .map(|(ns, key)| state.namespaces[ns][key].resource.name.clone())
+            .collect()
+    }
+
+    /// Past `max_resources`, the resource recorded longest ago goes (a re-recorded one is
+    /// new again), its report is rewritten, and the eviction is counted.
+    #[test]
+    fn the_oldest_resource_is_evicted() {
+        let store = ReportStore::admission(2);
+        let fail = || vec![result("x", PolicyResult::Fail)];
+        store.record(resource("a", "p1", "u1"), fail());
+        store.record(resource("b", "p2", "u2"), fail());
+        store.record(resource("a", "p1", "u1"), fail());
+        assert!(store.evicted() == 0 && store.resources() == 2);
+        let _ = store.take_dirty(&options(100));
+        store.record(resource("a", "p3", "u3"), fail());
+        assert_eq!(names(&store), ["p1", "p3"], "p2 was the oldest");
+        assert_eq!(store.evicted(), 1);
+        // b's report has no result left: deleted.
+        let dirty = store.take_dirty(&options(100));
+        assert_eq!(dirty.len(), 2);
+        assert_eq!(dirty[0].0, "a");
+        assert_eq!(dirty[1], ("b".to_string(), None));
+        // Removing frees a place: no eviction.
+        store.record(resource("a", "p1", "u1"), Vec::new());
+        store.record(resource("a", "p4", "u4"), fail());
+        assert_eq!(names(&store), ["p3", "p4"]);
+        assert_eq!(store.evicted(), 1);
+    }
+
+    /// A complete scan drops the resources of scanned kinds it did not list and that were
+    /// recorded before it started; listed ones, other kinds, newer ones and ones without a
+    /// uid stay.
+    #[test]
+    fn absent_resources_of_scanned_kinds_are_pruned() {
+        let store = ReportStore::default();
+        let fail = || vec![result("x", PolicyResult::Fail)];
+        store.record(resource("a", "listed", "u1"), fail());
+        store.record(resource("a", "gone", "u2"), fail());
+        store.record(resource("a", "no-uid", ""), fail());
+        let mut cm = resource("a", "cm", "u3");
+        cm.kind = "ConfigMap".into();
+        store.record(cm, fail());
+        let mut deploy = resource("a", "d", "u5");
+        deploy.api_version = "apps/v1".into();
+        deploy.kind = "Deployment".into();
+        store.record(deploy, fail());
+        let before = store.sequence();
+        store.record(resource("a", "newer", "u4"), fail());
+        let _ = store.take_dirty(&options(100));
+        let scanned: BTreeSet<(String, String)> = [
+            ("".to_string(), "Pod".to_string()),
+            ("apps".to_string(), "Deployment".to_string()),
+        ]
+        .into();
+        let listed: HashSet<String> = ["u1".to_string()].into();
+        assert_eq!(store.prune_absent(&scanned, &listed, before), 2);
+        assert_eq!(names(&store), ["listed", "no-uid", "cm", "newer"]);
+        assert_eq!(store.take_dirty(&options(100)).len(), 1);
+        // Nothing more to drop: nothing dirty.
+        assert_eq!(store.prune_absent(&scanned, &listed, before), 0);
+        assert!(store.take_dirty(&options(100)).is_empty());
     }
 
     #[test]

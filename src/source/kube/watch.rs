@@ -31,9 +31,12 @@ use super::store::Writer;
 /// store current: an API server that lost the watch's history answers `410 Gone` at once.
 const SETTLE: Duration = Duration::from_secs(1);
 
+/// What a store keeps of each object: all of it, or (a [`Trim`]) the fields its readers use.
+pub type Trim = Option<fn(&mut Json)>;
+
 /// The object as JSON with the type it was listed as (list items carry no `apiVersion` or
-/// `kind`; CEL expressions and the snapshot builder read them).
-fn to_json(object: DynamicObject, resource: &ApiResource) -> Option<Json> {
+/// `kind`; CEL expressions and the snapshot builder read them), trimmed by `trim`.
+fn to_json(object: DynamicObject, resource: &ApiResource, trim: Trim) -> Option<Json> {
     let mut json = serde_json::to_value(object).ok()?;
     let map = json.as_object_mut()?;
     map.insert(
@@ -41,6 +44,9 @@ fn to_json(object: DynamicObject, resource: &ApiResource) -> Option<Json> {
         Json::String(resource.api_version.clone()),
     );
     map.insert("kind".into(), Json::String(resource.kind.clone()));
+    if let Some(trim) = trim {
+        trim(&mut json);
+    }
     Some(json)
 }
 
@@ -91,6 +97,7 @@ pub async fn run(
     store: Writer,
     changed: Arc<Notify>,
     retry_max: Duration,
+    trim: Trim,
 ) {
     let api: Api<DynamicObject> = match &namespace {
         Some(ns) => Api::namespaced_with(client, ns, &resource),
@@ -135,7 +142,7 @@ pub async fn run(
                 listed_at = Some(Instant::now());
             }
             Ok(Event::InitApply(o)) => {
-                if let (Some(list), Some(json)) = (listing.as_mut(), to_json(o, &resource)) {
+                if let (Some(list), Some(json)) = (listing.as_mut(), to_json(o, &resource, trim)) {
                     list.push(json);
                 }
             }
@@ -151,7 +158,7 @@ pub async fn run(
                 changed.notify_one();
             }
             Ok(Event::Apply(o)) => {
-                if let Some(json) = to_json(o, &resource) {
+                if let Some(json) = to_json(o, &resource, trim) {
                     recovered(&store);
                     store.apply(json);
                     backoff.reset();
@@ -160,7 +167,7 @@ pub async fn run(
                 }
             }
             Ok(Event::Delete(o)) => {
-                if let Some(json) = to_json(o, &resource) {
+                if let Some(json) = to_json(o, &resource, trim) {
                     recovered(&store);
                     store.delete(&json);
                     backoff.reset();
