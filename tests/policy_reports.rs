@@ -6,6 +6,7 @@
 //! Lease holder writes.
 
 mod fake_apiserver;
+mod serve_flags;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -444,41 +445,13 @@ fn report_flags_refuse_bad_values() {
             "--reports-max-resources must be at least 1",
         ),
     ];
-    for (args, needle) in cases {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
-            .args([
-                "serve",
-                "--self-signed",
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "off",
-            ])
-            .args(args)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-    }
-    let help = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
-        .args(["serve", "--help"])
-        .output()
-        .unwrap();
-    let help = String::from_utf8_lossy(&help.stdout);
-    // Each flag's own entry: from its name to the next flag.
-    for (flag, default) in [
+    serve_flags::serve_refuses(&cases);
+    serve_flags::serve_help_shows(&[
         ("--reports <REPORTS>", "[default: off]"),
         ("--reports-interval <DURATION>", "[default: 10s]"),
         ("--reports-max-results <N>", "[default: 2000]"),
         ("--reports-max-resources <N>", "[default: 100000]"),
-    ] {
-        let entry = help
-            .split_once(flag)
-            .and_then(|(_, rest)| rest.split("\n      --").next())
-            .unwrap_or_else(|| panic!("{flag} not in: {help}"));
-        assert!(entry.contains(default), "{flag}: {entry}");
-    }
+    ]);
 }
 
 /// A ConfigMap review of `operation` (`new` and `old` as that operation carries them).

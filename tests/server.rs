@@ -2,6 +2,7 @@
 //! (rustls) speaking HTTP/1.1 and HTTP/2.
 
 mod fake_apiserver;
+mod serve_flags;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -2103,25 +2104,15 @@ spec: {policyName: builder, validationActions: [Deny]}
 /// Limit flags refuse values that would disable them, before anything starts.
 #[test]
 fn limit_flags_refuse_zero() {
-    for args in [
-        &["--cel-memory-limit", "0"][..],
-        &["--source", "kubernetes", "--kube-retry-max", "0s"][..],
-        &["--source", "kubernetes", "--kube-retry-max", "soon"][..],
-    ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
-            .args([
-                "serve",
-                "--self-signed",
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "off",
-            ])
-            .args(args)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(args[args.len() - 2]), "{args:?}: {err}");
-    }
+    serve_flags::serve_refuses(&[
+        (&["--cel-memory-limit", "0"][..], "--cel-memory-limit"),
+        (
+            &["--source", "kubernetes", "--kube-retry-max", "0s"][..],
+            "--kube-retry-max",
+        ),
+        (
+            &["--source", "kubernetes", "--kube-retry-max", "soon"][..],
+            "--kube-retry-max",
+        ),
+    ]);
 }
