@@ -139,9 +139,11 @@ impl FolderWatch {
                 .inc_by(refused as u64);
         }
         tracing::info!(policies = after, problems = problems.len(), folder = %dir, "policies loaded");
+        // Problems first: whoever sees the new snapshot also sees its problems (the other
+        // order left a window where a fixed binding was still reported).
+        self.report(problems);
         self.state.install(snapshot);
         self.last_good = Arc::new(accepted);
-        self.report(problems);
     }
 
     /// Logs each new problem once (and each that went away), and sets the problem gauge.
