@@ -6,6 +6,7 @@
 //! reloads it, and an invalid policy keeps its last good version.
 
 mod fake_apiserver;
+mod serve_flags;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -361,4 +362,48 @@ async fn not_ready_until_the_folder_loads() {
     let mut hook = Webhook::connect(&server).await;
     hook.until("team", "bad", 1, false).await;
     server.shutdown().await;
+}
+
+/// `--strict-namespaces` is folder mode's (namespaces come from the cluster here): refused;
+/// `--help` says what `--policies` does with `--source kubernetes`, and its folder default;
+/// a policy folder that is not there stops the service at start, naming it.
+#[test]
+fn flags_and_a_missing_folder() {
+    serve_flags::serve_refuses(&[(
+        [
+            "--source",
+            "kubernetes",
+            "--policies",
+            ".",
+            "--strict-namespaces",
+        ],
+        "--strict-namespaces is for --source folder",
+    )]);
+    serve_flags::serve_help_shows(&[
+        ("--policies <DIR>", "default: examples/policies"),
+        (
+            "--policies <DIR>",
+            "With `--source kubernetes`: take only the",
+        ),
+    ]);
+    let missing = temp_dir("missing").join("no-such-folder");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(["serve", "--self-signed", "--listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "off", "--log-color", "never"])
+        .args([
+            "--source",
+            "kubernetes",
+            "--kube-api-url",
+            "http://127.0.0.1:9",
+        ])
+        .args(["--policies", missing.to_str().unwrap()])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot read the policy folder") && err.contains(missing.to_str().unwrap()),
+        "{err}"
+    );
 }

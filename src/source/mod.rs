@@ -433,6 +433,61 @@ metadata: {name: cm, namespace: team}
         assert_eq!(problems[1].kind, "ValidatingAdmissionPolicyBinding");
     }
 
+    /// `--source kubernetes --policies DIR`: only policies and bindings are taken, other
+    /// objects are listed as ignored; a refused policy keeps its last good version; a binding
+    /// that does not read as one fails the whole load, naming its file and document.
+    #[test]
+    fn folder_policies_take_policies_and_bindings_only() {
+        let yaml = |expression: &str| {
+            format!(
+                r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: p}}
+spec:
+  matchConstraints: {{resourceRules: [{{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}]}}
+  validations: [{{expression: "{expression}"}}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: b}}
+spec: {{policyName: p, validationActions: [Deny]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cm, namespace: team}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: team}}
+"#
+            )
+        };
+        let load = |text: &str, last_good: &BTreeMap<String, Arc<Json>>| {
+            let objects = folder::parse_documents(std::path::Path::new("f.yaml"), text).unwrap();
+            folder_policies(objects, 37, last_good)
+        };
+        let good = load(&yaml("request.name == 'a'"), &BTreeMap::new()).unwrap();
+        assert_eq!((good.policies.len(), good.bindings.len()), (1, 1));
+        assert!(good.refusals.is_empty());
+        assert_eq!(
+            good.ignored,
+            ["f.yaml: ConfigMap cm", "f.yaml: Namespace team"]
+        );
+        let bad = load(&yaml("request.namex == 'a'"), &good.accepted).unwrap();
+        assert_eq!(bad.policies, good.policies, "the last good version");
+        assert_eq!(bad.refusals.len(), 1);
+        assert_eq!(bad.refusals[0].reason, "InvalidPolicy");
+        let none = load(&yaml("request.namex == 'a'"), &BTreeMap::new()).unwrap();
+        assert!(none.policies.is_empty() && none.accepted.is_empty());
+        let malformed = yaml("true").replace(
+            "spec: {policyName: p, validationActions: [Deny]}",
+            "spec: {policyName: [p]}",
+        );
+        let e = load(&malformed, &BTreeMap::new()).err().expect("refused");
+        assert!(e.to_string().starts_with("f.yaml (document 2): "), "{e}");
+    }
+
     /// A policy the API server would refuse to create (`request.namex` does not compile; a
     /// library newer than the creation-time environment) is not served: its last good version
     /// is, or none; each refusal is a problem saying so.
