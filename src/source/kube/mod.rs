@@ -4,7 +4,9 @@
 //! compiled form through the [`CompileCache`]).
 //!
 //! - Policies and bindings are read as `admissionregistration.k8s.io/v1`, or `v1beta1` where
-//!   discovery shows v1 is not served.
+//!   discovery shows v1 is not served. Or, with a [`PolicyFeed`] ([`KubeSource::start_fed`],
+//!   `--source kubernetes --policies DIR`), they come from it and the cluster's own are not
+//!   watched at all; the first snapshot then also waits for the feed's first state.
 //! - A param kind is resolved through discovery when a policy first names it, watched while
 //!   some policy names it, and stopped when none does. Until its first list completes, a
 //!   binding that needs it is the in-tree configuration error
