@@ -303,6 +303,19 @@ async fn folder_policies_with_cluster_namespaces_and_params() {
             && p.message.contains("its last good version is served")),
         "{problems:?}"
     );
+    let refused = |reason: &str| {
+        server
+            .state
+            .metrics
+            .source_reload_refused
+            .with_label_values(&[reason])
+            .get()
+    };
+    assert_eq!(
+        refused("invalid_policy"),
+        1,
+        "the folder mode's reload metric"
+    );
     let still = hook.create("team", "bad", 1).await;
     assert_eq!(still["allowed"], false, "{still}");
     assert_eq!(still["status"]["message"], "ValidatingAdmissionPolicy 'no-bad-name' with binding 'no-bad-name' denied request: no bad names");
@@ -347,6 +360,13 @@ async fn not_ready_until_the_folder_loads() {
             .load(std::sync::atomic::Ordering::Acquire)
     };
     assert!(!ready(), "a folder without bindings is refused");
+    let empty = server
+        .state
+        .metrics
+        .source_reload_refused
+        .with_label_values(&["empty"])
+        .get();
+    assert_eq!(empty, 1, "counted as folder mode counts it");
     std::fs::write(
         dir.join("bad.yaml"),
         no_bad_name("object.metadata.name != 'bad'"),

@@ -72,7 +72,8 @@ pub struct KubeOptions {
     /// Kubernetes minor version of the CEL environment.
     pub version: u16,
     /// Take the CEL environment's version from the API server's `/version` instead (clamped
-    /// to the versions celgate knows); no snapshot is built before it answered.
+    /// to the versions celgate knows); no snapshot is built before it answered. Not with a
+    /// [`PolicyFeed`]: its policies may use CEL newer than the API server's.
     pub version_from_server: bool,
     /// Changes arriving within this window make one rebuild.
     pub debounce: Duration,
@@ -754,7 +755,9 @@ async fn run(
     // Started before the API server (or while it is down): ready within about `retry_max`
     // once it answers.
     let mut backoff = Backoff::new(options.retry_max);
-    if options.version_from_server {
+    // Fed policies (a folder) are there for CEL the API server may not know: the version
+    // given, not the API server's.
+    if options.version_from_server && feed.is_none() {
         // The API server's own version, so that celgate accepts the CEL it accepts.
         options.version = loop {
             let answer = tokio::time::timeout(LOOKUP_TIMEOUT, api_server_version(&client)).await;
