@@ -257,16 +257,17 @@ def check_promises(variant, objects):
     check_params(variant, objects, verbs, c["args"])
     check_reports(variant, objects, c["args"])
     check_background(variant, objects, c["args"])
-    check_policies(variant, pod, c)
+    check_policies(variant, objects, pod, c)
     for kind in ["HorizontalPodAutoscaler", "ServiceMonitor", "NetworkPolicy"]:
         if (find(objects, kind) is not None) != autoscaled:
             fail(f"{variant}: {kind} is optional and off by default")
     check_dashboard(variant, objects, autoscaled)
 
 
-def check_policies(variant, pod, container):
+def check_policies(variant, objects, pod, container):
     """policies.fromConfigMap / fromSecret: that volume, mounted read-only at
-    /etc/celgate/policies, and --policies naming it; without them none of the three."""
+    /etc/celgate/policies, and --policies naming it, and no RBAC on the cluster's policies
+    and bindings; without them none of the three, and that RBAC."""
     p = variant_values(variant).get("policies", {})
     volumes = [v for v in pod.get("volumes", []) if v["name"] == "policies"]
     mounts = [m for m in container.get("volumeMounts", []) if m["name"] == "policies"]
@@ -285,6 +286,12 @@ def check_policies(variant, pod, container):
         fail(f"{variant}: policies mount {mounts}, expected {expected_mount}")
     if flags != (["--policies=/etc/celgate/policies"] if on else []):
         fail(f"{variant}: policies flag {flags}")
+    # The cluster's own policies are read only when they are the ones served.
+    role = find(objects, "ClusterRole", RELEASE)
+    vap = (("admissionregistration.k8s.io",), ("validatingadmissionpolicies", "validatingadmissionpolicybindings"))
+    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
+    if rules.get(vap) != (None if on else {"get", "list", "watch"}):
+        fail(f"{variant}: policy and binding RBAC {rules.get(vap)} with policies from the cluster: {not on}")
     # The TLS volume stays beside it when the certificate comes from a Secret.
     tls = variant_values(variant).get("certificates", {}).get("mode", "controller") != "controller"
     if any(v["name"] == "tls" for v in pod.get("volumes", [])) != tls:
