@@ -68,6 +68,9 @@ VARIANTS = {
         "webhook": {"failOpenUntilReady": False},
     },
     "observe": {"mode": "observe"},
+    "policies-from-configmap": {"policies": {"fromConfigMap": "canary-policies"}},
+    "policies-from-secret-tls-files": {"policies": {"fromSecret": "canary-policies"},
+                                       "certificates": {"mode": "generated"}},
     "background-off-no-events": {"background": {"enabled": False}, "celgate": {"events": False}},
     "background-narrowed": {
         "background": {"interval": "30m", "qps": 5, "concurrency": 1, "pageSize": 100, "debounce": "10s",
@@ -100,6 +103,8 @@ INVALID = {
     "unknown key": ({"webhok": {}}, SCHEMA),
     "certificate mode": ({"certificates": {"mode": "selfmade"}}, SCHEMA),
     "mode": ({"mode": "audit"}, SCHEMA),
+    "policies from both": ({"policies": {"fromConfigMap": "a", "fromSecret": "b"}}, "set fromConfigMap or fromSecret, not both"),
+    "policies unknown key": ({"policies": {"fromConfigmap": "a"}}, SCHEMA),
     "reports format": ({"reports": {"enabled": True, "format": "kyverno"}}, SCHEMA),
     "reports maxResults": ({"reports": {"enabled": True, "maxResults": 0}}, SCHEMA),
     "reports interval": ({"reports": {"enabled": True, "interval": "often"}}, SCHEMA),
@@ -252,10 +257,45 @@ def check_promises(variant, objects):
     check_params(variant, objects, verbs, c["args"])
     check_reports(variant, objects, c["args"])
     check_background(variant, objects, c["args"])
+    check_policies(variant, objects, pod, c)
     for kind in ["HorizontalPodAutoscaler", "ServiceMonitor", "NetworkPolicy"]:
         if (find(objects, kind) is not None) != autoscaled:
             fail(f"{variant}: {kind} is optional and off by default")
     check_dashboard(variant, objects, autoscaled)
+
+
+def check_policies(variant, objects, pod, container):
+    """policies.fromConfigMap / fromSecret: that volume, mounted read-only at
+    /etc/celgate/policies, and --policies naming it, and no RBAC on the cluster's policies
+    and bindings; without them none of the three, and that RBAC."""
+    p = variant_values(variant).get("policies", {})
+    volumes = [v for v in pod.get("volumes", []) if v["name"] == "policies"]
+    mounts = [m for m in container.get("volumeMounts", []) if m["name"] == "policies"]
+    flags = [a for a in container["args"] if a.startswith("--policies")]
+    if p.get("fromConfigMap"):
+        expected_volume = [{"name": "policies", "configMap": {"name": p["fromConfigMap"]}}]
+    elif p.get("fromSecret"):
+        expected_volume = [{"name": "policies", "secret": {"secretName": p["fromSecret"]}}]
+    else:
+        expected_volume = []
+    on = bool(expected_volume)
+    if volumes != expected_volume:
+        fail(f"{variant}: policies volume {volumes}, expected {expected_volume}")
+    expected_mount = [{"name": "policies", "mountPath": "/etc/celgate/policies", "readOnly": True}] if on else []
+    if mounts != expected_mount:
+        fail(f"{variant}: policies mount {mounts}, expected {expected_mount}")
+    if flags != (["--policies=/etc/celgate/policies"] if on else []):
+        fail(f"{variant}: policies flag {flags}")
+    # The cluster's own policies are read only when they are the ones served.
+    role = find(objects, "ClusterRole", RELEASE)
+    vap = (("admissionregistration.k8s.io",), ("validatingadmissionpolicies", "validatingadmissionpolicybindings"))
+    rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
+    if rules.get(vap) != (None if on else {"get", "list", "watch"}):
+        fail(f"{variant}: policy and binding RBAC {rules.get(vap)} with policies from the cluster: {not on}")
+    # The TLS volume stays beside it when the certificate comes from a Secret.
+    tls = variant_values(variant).get("certificates", {}).get("mode", "controller") != "controller"
+    if any(v["name"] == "tls" for v in pod.get("volumes", [])) != tls:
+        fail(f"{variant}: tls volume expected only with certificates from a Secret")
 
 
 def check_dashboard(variant, objects, on):
@@ -395,7 +435,9 @@ def check_certificate_controller(variant, objects, on, dep, ca):
               f"--cert-dns-name={svc}.svc.cluster.local"}
     if not wanted <= set(cert_args) or any(a.startswith("--tls-") for a in args):
         fail(f"{variant}: certificate controller flags {cert_args}, expected {sorted(wanted)}")
-    if ca or find(objects, "Secret") or pod.get("volumes") or pod["containers"][0].get("volumeMounts"):
+    tls_volumes = [v for v in pod.get("volumes", []) if v["name"] != "policies"]
+    tls_mounts = [m for m in pod["containers"][0].get("volumeMounts", []) if m["name"] != "policies"]
+    if ca or find(objects, "Secret") or tls_volumes or tls_mounts:
         fail(f"{variant}: mode controller renders no caBundle, Secret or certificate volume")
     rules = role["rules"] if role else []
     expected = [

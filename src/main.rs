@@ -70,7 +70,8 @@ enum LogColor {
 enum Command {
     /// Run the webhook: HTTPS on --listen (POST /validate, /healthz, /readyz) and plain HTTP
     /// metrics on --metrics-listen, enforcing the policies of a folder that is watched for
-    /// changes, or (`--source kubernetes`) the cluster's own policies and bindings.
+    /// changes, or (`--source kubernetes`) the cluster's own policies and bindings (or, with
+    /// `--policies DIR`, a folder's, with the cluster's namespaces, params and authorizer).
     Serve {
         /// Where policies come from: a folder of manifests, or the cluster's API server.
         #[arg(long, value_enum, default_value = "folder")]
@@ -85,14 +86,22 @@ enum Command {
         /// with `--log-format json`. Always on in observe mode.
         #[arg(long)]
         log_results: bool,
-        /// Folder of policies, bindings, params, namespaces and RBAC objects (`--source folder`).
-        #[arg(long, value_name = "DIR", default_value = "examples/policies")]
-        policies: PathBuf,
+        /// Folder of policies, bindings, params, namespaces and RBAC objects (`--source
+        /// folder`; default: examples/policies). With `--source kubernetes`: take only the
+        /// policies and bindings from this folder (watched and reloaded as in folder mode; its
+        /// other objects are ignored with a warning) instead of the cluster's, whose own are
+        /// not watched (the API server enforces them); namespaces, params, the authorizer and
+        /// CRDs still come from the cluster. For policies the API server must not enforce
+        /// (CEL newer than the cluster's, canaries); the CEL environment is then --k8s-version
+        /// (default: the newest celgate knows), not the API server's.
+        #[arg(long, value_name = "DIR")]
+        policies: Option<PathBuf>,
         /// A change to the policy folder is loaded once no file changed for this long
-        /// (`--source folder`), so that a file rewritten in place is not read half-written.
+        /// (`--source folder`, or `--policies`), so that a file rewritten in place is not read
+        /// half-written.
         #[arg(long, value_name = "DURATION", default_value = "2s")]
         reload_settle: String,
-        /// Accept a policy folder that binds no policy (`--source folder`); without it such a
+        /// Accept a policy folder that binds no policy (`--source folder`, or `--policies`); without it such a
         /// folder is refused: at start celgate stays unready, later the last good snapshot stays.
         #[arg(long)]
         allow_empty_policies: bool,
@@ -263,7 +272,8 @@ enum Command {
         #[arg(long, value_name = "DURATION", default_value = "10s")]
         client_timeout: String,
         /// The Kubernetes version whose CEL libraries are available (1.N or v1.N); default:
-        /// the API server's own with `--source kubernetes`, else the newest celgate knows.
+        /// the API server's own with `--source kubernetes` (without `--policies`), else the
+        /// newest celgate knows.
         #[arg(long, value_name = "1.N")]
         k8s_version: Option<String>,
     },
@@ -818,6 +828,25 @@ fn serve(command: Command) -> ExitCode {
         memory_per_expression: cel_memory_limit,
         ..Limits::default()
     };
+    if strict_namespaces && policies.is_some() && matches!(source, SourceKind::Kubernetes) {
+        eprintln!(
+            "celgate: --strict-namespaces is for --source folder (with --source kubernetes namespaces come from the cluster)"
+        );
+        return ExitCode::from(2);
+    }
+    let settle = match duration("--reload-settle", &reload_settle) {
+        Ok(settle) => settle,
+        Err(e) => {
+            eprintln!("celgate: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let folder = |dir: PathBuf| celgate::source::folder::FolderSource {
+        dir,
+        settle,
+        allow_empty: allow_empty_policies,
+        strict_namespaces,
+    };
     if reports != ServeReports::Off && matches!(source, SourceKind::Folder) {
         eprintln!(
             "celgate: --reports needs --source kubernetes (reports are written in the cluster)"
@@ -825,18 +854,9 @@ fn serve(command: Command) -> ExitCode {
         return ExitCode::from(2);
     }
     let source = match source {
-        SourceKind::Folder => match duration("--reload-settle", &reload_settle) {
-            Ok(settle) => PolicySource::Folder(celgate::source::folder::FolderSource {
-                dir: policies,
-                settle,
-                allow_empty: allow_empty_policies,
-                strict_namespaces,
-            }),
-            Err(e) => {
-                eprintln!("celgate: {e}");
-                return ExitCode::from(2);
-            }
-        },
+        SourceKind::Folder => PolicySource::Folder(folder(
+            policies.unwrap_or_else(|| PathBuf::from("examples/policies")),
+        )),
         SourceKind::Kubernetes => {
             let api_url = match kube_api_url.map(|u| u.parse()).transpose() {
                 Ok(u) => u,
@@ -919,7 +939,9 @@ fn serve(command: Command) -> ExitCode {
                 kubeconfig,
                 options: KubeOptions {
                     version,
-                    version_from_server: given_version.is_none(),
+                    // Folder policies may use CEL newer than the cluster's: the version
+                    // given, or the newest celgate knows.
+                    version_from_server: given_version.is_none() && policies.is_none(),
                     events: !no_events,
                     events_lease,
                     instance: pod_name,
@@ -927,6 +949,7 @@ fn serve(command: Command) -> ExitCode {
                     param_namespaces,
                     reports,
                     background,
+                    policy_folder: policies.map(folder),
                     ..KubeOptions::default()
                 },
                 sar: Some(SarOptions {

@@ -1,4 +1,5 @@
-//! The cluster source while serving: the Kubernetes client, the SubjectAccessReview
+//! The cluster source while serving (its policies and bindings from the cluster, or from a
+//! folder's watch through a feed): the Kubernetes client, the SubjectAccessReview
 //! authorizer, snapshots installed as they come, the source's health copied into the
 //! metrics, admission results handed to the policy reports, and the background scans.
 
@@ -21,6 +22,7 @@ pub(super) async fn start(
     connect: kube::Connect,
     options: KubeOptions,
     sar: Option<SarOptions>,
+    feed: Option<Arc<kube::PolicyFeed>>,
 ) -> Result<Arc<KubeSource>, ClientError> {
     let client = kube::client(connect).await?;
     let authorizer =
@@ -32,7 +34,8 @@ pub(super) async fn start(
     });
     let target = state.clone();
     let publish = Arc::new(move |s| target.install(s));
-    let source = KubeSource::start(client, options, publish);
+    // With a feed, policies and bindings come from it (a folder) instead of the cluster.
+    let source = KubeSource::start_fed(client, options, publish, feed);
     // Background scans: the serving snapshot, the same authorizer, and namespaces from the
     // snapshot only (no GET per scanned object).
     let current = state.clone();

@@ -1,6 +1,8 @@
 //! The folder source while serving: when to load the policy folder (once a change has
 //! settled), whether to swap the new snapshot in (never an empty one unless allowed), and
-//! what is logged and counted about it.
+//! what is logged and counted about it. With `--source kubernetes --policies DIR` the same
+//! watch hands the folder's policies and bindings to the cluster source (a [`PolicyFeed`])
+//! instead of installing a snapshot of its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -12,8 +14,8 @@ use tokio::sync::watch;
 
 use crate::server::AppState;
 use crate::source::folder::{self, Fingerprint, FolderSource, LoadError, NotLoaded, Settle};
-use crate::source::kube::Problem;
-use crate::source::Served;
+use crate::source::kube::{PolicyFeed, Problem};
+use crate::source::{FolderPolicies, Served};
 
 /// Why a folder state was not loaded (other than a change while it was read).
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +38,16 @@ pub(super) struct FolderWatch {
     problems: BTreeSet<Problem>,
     /// The policy objects last served, by name: kept when a new version is refused.
     last_good: Arc<BTreeMap<String, Arc<Json>>>,
+    /// Where the policies and bindings go: `None`, a snapshot of the folder installed here;
+    /// `Some`, the cluster source, which builds the snapshot.
+    feed: Option<Arc<PolicyFeed>>,
+}
+
+/// A folder state built in the blocking pool (once per reload: its size does not matter).
+#[allow(clippy::large_enum_variant)]
+enum Built {
+    Served(Served),
+    Fed(FolderPolicies),
 }
 
 impl FolderWatch {
@@ -54,6 +66,28 @@ impl FolderWatch {
             settle: Settle::default(),
             problems: BTreeSet::new(),
             last_good: Arc::default(),
+            feed: None,
+        }
+    }
+
+    /// A watch handing the folder's policies and bindings to the cluster source.
+    pub(super) fn feeding(
+        state: Arc<AppState>,
+        source: FolderSource,
+        version: u16,
+        feed: Arc<PolicyFeed>,
+    ) -> FolderWatch {
+        FolderWatch {
+            feed: Some(feed),
+            ..FolderWatch::new(state, source, version)
+        }
+    }
+
+    /// Whether a state was served (or handed over) already.
+    fn loaded(&self) -> bool {
+        match &self.feed {
+            Some(feed) => feed.get().is_some(),
+            None => self.state.ready.load(Ordering::Acquire),
         }
     }
 
@@ -69,10 +103,16 @@ impl FolderWatch {
         let (dir, version, state) = (self.source.dir.clone(), self.version, self.state.clone());
         let wanted = expected.clone();
         let last_good = self.last_good.clone();
+        let fed = self.feed.is_some();
         let built = tokio::task::spawn_blocking(move || {
             let objects = folder::load_settled(&dir, &wanted)?;
-            crate::source::build_for_serving(objects, version, &state.compiled, &last_good)
-                .map_err(NotLoaded::Invalid)
+            let built = if fed {
+                crate::source::folder_policies(objects, version, &last_good).map(Built::Fed)
+            } else {
+                crate::source::build_for_serving(objects, version, &state.compiled, &last_good)
+                    .map(Built::Served)
+            };
+            built.map_err(NotLoaded::Invalid)
         })
         .await;
         let dir = self.source.dir.display();
@@ -92,23 +132,27 @@ impl FolderWatch {
             Err(e) => Err(FolderError::from(e)),
         };
         self.settle.handled(expected);
-        let Served {
-            snapshot,
-            problems,
-            accepted,
-            refused,
-        } = match outcome {
+        let built = match outcome {
             Ok(built) => built,
             Err(e) => {
                 metrics.source_errors.inc();
                 // Before the first load there is no snapshot to keep: say what the service does.
-                if self.state.ready.load(Ordering::Acquire) {
+                if self.loaded() {
                     tracing::error!(error = %e, "policy folder not loaded; the last good snapshot stays");
                 } else {
                     tracing::error!(error = %e, "policy folder not loaded; not ready until it loads");
                 }
                 return;
             }
+        };
+        let Served {
+            snapshot,
+            problems,
+            accepted,
+            refused,
+        } = match built {
+            Built::Served(served) => served,
+            Built::Fed(policies) => return self.hand_over(policies),
         };
         let ready = self.state.ready.load(Ordering::Acquire);
         let before = self.state.snapshot.load().policies.len();
@@ -146,8 +190,67 @@ impl FolderWatch {
         self.last_good = Arc::new(accepted);
     }
 
+    /// Hands a folder state's policies and bindings to the cluster source, unless no policy
+    /// is bound (as [`Self::load`] refuses an empty folder).
+    fn hand_over(&mut self, built: FolderPolicies) {
+        let FolderPolicies {
+            policies,
+            bindings,
+            refusals,
+            accepted,
+            ignored,
+        } = built;
+        let (Some(feed), dir) = (self.feed.clone(), self.source.dir.display().to_string()) else {
+            return;
+        };
+        let metrics = &self.state.metrics;
+        for object in &ignored {
+            tracing::warn!(folder = %dir, %object, "ignored: with --source kubernetes only policies and bindings are read from the policy folder; namespaces, params and RBAC come from the cluster");
+        }
+        let bound = bindings
+            .iter()
+            .filter(|b| {
+                b["spec"]["policyName"]
+                    .as_str()
+                    .is_some_and(|p| accepted.contains_key(p))
+            })
+            .count();
+        let ready = self.loaded();
+        if bound == 0 && !self.source.allow_empty {
+            metrics
+                .source_reload_refused
+                .with_label_values(&["empty"])
+                .inc();
+            if ready {
+                tracing::error!(folder = %dir, "policy folder binds no policy: refused, the last good policies stay (start with --allow-empty-policies to accept an empty folder)");
+            } else {
+                tracing::error!(folder = %dir, "policy folder binds no policy: not ready until it binds one (start with --allow-empty-policies to accept an empty folder)");
+            }
+            return;
+        }
+        if !refusals.is_empty() {
+            metrics
+                .source_reload_refused
+                .with_label_values(&["invalid_policy"])
+                .inc_by(refusals.len() as u64);
+        }
+        tracing::info!(policies = accepted.len(), bindings = bindings.len(), refused = refusals.len(), folder = %dir, "policies loaded; handed to the cluster source");
+        // Logged here once each; the cluster source counts them in the problem gauge with
+        // its own.
+        self.log_problems(refusals.clone());
+        feed.set(policies, bindings, refusals);
+        self.last_good = Arc::new(accepted);
+    }
+
     /// Logs each new problem once (and each that went away), and sets the problem gauge.
     fn report(&mut self, problems: Vec<Problem>) {
+        self.log_problems(problems);
+        let list: Vec<Problem> = self.problems.iter().cloned().collect();
+        self.state.metrics.problems(super::problem_labels(&list));
+    }
+
+    /// Logs each new problem once (and each that went away).
+    fn log_problems(&mut self, problems: Vec<Problem>) {
         let current: BTreeSet<Problem> = problems.into_iter().collect();
         for p in current.difference(&self.problems) {
             tracing::warn!(kind = %p.kind, name = %p.name, reason = p.reason, problem = %p.message, "misconfigured object in the policy folder");
@@ -155,8 +258,6 @@ impl FolderWatch {
         for p in self.problems.difference(&current) {
             tracing::info!(kind = %p.kind, name = %p.name, reason = p.reason, "policy folder problem resolved");
         }
-        let list: Vec<Problem> = current.iter().cloned().collect();
-        self.state.metrics.problems(super::problem_labels(&list));
         self.problems = current;
     }
 }

@@ -234,8 +234,13 @@ impl Running {
 /// Starts the service; returns once both listeners are bound and the first load was tried.
 pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
     let mut cert_controller = None;
-    if let PolicySource::Folder(source) = &cfg.source {
-        check_folder(&source.dir)?;
+    match &cfg.source {
+        PolicySource::Folder(source) => check_folder(&source.dir)?,
+        PolicySource::Kubernetes { options, .. } => {
+            if let Some(folder) = &options.policy_folder {
+                check_folder(&folder.dir)?;
+            }
+        }
     }
     let (key, ca_pem) = match &cfg.cert {
         CertSource::Files { cert, key } => (tls::load_certified_key(cert, key)?, None),
@@ -296,7 +301,21 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
                 api_url: api_url.clone(),
                 kubeconfig: kubeconfig.clone(),
             };
-            Some(cluster::start(&state, connect, options.clone(), sar.clone()).await?)
+            // Policies and bindings from a folder: its watch feeds the cluster source.
+            let feed = options
+                .policy_folder
+                .as_ref()
+                .map(|_| Arc::new(crate::source::kube::PolicyFeed::default()));
+            let source =
+                cluster::start(&state, connect, options.clone(), sar.clone(), feed.clone()).await?;
+            if let (Some(folder), Some(feed)) = (&options.policy_folder, feed) {
+                let version = options.version;
+                let mut watch =
+                    folder::FolderWatch::feeding(state.clone(), folder.clone(), version, feed);
+                watch.load_now().await;
+                folder_watch = Some(watch);
+            }
+            Some(source)
         }
     };
     let (tx, rx) = watch::channel(false);

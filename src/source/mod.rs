@@ -205,33 +205,17 @@ pub fn build_for_serving(
         if crate::model::API_VERSIONS.contains(&object["apiVersion"].as_str().unwrap_or("")) {
             match object["kind"].as_str() {
                 Some("ValidatingAdmissionPolicy") => {
-                    let policy = Policy::deserialize(&*object).map_err(|e| LoadError::Object {
-                        file: o.file.clone(),
-                        document: o.document,
-                        source: ObjectError::Malformed(e),
-                    })?;
-                    let errors = crate::policy::compile::creation_errors(&policy, version);
-                    let name = policy.metadata.name;
-                    if !errors.is_empty() {
-                        let kept = last_good.get(&name).cloned();
-                        let served = if kept.is_some() {
-                            "its last good version is served"
-                        } else {
-                            "not served (no earlier version was loaded)"
-                        };
-                        refusals.push(kube::feedback::problem(
-                            &object,
-                            "InvalidPolicy",
-                            format!(
-                                "refused as the API server would refuse it ({}): {errors}; {served}",
-                                o.file.display()
-                            ),
-                        ));
-                        match kept {
-                            Some(previous) => object = previous,
-                            None => continue,
-                        }
-                    }
+                    let Some((name, served)) = accept_policy(
+                        (&o.file, o.document),
+                        object,
+                        version,
+                        last_good,
+                        &mut refusals,
+                    )?
+                    else {
+                        continue;
+                    };
+                    object = served;
                     accepted.insert(name, object.clone());
                     policies.push(object.clone());
                 }
@@ -262,6 +246,113 @@ pub fn build_for_serving(
         accepted,
         refused,
     })
+}
+
+/// The version of a folder's policy to serve, with its name: the policy itself, or (the API
+/// server would refuse to create it) its `last_good` version, or none; each refusal is a
+/// problem (`InvalidPolicy`) in `refusals`. A policy that does not read as one is an error.
+fn accept_policy(
+    (file, document): (&std::path::Path, usize),
+    object: Arc<Json>,
+    version: u16,
+    last_good: &BTreeMap<String, Arc<Json>>,
+    refusals: &mut Vec<kube::Problem>,
+) -> Result<Option<(String, Arc<Json>)>, LoadError> {
+    let policy = Policy::deserialize(&*object).map_err(|e| LoadError::Object {
+        file: file.to_path_buf(),
+        document,
+        source: ObjectError::Malformed(e),
+    })?;
+    let errors = crate::policy::compile::creation_errors(&policy, version);
+    let name = policy.metadata.name;
+    if errors.is_empty() {
+        return Ok(Some((name, object)));
+    }
+    let kept = last_good.get(&name).cloned();
+    let served = if kept.is_some() {
+        "its last good version is served"
+    } else {
+        "not served (no earlier version was loaded)"
+    };
+    refusals.push(kube::feedback::problem(
+        &object,
+        "InvalidPolicy",
+        format!(
+            "refused as the API server would refuse it ({}): {errors}; {served}",
+            file.display()
+        ),
+    ));
+    Ok(kept.map(|previous| (name, previous)))
+}
+
+/// A folder's policies and bindings, for the cluster source
+/// (`--source kubernetes --policies DIR`).
+pub struct FolderPolicies {
+    pub policies: Vec<Arc<Json>>,
+    pub bindings: Vec<Arc<Json>>,
+    /// Policies refused as the API server would refuse to create them (`InvalidPolicy`).
+    pub refusals: Vec<kube::Problem>,
+    /// The policy objects served, by name: the next load's last good versions.
+    pub accepted: BTreeMap<String, Arc<Json>>,
+    /// The folder's other objects, which are not used (namespaces, params and RBAC come from
+    /// the cluster): `file: kind name` of each, to warn about.
+    pub ignored: Vec<String>,
+}
+
+/// The policies and bindings of a folder's objects, checked as [`build_for_serving`] checks
+/// them (a refused policy's `last_good` version is served, or none; a binding that does not
+/// read as one is an error; an invalid one is served). Other objects are [`FolderPolicies::ignored`].
+pub fn folder_policies(
+    objects: Vec<Loaded>,
+    version: u16,
+    last_good: &BTreeMap<String, Arc<Json>>,
+) -> Result<FolderPolicies, LoadError> {
+    let mut out = FolderPolicies {
+        policies: Vec::new(),
+        bindings: Vec::new(),
+        refusals: Vec::new(),
+        accepted: BTreeMap::new(),
+        ignored: Vec::new(),
+    };
+    for o in objects {
+        let Loaded {
+            file,
+            document,
+            object,
+        } = o;
+        let object = Arc::new(object);
+        let is_vap =
+            crate::model::API_VERSIONS.contains(&object["apiVersion"].as_str().unwrap_or(""));
+        match (is_vap, object["kind"].as_str()) {
+            (true, Some("ValidatingAdmissionPolicy")) => {
+                if let Some((name, served)) = accept_policy(
+                    (&file, document),
+                    object,
+                    version,
+                    last_good,
+                    &mut out.refusals,
+                )? {
+                    out.accepted.insert(name, served.clone());
+                    out.policies.push(served);
+                }
+            }
+            (true, Some("ValidatingAdmissionPolicyBinding")) => {
+                Binding::deserialize(&*object).map_err(|e| LoadError::Object {
+                    file: file.clone(),
+                    document,
+                    source: ObjectError::Malformed(e),
+                })?;
+                out.bindings.push(object);
+            }
+            (_, kind) => out.ignored.push(format!(
+                "{}: {} {}",
+                file.display(),
+                kind.unwrap_or("(no kind)"),
+                object["metadata"]["name"].as_str().unwrap_or("(no name)")
+            )),
+        }
+    }
+    Ok(out)
 }
 
 /// Whether the param a binding names is in the folder, and its kind's scope; `None` when
@@ -340,6 +431,61 @@ metadata: {name: cm, namespace: team}
             [("elsewhere", "ParamNotFound"), ("orphan", "PolicyNotFound")]
         );
         assert_eq!(problems[1].kind, "ValidatingAdmissionPolicyBinding");
+    }
+
+    /// `--source kubernetes --policies DIR`: only policies and bindings are taken, other
+    /// objects are listed as ignored; a refused policy keeps its last good version; a binding
+    /// that does not read as one fails the whole load, naming its file and document.
+    #[test]
+    fn folder_policies_take_policies_and_bindings_only() {
+        let yaml = |expression: &str| {
+            format!(
+                r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: p}}
+spec:
+  matchConstraints: {{resourceRules: [{{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}]}}
+  validations: [{{expression: "{expression}"}}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: b}}
+spec: {{policyName: p, validationActions: [Deny]}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cm, namespace: team}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {{name: team}}
+"#
+            )
+        };
+        let load = |text: &str, last_good: &BTreeMap<String, Arc<Json>>| {
+            let objects = folder::parse_documents(std::path::Path::new("f.yaml"), text).unwrap();
+            folder_policies(objects, 37, last_good)
+        };
+        let good = load(&yaml("request.name == 'a'"), &BTreeMap::new()).unwrap();
+        assert_eq!((good.policies.len(), good.bindings.len()), (1, 1));
+        assert!(good.refusals.is_empty());
+        assert_eq!(
+            good.ignored,
+            ["f.yaml: ConfigMap cm", "f.yaml: Namespace team"]
+        );
+        let bad = load(&yaml("request.namex == 'a'"), &good.accepted).unwrap();
+        assert_eq!(bad.policies, good.policies, "the last good version");
+        assert_eq!(bad.refusals.len(), 1);
+        assert_eq!(bad.refusals[0].reason, "InvalidPolicy");
+        let none = load(&yaml("request.namex == 'a'"), &BTreeMap::new()).unwrap();
+        assert!(none.policies.is_empty() && none.accepted.is_empty());
+        let malformed = yaml("true").replace(
+            "spec: {policyName: p, validationActions: [Deny]}",
+            "spec: {policyName: [p]}",
+        );
+        let e = load(&malformed, &BTreeMap::new()).err().expect("refused");
+        assert!(e.to_string().starts_with("f.yaml (document 2): "), "{e}");
     }
 
     /// A policy the API server would refuse to create (`request.namex` does not compile; a

@@ -101,3 +101,21 @@ namespace.
 {{- end }}
 {{- first $sets | default "" }}
 {{- end }}
+
+{{/*
+The policies volume's source (a ConfigMap or a Secret, which Kubernetes swaps atomically on
+a change), or nothing when celgate reads the cluster's own policies.
+*/}}
+{{- define "celgate.policiesVolume" -}}
+{{- with .Values.policies }}
+{{- if and .fromConfigMap .fromSecret }}
+{{- fail "policies: set fromConfigMap or fromSecret, not both" }}
+{{- else if .fromConfigMap }}
+configMap:
+  name: {{ .fromConfigMap }}
+{{- else if .fromSecret }}
+secret:
+  secretName: {{ .fromSecret }}
+{{- end }}
+{{- end }}
+{{- end }}

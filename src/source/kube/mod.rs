@@ -4,7 +4,9 @@
 //! compiled form through the [`CompileCache`]).
 //!
 //! - Policies and bindings are read as `admissionregistration.k8s.io/v1`, or `v1beta1` where
-//!   discovery shows v1 is not served.
+//!   discovery shows v1 is not served. Or, with a [`PolicyFeed`] ([`KubeSource::start_fed`],
+//!   `--source kubernetes --policies DIR`), they come from it and the cluster's own are not
+//!   watched at all; the first snapshot then also waits for the feed's first state.
 //! - A param kind is resolved through discovery when a policy first names it, watched while
 //!   some policy names it, and stopped when none does. Until its first list completes, a
 //!   binding that needs it is the in-tree configuration error
@@ -70,7 +72,8 @@ pub struct KubeOptions {
     /// Kubernetes minor version of the CEL environment.
     pub version: u16,
     /// Take the CEL environment's version from the API server's `/version` instead (clamped
-    /// to the versions celgate knows); no snapshot is built before it answered.
+    /// to the versions celgate knows); no snapshot is built before it answered. Not with a
+    /// [`PolicyFeed`]: its policies may use CEL newer than the API server's.
     pub version_from_server: bool,
     /// Changes arriving within this window make one rebuild.
     pub debounce: Duration,
@@ -98,6 +101,11 @@ pub struct KubeOptions {
     /// Scan existing objects in the background (`None`: no scans); they start with
     /// [`KubeSource::start_background`]. With `events_lease`, only its holder scans.
     pub background: Option<background::BackgroundOptions>,
+    /// Take policies and bindings from this folder instead of the cluster
+    /// (`--source kubernetes --policies DIR`): the caller watches it and hands them over
+    /// through a [`PolicyFeed`] ([`KubeSource::start_fed`]); the cluster's own are not
+    /// watched. Everything else still comes from the cluster.
+    pub policy_folder: Option<crate::source::folder::FolderSource>,
 }
 
 impl Default for KubeOptions {
@@ -115,7 +123,51 @@ impl Default for KubeOptions {
             param_namespaces: Vec::new(),
             reports: None,
             background: None,
+            policy_folder: None,
         }
+    }
+}
+
+/// Policies and bindings handed to the cluster source from elsewhere (a watched folder) in
+/// place of its own watches of the cluster's: each [`PolicyFeed::set`] replaces them all and
+/// wakes the source, which rebuilds its snapshot with the cluster's namespaces and params.
+#[derive(Debug, Default)]
+pub struct PolicyFeed {
+    current: Mutex<Option<Arc<Fed>>>,
+    changed: Notify,
+}
+
+/// One state of a [`PolicyFeed`].
+#[derive(Debug, Default)]
+pub struct Fed {
+    /// Counts the states set; the source rebuilds when it moves.
+    generation: u64,
+    pub policies: Vec<Arc<Json>>,
+    pub bindings: Vec<Arc<Json>>,
+    /// Problems found before the objects were handed over (policies refused), added to the
+    /// source's own.
+    pub problems: Vec<Problem>,
+}
+
+impl PolicyFeed {
+    /// Replaces the policies and bindings; the source follows after its debounce.
+    pub fn set(&self, policies: Vec<Arc<Json>>, bindings: Vec<Arc<Json>>, problems: Vec<Problem>) {
+        {
+            let mut current = lock(&self.current);
+            let generation = current.as_ref().map_or(1, |c| c.generation + 1);
+            *current = Some(Arc::new(Fed {
+                generation,
+                policies,
+                bindings,
+                problems,
+            }));
+        }
+        self.changed.notify_one();
+    }
+
+    /// The current state, once one was set.
+    pub fn get(&self) -> Option<Arc<Fed>> {
+        lock(&self.current).clone()
     }
 }
 
@@ -216,6 +268,17 @@ pub const DISCOVERY_SOURCE: &str = "discovery";
 impl KubeSource {
     /// Starts the watchers on the current tokio runtime.
     pub fn start(client: Client, options: KubeOptions, publish: Publish) -> KubeSource {
+        Self::start_fed(client, options, publish, None)
+    }
+
+    /// [`Self::start`], policies and bindings coming from `feed` when given instead of the
+    /// cluster's (which are then not watched): no snapshot before the feed's first state.
+    pub fn start_fed(
+        client: Client,
+        options: KubeOptions,
+        publish: Publish,
+        feed: Option<Arc<PolicyFeed>>,
+    ) -> KubeSource {
         let shared = Arc::new(Shared::default());
         let store = options
             .reports
@@ -238,6 +301,7 @@ impl KubeSource {
             options.clone(),
             publish,
             shared.clone(),
+            feed,
         ));
         KubeSource {
             shared,
@@ -618,12 +682,82 @@ fn named_param_kinds(policies: &[Arc<Json>]) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared: Arc<Shared>) {
+/// Where the policies and bindings come from: the cluster's watches, or a feed.
+enum PolicyInput {
+    Cluster {
+        policies: Watched,
+        bindings: Watched,
+    },
+    Fed(Arc<PolicyFeed>),
+}
+
+impl PolicyInput {
+    /// The watches it holds (none for a feed).
+    fn watches(&self) -> Vec<&Watched> {
+        match self {
+            PolicyInput::Cluster { policies, bindings } => vec![policies, bindings],
+            PolicyInput::Fed(_) => Vec::new(),
+        }
+    }
+
+    /// Listed, or (a feed) given a first state.
+    fn synced(&self) -> bool {
+        match self {
+            PolicyInput::Cluster { policies, bindings } => {
+                policies.store.synced() && bindings.store.synced()
+            }
+            PolicyInput::Fed(feed) => feed.get().is_some(),
+        }
+    }
+
+    /// The policies, the bindings, and the problems found before they were handed over.
+    fn objects(&self) -> (Vec<Arc<Json>>, Vec<Arc<Json>>, Vec<Problem>) {
+        match self {
+            PolicyInput::Cluster { policies, bindings } => (
+                policies.store.objects(),
+                bindings.store.objects(),
+                Vec::new(),
+            ),
+            PolicyInput::Fed(feed) => feed.get().map_or_else(Default::default, |f| {
+                (f.policies.clone(), f.bindings.clone(), f.problems.clone())
+            }),
+        }
+    }
+
+    /// Moves with every change of the policies or bindings.
+    fn generation(&self) -> (u64, u64) {
+        match self {
+            PolicyInput::Cluster { policies, bindings } => {
+                (policies.store.generation(), bindings.store.generation())
+            }
+            PolicyInput::Fed(feed) => (feed.get().map_or(0, |f| f.generation), 0),
+        }
+    }
+
+    /// Wakes when a feed's state changes; never for the cluster's watches (they wake the
+    /// loop through their own notification).
+    async fn changed(&self) {
+        match self {
+            PolicyInput::Fed(feed) => feed.changed.notified().await,
+            PolicyInput::Cluster { .. } => std::future::pending().await,
+        }
+    }
+}
+
+async fn run(
+    client: Client,
+    mut options: KubeOptions,
+    publish: Publish,
+    shared: Arc<Shared>,
+    feed: Option<Arc<PolicyFeed>>,
+) {
     let changed = Arc::new(Notify::new());
     // Started before the API server (or while it is down): ready within about `retry_max`
     // once it answers.
     let mut backoff = Backoff::new(options.retry_max);
-    if options.version_from_server {
+    // Fed policies (a folder) are there for CEL the API server may not know: the version
+    // given, not the API server's.
+    if options.version_from_server && feed.is_none() {
         // The API server's own version, so that celgate accepts the CEL it accepts.
         options.version = loop {
             let answer = tokio::time::timeout(LOOKUP_TIMEOUT, api_server_version(&client)).await;
@@ -651,64 +785,87 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
         };
         *lock(&shared.cel_version) = Some(options.version);
     }
-    let version = loop {
-        let answer = tokio::time::timeout(LOOKUP_TIMEOUT, policy_version(&client)).await;
-        let error = match answer {
-            Ok(Ok(v)) => break v,
-            Ok(Err(e)) => e,
-            Err(_) => DiscoveryError::TimedOut,
-        };
-        lock(&shared.discovery_failing_since).get_or_insert_with(Instant::now);
-        let delay = backoff.next_delay();
-        tracing::warn!(error = %error, retry_in = ?delay, "cannot discover the ValidatingAdmissionPolicy API");
-        tokio::time::sleep(delay).await;
+    let input = match feed {
+        Some(feed) => {
+            tracing::info!(
+                "policies and bindings from the folder; the cluster's own are not watched"
+            );
+            PolicyInput::Fed(feed)
+        }
+        None => {
+            let version = loop {
+                let answer = tokio::time::timeout(LOOKUP_TIMEOUT, policy_version(&client)).await;
+                let error = match answer {
+                    Ok(Ok(v)) => break v,
+                    Ok(Err(e)) => e,
+                    Err(_) => DiscoveryError::TimedOut,
+                };
+                lock(&shared.discovery_failing_since).get_or_insert_with(Instant::now);
+                let delay = backoff.next_delay();
+                tracing::warn!(error = %error, retry_in = ?delay, "cannot discover the ValidatingAdmissionPolicy API");
+                tokio::time::sleep(delay).await;
+            };
+            *lock(&shared.vap_version) = Some(version.to_string());
+            tracing::info!(version, "watching ValidatingAdmissionPolicies");
+            PolicyInput::Cluster {
+                policies: Watched::start(
+                    &client,
+                    resource(
+                        VAP_GROUP,
+                        version,
+                        "ValidatingAdmissionPolicy",
+                        "validatingadmissionpolicies",
+                    ),
+                    None,
+                    format!("validatingadmissionpolicies.{version}"),
+                    &changed,
+                    options.retry_max,
+                ),
+                bindings: Watched::start(
+                    &client,
+                    resource(
+                        VAP_GROUP,
+                        version,
+                        "ValidatingAdmissionPolicyBinding",
+                        "validatingadmissionpolicybindings",
+                    ),
+                    None,
+                    format!("validatingadmissionpolicybindings.{version}"),
+                    &changed,
+                    options.retry_max,
+                ),
+            }
+        }
     };
-    *lock(&shared.vap_version) = Some(version.to_string());
-    tracing::info!(version, "watching ValidatingAdmissionPolicies");
-    let core = [
-        Watched::start(
-            &client,
-            resource(
-                VAP_GROUP,
-                version,
-                "ValidatingAdmissionPolicy",
-                "validatingadmissionpolicies",
-            ),
-            None,
-            format!("validatingadmissionpolicies.{version}"),
-            &changed,
-            options.retry_max,
-        ),
-        Watched::start(
-            &client,
-            resource(
-                VAP_GROUP,
-                version,
-                "ValidatingAdmissionPolicyBinding",
-                "validatingadmissionpolicybindings",
-            ),
-            None,
-            format!("validatingadmissionpolicybindings.{version}"),
-            &changed,
-            options.retry_max,
-        ),
-        Watched::start(
-            &client,
-            resource("", "v1", "Namespace", "namespaces"),
-            None,
-            "namespaces.v1".into(),
-            &changed,
-            options.retry_max,
-        ),
-    ];
+    let namespaces = Watched::start(
+        &client,
+        resource("", "v1", "Namespace", "namespaces"),
+        None,
+        "namespaces.v1".into(),
+        &changed,
+        options.retry_max,
+    );
+    // The cluster's watches: policies and bindings (unless fed), namespaces.
+    let core: Vec<&Watched> = input
+        .watches()
+        .into_iter()
+        .chain(std::iter::once(&namespaces))
+        .collect();
     let crds = crd_watch(&client, &changed, options.retry_max).await;
     // Visible in status (and metrics) from the start: a list that never completes shows.
-    *lock(&shared.stores) = core.iter().chain(&crds).map(|w| w.store.clone()).collect();
+    *lock(&shared.stores) = core
+        .iter()
+        .copied()
+        .chain(&crds)
+        .map(|w| w.store.clone())
+        .collect();
     let mut params: BTreeMap<(String, String), ParamKind> = BTreeMap::new();
     let cache = Arc::new(CompileCache::default());
     let started = Instant::now();
-    let mut feedback = options
-        .events
+    // Policies from a folder are not cluster objects: Events about them would point to
+    // nothing (their problems are logged by the folder's watch, and in the metrics).
+    let fed = matches!(input, PolicyInput::Fed(_));
+    let mut feedback = (options.events && !fed)
         .then(|| feedback::Reporter::new(client.clone(), &options.instance));
     let leadership = shared.leadership.clone();
     // Aborted with this task; held for Events and for policy reports.
@@ -751,6 +908,11 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
                 }
             }
             _ = resolved.notified() => {}
+            _ = input.changed() => {
+                if shared.ready.load(Ordering::Acquire) {
+                    tokio::time::sleep(options.debounce).await;
+                }
+            }
             _ = tokio::time::sleep(wait) => {}
         }
         // A failing CRD watch does not hold the snapshot back: without CRDs, custom
@@ -758,12 +920,10 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
         let crds_listed = crds
             .as_ref()
             .is_none_or(|w| w.store.synced() || w.store.error().is_some());
-        if !core.iter().all(|w| w.store.synced()) || !crds_listed {
+        if !core.iter().all(|w| w.store.synced()) || !input.synced() || !crds_listed {
             continue;
         }
-        let [policies, bindings, _] = &core;
-        let policy_objects = policies.store.objects();
-        let binding_objects = bindings.store.objects();
+        let (policy_objects, binding_objects, fed_problems) = input.objects();
         reconcile_params(
             &client,
             &named_param_kinds(&policy_objects),
@@ -776,6 +936,7 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
         );
         *lock(&shared.stores) = core
             .iter()
+            .copied()
             .chain(&crds)
             .chain(params.values().flat_map(watches))
             .map(|w| w.store.clone())
@@ -790,9 +951,16 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
             continue;
         }
         // Rebuild only when some store changed (or the param kinds did).
-        let generation = generation(core.iter().chain(&crds), &params);
+        let mut generation = generation(core.iter().copied().chain(&crds), &params);
+        let policies_now = input.generation();
+        generation.extend([policies_now.0, policies_now.1]);
         if last_built.as_ref() != Some(&generation) {
-            let inputs = Inputs::collect(core.iter().chain(&crds), &params);
+            let inputs = Inputs::collect(
+                &policy_objects,
+                &binding_objects,
+                std::iter::once(&namespaces).chain(&crds),
+                &params,
+            );
             let (version, cache) = (options.version, cache.clone());
             // Compiling is CPU work: off the async workers.
             let built = tokio::task::spawn_blocking(move || inputs.build(version, &cache)).await;
@@ -814,7 +982,7 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
                     Some((key.clone(), error))
                 })
                 .collect();
-            let problems = feedback::problems(
+            let mut problems = feedback::problems(
                 &policy_objects,
                 &binding_objects,
                 &snapshot,
@@ -822,6 +990,7 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
                 &list_errors,
                 &options.param_namespaces,
             );
+            problems.extend(fed_problems);
             tracing::info!(
                 policies = snapshot.policies.len(),
                 problems = problems.len(),
@@ -830,7 +999,6 @@ async fn run(client: Client, mut options: KubeOptions, publish: Publish, shared:
             publish(snapshot);
             shared.ready.store(true, Ordering::Release);
             *lock(&shared.problems) = problems;
-            let policies_now = (policies.store.generation(), bindings.store.generation());
             if last_policies != Some(policies_now) {
                 last_policies = Some(policies_now);
                 shared.policy_changes.send_modify(|n| *n += 1);
@@ -1092,11 +1260,13 @@ enum ParamState {
 
 impl Inputs {
     fn collect<'a>(
-        core: impl Iterator<Item = &'a Watched>,
+        policies: &[Arc<Json>],
+        bindings: &[Arc<Json>],
+        others: impl Iterator<Item = &'a Watched>,
         params: &BTreeMap<(String, String), ParamKind>,
     ) -> Inputs {
-        let mut objects = Vec::new();
-        for w in core {
+        let mut objects: Vec<Arc<Json>> = policies.iter().chain(bindings).cloned().collect();
+        for w in others {
             objects.extend(w.store.objects());
         }
         let mut kinds = Vec::new();
