@@ -7,23 +7,17 @@
 
 mod fake_apiserver;
 mod serve_flags;
+mod webhook_client;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
+use celgate::app::{start, CertSource, PolicySource, ServeConfig};
 use celgate::server::Limits;
 use celgate::source::folder::FolderSource;
 use fake_apiserver::{policy_kinds, Fake, Kind};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value as Json};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
+use webhook_client::Webhook;
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("celgate-hybrid-{name}-{}", std::process::id()));
@@ -143,42 +137,7 @@ fn config(api: std::net::SocketAddr, dir: &Path) -> ServeConfig {
     }
 }
 
-/// One HTTP/1.1 connection to the webhook.
-struct Webhook {
-    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
-    port: u16,
-}
-
 impl Webhook {
-    async fn connect(server: &Running) -> Webhook {
-        let ca = server.ca_pem.clone().unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        let addr = server.bound.webhook;
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        let tls = TlsConnector::from(Arc::new(cfg))
-            .connect(ServerName::try_from("localhost").unwrap(), tcp)
-            .await
-            .unwrap();
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        Webhook {
-            sender,
-            port: addr.port(),
-        }
-    }
-
     /// The `response` to the CREATE of pod `name` in `namespace` with `containers`.
     async fn create(&mut self, namespace: &str, name: &str, containers: usize) -> Json {
         let containers: Vec<Json> = (0..containers)
@@ -200,18 +159,7 @@ impl Webhook {
                 "dryRun": false
             }
         });
-        let req = hyper::Request::builder()
-            .method("POST")
-            .uri(format!("https://localhost:{}/validate", self.port))
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(review.to_string())))
-            .unwrap();
-        self.sender.ready().await.unwrap();
-        let resp = self.sender.send_request(req).await.unwrap();
-        assert_eq!(resp.status(), 200);
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        let answer: Json = serde_json::from_slice(&body).unwrap();
-        answer["response"].clone()
+        self.review(review).await
     }
 
     /// Whether the CREATE is allowed, polled for up to 10 s until it is `expected`.

@@ -7,9 +7,9 @@
 
 mod fake_apiserver;
 mod serve_flags;
+mod webhook_client;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
@@ -18,14 +18,8 @@ use celgate::server::Limits;
 use celgate::source::kube::lease::LeaseOptions;
 use celgate::source::kube::reports::ReportOptions;
 use fake_apiserver::{policy_kinds, Fake, Kind};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value as Json};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
+use webhook_client::Webhook;
 
 const REPORT: &str = "celgate-admission";
 
@@ -115,59 +109,6 @@ fn options(interval_ms: u64, max_results: usize) -> ReportOptions {
         interval: Duration::from_millis(interval_ms),
         max_results,
         ..ReportOptions::default()
-    }
-}
-
-/// One HTTP/1.1 connection to the webhook, reused for every review.
-struct Webhook {
-    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
-    port: u16,
-}
-
-impl Webhook {
-    async fn connect(server: &Running) -> Webhook {
-        let ca = server.ca_pem.clone().unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        let addr = server.bound.webhook;
-        let tcp = TcpStream::connect(addr).await.unwrap();
-        let tls = TlsConnector::from(Arc::new(cfg))
-            .connect(ServerName::try_from("localhost").unwrap(), tcp)
-            .await
-            .unwrap();
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .unwrap();
-        tokio::spawn(conn);
-        Webhook {
-            sender,
-            port: addr.port(),
-        }
-    }
-
-    /// Sends the review and returns its `response`.
-    async fn review(&mut self, review: Json) -> Json {
-        let req = hyper::Request::builder()
-            .method("POST")
-            .uri(format!("https://localhost:{}/validate", self.port))
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(review.to_string())))
-            .unwrap();
-        self.sender.ready().await.unwrap();
-        let resp = self.sender.send_request(req).await.unwrap();
-        assert_eq!(resp.status(), 200);
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        let answer: Json = serde_json::from_slice(&body).unwrap();
-        answer["response"].clone()
     }
 }
 
