@@ -8,7 +8,6 @@
 //! with `apiVersion`, `kind` and the whole ObjectMeta at the root and in every embedded
 //! resource).
 
-use std::fmt;
 use std::sync::OnceLock;
 
 use serde::Deserialize;
@@ -21,20 +20,7 @@ const BUILTIN: &str = include_str!("../../assets/builtin-schemas.json");
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
-/// A group, version and kind, printed as apimachinery's `GroupVersionKind.String()`
-/// (`apps/v1, Kind=Deployment`, `/v1, Kind=Pod`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Gvk {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-}
-
-impl fmt::Display for Gvk {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}, Kind={}", self.group, self.version, self.kind)
-    }
-}
+pub use crate::matching::registry::Gvk;
 
 #[derive(Debug, Deserialize)]
 struct BuiltinResource {

@@ -17,8 +17,8 @@ use std::collections::HashMap;
 
 use serde_json::Value as Json;
 
-/// A group/version/kind.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A group/version/kind (ordered by group, version, kind).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Gvk {
     pub group: String,
     pub version: String,
