@@ -139,14 +139,8 @@ fn config(api: SocketAddr, background: BackgroundOptions, lease: Option<&str>) -
 }
 
 /// Polls `check` for up to 15 s.
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    for _ in 0..750 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
+async fn eventually(what: &str, check: impl FnMut() -> bool) {
+    fake_apiserver::eventually_within(Duration::from_secs(15), what, check).await
 }
 
 fn team_report(fake: &Fake) -> Option<Json> {

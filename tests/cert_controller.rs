@@ -16,7 +16,7 @@ use base64::Engine as _;
 use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
 use celgate::certs::{Options, Timing};
 use celgate::server::Limits;
-use fake_apiserver::{Fake, Kind};
+use fake_apiserver::{eventually, Fake, Kind};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{json, Value as Json};
@@ -129,17 +129,6 @@ fn ca_bundles(fake: &Fake) -> Vec<Option<String>> {
             String::from_utf8(bytes).ok()
         })
         .collect()
-}
-
-/// Polls `check` for up to 10 s.
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    for _ in 0..500 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }
 
 /// A TLS handshake with the webhook, trusting only `ca_pem`, for the Service's name; the

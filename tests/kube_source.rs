@@ -19,7 +19,7 @@ use celgate::policy::snapshot::Snapshot;
 use celgate::source::kube::authorizer::{SarAuthorizer, SarOptions};
 use celgate::source::kube::namespaces::ClusterNamespaces;
 use celgate::source::kube::{KubeOptions, KubeSource};
-use fake_apiserver::{policy_kinds, Fake, Kind};
+use fake_apiserver::{eventually, policy_kinds, Fake, Kind};
 use serde_json::{json, Value as Json};
 
 /// The latest snapshot published, and the live services the server gives evaluations (as
@@ -93,17 +93,6 @@ async fn start_ready(addr: std::net::SocketAddr, sar: bool) -> (KubeSource, Late
     let (source, latest) = start(addr, options(), sar);
     eventually("ready", || source.ready()).await;
     (source, latest)
-}
-
-/// Polls `check` for up to 10 s.
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    for _ in 0..500 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }
 
 fn core_kinds() -> Vec<Kind> {

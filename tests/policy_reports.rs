@@ -17,7 +17,7 @@ use celgate::scan::report::ReportApi;
 use celgate::server::Limits;
 use celgate::source::kube::lease::LeaseOptions;
 use celgate::source::kube::reports::ReportOptions;
-use fake_apiserver::{policy_kinds, Fake, Kind};
+use fake_apiserver::{eventually, policy_kinds, Fake, Kind};
 use serde_json::{json, Value as Json};
 use webhook_client::Webhook;
 
@@ -140,17 +140,6 @@ fn review(operation: &str, new: Option<Json>, old: Option<Json>) -> Json {
             "dryRun": false
         }
     })
-}
-
-/// Polls `check` for up to 10 s.
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    for _ in 0..500 {
-        if check() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
 }
 
 fn team_report(fake: &Fake) -> Option<Json> {

@@ -1030,3 +1030,25 @@ where
         |mut rx| async move { rx.recv().await.map(|b| (Ok(b), rx)) },
     )
 }
+
+/// Polls `check` every 20 ms for up to `limit`; panics naming `what` if it never holds. The
+/// cluster-mode tests wait with it for watches, reports and scans to catch up.
+pub async fn eventually_within(
+    limit: std::time::Duration,
+    what: &str,
+    mut check: impl FnMut() -> bool,
+) {
+    let step = std::time::Duration::from_millis(20);
+    for _ in 0..limit.as_millis() / step.as_millis() {
+        if check() {
+            return;
+        }
+        tokio::time::sleep(step).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+/// [`eventually_within`] 10 s.
+pub async fn eventually(what: &str, check: impl FnMut() -> bool) {
+    eventually_within(std::time::Duration::from_secs(10), what, check).await
+}
