@@ -109,7 +109,9 @@ fn admit_with(
         snapshot
             .registry
             .equivalents(&attrs.group, &attrs.resource, &attrs.subresource);
-    let own_view = View::own(req);
+    // The request's own view, built when a policy first matches (the request value is a
+    // small map of its own, see `versioned::in_tree_request`).
+    let mut own_view: Option<View<'_>> = None;
     // Converted views, built only when a policy matched through an equivalent resource.
     let mut versions = Versions::default();
     let candidates = snapshot
@@ -180,7 +182,7 @@ fn admit_with(
             // In-tree converts once a binding has params to evaluate; a failure is the
             // binding's configuration error (each binding that gets here reports it).
             let view = match matched {
-                Matched::Own => own_view.clone(),
+                Matched::Own => own_view.get_or_insert_with(|| View::own(req)).clone(),
                 other => match versions.view(req, other, equivalents) {
                     Ok(v) => v,
                     Err(e) => {

@@ -31,7 +31,7 @@ pub(super) struct View<'a> {
 impl<'a> View<'a> {
     /// The request as it came.
     pub fn own(req: &Request<'a>) -> View<'a> {
-        let request = Value::from_doc(req.request);
+        let request = in_tree_request(req.request, &[]);
         View {
             object: req.object.map_or(Value::Null, Value::from_doc),
             old_object: req.old_object.map_or(Value::Null, Value::from_doc),
@@ -144,12 +144,30 @@ fn build<'a>(
     Ok(View {
         object: converted,
         old_object: old,
-        request: replaced(
+        request: in_tree_request(
             req.request,
             &[("kind", kind.clone()), ("resource", resource)],
         ),
-        condition_request: replaced(req.request, &[("kind", kind)]),
+        condition_request: in_tree_request(req.request, &[("kind", kind)]),
     })
+}
+
+/// `request` as in-tree VAP builds it (`CreateAdmissionRequest` fills a fresh
+/// AdmissionRequest from the admission attributes): no uid (`dyn(request).uid` is `""`), no
+/// objects (`dyn(request).object` is null: policies read `object`), `dryRun` always present.
+/// `with` replaces further top-level fields. Built once per request and view.
+fn in_tree_request<'a>(r: Ref<'a, 'a>, with: &[(&str, Value<'a>)]) -> Value<'a> {
+    let dry_run = r
+        .get("dryRun")
+        .is_some_and(|d| matches!(d.item(), Item::Bool(true)));
+    let mut fields: Vec<(&str, Value<'a>)> = vec![
+        ("uid", Value::string("")),
+        ("object", Value::Null),
+        ("oldObject", Value::Null),
+        ("dryRun", Value::Bool(dry_run)),
+    ];
+    fields.extend(with.iter().cloned());
+    replaced(r, &fields)
 }
 
 /// An object of the review with some top-level fields replaced (or added), the others read
