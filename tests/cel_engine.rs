@@ -1176,3 +1176,28 @@ fn cel_go_v0_23_additions_arrive_with_1_33() {
         .compile("[1, 2].existsOne(i, v, v > 1)")
         .is_ok());
 }
+
+#[test]
+fn map_literals_are_built_as_cel_go_builds_them() {
+    // Recorded from Kubernetes 1.32 (cel differential std.collections, std.equality); the
+    // same in cel-go up to v0.26. Folded at compile time and built at run time alike.
+    let name = json!({"metadata": {"name": "n"}});
+    for expr in [
+        "{'a': 1, 'a': 2} == {'a': 2}",
+        "{'a': [1][0], 'a': [2][0]} == {'a': 2}",
+        "{object.metadata.name: 1, object.metadata.name: 2}[object.metadata.name] == 2",
+        "size({dyn(1): 'a', dyn(1u): 'b', dyn(1.0): 'c'}) == 3",
+        "{1.5: 'x'}[1.5] == 'x' && {[1.5][0]: 'x'}[1.5] == 'x'",
+        "null in {null: 1} && null in {[null][0]: 1}",
+        "size({[1]: 1, [1]: 2}) == 2",
+        "{1.0: 1} == dyn({1: 1}) && dyn({1: 1}) != {1.0: 1}",
+        "dyn({1: 'a'})[1.0] == 'a' && !(1 in dyn({1.0: 'a'}))",
+        "{'a': 1, ?'a': optional.none()} == {}",
+        "{'a': 1, ?'a': [optional.none()][0]} == {}",
+    ] {
+        assert_eq!(eval_with(expr, name.clone()), Ok(json!(true)), "{expr}");
+    }
+    // A bytes key cannot be hashed by Go (cel-go panics): an error, not a panic.
+    assert!(eval("{[b'x'][0]: 1}").is_err());
+    assert!(eval("{b'x': 1}").is_err());
+}
