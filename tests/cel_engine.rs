@@ -1201,3 +1201,40 @@ fn map_literals_are_built_as_cel_go_builds_them() {
     assert!(eval("{[b'x'][0]: 1}").is_err());
     assert!(eval("{b'x': 1}").is_err());
 }
+
+#[test]
+fn library_values_refuse_equality_with_other_types() {
+    // Recorded from Kubernetes 1.32 (k8s.quantity, k8s.ip, k8s.authz): the library type's
+    // `Equal` answers `no such overload` for another type, cel-go's own types answer false.
+    for expr in [
+        "dyn(quantity('1')) == 1",
+        "quantity('1') == dyn('1')",
+        "quantity('1') != dyn('1')",
+        "ip('1.2.3.4') == dyn('1.2.3.4')",
+        "cidr('10.0.0.0/8') == dyn(ip('10.0.0.0'))",
+        "url('https://a') == dyn('https://a')",
+        "semver('1.0.0') == dyn(1)",
+        "format.dns1123Label() == dyn('x')",
+    ] {
+        assert_eq!(eval(expr), Err("no such overload".to_string()), "{expr}");
+    }
+    for (expr, want) in [
+        ("1 == dyn(quantity('1'))", false),
+        ("dyn('1.2.3.4') != ip('1.2.3.4')", true),
+        ("quantity('1') == dyn(null)", false),
+        ("quantity('1') == quantity('1000m')", true),
+        ("ip('::1') == ip('0:0:0:0:0:0:0:1')", true),
+        (
+            "format.named('dns1123Label').value() == format.dns1123Label()",
+            true,
+        ),
+    ] {
+        assert_eq!(eval(expr), Ok(json!(want)), "{expr}");
+    }
+    // The authorizer types refuse even themselves.
+    assert_eq!(
+        eval_authz("authorizer.path('/x') == authorizer.path('/x')"),
+        Err("no such overload".to_string())
+    );
+    assert_eq!(eval_authz("authorizer == dyn(null)"), Ok(json!(false)));
+}

@@ -744,6 +744,11 @@ pub trait Opaque: fmt::Debug + Send + Sync + 'static {
     fn type_name(&self) -> &'static str;
     fn equals(&self, other: &dyn Opaque) -> bool;
     fn as_any(&self) -> &dyn Any;
+    /// Whether `==` with another value of this type is an answer. Kubernetes' authorizer
+    /// types refuse it (`no such overload`) even between two of them.
+    fn comparable(&self) -> bool {
+        true
+    }
     /// `string(x)`, for the types that define it.
     fn to_cel_string(&self) -> Option<String> {
         None

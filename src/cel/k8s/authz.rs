@@ -170,6 +170,10 @@ macro_rules! opaque {
             fn equals(&self, _: &dyn Opaque) -> bool {
                 false
             }
+            // `receiverOnlyObjectVal.Equal` expects its own embedded type, which no value is.
+            fn comparable(&self) -> bool {
+                false
+            }
             fn as_any(&self) -> &dyn Any {
                 self
             }
