@@ -1238,3 +1238,40 @@ fn library_values_refuse_equality_with_other_types() {
     );
     assert_eq!(eval_authz("authorizer == dyn(null)"), Ok(json!(false)));
 }
+
+#[test]
+fn lists_library_ignores_comparisons_cel_go_refuses() {
+    // Recorded from Kubernetes 1.32 (k8s.lists): `isSorted`, `min` and `max` skip a pair whose
+    // `Compare` is an error (kinds that do not order), and compare numbers across kinds.
+    for (expr, want) in [
+        ("[dyn(1), dyn(2.5)].isSorted()", json!(true)),
+        ("[dyn(1), dyn(2.5)].min()", json!(1)),
+        ("[dyn(1), dyn(2.5)].max()", json!(2.5)),
+        ("[dyn(1), dyn('a')].isSorted()", json!(true)),
+        ("[dyn('b'), dyn(1), dyn('a')].isSorted()", json!(true)),
+        ("[dyn(1), dyn('a')].min()", json!(1)),
+        ("[dyn(1), dyn('a')].max()", json!(1)),
+        ("[dyn('a'), dyn(1)].max()", json!("a")),
+        ("[dyn(2), dyn(1u)].isSorted()", json!(false)),
+        ("[dyn(2), dyn(1u)].min()", json!(1)),
+        ("[dyn(1.5), dyn(1)].max()", json!(1.5)),
+        ("[3, 1, 2].min()", json!(1)),
+        ("[3, 1, 2].max()", json!(3)),
+        ("[1, 2, 2].isSorted()", json!(true)),
+    ] {
+        assert_eq!(eval(expr), Ok(want), "{expr}");
+    }
+    // An element that does not order at all is refused.
+    assert_eq!(
+        eval("[dyn(1), dyn([1])].min()"),
+        Err("no such overload".to_string())
+    );
+    // A list of lists or maps is not sorted: Kubernetes declares one overload per
+    // comparable type, so it is a compile error.
+    assert!(eval("[[1], [2]].isSorted()")
+        .unwrap_err()
+        .starts_with("compile:"));
+    assert!(eval("[{'a': 1}].isSorted()")
+        .unwrap_err()
+        .starts_with("compile:"));
+}
