@@ -1176,3 +1176,102 @@ fn cel_go_v0_23_additions_arrive_with_1_33() {
         .compile("[1, 2].existsOne(i, v, v > 1)")
         .is_ok());
 }
+
+#[test]
+fn map_literals_are_built_as_cel_go_builds_them() {
+    // Recorded from Kubernetes 1.32 (cel differential std.collections, std.equality); the
+    // same in cel-go up to v0.26. Folded at compile time and built at run time alike.
+    let name = json!({"metadata": {"name": "n"}});
+    for expr in [
+        "{'a': 1, 'a': 2} == {'a': 2}",
+        "{'a': [1][0], 'a': [2][0]} == {'a': 2}",
+        "{object.metadata.name: 1, object.metadata.name: 2}[object.metadata.name] == 2",
+        "size({dyn(1): 'a', dyn(1u): 'b', dyn(1.0): 'c'}) == 3",
+        "{1.5: 'x'}[1.5] == 'x' && {[1.5][0]: 'x'}[1.5] == 'x'",
+        "null in {null: 1} && null in {[null][0]: 1}",
+        "size({[1]: 1, [1]: 2}) == 2",
+        "{1.0: 1} == dyn({1: 1}) && dyn({1: 1}) != {1.0: 1}",
+        "dyn({1: 'a'})[1.0] == 'a' && !(1 in dyn({1.0: 'a'}))",
+        "{'a': 1, ?'a': optional.none()} == {}",
+        "{'a': 1, ?'a': [optional.none()][0]} == {}",
+    ] {
+        assert_eq!(eval_with(expr, name.clone()), Ok(json!(true)), "{expr}");
+    }
+    // A bytes key cannot be hashed by Go (cel-go panics): an error, not a panic.
+    assert!(eval("{[b'x'][0]: 1}").is_err());
+    assert!(eval("{b'x': 1}").is_err());
+}
+
+#[test]
+fn library_values_refuse_equality_with_other_types() {
+    // Recorded from Kubernetes 1.32 (k8s.quantity, k8s.ip, k8s.authz): the library type's
+    // `Equal` answers `no such overload` for another type, cel-go's own types answer false.
+    for expr in [
+        "dyn(quantity('1')) == 1",
+        "quantity('1') == dyn('1')",
+        "quantity('1') != dyn('1')",
+        "ip('1.2.3.4') == dyn('1.2.3.4')",
+        "cidr('10.0.0.0/8') == dyn(ip('10.0.0.0'))",
+        "url('https://a') == dyn('https://a')",
+        "semver('1.0.0') == dyn(1)",
+        "format.dns1123Label() == dyn('x')",
+    ] {
+        assert_eq!(eval(expr), Err("no such overload".to_string()), "{expr}");
+    }
+    for (expr, want) in [
+        ("1 == dyn(quantity('1'))", false),
+        ("dyn('1.2.3.4') != ip('1.2.3.4')", true),
+        ("quantity('1') == dyn(null)", false),
+        ("quantity('1') == quantity('1000m')", true),
+        ("ip('::1') == ip('0:0:0:0:0:0:0:1')", true),
+        (
+            "format.named('dns1123Label').value() == format.dns1123Label()",
+            true,
+        ),
+    ] {
+        assert_eq!(eval(expr), Ok(json!(want)), "{expr}");
+    }
+    // The authorizer types refuse even themselves.
+    assert_eq!(
+        eval_authz("authorizer.path('/x') == authorizer.path('/x')"),
+        Err("no such overload".to_string())
+    );
+    assert_eq!(eval_authz("authorizer == dyn(null)"), Ok(json!(false)));
+}
+
+#[test]
+fn lists_library_ignores_comparisons_cel_go_refuses() {
+    // Recorded from Kubernetes 1.32 (k8s.lists): `isSorted`, `min` and `max` skip a pair whose
+    // `Compare` is an error (kinds that do not order), and compare numbers across kinds.
+    for (expr, want) in [
+        ("[dyn(1), dyn(2.5)].isSorted()", json!(true)),
+        ("[dyn(1), dyn(2.5)].min()", json!(1)),
+        ("[dyn(1), dyn(2.5)].max()", json!(2.5)),
+        ("[dyn(1), dyn('a')].isSorted()", json!(true)),
+        ("[dyn('b'), dyn(1), dyn('a')].isSorted()", json!(true)),
+        ("[dyn(1), dyn('a')].min()", json!(1)),
+        ("[dyn(1), dyn('a')].max()", json!(1)),
+        ("[dyn('a'), dyn(1)].max()", json!("a")),
+        ("[dyn(2), dyn(1u)].isSorted()", json!(false)),
+        ("[dyn(2), dyn(1u)].min()", json!(1)),
+        ("[dyn(1.5), dyn(1)].max()", json!(1.5)),
+        ("[3, 1, 2].min()", json!(1)),
+        ("[3, 1, 2].max()", json!(3)),
+        ("[1, 2, 2].isSorted()", json!(true)),
+    ] {
+        assert_eq!(eval(expr), Ok(want), "{expr}");
+    }
+    // An element that does not order at all is refused.
+    assert_eq!(
+        eval("[dyn(1), dyn([1])].min()"),
+        Err("no such overload".to_string())
+    );
+    // A list of lists or maps is not sorted: Kubernetes declares one overload per
+    // comparable type, so it is a compile error.
+    assert!(eval("[[1], [2]].isSorted()")
+        .unwrap_err()
+        .starts_with("compile:"));
+    assert!(eval("[{'a': 1}].isSorted()")
+        .unwrap_err()
+        .starts_with("compile:"));
+}

@@ -1378,8 +1378,8 @@ fn detach(v: Value<'_>) -> Value<'static> {
                 .into_iter()
                 .map(|(k, v)| (detach(k), detach(v)))
                 .collect();
-            // Keys were already unique in the source map.
-            match OwnedMap::from_entries(entries) {
+            // The same keys as the source map: none merges, none is bytes.
+            match OwnedMap::literal(entries) {
                 Ok(m) => Value::Map(Map::Owned(Arc::new(m))),
                 Err(_) => Value::Null,
             }

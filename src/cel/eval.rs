@@ -466,25 +466,23 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 Ok(Value::list(out))
             }
             Node::Map { entries } => {
-                let mut out = Vec::with_capacity(entries.len());
+                let mut out = OwnedMap::with_capacity(entries.len());
                 for (k, v, opt) in entries.iter() {
                     let key = self.eval(k).or_else(|e| self.failed_literal(e, 30))?;
                     let val = self.eval(v).or_else(|e| self.failed_literal(e, 30))?;
                     if *opt {
                         match val {
-                            Value::Optional(Some(inner)) => out.push((key, (*inner).clone())),
-                            Value::Optional(None) => {}
+                            Value::Optional(Some(inner)) => out.assign(key, (*inner).clone())?,
+                            Value::Optional(None) => out.unassign(&key),
                             _ => return Err(EvalError::no_such_overload()),
                         }
                     } else {
-                        out.push((key, val));
+                        out.assign(key, val)?;
                     }
                 }
                 self.meter.charge(30)?;
                 self.meter.alloc(out.len() as u64 * 2 * VALUE_BYTES)?;
-                Ok(Value::Map(Map::Owned(Arc::new(OwnedMap::from_entries(
-                    out,
-                )?))))
+                Ok(Value::Map(Map::Owned(Arc::new(out))))
             }
             Node::Comprehension(c) => self.comprehension(c),
             Node::Fail(msg) => Err(EvalError::new(msg.as_ref())),

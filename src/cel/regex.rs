@@ -157,10 +157,23 @@ fn check_repeats(ast: &Ast, pattern: &str) -> Result<(), String> {
     match ast {
         Ast::Repetition(r) => {
             check_repeats(&r.ast, pattern)?;
-            if let Some((min, max)) = counts(r) {
+            let bounds = counts(r);
+            if let Some((min, max)) = bounds {
                 if min > GO_MAX_REPEAT || max.is_some_and(|m| m > GO_MAX_REPEAT) {
                     return Err(invalid(&r.op));
                 }
+            }
+            // Go (Perl mode) refuses an operator right after another (`a**`, `a{2}*`), quoting
+            // both; a group between them (`(?:a*)*`) is fine.
+            if let Ast::Repetition(inner) = r.ast.as_ref() {
+                let text = pattern
+                    .get(inner.op.span.start.offset..r.op.span.end.offset)
+                    .unwrap_or("");
+                return Err(format!(
+                    "error parsing regexp: invalid nested repetition operator: `{text}`"
+                ));
+            }
+            if let Some((min, max)) = bounds {
                 if (min >= 2 || max.is_some_and(|m| m >= 2)) && !repeat_is_valid(ast, GO_MAX_REPEAT)
                 {
                     return Err(invalid(&r.op));
@@ -368,6 +381,8 @@ fn go_parse_error(pattern: &str, e: &ast::Error) -> String {
         | K::EscapeHexEmpty
         | K::EscapeHexInvalidDigit => ("invalid escape sequence", fragment),
         K::EscapeUnexpectedEof => ("trailing backslash at end of expression", ""),
+        // Go has no backreferences: `\1` is an escape it does not know.
+        K::UnsupportedBackreference => ("invalid escape sequence", fragment),
         K::RepetitionMissing => ("missing argument to repetition operator", fragment),
         K::RepetitionCountInvalid | K::RepetitionCountDecimalEmpty | K::RepetitionCountUnclosed => {
             ("invalid repeat count", fragment)
@@ -450,6 +465,27 @@ mod tests {
             error("a{2,1}"),
             "error parsing regexp: invalid repeat count: `{2,1}`"
         );
+    }
+
+    #[test]
+    fn stacked_operators_and_backreferences_are_go_errors() {
+        // Recorded from Kubernetes 1.32 (k8s.regex, std.strings).
+        for (pattern, want) in [
+            ("a**", "invalid nested repetition operator: `**`"),
+            ("a*+", "invalid nested repetition operator: `*+`"),
+            ("a{2}*", "invalid nested repetition operator: `{2}*`"),
+            ("a*??", "invalid nested repetition operator: `*??`"),
+            ("(a)\\1", "invalid escape sequence: `\\1`"),
+        ] {
+            assert_eq!(
+                error(pattern),
+                format!("error parsing regexp: {want}"),
+                "{pattern}"
+            );
+        }
+        assert!(is_match("(?:a*)*", "aa"));
+        assert!(is_match("a*?", "aa"));
+        assert!(is_match("(a*)+b", "aab"));
     }
 
     #[test]

@@ -11,10 +11,12 @@ use std::any::Any;
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use hashbrown::{DefaultHashBuilder, HashTable};
 use serde_json::Value as Json;
 
 use super::error::EvalError;
@@ -409,24 +411,89 @@ pub enum Map<'a> {
 }
 
 /// Entries in insertion order, with a hash index once the map is large enough to need one.
+///
+/// Keys behave as in cel-go's map of `ref.Val` (a Go map keyed by interface values): a key
+/// is the same key only with the same kind and value, so `{1: 'a', 1u: 'b', 1.0: 'c'}` has
+/// three entries; a lookup that misses tries the other numeric kinds the way cel-go's
+/// `refValMapAccessor.Find` does (a double as an int then a uint, an int as a uint, a uint
+/// as an int, never an integer as a double). Lists, maps, optionals and library values are
+/// keys by identity in Go (pointers): here each is its own key, never found by lookup.
 #[derive(Debug, Default)]
 pub struct OwnedMap<'a> {
     entries: Vec<(Value<'a>, Value<'a>)>,
-    index: Option<HashMap<KeyRepr, usize>>,
+    /// Entry positions by key, for keys that have a [`KeyRef`].
+    index: Option<(HashTable<usize>, DefaultHashBuilder)>,
 }
 
-/// A map key normalised so that keys equal under CEL equality hash alike (`1`, `1u`, `1.0`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum KeyRepr {
-    Int(i128),
+/// A key as Go compares interface values of cel-go's types: kind and value (`-0.0` is
+/// `0.0`). `None` for keys Go compares by identity, and for NaN (never equal to itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum KeyRef<'k> {
+    Null,
     Bool(bool),
-    Str(Box<str>),
+    Int(i64),
+    Uint(u64),
+    Double(u64),
+    Str(&'k str),
+    Timestamp(super::time::Timestamp),
+    Duration(i64),
+    Type(&'static str),
 }
 
+impl<'k> KeyRef<'k> {
+    #[inline]
+    fn of(v: &'k Value<'_>) -> Option<KeyRef<'k>> {
+        Some(match v {
+            Value::String(s) => KeyRef::Str(s.as_str()),
+            Value::Int(i) => KeyRef::Int(*i),
+            Value::Uint(u) => KeyRef::Uint(*u),
+            Value::Double(d) if d.is_nan() => return None,
+            Value::Double(d) => KeyRef::Double(if *d == 0.0 { 0 } else { d.to_bits() }),
+            Value::Bool(b) => KeyRef::Bool(*b),
+            Value::Null => KeyRef::Null,
+            Value::Timestamp(t) => KeyRef::Timestamp(*t),
+            Value::Duration(d) => KeyRef::Duration(*d),
+            Value::Type(t) => KeyRef::Type(t),
+            _ => return None,
+        })
+    }
+
+    /// The other keys cel-go's `Find` tries after a miss, in its order.
+    fn numeric_fallbacks(self) -> [Option<KeyRef<'static>>; 2] {
+        match self {
+            KeyRef::Double(bits) => {
+                let d = f64::from_bits(bits);
+                [
+                    double_to_i64(d).map(KeyRef::Int),
+                    double_to_u64(d).map(KeyRef::Uint),
+                ]
+            }
+            KeyRef::Int(i) => [u64::try_from(i).ok().map(KeyRef::Uint), None],
+            KeyRef::Uint(u) => [i64::try_from(u).ok().map(KeyRef::Int), None],
+            _ => [None, None],
+        }
+    }
+}
+
+/// `d` as an int64 when the conversion loses nothing (cel-go's `doubleToInt64Lossless`).
+fn double_to_i64(d: f64) -> Option<i64> {
+    // i64::MAX as f64 is 2^63, itself out of range.
+    (d.fract() == 0.0 && d >= -9_223_372_036_854_775_808.0 && d < 9_223_372_036_854_775_808.0)
+        .then_some(d as i64)
+}
+
+/// `d` as a uint64 when the conversion loses nothing (cel-go's `doubleToUint64Lossless`).
+fn double_to_u64(d: f64) -> Option<u64> {
+    (d.fract() == 0.0 && d >= 0.0 && d < 18_446_744_073_709_551_616.0).then_some(d as u64)
+}
+
+/// Entries up to which a lookup scans instead of hashing.
 const INDEX_THRESHOLD: usize = 8;
 
 impl<'a> OwnedMap<'a> {
-    /// Builds a map, refusing duplicate keys (`Failed with repeated key`), as cel-go does.
+    /// Builds a map whose keys are known to be distinct, refusing a repeated key
+    /// (`Failed with repeated key`): for maps built from data (query parameters, CRD
+    /// objects), where a repeat is a bug in the builder.
     pub fn from_entries(entries: Vec<(Value<'a>, Value<'a>)>) -> Result<Self, EvalError> {
         let mut m = OwnedMap {
             entries: Vec::with_capacity(entries.len()),
@@ -438,12 +505,56 @@ impl<'a> OwnedMap<'a> {
         Ok(m)
     }
 
+    /// Builds a map as cel-go builds a map literal (a Go map assigned entry by entry): a
+    /// repeated key keeps its first place and takes the last value.
+    pub fn literal(entries: Vec<(Value<'a>, Value<'a>)>) -> Result<Self, EvalError> {
+        let mut m = OwnedMap::with_capacity(entries.len());
+        for (k, v) in entries {
+            m.assign(k, v)?;
+        }
+        Ok(m)
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        OwnedMap {
+            entries: Vec::with_capacity(n),
+            index: None,
+        }
+    }
+
+    /// `m[k] = v` on cel-go's Go map: replaces the value of exactly `k`, else adds the entry.
+    /// Only a bytes key is refused (Go cannot hash a byte slice; cel-go panics).
+    pub fn assign(&mut self, k: Value<'a>, v: Value<'a>) -> Result<(), EvalError> {
+        if matches!(k, Value::Bytes(_)) {
+            return Err(EvalError::new("unsupported key type: bytes"));
+        }
+        match KeyRef::of(&k).and_then(|r| self.find_exact(r)) {
+            Some(i) => {
+                if let Some(slot) = self.entries.get_mut(i) {
+                    slot.1 = v;
+                }
+            }
+            None => self.push(k, v),
+        }
+        Ok(())
+    }
+
+    /// `delete(m, k)` on cel-go's Go map: removes exactly `k` (an absent optional entry of
+    /// a literal, `{?k: optional.none()}`, removes an earlier `k`).
+    pub fn unassign(&mut self, k: &Value<'_>) {
+        if let Some(i) = KeyRef::of(k).and_then(|r| self.find_exact(r)) {
+            self.entries.remove(i);
+            // Positions moved: the index is rebuilt by the next insertion that needs it
+            // (lookups scan until then).
+            self.index = None;
+        }
+    }
+
+    /// Adds an entry unless [`Map::get`] would already find its key (cel-go's
+    /// `mutableMap.Insert`, which `transformMap` uses): a repeat is `Failed with repeated key`.
     pub fn insert_new(&mut self, k: Value<'a>, v: Value<'a>) -> Result<(), EvalError> {
-        if KeyRepr::of(&k).is_none() {
-            return Err(EvalError::new(format!(
-                "unsupported key type: {}",
-                k.type_name()
-            )));
+        if matches!(k, Value::Bytes(_)) {
+            return Err(EvalError::new("unsupported key type: bytes"));
         }
         if self.find(&k).is_some() {
             return Err(EvalError::new(format!(
@@ -451,34 +562,61 @@ impl<'a> OwnedMap<'a> {
                 k.debug_string()
             )));
         }
-        self.entries.push((k, v));
-        let n = self.entries.len();
-        if n > INDEX_THRESHOLD {
-            let index = self.index.get_or_insert_with(|| {
-                let mut h = HashMap::with_capacity(n * 2);
-                for (i, (k, _)) in self.entries[..n - 1].iter().enumerate() {
-                    if let Some(r) = KeyRepr::of(k) {
-                        h.insert(r, i);
-                    }
-                }
-                h
-            });
-            if let Some(r) = KeyRepr::of(&self.entries[n - 1].0) {
-                index.insert(r, n - 1);
-            }
-        }
+        self.push(k, v);
         Ok(())
     }
 
-    fn find(&self, key: &Value<'a>) -> Option<usize> {
-        let repr = KeyRepr::of(key)?;
-        match &self.index {
-            Some(h) => h.get(&repr).copied(),
-            None => self
-                .entries
-                .iter()
-                .position(|(k, _)| KeyRepr::of(k).as_ref() == Some(&repr)),
+    fn push(&mut self, k: Value<'a>, v: Value<'a>) {
+        self.entries.push((k, v));
+        let n = self.entries.len();
+        if n <= INDEX_THRESHOLD {
+            return;
         }
+        let entries = &self.entries;
+        let (table, hasher) = self.index.get_or_insert_with(|| {
+            let hasher = DefaultHashBuilder::default();
+            let mut table = HashTable::with_capacity(n * 2);
+            for (i, (k, _)) in entries.iter().enumerate().take(n - 1) {
+                if let Some(r) = KeyRef::of(k) {
+                    table.insert_unique(hasher.hash_one(r), i, |&j| rehash(entries, &hasher, j));
+                }
+            }
+            (table, hasher)
+        });
+        if let Some(r) = entries.last().and_then(|(k, _)| KeyRef::of(k)) {
+            table.insert_unique(hasher.hash_one(r), n - 1, |&j| rehash(entries, hasher, j));
+        }
+    }
+
+    /// The entry whose key is exactly `key` (same kind and value).
+    #[inline]
+    fn find_exact(&self, key: KeyRef<'_>) -> Option<usize> {
+        let same = |i: usize| {
+            self.entries
+                .get(i)
+                .and_then(|(k, _)| KeyRef::of(k))
+                .is_some_and(|r| r == key)
+        };
+        match &self.index {
+            Some((table, hasher)) => table.find(hasher.hash_one(key), |&i| same(i)).copied(),
+            None => (0..self.entries.len()).find(|&i| same(i)),
+        }
+    }
+
+    /// The entry cel-go's `refValMapAccessor.Find` finds for `key`.
+    fn find(&self, key: &Value<'_>) -> Option<usize> {
+        let r = KeyRef::of(key)?;
+        self.find_exact(r).or_else(|| {
+            r.numeric_fallbacks()
+                .into_iter()
+                .flatten()
+                .find_map(|alt| self.find_exact(alt))
+        })
+    }
+
+    #[inline]
+    fn value_at(&self, i: usize) -> Option<Value<'a>> {
+        self.entries.get(i).map(|(_, v)| v.clone())
     }
 
     pub fn len(&self) -> usize {
@@ -494,17 +632,12 @@ impl<'a> OwnedMap<'a> {
     }
 }
 
-impl KeyRepr {
-    fn of(v: &Value<'_>) -> Option<KeyRepr> {
-        Some(match v {
-            Value::Int(i) => KeyRepr::Int(i128::from(*i)),
-            Value::Uint(u) => KeyRepr::Int(i128::from(*u)),
-            Value::Double(d) if d.fract() == 0.0 && d.abs() < 1.9e19 => KeyRepr::Int(*d as i128),
-            Value::Bool(b) => KeyRepr::Bool(*b),
-            Value::String(s) => KeyRepr::Str(s.as_str().into()),
-            _ => return None,
-        })
-    }
+/// The hash of entry `i`'s key, for the table to grow (only indexed entries are asked).
+fn rehash(entries: &[(Value<'_>, Value<'_>)], hasher: &DefaultHashBuilder, i: usize) -> u64 {
+    entries
+        .get(i)
+        .and_then(|(k, _)| KeyRef::of(k))
+        .map_or(0, |r| hasher.hash_one(r))
 }
 
 impl<'a> Map<'a> {
@@ -534,7 +667,7 @@ impl<'a> Map<'a> {
                 Value::String(s) => r.get(s.as_str()).map(Value::from_doc),
                 _ => None,
             },
-            Map::Owned(m) => m.find(key).map(|i| m.entries[i].1.clone()),
+            Map::Owned(m) => m.value_at(m.find(key)?),
         }
     }
 
@@ -542,9 +675,8 @@ impl<'a> Map<'a> {
         match self {
             Map::Json(m) => m.get(key).map(Value::from_json),
             Map::Doc(r) => r.get(key).map(Value::from_doc),
-            Map::Owned(m) => m
-                .find(&Value::String(Str::Borrowed(key)))
-                .map(|i| m.entries[i].1.clone()),
+            // A string key is found only as a string: no fallback to try.
+            Map::Owned(m) => m.value_at(m.find_exact(KeyRef::Str(key))?),
         }
     }
 
@@ -612,6 +744,11 @@ pub trait Opaque: fmt::Debug + Send + Sync + 'static {
     fn type_name(&self) -> &'static str;
     fn equals(&self, other: &dyn Opaque) -> bool;
     fn as_any(&self) -> &dyn Any;
+    /// Whether `==` with another value of this type is an answer. Kubernetes' authorizer
+    /// types refuse it (`no such overload`) even between two of them.
+    fn comparable(&self) -> bool {
+        true
+    }
     /// `string(x)`, for the types that define it.
     fn to_cel_string(&self) -> Option<String> {
         None
@@ -975,6 +1112,88 @@ mod tests {
             .collect();
         let big = Map::Owned(Arc::new(OwnedMap::from_entries(many).unwrap()));
         assert!(big.get(&Value::Uint(19)).unwrap().equals(&Value::Int(38)));
+    }
+
+    fn owned(m: OwnedMap<'static>) -> Map<'static> {
+        Map::Owned(Arc::new(m))
+    }
+
+    #[test]
+    fn literal_keys_follow_cel_go_go_map() {
+        // Keys of different numeric kinds are distinct entries; a repeat takes the last value.
+        let m = OwnedMap::literal(vec![
+            (Value::Int(1), Value::string("a")),
+            (Value::Uint(1), Value::string("b")),
+            (Value::Double(1.0), Value::string("c")),
+            (Value::string("k"), Value::Int(1)),
+            (Value::string("k"), Value::Int(2)),
+            (Value::Null, Value::Int(3)),
+            (Value::list(vec![Value::Int(1)]), Value::Int(4)),
+            (Value::list(vec![Value::Int(1)]), Value::Int(5)),
+        ])
+        .unwrap();
+        assert_eq!(m.len(), 7);
+        let m = owned(m);
+        assert!(m.get_str("k").unwrap().equals(&Value::Int(2)));
+        assert!(m.get(&Value::Uint(1)).unwrap().equals(&Value::string("b")));
+        assert!(m
+            .get(&Value::Double(1.0))
+            .unwrap()
+            .equals(&Value::string("c")));
+        assert!(m.get(&Value::Null).unwrap().equals(&Value::Int(3)));
+        // Lists are keys by identity: never found again.
+        assert!(m.get(&Value::list(vec![Value::Int(1)])).is_none());
+        assert!(
+            OwnedMap::literal(vec![(Value::Bytes(b"x".as_slice().into()), Value::Null)]).is_err()
+        );
+    }
+
+    #[test]
+    fn lookup_falls_back_as_cel_go_find() {
+        // A double finds an int or uint key; an int never finds a double key.
+        let ints = owned(OwnedMap::literal(vec![(Value::Int(1), Value::Int(1))]).unwrap());
+        let doubles = owned(OwnedMap::literal(vec![(Value::Double(1.0), Value::Int(1))]).unwrap());
+        assert!(ints.get(&Value::Double(1.0)).is_some());
+        assert!(doubles.get(&Value::Int(1)).is_none());
+        assert!(doubles.get(&Value::Double(-0.0)).is_none());
+        let uints = owned(OwnedMap::literal(vec![(Value::Uint(2), Value::Int(1))]).unwrap());
+        assert!(uints.get(&Value::Int(2)).is_some());
+        assert!(uints.get(&Value::Double(2.0)).is_some());
+        assert!(ints.get(&Value::Double(1.5)).is_none());
+        // So map equality is one-sided, as cel-go's: `{1.0: 1} == {1: 1}`, not the reverse.
+        let (i, d) = (Value::Map(ints), Value::Map(doubles));
+        assert!(d.equals(&i));
+        assert!(!i.equals(&d));
+        // NaN is never the same key.
+        let nan = OwnedMap::literal(vec![
+            (Value::Double(f64::NAN), Value::Int(1)),
+            (Value::Double(f64::NAN), Value::Int(2)),
+        ])
+        .unwrap();
+        assert_eq!(nan.len(), 2);
+        assert!(owned(nan).get(&Value::Double(f64::NAN)).is_none());
+    }
+
+    #[test]
+    fn large_literal_uses_the_index_and_survives_removal() {
+        let mut m = OwnedMap::with_capacity(0);
+        for i in 0..20 {
+            m.assign(Value::Int(i), Value::Int(i)).unwrap();
+            m.assign(Value::string(format!("s{i}")), Value::Int(i))
+                .unwrap();
+        }
+        m.assign(Value::Int(7), Value::Int(70)).unwrap();
+        assert_eq!(m.len(), 40);
+        m.unassign(&Value::string("s3"));
+        m.unassign(&Value::Uint(4)); // not exactly a key: nothing removed
+        assert_eq!(m.len(), 39);
+        m.assign(Value::string("late"), Value::Int(-1)).unwrap();
+        let m = owned(m);
+        assert!(m.get(&Value::Uint(7)).unwrap().equals(&Value::Int(70)));
+        assert!(m.get_str("s3").is_none());
+        assert!(m.get_str("s19").unwrap().equals(&Value::Int(19)));
+        assert!(m.get_str("late").unwrap().equals(&Value::Int(-1)));
+        assert!(m.get(&Value::Double(4.0)).unwrap().equals(&Value::Int(4)));
     }
 
     #[test]

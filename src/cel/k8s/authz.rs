@@ -22,8 +22,10 @@ pub enum Principal {
 }
 
 impl Principal {
-    /// The user a check is made for: the request's user, or the identity a service account's
-    /// token authenticates as.
+    /// The user a check is made for: the request's user, or the service account's user as
+    /// Kubernetes' `serviceAccount()` builds it (apiserver `ServiceAccountInfo.UserInfo()`):
+    /// its two service-account groups only. `system:authenticated` is added by
+    /// authentication, which this user never goes through (recorded from Kubernetes 1.32).
     pub fn user(&self, request_user: &UserInfo) -> UserInfo {
         match self {
             Principal::RequestUser => request_user.clone(),
@@ -32,7 +34,6 @@ impl Principal {
                 groups: vec![
                     "system:serviceaccounts".into(),
                     format!("system:serviceaccounts:{namespace}"),
-                    "system:authenticated".into(),
                 ],
                 ..UserInfo::default()
             },
@@ -168,6 +169,10 @@ macro_rules! opaque {
                 $name
             }
             fn equals(&self, _: &dyn Opaque) -> bool {
+                false
+            }
+            // `receiverOnlyObjectVal.Equal` expects its own embedded type, which no value is.
+            fn comparable(&self) -> bool {
                 false
             }
             fn as_any(&self) -> &dyn Any {
@@ -418,4 +423,29 @@ pub fn register(add: Register<'_>) {
         error,
         Cost::One,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_account_principal_has_only_its_service_account_groups() {
+        let someone = UserInfo {
+            username: "alice".into(),
+            groups: vec!["system:authenticated".into()],
+            ..UserInfo::default()
+        };
+        let sa = Principal::ServiceAccount {
+            namespace: "ci".into(),
+            name: "deployer".into(),
+        }
+        .user(&someone);
+        assert_eq!(sa.username, "system:serviceaccount:ci:deployer");
+        assert_eq!(
+            sa.groups,
+            ["system:serviceaccounts", "system:serviceaccounts:ci"]
+        );
+        assert_eq!(Principal::RequestUser.user(&someone), someone);
+    }
 }

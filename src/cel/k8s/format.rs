@@ -108,10 +108,12 @@ const GO_STD_ENCODING: GeneralPurpose = GeneralPurpose::new(
         .with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
 );
 
-/// Go's `base64.StdEncoding.DecodeString` acceptance (newlines are ignored).
+/// strfmt's `byte` check in Kubernetes (govalidator's `IsBase64`, a regular expression):
+/// whole groups of four standard characters, the last one possibly padded; so not empty and
+/// no line breaks (recorded from Kubernetes 1.32: `format.byte().validate('')` fails). Any
+/// value in the unused bits of the last character passes, as the expression does not look.
 fn is_base64(s: &str) -> bool {
-    let data: Vec<u8> = s.bytes().filter(|b| *b != b'\r' && *b != b'\n').collect();
-    GO_STD_ENCODING.decode(data).is_ok()
+    !s.is_empty() && !s.contains(['\r', '\n']) && GO_STD_ENCODING.decode(s).is_ok()
 }
 
 /// Go's `time.Parse("2006-01-02", s)`.
@@ -305,6 +307,8 @@ mod tests {
         assert!(validate_named("uuid", "123e4567-e89b-12d3-a456-426614174000").is_empty());
         assert!(!validate_named("uuid", "123e4567").is_empty());
         assert!(validate_named("byte", "aGVsbG8=").is_empty());
+        assert!(!validate_named("byte", "").is_empty());
+        assert!(!validate_named("byte", "aGVs\nbG8=").is_empty());
         assert!(!validate_named("byte", "aGVsbG8").is_empty());
         assert!(validate_named("date", "2021-01-01").is_empty());
         assert!(!validate_named("date", "2021-02-30").is_empty());

@@ -5,11 +5,14 @@
 //! one suffix (binary `Ki`..`Ei`, decimal `n u m k M G T P E`, or an exponent `e<int>`). The
 //! value is exact: like apimachinery it is rounded up (away from zero) to nano precision, and a
 //! binary-suffixed value is capped at 2^63-1. celgate holds it as an `i128` count of
-//! nano-units, exact up to about 1.7e29; a larger quantity is refused with a clear error where
-//! apimachinery would use an unbounded decimal. Its text is apimachinery's `String()`: the
-//! parsed text where `ParseQuantity` keeps it, else the canonical form (`1.5` is `1500m`).
+//! nano-units times a power of ten (kept at 1 whenever the count fits), so any quantity with
+//! up to 38 significant digits is exact (`1e1000` is, as apimachinery's unbounded `inf.Dec`
+//! keeps it); more digits than that are refused with a clear error. Its text is
+//! apimachinery's `String()`: the parsed text where `ParseQuantity` keeps it, else the
+//! canonical form (`1.5` is `1500m`, `1e1000` is `10e999`).
 
 use std::any::Any;
+use std::cmp::Ordering;
 
 use crate::cel::error::EvalError;
 use crate::cel::overload::{since, str_arg, Cost, Register, R};
@@ -25,8 +28,11 @@ const SUFFIX: &str = "unable to parse quantity's suffix";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Quantity {
-    /// The value in nano-units.
+    /// The value in nano-units, times `10^scale`.
     pub nanos: i128,
+    /// 0 unless the value does not fit an `i128` of nano-units; then `nanos` has no trailing
+    /// zero. So two quantities are equal exactly when both fields are.
+    pub scale: u32,
     /// How apimachinery writes it, from the suffix it was parsed with.
     pub format: Format,
     /// The text it was parsed from, when apimachinery's `ParseQuantity` keeps it as the
@@ -57,7 +63,7 @@ impl Opaque for Quantity {
         other
             .as_any()
             .downcast_ref::<Quantity>()
-            .is_some_and(|o| o.nanos == self.nanos)
+            .is_some_and(|o| (o.nanos, o.scale) == (self.nanos, self.scale))
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -65,7 +71,7 @@ impl Opaque for Quantity {
     fn to_cel_string(&self) -> Option<String> {
         Some(match &self.text {
             Some(text) => text.to_string(),
-            None => canonical(self.nanos, self.format),
+            None => canonical(self.nanos, self.scale, self.format),
         })
     }
 }
@@ -169,35 +175,43 @@ pub fn parse(s: &str) -> Result<Quantity, EvalError> {
     }
     // Into nano-units, rounding up away from zero as apimachinery does (`inf.RoundUp`).
     let shift = exp10 + 9;
-    let too_large = || err("quantity is too large for celgate's exact range (about 1.7e29)");
-    let mut nanos: i128 = if digits.is_empty() {
-        0
+    let too_large = || err(TOO_LARGE);
+    // Trailing zeros only scale: `1e1000` is one digit.
+    let significant = digits.trim_end_matches('0');
+    let shift = shift + (digits.len() - significant.len()) as i64;
+    let digits = significant;
+    let (mut nanos, mut scale): (i128, u32) = if digits.is_empty() {
+        (0, 0)
     } else if shift >= 0 {
-        if digits.len() as i64 + shift > 38 {
+        if digits.len() > 38 {
             return Err(too_large());
         }
         let base: i128 = digits.parse().map_err(|_| err(NUMERIC))?;
-        base.checked_mul(10i128.pow(shift as u32))
-            .ok_or_else(too_large)?
+        let shift = u32::try_from(shift).map_err(|_| too_large())?;
+        normalize(base, shift)
     } else {
         let cut = (-shift) as usize;
         if cut >= digits.len() {
-            1
+            (1, 0)
         } else {
             let (keep, dropped) = digits.split_at(digits.len() - cut);
             if keep.len() > 38 {
                 return Err(too_large());
             }
             let kept: i128 = keep.parse().map_err(|_| err(NUMERIC))?;
-            kept + i128::from(dropped.bytes().any(|c| c != b'0'))
+            (kept + i128::from(dropped.bytes().any(|c| c != b'0')), 0)
         }
     };
     if binary > 0 {
         // Binary quantities are capped at the largest int64 (apimachinery's maxAllowed).
         let cap = i128::from(i64::MAX) * NANOS;
-        nanos = nanos
-            .checked_mul(1i128 << binary)
-            .map_or(cap, |v| v.min(cap));
+        nanos = match scale {
+            0 => nanos
+                .checked_mul(1i128 << binary)
+                .map_or(cap, |v| v.min(cap)),
+            _ => cap,
+        };
+        scale = 0;
     }
     let format = if binary > 0 {
         Format::BinarySi
@@ -210,6 +224,7 @@ pub fn parse(s: &str) -> Result<Quantity, EvalError> {
     let text = (fast == Some(true)).then(|| s.into());
     Ok(Quantity {
         nanos: if positive { nanos } else { -nanos },
+        scale,
         format,
         text,
         int64: fast.is_some(),
@@ -255,11 +270,75 @@ fn quantity_of(v: &Value<'_>) -> Result<Quantity, EvalError> {
         .ok_or_else(EvalError::no_such_overload)
 }
 
+/// `m·10^scale` nano-units in the representation's normal form: `scale` 0 when the count
+/// fits an `i128`, else no trailing zero in `m`.
+fn normalize(m: i128, scale: u32) -> (i128, u32) {
+    if let Some(n) = 10i128.checked_pow(scale).and_then(|p| m.checked_mul(p)) {
+        return (n, 0);
+    }
+    let (mut m, mut scale) = (m, scale);
+    while m != 0 && m % 10 == 0 {
+        m /= 10;
+        scale += 1;
+    }
+    (m, scale)
+}
+
+/// `|a| · 10^by`, or `None` when it does not fit an `i128`.
+fn scaled(a: i128, by: u32) -> Option<i128> {
+    10i128.checked_pow(by).and_then(|p| a.checked_mul(p))
+}
+
+/// The two quantities' nano counts at the smaller of their scales, with that scale; `None`
+/// when the larger one does not fit there.
+fn aligned(a: &Quantity, b: (i128, u32)) -> Option<(i128, i128, u32)> {
+    let (bn, bs) = b;
+    let low = a.scale.min(bs);
+    Some((scaled(a.nanos, a.scale - low)?, scaled(bn, bs - low)?, low))
+}
+
+/// Orders two quantities by value.
+fn cmp_quantity(a: &Quantity, b: &Quantity) -> Ordering {
+    if a.scale == b.scale {
+        return a.nanos.cmp(&b.nanos);
+    }
+    match a.nanos.signum().cmp(&b.nanos.signum()) {
+        Ordering::Equal => {}
+        other => return other,
+    }
+    // Same sign, both non-zero: compare magnitudes, first by their number of digits.
+    let (x, y) = (a.nanos.unsigned_abs(), b.nanos.unsigned_abs());
+    let width = |m: u128, scale: u32| u64::from(m.ilog10()) + u64::from(scale);
+    let magnitude = width(x, a.scale).cmp(&width(y, b.scale)).then_with(|| {
+        // As many digits: bring the larger scale down; overflowing means larger.
+        if a.scale > b.scale {
+            10u128
+                .checked_pow(a.scale - b.scale)
+                .and_then(|p| x.checked_mul(p))
+                .map_or(Ordering::Greater, |x| x.cmp(&y))
+        } else {
+            10u128
+                .checked_pow(b.scale - a.scale)
+                .and_then(|p| y.checked_mul(p))
+                .map_or(Ordering::Less, |y| x.cmp(&y))
+        }
+    });
+    if a.nanos > 0 {
+        magnitude
+    } else {
+        magnitude.reverse()
+    }
+}
+
+const TOO_LARGE: &str = "quantity is too large for celgate's exact range (38 significant digits)";
+
 /// An `add`/`sub` result: apimachinery's `Add`/`Sub` keep the receiver's format, and an
 /// int64 amount while both operands are.
-fn from_nanos<'a>(nanos: i128, format: Format, int64: bool) -> R<'a> {
+fn from_nanos<'a>(nanos: i128, scale: u32, format: Format, int64: bool) -> R<'a> {
+    let (nanos, scale) = normalize(nanos, scale);
     Ok(Value::opaque(Quantity {
         nanos,
+        scale,
         format,
         text: None,
         int64,
@@ -271,14 +350,14 @@ fn from_nanos<'a>(nanos: i128, format: Format, int64: bool) -> R<'a> {
 /// of 1024 that divides it (`Ki`..`Ei`); anything else as an integer mantissa and a power
 /// of ten that is a multiple of 3, written as an SI suffix (`m`, `k`...) or, for exponent
 /// quantities and powers with no suffix, as `e<exp>`.
-fn canonical(nanos: i128, format: Format) -> String {
+fn canonical(nanos: i128, scale: u32, format: Format) -> String {
     if nanos == 0 {
         return "0".into();
     }
     let sign = if nanos < 0 { "-" } else { "" };
     let abs = nanos.unsigned_abs();
     let whole = abs.is_multiple_of(NANOS as u128);
-    if format == Format::BinarySi && whole && abs >= 1024 * NANOS as u128 {
+    if scale == 0 && format == Format::BinarySi && whole && abs >= 1024 * NANOS as u128 {
         let (mut amount, mut power) = (abs / NANOS as u128, 0usize);
         while amount % 1024 == 0 && power < 6 {
             amount /= 1024;
@@ -289,17 +368,16 @@ fn canonical(nanos: i128, format: Format) -> String {
             .unwrap_or(&"");
         return format!("{sign}{amount}{suffix}");
     }
-    // The mantissa without trailing zeros, its exponent made a multiple of 3.
-    let (mut amount, mut exp) = (abs, -9i32);
-    while amount % 10 == 0 {
-        amount /= 10;
-        exp += 1;
-    }
-    // (A mantissa near the top of the i128 range stays as it is rather than overflow.)
+    // The mantissa without trailing zeros, its exponent made a multiple of 3 (in digits:
+    // apimachinery's is an unbounded integer).
+    let digits = abs.to_string();
+    let significant = digits.trim_end_matches('0');
+    let exp = i64::from(scale) - 9 + (digits.len() - significant.len()) as i64;
     let shift = exp.rem_euclid(3);
-    if let Some(scaled) = amount.checked_mul(10u128.pow(shift as u32)) {
-        (amount, exp) = (scaled, exp - shift);
-    }
+    let (amount, exp) = (
+        format!("{significant}{}", "0".repeat(shift as usize)),
+        exp - shift,
+    );
     let si = match exp {
         -9 => Some("n"),
         -6 => Some("u"),
@@ -333,7 +411,7 @@ fn sign<'a>(a: &[Value<'a>]) -> R<'a> {
 }
 
 fn as_int64(q: &Quantity) -> Option<i64> {
-    if !q.int64 || q.nanos % NANOS != 0 {
+    if !q.int64 || q.scale != 0 || q.nanos % NANOS != 0 {
         return None;
     }
     i64::try_from(q.nanos / NANOS).ok()
@@ -350,58 +428,87 @@ fn as_integer<'a>(a: &[Value<'a>]) -> R<'a> {
 }
 
 fn as_approximate_float<'a>(a: &[Value<'a>]) -> R<'a> {
-    Ok(Value::Double(
-        quantity_of(&a[0])?.nanos as f64 / NANOS as f64,
-    ))
+    let q = quantity_of(&a[0])?;
+    if q.scale == 0 {
+        return Ok(Value::Double(q.nanos as f64 / NANOS as f64));
+    }
+    // apimachinery's `AsApproximateFloat64`: an int64 amount (`1e1000` is one) is its value
+    // times `math.Pow10(scale)`; a decimal is its unscaled integer (nano-units) as the
+    // nearest float, times `math.Pow10(-9)`.
+    let exp = i64::from(q.scale) - 9;
+    Ok(Value::Double(if q.int64 {
+        q.nanos as f64 * go_pow10(exp)
+    } else {
+        let unscaled: f64 = format!("{}e{}", q.nanos, q.scale)
+            .parse()
+            .unwrap_or(f64::NAN);
+        unscaled * go_pow10(-9)
+    }))
 }
 
-/// The argument of `add`/`sub`: a quantity, or an int of whole units.
-/// (With whether apimachinery holds it as an int64 amount.)
-fn operand(v: &Value<'_>) -> Result<(i128, bool), EvalError> {
+/// Go's `math.Pow10`: a product (or quotient) of two table entries, infinite above 1e308.
+fn go_pow10(n: i64) -> f64 {
+    let entry = |e: i64| format!("1e{e}").parse::<f64>().unwrap_or(f64::NAN);
+    match n {
+        0..=308 => entry(n / 32 * 32) * entry(n % 32),
+        -323..=-1 => entry(n / 32 * 32) / entry(-n % 32),
+        n if n > 0 => f64::INFINITY,
+        _ => 0.0,
+    }
+}
+
+/// The argument of `add`/`sub`: a quantity, or an int of whole units, as nano-units times
+/// a power of ten (with whether apimachinery holds it as an int64 amount).
+fn operand(v: &Value<'_>) -> Result<(i128, u32, bool), EvalError> {
     match v {
-        Value::Int(i) => Ok((i128::from(*i) * NANOS, true)),
+        Value::Int(i) => Ok((i128::from(*i) * NANOS, 0, true)),
         other => {
             let q = quantity_of(other)?;
-            Ok((q.nanos, q.int64))
+            Ok((q.nanos, q.scale, q.int64))
         }
     }
 }
 
-fn add_quantity<'a>(a: &[Value<'a>]) -> R<'a> {
+/// `add` (`negate` false) or `sub`: exact within 38 significant digits at the smaller
+/// scale, else an error (apimachinery's decimal is unbounded).
+fn add_or_sub<'a>(a: &[Value<'a>], negate: bool) -> R<'a> {
     let q = quantity_of(&a[0])?;
-    let (y, y_int64) = operand(&a[1])?;
-    let sum = q.nanos.checked_add(y);
-    sum.map_or_else(
+    let (y, y_scale, y_int64) = operand(&a[1])?;
+    let (x, y, scale) = aligned(&q, (y, y_scale)).ok_or_else(|| EvalError::new(TOO_LARGE))?;
+    let result = if negate {
+        x.checked_sub(y)
+    } else {
+        x.checked_add(y)
+    };
+    result.map_or_else(
         || Err(EvalError::new("quantity overflow")),
-        |n| from_nanos(n, q.format, q.int64 && y_int64),
+        |n| from_nanos(n, scale, q.format, q.int64 && y_int64),
     )
 }
 
+fn add_quantity<'a>(a: &[Value<'a>]) -> R<'a> {
+    add_or_sub(a, false)
+}
+
 fn sub_quantity<'a>(a: &[Value<'a>]) -> R<'a> {
-    let q = quantity_of(&a[0])?;
-    let (y, y_int64) = operand(&a[1])?;
-    let diff = q.nanos.checked_sub(y);
-    diff.map_or_else(
-        || Err(EvalError::new("quantity overflow")),
-        |n| from_nanos(n, q.format, q.int64 && y_int64),
-    )
+    add_or_sub(a, true)
 }
 
 fn compare_to<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Int(
-        quantity_of(&a[0])?.nanos.cmp(&quantity_of(&a[1])?.nanos) as i64,
+        cmp_quantity(&quantity_of(&a[0])?, &quantity_of(&a[1])?) as i64,
     ))
 }
 
 fn is_greater_than<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Bool(
-        quantity_of(&a[0])?.nanos > quantity_of(&a[1])?.nanos,
+        cmp_quantity(&quantity_of(&a[0])?, &quantity_of(&a[1])?) == Ordering::Greater,
     ))
 }
 
 fn is_less_than<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Bool(
-        quantity_of(&a[0])?.nanos < quantity_of(&a[1])?.nanos,
+        cmp_quantity(&quantity_of(&a[0])?, &quantity_of(&a[1])?) == Ordering::Less,
     ))
 }
 
@@ -532,7 +639,60 @@ mod tests {
         assert!(matches!(is_integer(&[sum]), Ok(Value::Bool(true))));
         let sum = add_quantity(&[Value::opaque(parse("1.5Gi").unwrap()), Value::Int(2)]).unwrap();
         assert!(matches!(is_integer(&[sum]), Ok(Value::Bool(false))));
-        assert_eq!(canonical(50_020 * NANOS, Format::DecimalSi), "50020");
+        assert_eq!(canonical(50_020 * NANOS, 0, Format::DecimalSi), "50020");
+    }
+
+    #[test]
+    fn quantities_beyond_i128_nanos_stay_exact() {
+        let q = |s: &str| parse(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        let text = |s: &str| q(s).to_cel_string().unwrap();
+        // Recorded from Kubernetes 1.32 (k8s.quantity): apimachinery's decimal is unbounded.
+        assert_eq!(text("1e1000"), "10e999");
+        assert_eq!(
+            text("999999999999999999999999999999999"),
+            "999999999999999999999999999999999"
+        );
+        assert_eq!(text("-1e+308"), "-100e306");
+        assert_eq!(text("2E"), "2E");
+        assert_eq!(text("1000000000000000000000000000000000E"), "1e51");
+        // Held as an int64 amount by apimachinery (value 1, scale 1000), yet no integer.
+        assert!(q("1e1000").int64 && as_int64(&q("1e1000")).is_none());
+        // Order and equality across representations.
+        let order = |a: &str, b: &str| cmp_quantity(&q(a), &q(b));
+        assert_eq!(order("1e1000", "1e999"), Ordering::Greater);
+        assert_eq!(order("-1e1000", "-1e999"), Ordering::Less);
+        assert_eq!(
+            order("1e40", "99999999999999999999999999999999999999e2"),
+            Ordering::Greater
+        );
+        assert_eq!(
+            order("1e40", "99999999999999999999999999999999999999e3"),
+            Ordering::Less
+        );
+        assert_eq!(order("1e40", "1e30"), Ordering::Greater);
+        assert_eq!(order("1e40", "-1"), Ordering::Greater);
+        assert_eq!(order("10e39", "1e40"), Ordering::Equal);
+        assert!(q("10e39").equals(&q("1e40")));
+        assert!(!q("1e40").equals(&q("1e41")));
+        // Arithmetic that fits 38 significant digits at the smaller scale.
+        let sum = add_quantity(&[Value::opaque(q("1e40")), Value::opaque(q("1e40"))]).unwrap();
+        assert_eq!(
+            sum.as_opaque::<Quantity>()
+                .unwrap()
+                .to_cel_string()
+                .unwrap(),
+            "20e39"
+        );
+        let diff = sub_quantity(&[Value::opaque(q("1e40")), Value::opaque(q("1e40"))]).unwrap();
+        assert_eq!(diff.as_opaque::<Quantity>().unwrap().nanos, 0);
+        assert!(add_quantity(&[Value::opaque(q("1e1000")), Value::Int(1)]).is_err());
+        // Beyond 38 significant digits: refused, not rounded.
+        assert!(parse("1234567890123456789012345678901234567890").is_err());
+        // A binary suffix still caps.
+        assert_eq!(
+            n("100000000000000000000000000000000000000000Ki"),
+            i128::from(i64::MAX) * NANOS
+        );
     }
 
     #[test]

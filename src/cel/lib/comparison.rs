@@ -26,9 +26,21 @@ pub fn ne<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
 
 /// CEL equality. Comparing lists or maps walks them, whatever `==` was charged (cel-go charges
 /// by the outer sizes: `[big] == [big]` costs 1), so that walk watches the deadline.
+///
+/// cel-go answers `x == y` with `x.Equal(y)` once neither is null, and the Kubernetes library
+/// types answer `no such overload` for a value of another type (`dyn(quantity('1')) == 1`),
+/// the authorizer types for any value; the other way round (`1 == dyn(quantity('1'))`) is
+/// false, as cel-go's own types answer.
 #[inline]
 pub fn equal(cx: &Ctx<'_>, x: &Value<'_>, y: &Value<'_>) -> Result<bool, EvalError> {
     match (x, y) {
+        (Value::Opaque(_), Value::Null) => Ok(false),
+        (Value::Opaque(a), other) => match other {
+            Value::Opaque(b) if a.comparable() && a.type_name() == b.type_name() => {
+                Ok(a.equals(b.as_ref()))
+            }
+            _ => Err(EvalError::no_such_overload()),
+        },
         (Value::List(_), Value::List(_))
         | (Value::Map(_), Value::Map(_))
         | (Value::Optional(_), Value::Optional(_)) => {

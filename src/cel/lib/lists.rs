@@ -24,26 +24,42 @@ pub fn size<'a>(a: &[Value<'a>]) -> R<'a> {
         .map_or_else(no_overload, Ok)
 }
 
-fn cmp_strict(x: &Value<'_>, y: &Value<'_>) -> Result<Ordering, EvalError> {
-    if std::mem::discriminant(x) != std::mem::discriminant(y) {
-        return Err(EvalError::no_such_overload());
+/// An element as Kubernetes' lists library takes it: a `traits.Comparer` (a number, bool,
+/// string, bytes, duration or timestamp), else `no such overload`.
+fn comparer<'v, 'a>(e: &'v Value<'a>) -> Result<&'v Value<'a>, EvalError> {
+    match e {
+        Value::Bool(_)
+        | Value::Int(_)
+        | Value::Uint(_)
+        | Value::Double(_)
+        | Value::String(_)
+        | Value::Bytes(_)
+        | Value::Duration(_)
+        | Value::Timestamp(_) => Ok(e),
+        _ => Err(EvalError::no_such_overload()),
     }
-    Ok(x.compare(y)?.unwrap_or(Ordering::Equal))
+}
+
+/// `x.Compare(y)` as the lists library reads it: only an answer counts. Kinds that do not
+/// compare (`1` and `'a'` in a `dyn` list) or a NaN make cel-go's `Compare` an error, which
+/// `isSorted`, `min` and `max` ignore (the pair counts as in order).
+fn compare_or_ignore(x: &Value<'_>, y: &Value<'_>) -> Option<Ordering> {
+    x.compare(y).ok().flatten()
 }
 
 // `isSorted`, `sum`, `min`, `max` are charged a traversal of the list (at least 1 per
 // element), which bounds their walk; they read the list in place.
 
 pub fn is_sorted<'a>(a: &[Value<'a>]) -> R<'a> {
-    let mut it = list_arg(&a[0])?.iter();
-    let Some(mut prev) = it.next() else {
-        return Ok(Value::Bool(true));
-    };
-    for e in it {
-        if cmp_strict(&prev, &e)? == Ordering::Greater {
-            return Ok(Value::Bool(false));
+    let mut prev: Option<Value<'a>> = None;
+    for e in list_arg(&a[0])?.iter() {
+        comparer(&e)?;
+        if let Some(p) = &prev {
+            if compare_or_ignore(p, &e) == Some(Ordering::Greater) {
+                return Ok(Value::Bool(false));
+            }
         }
-        prev = e;
+        prev = Some(e);
     }
     Ok(Value::Bool(true))
 }
@@ -84,25 +100,25 @@ pub fn sum_duration<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
     sum_from(cx, a, Value::Duration(0))
 }
 
-fn extreme<'a>(a: &[Value<'a>], want: Ordering, name: &str) -> R<'a> {
-    let mut it = list_arg(&a[0])?.iter();
-    let mut best = it
-        .next()
-        .ok_or_else(|| EvalError::new(format!("{name} called on empty list")))?;
-    for e in it {
-        if cmp_strict(&e, &best)? == want {
-            best = e;
+/// `min` (`replace` is `Greater`: the kept value is above the next) and `max` (`Less`).
+fn extreme<'a>(a: &[Value<'a>], replace: Ordering, name: &str) -> R<'a> {
+    let mut best: Option<Value<'a>> = None;
+    for e in list_arg(&a[0])?.iter() {
+        comparer(&e)?;
+        match &best {
+            Some(b) if compare_or_ignore(b, &e) != Some(replace) => {}
+            _ => best = Some(e),
         }
     }
-    Ok(best)
+    best.ok_or_else(|| EvalError::new(format!("{name} called on empty list")))
 }
 
 pub fn min<'a>(a: &[Value<'a>]) -> R<'a> {
-    extreme(a, Ordering::Less, "min")
+    extreme(a, Ordering::Greater, "min")
 }
 
 pub fn max<'a>(a: &[Value<'a>]) -> R<'a> {
-    extreme(a, Ordering::Greater, "max")
+    extreme(a, Ordering::Less, "max")
 }
 
 pub fn includes<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
@@ -289,12 +305,6 @@ pub(super) fn register(b: &mut Builder) {
         size,
         Cost::One,
     );
-    b.always(
-        "isSorted",
-        &["list(A).() bool"],
-        is_sorted,
-        Cost::Walk(cost_traversal),
-    );
     b.always_cx(
         "sum",
         &["list(int).() int"],
@@ -320,7 +330,7 @@ pub(super) fn register(b: &mut Builder) {
         Cost::Walk(cost_traversal),
     );
     // One overload per comparable element type, as Kubernetes declares them: a list of lists
-    // or maps has no minimum (a compile error, not a run-time one).
+    // or maps has no minimum and is not sorted (a compile error, not a run-time one).
     const COMPARABLE: [&str; 8] = [
         "list(int).() int",
         "list(uint).() uint",
@@ -331,6 +341,21 @@ pub(super) fn register(b: &mut Builder) {
         "list(string).() string",
         "list(bytes).() bytes",
     ];
+    b.always(
+        "isSorted",
+        &[
+            "list(int).() bool",
+            "list(uint).() bool",
+            "list(double).() bool",
+            "list(bool).() bool",
+            "list(duration).() bool",
+            "list(timestamp).() bool",
+            "list(string).() bool",
+            "list(bytes).() bool",
+        ],
+        is_sorted,
+        Cost::Walk(cost_traversal),
+    );
     b.always("min", &COMPARABLE, min, Cost::Walk(cost_traversal));
     b.always("max", &COMPARABLE, max, Cost::Walk(cost_traversal));
     b.at_cx(

@@ -240,7 +240,7 @@ mod tests {
             spec,
             serde_json::json!({
                 "user": "system:serviceaccount:team:bot",
-                "groups": ["system:serviceaccounts", "system:serviceaccounts:team", "system:authenticated"],
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:team"],
                 "resourceAttributes": {"group": "", "version": "*", "resource": "secrets", "namespace": "team", "verb": "list", "labelSelector": {"rawSelector": "app=web"}}
             })
         );
