@@ -1275,3 +1275,53 @@ fn lists_library_ignores_comparisons_cel_go_refuses() {
         .unwrap_err()
         .starts_with("compile:"));
 }
+
+/// Evaluates `expr` (no variables bound) in the VAP environment of Kubernetes 1.`minor`.
+fn eval_at(minor: u16, expr: &str) -> Result<serde_json::Value, String> {
+    let (env, _) = vap_env(
+        minor,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
+    let program = env
+        .compile(expr)
+        .map_err(|e| format!("compile: {}", e.message()))?;
+    let vars = vec![Value::Null; env.variables().len()];
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+    program
+        .eval(&vars, &mut meter)
+        .map(|v| v.to_json())
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_failed_two_variable_comprehension_range_follows_the_cel_go_version() {
+    // cel-go v0.22 (Kubernetes 1.32, recorded): the two-variable fold reports the range's
+    // Go type; v0.23 (1.33) returns the range's own error first.
+    let expr = "{'k': 'a', 'l': 'abc'.charAt(-1)}.transformMap(k, v, v + '1')";
+    assert_eq!(
+        eval_at(32, expr),
+        Err("unsupported comprehension range type: *types.Err".to_string())
+    );
+    assert_eq!(eval_at(33, expr), Err("index out of range: -1".to_string()));
+    assert_eq!(
+        eval_at(32, "{'a': [1][2]}.all(k, v, v > 0)"),
+        Err("unsupported comprehension range type: *types.Err".to_string())
+    );
+    // One-variable comprehensions return the range's error in every version.
+    assert_eq!(
+        eval_at(32, "{'a': [1][2]}.all(k, k != '')"),
+        Err("index out of bounds: 2".to_string())
+    );
+    // A range that is no list or map, in a two-variable comprehension.
+    assert_eq!(
+        eval_at(33, "dyn('ab').all(i, v, true)"),
+        Err("unsupported comprehension range type: types.String".to_string())
+    );
+    assert_eq!(
+        eval_at(33, "dyn('ab').all(v, true)"),
+        Err("got 'types.String', expected iterable type".to_string())
+    );
+}

@@ -1317,6 +1317,7 @@ impl<'e> Checker<'e> {
             kind: c.kind,
             range,
             two_vars: c.var2.is_some(),
+            range_error_hidden: c.var2.is_some() && self.env.version < since::FOLD_RANGE_ERROR,
             filter,
             body,
         };

@@ -165,6 +165,9 @@ pub struct Comprehension {
     pub kind: MacroKind,
     pub range: Node,
     pub two_vars: bool,
+    /// cel-go v0.22 (Kubernetes 1.32): a two-variable comprehension whose range fails
+    /// reports `unsupported comprehension range type: *types.Err` instead of the error.
+    pub range_error_hidden: bool,
     pub filter: Option<Node>,
     pub body: Node,
 }
@@ -851,7 +854,15 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     fn comprehension(&mut self, c: &Comprehension) -> R<'a> {
         use MacroKind::*;
         let before = self.meter.cost;
-        let range = self.eval(&c.range)?;
+        let range = match self.eval(&c.range) {
+            Ok(v) => v,
+            Err(e) if c.range_error_hidden && !e.is_cancelled() => {
+                return Err(EvalError::new(
+                    "unsupported comprehension range type: *types.Err",
+                ))
+            }
+            Err(e) => return Err(e),
+        };
         match c.kind {
             OptMap | OptFlatMap => {
                 let spent = self.meter.cost.saturating_sub(before);
@@ -878,7 +889,12 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             (Value::Map(m), true) => {
                 self.iterate(c, m.entries().into_iter().map(|(k, v)| (k, Some(v))))
             }
-            (other, _) => Err(not_iterable(other)),
+            // cel-go's two-variable fold names the range's Go type its own way.
+            (other, true) => Err(go_type_name(other)
+                .map_or_else(EvalError::no_such_overload, |t| {
+                    EvalError::new(format!("unsupported comprehension range type: {t}"))
+                })),
+            (other, false) => Err(not_iterable(other)),
         }
     }
 
@@ -1160,7 +1176,15 @@ impl<'a> Bind<'a> for (Value<'a>, Option<Value<'a>>) {
 /// value's Go type (`got 'types.Int', expected iterable type`).
 #[cold]
 fn not_iterable(v: &Value<'_>) -> EvalError {
-    let go_type = match v {
+    match go_type_name(v) {
+        Some(go_type) => EvalError::new(format!("got '{go_type}', expected iterable type")),
+        None => EvalError::no_such_overload(),
+    }
+}
+
+/// The Go type of cel-go's value for `v` (its `%T`), for the scalar kinds.
+fn go_type_name(v: &Value<'_>) -> Option<&'static str> {
+    Some(match v {
         Value::Null => "types.Null",
         Value::Bool(_) => "types.Bool",
         Value::Int(_) => "types.Int",
@@ -1171,9 +1195,8 @@ fn not_iterable(v: &Value<'_>) -> EvalError {
         Value::Timestamp(_) => "types.Timestamp",
         Value::Duration(_) => "types.Duration",
         Value::Optional(_) => "*types.Optional",
-        _ => return EvalError::no_such_overload(),
-    };
-    EvalError::new(format!("got '{go_type}', expected iterable type"))
+        _ => return None,
+    })
 }
 
 /// Keeps the first error of a fold that goes on after it; a cancellation stops the fold.

@@ -146,6 +146,9 @@ pub mod since {
     pub const K8S_LISTS_V1: u16 = 37;
     /// cel-go v0.23: `first`, `last`, `optional.unwrap`/`unwrapOpt`, the `existsOne` macro.
     pub const OPTIONAL_V23: u16 = 33;
+    /// cel-go v0.23: a comprehension whose range fails returns that error; before, a
+    /// two-variable one reported `unsupported comprehension range type: *types.Err`.
+    pub const FOLD_RANGE_ERROR: u16 = 33;
     /// `containsCIDR` masks the contained prefix (kubernetes/kubernetes#130450).
     pub const CONTAINS_CIDR_MASKED: u16 = 33;
     /// Never offered to the checker: an overload the checker substitutes itself (the

@@ -478,13 +478,13 @@ impl<'k> KeyRef<'k> {
 /// `d` as an int64 when the conversion loses nothing (cel-go's `doubleToInt64Lossless`).
 fn double_to_i64(d: f64) -> Option<i64> {
     // i64::MAX as f64 is 2^63, itself out of range.
-    (d.fract() == 0.0 && d >= -9_223_372_036_854_775_808.0 && d < 9_223_372_036_854_775_808.0)
+    (d.fract() == 0.0 && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&d))
         .then_some(d as i64)
 }
 
 /// `d` as a uint64 when the conversion loses nothing (cel-go's `doubleToUint64Lossless`).
 fn double_to_u64(d: f64) -> Option<u64> {
-    (d.fract() == 0.0 && d >= 0.0 && d < 18_446_744_073_709_551_616.0).then_some(d as u64)
+    (d.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&d)).then_some(d as u64)
 }
 
 /// Entries up to which a lookup scans instead of hashing.

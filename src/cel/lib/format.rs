@@ -258,8 +258,9 @@ fn locale_scientific(d: f64) -> String {
     format!("{mantissa}\u{202f}×\u{202f}10{sign}{digits}")
 }
 
-/// `%s`: strings plain at the top level; inside lists and maps strings are quoted and
-/// doubles carry six decimals.
+/// `%s`: strings and bytes plain at the top level; inside lists and maps they are quoted
+/// (bytes as `b"..."`) and doubles carry six decimals. Bytes must be UTF-8 (cel-go converts
+/// them with `string()`).
 fn format_string_clause(out: &mut Out<'_, '_>, v: &Value<'_>, top: bool) -> Result<(), EvalError> {
     let text = match v {
         Value::String(s) if top => return out.push_str(s.as_str()),
@@ -270,7 +271,16 @@ fn format_string_clause(out: &mut Out<'_, '_>, v: &Value<'_>, top: bool) -> Resu
         Value::Uint(u) => u.to_string(),
         Value::Double(d) if top => format_double(*d),
         Value::Double(d) => format!("{d:.6}"),
-        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        // As `string(b)`, which refuses invalid UTF-8; inside a list quoted as a bytes literal.
+        Value::Bytes(b) => match std::str::from_utf8(b) {
+            Ok(text) if top => return out.push_str(text),
+            Ok(text) => format!("b{text:?}"),
+            Err(_) => {
+                return Err(EvalError::new(
+                    "error during formatting: could not convert argument \"invalid UTF-8 in bytes, cannot convert to string\" to string",
+                ))
+            }
+        },
         Value::Timestamp(t) if top => t.to_rfc3339(),
         Value::Timestamp(t) => format!("timestamp(\"{}\")", t.to_rfc3339()),
         Value::Duration(d) if top => format_duration(*d),
@@ -377,6 +387,24 @@ mod tests {
             )),
             "-1,234,567.89|0.000000"
         );
+        // Bytes: plain at the top level, a bytes literal in a list, UTF-8 only (Kubernetes 1.32).
+        let bytes = |b: &[u8]| Value::Bytes(b.into());
+        assert_eq!(
+            text(call(
+                format,
+                &[
+                    s("%s|%s"),
+                    Value::list(vec![bytes(b"x"), Value::list(vec![bytes(b"x")])])
+                ]
+            )),
+            "x|[b\"x\"]"
+        );
+        for arg in [bytes(b"\xff\x00"), Value::list(vec![bytes(b"\xff")])] {
+            assert_eq!(
+                call(format, &[s("%s"), Value::list(vec![arg])]).unwrap_err().message(),
+                "error during formatting: could not convert argument \"invalid UTF-8 in bytes, cannot convert to string\" to string"
+            );
+        }
         assert!(call(format, &[s("%f"), Value::list(vec![Value::Int(1)])]).is_err());
         assert!(call(format, &[s("%d"), Value::list(vec![Value::Double(1.5)])]).is_err());
         assert_eq!(
