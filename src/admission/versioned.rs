@@ -12,7 +12,7 @@ use serde_json::{json, Value as Json};
 use super::convert::convert;
 use super::request::Request;
 use crate::cel::json::{Item, Ref};
-use crate::cel::value::{Map, OwnedMap};
+use crate::cel::value::{Map, OwnedMap, Str};
 use crate::cel::Value;
 use crate::matching::registry::{Conversion, Equivalents, Gvk};
 use crate::matching::Matched;
@@ -156,39 +156,45 @@ fn build<'a>(
 /// AdmissionRequest from the admission attributes): no uid (`dyn(request).uid` is `""`), no
 /// objects (`dyn(request).object` is null: policies read `object`), `dryRun` always present.
 /// `with` replaces further top-level fields. Built once per request and view.
-fn in_tree_request<'a>(r: Ref<'a, 'a>, with: &[(&str, Value<'a>)]) -> Value<'a> {
+fn in_tree_request<'a>(r: Ref<'a, 'a>, with: &[(&'static str, Value<'a>)]) -> Value<'a> {
     let dry_run = r
         .get("dryRun")
         .is_some_and(|d| matches!(d.item(), Item::Bool(true)));
-    let mut fields: Vec<(&str, Value<'a>)> = vec![
-        ("uid", Value::string("")),
+    let mut fields: Vec<(&'static str, Value<'a>)> = Vec::with_capacity(4 + with.len());
+    fields.extend([
+        ("uid", Value::String(Str::Borrowed(""))),
         ("object", Value::Null),
         ("oldObject", Value::Null),
         ("dryRun", Value::Bool(dry_run)),
-    ];
+    ]);
     fields.extend(with.iter().cloned());
     replaced(r, &fields)
 }
 
 /// An object of the review with some top-level fields replaced (or added), the others read
 /// in place.
-fn replaced<'a>(r: Ref<'a, 'a>, with: &[(&str, Value<'a>)]) -> Value<'a> {
-    let mut entries = Vec::new();
+fn replaced<'a>(r: Ref<'a, 'a>, with: &[(&'static str, Value<'a>)]) -> Value<'a> {
+    let members = match r.item() {
+        Item::Object(n) => n as usize,
+        _ => 0,
+    };
+    let mut entries = Vec::with_capacity(members + with.len());
     let mut children = r.children();
     while let Some((k, v)) = children.next_entry() {
         let value = with
             .iter()
             .find(|(key, _)| *key == k)
             .map_or_else(|| Value::from_doc(v), |(_, w)| w.clone());
-        entries.push((Value::String(crate::cel::value::Str::Borrowed(k)), value));
+        entries.push((Value::String(Str::Borrowed(k)), value));
     }
     for (k, w) in with {
         if r.get(k).is_none() {
-            entries.push((Value::string(*k), w.clone()));
+            entries.push((Value::String(Str::Borrowed(k)), w.clone()));
         }
     }
-    // The review's keys are distinct (duplicates are refused when it is decoded).
-    let map = OwnedMap::from_entries(entries).unwrap_or_default();
+    // The review's keys are distinct (repeats are refused when it is decoded), and `with`
+    // replaces a key rather than repeating it.
+    let map = OwnedMap::from_distinct(entries);
     Value::Map(Map::Owned(Arc::new(map)))
 }
 

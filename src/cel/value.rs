@@ -505,6 +505,16 @@ impl<'a> OwnedMap<'a> {
         Ok(m)
     }
 
+    /// A map of keys the caller knows to be distinct (a decoded document's, whose repeats
+    /// were refused), found by scanning: for small maps built once per request, where the
+    /// checks and the index would cost more than the few lookups they save.
+    pub fn from_distinct(entries: Vec<(Value<'a>, Value<'a>)>) -> Self {
+        OwnedMap {
+            entries,
+            index: None,
+        }
+    }
+
     /// Builds a map as cel-go builds a map literal (a Go map assigned entry by entry): a
     /// repeated key keeps its first place and takes the last value.
     pub fn literal(entries: Vec<(Value<'a>, Value<'a>)>) -> Result<Self, EvalError> {
