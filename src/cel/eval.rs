@@ -408,8 +408,13 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 select_in(v, field, false, false)
             }
             Node::Has { operand, field } => {
-                let v = self.eval(operand)?;
-                has(&v, field)
+                let v = self.presence_operand(operand);
+                // cel-go wraps a computed operand in a relative attribute, charged even when
+                // the operand failed.
+                if !operand.is_attribute() && !v.as_ref().is_err_and(|e| e.is_cancelled()) {
+                    self.meter.charge(1)?;
+                }
+                has(&v?, field)
             }
             Node::Index {
                 operand,
@@ -527,6 +532,38 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         };
         self.meter.charge(u64::from(cost))?;
         r
+    }
+
+    /// The operand of `has()`. cel-go resolves a selection chain under a presence test
+    /// qualifier by qualifier (`QualifyIfPresent`), and its cost observer charges a
+    /// qualifier only once it found its field: a chain that fails charges what it read
+    /// before the missing field, not the miss.
+    fn presence_operand(&mut self, n: &Node) -> R<'a> {
+        let Node::Select {
+            operand,
+            field,
+            optional: false,
+            cost,
+            ..
+        } = n
+        else {
+            return self.eval(n);
+        };
+        let inner = self.presence_operand(operand);
+        // The relative attribute around a computed operand is charged whatever it found.
+        let relative = u64::from(cost.saturating_sub(1));
+        if relative > 0 && !inner.as_ref().is_err_and(|e| e.is_cancelled()) {
+            self.meter.charge(relative)?;
+        }
+        let v = inner?;
+        if matches!(v, Value::Optional(_)) {
+            // An optional chain: charged as an ordinary selection.
+            let r = select_in(v, field, false, false);
+            return self.charge_optional(r, 1);
+        }
+        let r = select_in(v, field, false, false)?;
+        self.meter.charge(1)?;
+        Ok(r)
     }
 
     /// A branch of `?:`. cel-go folds an attribute branch into the conditional attribute
