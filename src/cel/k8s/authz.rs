@@ -321,9 +321,14 @@ fn cost_check(_: &[Value<'_>]) -> u64 {
     350_000
 }
 
+/// Kubernetes' `selectorCostEstimate` on the actual length: a list (10), a traversal
+/// (0.1 a character) and a requirement every two characters (each a list and a struct, 50),
+/// each factor rounded up on its own.
 fn cost_selector(a: &[Value<'_>]) -> u64 {
-    let len = a[1].cost_size() as f64;
-    (10.0 + 0.1 * len + 0.5 * len * 50.0).ceil() as u64
+    let len = a.get(1).map_or(0, |s| s.cost_size()) as f64;
+    let parse = (0.1 * len).ceil();
+    let requirements = (0.5 * len).ceil();
+    (10.0 + parse + (requirements * 50.0).ceil()) as u64
 }
 
 pub const AUTHORIZER: &str = "kubernetes.authorization.Authorizer";
