@@ -1003,7 +1003,10 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                     if c.kind == Filter {
                         match self.eval_body(&c.body) {
                             Ok(Value::Bool(true)) => {
-                                self.meter.charge(13)?;
+                                // `@result + [x]`: `@result`, `x`, the list, the `+`.
+                                self.meter.charge_units(2)?;
+                                self.meter.charge(10)?;
+                                self.meter.charge(1)?;
                                 // The element: the variable, or the second of two.
                                 out.push(self.local(slot + usize::from(c.two_vars)));
                             }
@@ -1013,9 +1016,17 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                             Err(e) => fold_error(&mut error, e)?,
                         }
                     } else {
-                        // `@result + [t]`: charged whether `t` failed or not.
+                        // `@result + [t]`: `@result` before `t`, then the list and the `+`,
+                        // charged whether `t` failed or not.
+                        self.meter.charge(1)?;
                         let t = self.eval_body(&c.body);
-                        self.meter.charge(12)?;
+                        if let Err(e) = &t {
+                            if e.is_cancelled() {
+                                return t;
+                            }
+                        }
+                        self.meter.charge(10)?;
+                        self.meter.charge(1)?;
                         match t {
                             Ok(t) if error.is_none() => out.push(t),
                             Ok(_) => {}
@@ -1109,13 +1120,13 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         let mut deadline = Ticker::new(self.meter.deadline, DEADLINE_EVERY);
         for (i, item) in items.into_iter().enumerate() {
             deadline.tick()?;
-            self.meter.charge(cond_cost + 1)?;
+            self.meter.charge_units(cond_cost + 1)?;
             self.bind(item, slot);
             match self.eval_body(&c.body) {
                 Ok(Value::Bool(b)) if b == exists => {
                     // The next element's condition check stops the loop; then `@result`.
                     let stop = if i < last { cond_cost } else { 0 };
-                    self.meter.charge(stop + 1)?;
+                    self.meter.charge_units(stop + 1)?;
                     return Ok(Value::Bool(exists));
                 }
                 Ok(Value::Bool(_)) => {}

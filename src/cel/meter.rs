@@ -65,6 +65,18 @@ impl Meter {
         Ok(())
     }
 
+    /// `n` charges of 1 in a row, as cel-go's tracker observes them one by one: past the
+    /// limit it stops at the first, so the cost reported is the limit plus one.
+    #[inline]
+    pub(crate) fn charge_units(&mut self, n: u64) -> Result<(), EvalError> {
+        self.cost = self.cost.saturating_add(n);
+        if self.cost > self.limit {
+            self.cost = self.cost.min(self.limit.saturating_add(1));
+            return Err(EvalError::cost_limit());
+        }
+        Ok(())
+    }
+
     /// Counts `bytes` about to be built; refuses them (uncounted) past the memory ceiling.
     #[inline]
     pub fn alloc(&mut self, bytes: u64) -> Result<(), EvalError> {
