@@ -359,7 +359,10 @@ impl Lexer<'_> {
                 self.pos += 1;
             }
             if self.pos == digits_start {
-                return Err(self.err(start, "Syntax error: invalid hex literal"));
+                // ANTLR's lexer takes the `0` alone; the `x...` after it is an identifier
+                // the parser then finds extraneous.
+                self.pos = start + 1;
+                return Ok(self.int_suffix(Some(0)));
             }
             let text = &self.src[digits_start..self.pos];
             let value = u64::from_str_radix(text, 16).ok();

@@ -12,6 +12,9 @@ use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind, MapEntry, Sp
 use super::error::{CompileError, SyntaxError};
 use super::lexer::{tokenize_recovering, Tok, Token};
 
+/// cel-go's text for a double literal Go cannot parse (out of range).
+const INVALID_DOUBLE: &str = "invalid double literal";
+
 /// cel-go's default `ExpressionSizeCodePointLimit`.
 pub const MAX_CODE_POINTS: usize = 100_000;
 /// cel-go's default `MaxRecursionDepth`: the deepest expression tree accepted.
@@ -443,7 +446,13 @@ impl Parser<'_> {
             Tok::Int(v) if v <= (i64::MAX as u64) + 1 => {
                 Literal::Int((v as i128).wrapping_neg() as i64)
             }
-            Tok::Double(d) => Literal::Double(-d),
+            Tok::Double(d) if d.is_finite() => Literal::Double(-d),
+            Tok::Double(_) => {
+                return Err(SyntaxError {
+                    offset: start,
+                    message: INVALID_DOUBLE.into(),
+                });
+            }
             _ => {
                 return Err(SyntaxError {
                     offset: start,
@@ -596,7 +605,13 @@ impl Parser<'_> {
                 message: "invalid uint literal".into(),
             }),
             Tok::Uint(v) => lit(Literal::Uint(v)),
-            Tok::Double(d) => lit(Literal::Double(d)),
+            // Go's ParseFloat refuses a literal beyond the largest double (cel-go keeps
+            // its error); Rust's gives infinity.
+            Tok::Double(d) if d.is_finite() => lit(Literal::Double(d)),
+            Tok::Double(_) => Err(SyntaxError {
+                offset: start,
+                message: INVALID_DOUBLE.into(),
+            }),
             Tok::Str(s) => lit(Literal::String(s)),
             Tok::Bytes(b) => lit(Literal::Bytes(b)),
             Tok::True => lit(Literal::Bool(true)),
