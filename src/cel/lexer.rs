@@ -566,7 +566,12 @@ fn push_code(buf: &mut Vec<u8>, v: u32, bytes: bool) -> Option<()> {
         buf.push(u8::try_from(v).ok()?);
         return Some(());
     }
-    let ch = char::from_u32(v)?;
+    if v > u32::from(char::MAX) {
+        return None;
+    }
+    // A surrogate half is no character: Go's utf8.EncodeRune, as cel-go uses it, writes
+    // U+FFFD for it.
+    let ch = char::from_u32(v).unwrap_or(char::REPLACEMENT_CHARACTER);
     let mut tmp = [0u8; 4];
     buf.extend_from_slice(ch.encode_utf8(&mut tmp).as_bytes());
     Some(())
