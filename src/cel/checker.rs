@@ -1199,17 +1199,19 @@ impl<'e> Checker<'e> {
         }
         // The two-argument `existsOne` arrived with cel-go v0.23 (Kubernetes 1.33); the
         // three-argument one is the two-variable comprehension of 1.32.
-        if c.name == "existsOne" && c.var2.is_none() && self.env.version < since::OPTIONAL_V23 {
-            return self.undeclared(e, "existsOne");
-        }
+        let one_variable_exists_one =
+            c.name == "existsOne" && c.var2.is_none() && self.env.version < since::OPTIONAL_V23;
         let two_variable = matches!(c.kind, All | Exists | ExistsOne) && c.var2.is_some()
             || matches!(c.kind, TransformList | TransformMap | TransformMapEntry);
-        if two_variable && self.env.version < since::TWO_VAR_COMPREHENSIONS {
+        if one_variable_exists_one
+            || two_variable && self.env.version < since::TWO_VAR_COMPREHENSIONS
+        {
             // Without the macro, cel-go checks a plain call: the function is undeclared, and
-            // so are the two variable names and whatever the other arguments use of them.
+            // so are the variable names and whatever the other arguments use of them.
             let msg = |n: &str| format!("undeclared reference to '{n}' (in container '')");
             self.issue(e, msg(c.name));
-            for (name, pos) in self.call_arg_idents(e.pos as usize, 2) {
+            let vars = if c.var2.is_some() { 2 } else { 1 };
+            for (name, pos) in self.call_arg_idents(e.pos as usize, vars) {
                 if !self.is_local(&name) {
                     self.issues
                         .borrow_mut()
