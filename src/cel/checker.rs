@@ -377,6 +377,10 @@ impl<'e> Checker<'e> {
             ExprKind::Map { entries } => {
                 let mut nodes = Vec::with_capacity(entries.len());
                 let (mut kt, mut vt): (Option<Type>, Option<Type>) = (None, None);
+                // The checker's own types (what the map is to whatever uses it), apart from
+                // the validator's first-entry types it compares with.
+                let (mut kj, mut vj): (Option<Type>, Option<Type>) = (None, None);
+                let mut mismatched = (false, false);
                 for entry in entries {
                     let (kn, k) = self.check(&entry.key)?;
                     let (vn, mut v) = self.check(&entry.value)?;
@@ -391,18 +395,30 @@ impl<'e> Checker<'e> {
                     }
                     // cel-go's validator compares every key and every value with the first
                     // entry's, and reports each that differs.
+                    kj = Some(join(kj.as_ref().unwrap_or(&k), &k).unwrap_or(Type::Dyn));
                     kt = Some(match self.homogeneous(&entry.key, kt.clone(), k) {
                         Ok(t) => t,
-                        Err(first) => first,
+                        Err(first) => {
+                            mismatched.0 = true;
+                            first
+                        }
                     });
                     if !(entry.optional && is_optional_none(&entry.value)) {
+                        vj = Some(join(vj.as_ref().unwrap_or(&v), &v).unwrap_or(Type::Dyn));
                         vt = Some(match self.homogeneous(&entry.value, vt.clone(), v) {
                             Ok(t) => t,
-                            Err(first) => first,
+                            Err(first) => {
+                                mismatched.1 = true;
+                                first
+                            }
                         });
                     }
                     nodes.push((kn, vn, entry.optional));
                 }
+                // After a mismatch the validator's issue stands; whatever uses the map sees
+                // the checker's type (`dyn` elements), as in cel-go.
+                let kt = if mismatched.0 { kj } else { kt };
+                let vt = if mismatched.1 { vj } else { vt };
                 let ty = Type::map(kt.unwrap_or(FREE), vt.unwrap_or(FREE));
                 let node = Node::Map {
                     entries: nodes.into_boxed_slice(),
