@@ -503,8 +503,20 @@ impl Parser<'_> {
                                 message: "Syntax error: missing IDENTIFIER at '<EOF>'".into(),
                             });
                         }
-                        // Keywords (`in`, `true`...) are not names after a dot in cel-go's
-                        // grammar: ANTLR finds no alternative from the dot on.
+                        // A literal keyword after the dot is a token the select rule
+                        // cannot match (recorded for `object.null`).
+                        Tok::Null | Tok::True | Tok::False => {
+                            self.unbump(&name_tok);
+                            let word = self.src.get(name_tok.start..name_tok.end).unwrap_or("");
+                            return Err(SyntaxError {
+                                offset: name_tok.start,
+                                message: format!(
+                                    "Syntax error: mismatched input '{word}' expecting IDENTIFIER"
+                                ),
+                            });
+                        }
+                        // Other keywords (`in`) are not names after a dot in cel-go's grammar:
+                        // ANTLR finds no alternative from the dot on.
                         _ => {
                             self.unbump(&name_tok);
                             let end = if name_tok.kind == Tok::Eof {
