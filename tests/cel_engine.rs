@@ -24,8 +24,19 @@ fn eval_object(
     object: Value<'_>,
     setup: impl FnOnce(&mut Meter),
 ) -> Result<serde_json::Value, String> {
+    eval_in(NEWEST_MINOR, expr, object, setup)
+}
+
+/// Evaluates `expr` in the VAP environment of Kubernetes 1.`minor`, with `object` bound and
+/// a meter set up by `setup`.
+fn eval_in(
+    minor: u16,
+    expr: &str,
+    object: Value<'_>,
+    setup: impl FnOnce(&mut Meter),
+) -> Result<serde_json::Value, String> {
     let (env, slots) = vap_env(
-        NEWEST_MINOR,
+        minor,
         Decls {
             params: false,
             authorizer: false,
@@ -1278,22 +1289,7 @@ fn lists_library_ignores_comparisons_cel_go_refuses() {
 
 /// Evaluates `expr` (no variables bound) in the VAP environment of Kubernetes 1.`minor`.
 fn eval_at(minor: u16, expr: &str) -> Result<serde_json::Value, String> {
-    let (env, _) = vap_env(
-        minor,
-        Decls {
-            params: false,
-            authorizer: false,
-        },
-    );
-    let program = env
-        .compile(expr)
-        .map_err(|e| format!("compile: {}", e.message()))?;
-    let vars = vec![Value::Null; env.variables().len()];
-    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
-    program
-        .eval(&vars, &mut meter)
-        .map(|v| v.to_json())
-        .map_err(|e| e.to_string())
+    eval_in(minor, expr, Value::Null, |_| {})
 }
 
 #[test]
