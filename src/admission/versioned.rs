@@ -160,40 +160,48 @@ fn in_tree_request<'a>(r: Ref<'a, 'a>, with: &[(&'static str, Value<'a>)]) -> Va
     let dry_run = r
         .get("dryRun")
         .is_some_and(|d| matches!(d.item(), Item::Bool(true)));
-    let mut fields: Vec<(&'static str, Value<'a>)> = Vec::with_capacity(4 + with.len());
-    fields.extend([
+    let in_tree = [
         ("uid", Value::String(Str::Borrowed(""))),
         ("object", Value::Null),
         ("oldObject", Value::Null),
         ("dryRun", Value::Bool(dry_run)),
-    ]);
-    fields.extend(with.iter().cloned());
-    replaced(r, &fields)
+    ];
+    replaced_by(r, &in_tree, with)
 }
 
 /// An object of the review with some top-level fields replaced (or added), the others read
 /// in place.
 fn replaced<'a>(r: Ref<'a, 'a>, with: &[(&'static str, Value<'a>)]) -> Value<'a> {
+    replaced_by(r, with, &[])
+}
+
+/// [`replaced`] with the replacements in two slices (no list of them built per request).
+fn replaced_by<'a>(
+    r: Ref<'a, 'a>,
+    first: &[(&'static str, Value<'a>)],
+    then: &[(&'static str, Value<'a>)],
+) -> Value<'a> {
+    let with = || first.iter().chain(then);
     let members = match r.item() {
         Item::Object(n) => n as usize,
         _ => 0,
     };
-    let mut entries = Vec::with_capacity(members + with.len());
+    let mut entries = Vec::with_capacity(members + first.len() + then.len());
     let mut children = r.children();
     while let Some((k, v)) = children.next_entry() {
-        let value = with
-            .iter()
+        let value = with()
             .find(|(key, _)| *key == k)
             .map_or_else(|| Value::from_doc(v), |(_, w)| w.clone());
         entries.push((Value::String(Str::Borrowed(k)), value));
     }
-    for (k, w) in with {
+    for (k, w) in with() {
         if r.get(k).is_none() {
             entries.push((Value::String(Str::Borrowed(k)), w.clone()));
         }
     }
-    // The review's keys are distinct (repeats are refused when it is decoded), and `with`
-    // replaces a key rather than repeating it.
+    // The review's keys are distinct (repeats are refused when it is decoded), and the
+    // replacements name distinct keys (`first` and `then` never share one here), each
+    // replacing a key rather than repeating it.
     let map = OwnedMap::from_distinct(entries);
     Value::Map(Map::Owned(Arc::new(map)))
 }
