@@ -115,6 +115,22 @@ impl Type {
         Type::Map(Box::new(k), Box::new(v))
     }
 
+    /// Whether `null` passes for a value of this type. cel-go's checker keeps its legacy
+    /// rule: null is assignable to messages (objects), the well-known Timestamp and Duration
+    /// messages, and opaque types (optionals and the Kubernetes library types), so
+    /// `null + null` and `int(null)` compile and fail at run time.
+    pub fn nullable(&self) -> bool {
+        matches!(
+            self,
+            Type::Null
+                | Type::Timestamp
+                | Type::Duration
+                | Type::Optional(_)
+                | Type::Opaque(_)
+                | Type::Object(_)
+        )
+    }
+
     pub fn is_dyn(&self) -> bool {
         matches!(self, Type::Dyn)
     }
@@ -331,6 +347,8 @@ impl Bindings {
                 true
             }
             (Type::Object(f), Type::Object(a)) => f.name == a.name,
+            (f, Type::Null) => f.nullable(),
+            (Type::Null, a) => a.nullable(),
             (f, a) => f == a,
         }
     }
@@ -368,9 +386,8 @@ pub fn join(a: &Type, b: &Type) -> Option<Type> {
         (Type::TypeOf(x), Type::TypeOf(y)) => {
             Some(Type::TypeOf(Box::new(join(x, y).unwrap_or(Type::Dyn))))
         }
-        // null is assignable to optional, object and opaque types, as to messages in cel-go.
-        (Type::Null, Type::Optional(_) | Type::Object(_)) => Some(b.clone()),
-        (Type::Optional(_) | Type::Object(_), Type::Null) => Some(a.clone()),
+        (Type::Null, _) if b.nullable() => Some(b.clone()),
+        (_, Type::Null) if a.nullable() => Some(a.clone()),
         (x, y) if x == y => Some(x.clone()),
         _ => None,
     }
@@ -431,5 +448,25 @@ mod tests {
             b.substitute(&Type::Optional(Box::new(Type::Param(b'A')))),
             Type::Optional(Box::new(FREE))
         );
+    }
+
+    #[test]
+    fn null_passes_for_messages_well_known_and_opaque_types_only() {
+        let mut b = Bindings::default();
+        for nullable in [
+            Type::Timestamp,
+            Type::Duration,
+            Type::Opaque("net.IP"),
+            Type::Optional(Box::new(Type::Int)),
+        ] {
+            assert!(b.accepts(&nullable, &Type::Null), "{nullable}");
+            assert!(b.accepts(&Type::list(nullable.clone()), &Type::list(Type::Null)));
+            assert_eq!(join(&Type::Null, &nullable), Some(nullable.clone()));
+            assert_eq!(join(&nullable, &Type::Null), Some(nullable.clone()));
+        }
+        for plain in [Type::Int, Type::String, Type::Bytes, Type::list(Type::Int)] {
+            assert!(!b.accepts(&plain, &Type::Null), "{plain}");
+            assert_eq!(join(&Type::Null, &plain), None);
+        }
     }
 }
