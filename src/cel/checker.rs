@@ -8,14 +8,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
-use super::env::{Env, VarKind};
+use super::env::{Env, VarKind, VARIABLES_TYPE};
 use super::error::{issue_at, CompileError, Issue};
 use super::eval::{Callee, Comprehension as CNode, Evaluator, Node, RegexOp};
 use super::json::Key;
 use super::library::functions as table;
 use super::meter::Meter;
 use super::overload::{since, Function, Overload};
-use super::types::{join, Bindings, Type, FREE};
+use super::types::{join, Bindings, ObjectType, Type, FREE};
 use super::value::{Map, OwnedMap, Value};
 
 pub(crate) struct Checker<'e> {
@@ -440,9 +440,13 @@ impl<'e> Checker<'e> {
         if let Some((slot, var)) = self.env.variable(name) {
             return match &var.kind {
                 VarKind::Plain => Ok((Node::Var(slot), var.ty.clone())),
-                VarKind::Lazy(_) => {
-                    Err(self.err(e, format!("'{name}' can only be used to select a variable")))
-                }
+                VarKind::Lazy(fields) => Ok((
+                    Node::Variables,
+                    Type::Object(Arc::new(ObjectType {
+                        name: VARIABLES_TYPE.to_string(),
+                        fields: fields.clone(),
+                    })),
+                )),
             };
         }
         if let Some((_, rt)) = TYPE_NAMES.iter().find(|(n, _)| *n == name) {
@@ -498,7 +502,14 @@ impl<'e> Checker<'e> {
                     let Some(index) = fields.iter().position(|(n, _)| n == field) else {
                         return Err(self.err(nodes[k].1, format!("undefined field '{field}'")));
                     };
-                    (Node::Lazy(index), fields[index].1.clone(), &nodes[k + 1..])
+                    (
+                        Node::Lazy {
+                            index,
+                            optional: false,
+                        },
+                        fields[index].1.clone(),
+                        &nodes[k + 1..],
+                    )
                 }
             };
             if k == 1 && rest.is_empty() && matches!(var.kind, VarKind::Plain) {
@@ -550,6 +561,19 @@ impl<'e> Checker<'e> {
         };
         let field_ty = match &base {
             Type::Object(o) => match o.field(field) {
+                // `variables.?x`: a composited variable, read as `variables.x` is.
+                Some(t) if matches!(node, Node::Variables) => {
+                    let index = o.fields.iter().position(|(n, _)| n == field);
+                    let ty = if optional {
+                        Type::Optional(Box::new(t.clone()))
+                    } else {
+                        t.clone()
+                    };
+                    return match index {
+                        Some(index) => Ok((Node::Lazy { index, optional }, ty)),
+                        None => Err(self.err(e, format!("undefined field '{field}'"))),
+                    };
+                }
                 Some(t) => t.clone(),
                 None => return Err(self.err(e, format!("undefined field '{field}'"))),
             },

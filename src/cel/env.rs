@@ -60,9 +60,13 @@ pub struct Variable {
 pub enum VarKind {
     Plain,
     /// A map of composited variables, each computed on first use: the fields and their
-    /// types, in declaration order.
+    /// types, in declaration order. Used bare, it is an object of type [`VARIABLES_TYPE`].
     Lazy(Vec<(String, Type)>),
 }
+
+/// The type name of the composited variables as a whole, as Kubernetes' composition
+/// environment declares it (`type(variables)`).
+pub const VARIABLES_TYPE: &str = "kubernetes.variables";
 
 /// Everything an expression is compiled against.
 #[derive(Debug, Clone)]

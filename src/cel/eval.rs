@@ -35,8 +35,13 @@ pub enum Node {
     /// A comprehension variable, by its position on the local stack.
     Local(usize),
     /// A composited variable (`variables.name`), by index; evaluated on demand by the
-    /// activation.
-    Lazy(usize),
+    /// activation. `optional` for `variables.?name`, which always finds a declared variable.
+    Lazy {
+        index: usize,
+        optional: bool,
+    },
+    /// The composited variables as a whole (`variables` not followed by a selection).
+    Variables,
     Select {
         operand: Box<Node>,
         field: Key,
@@ -103,7 +108,8 @@ impl Node {
             self,
             Node::Var(_)
                 | Node::Local(_)
-                | Node::Lazy(_)
+                | Node::Lazy { .. }
+                | Node::Variables
                 | Node::Select { .. }
                 | Node::Index { .. }
                 | Node::Cond(_)
@@ -323,6 +329,25 @@ fn no_overload_error(
     ))
 }
 
+/// The composited variables as a value: Kubernetes' lazy map of type `kubernetes.variables`.
+/// Its fields are read through the activation ([`Activation::lazy`]); the checker resolves
+/// each selection on it to [`Node::Lazy`], so the value itself only answers `type()` and
+/// equality (one evaluation has one such object, and cel-go compares it by identity).
+#[derive(Debug)]
+pub struct VariablesObject;
+
+impl super::value::Opaque for VariablesObject {
+    fn type_name(&self) -> &'static str {
+        super::env::VARIABLES_TYPE
+    }
+    fn equals(&self, other: &dyn super::value::Opaque) -> bool {
+        other.as_any().is::<VariablesObject>()
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
 /// Where the values of declared variables come from during one evaluation.
 pub trait Activation<'a> {
     /// The value of the declared variable in `slot`.
@@ -384,10 +409,19 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 self.meter.charge(1)?;
                 Ok(self.locals[*i].clone())
             }
-            Node::Lazy(i) => {
+            Node::Lazy { index, optional } => {
                 // cel-go charges the `variables` identifier and the field selection.
                 self.meter.charge(2)?;
-                self.act.lazy(*i)
+                let v = self.act.lazy(*index)?;
+                Ok(if *optional {
+                    Value::Optional(Some(Arc::new(v)))
+                } else {
+                    v
+                })
+            }
+            Node::Variables => {
+                self.meter.charge(1)?;
+                Ok(Value::opaque(VariablesObject))
             }
             Node::Select {
                 operand,

@@ -199,12 +199,19 @@ impl Harness {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             program.eval(&act, &mut meter)
         }));
+        // Taken now: encoding the `variables` object reads every variable, uncharged.
+        let variables_cost = lazy.cost.get();
         let mut record = JsonMap::new();
         match result {
             Ok(Ok(v)) => {
                 record.insert("outcome".into(), "value".into());
                 record.insert("type".into(), Json::String(v.type_name().to_string()));
-                record.insert("value".into(), encode(&v));
+                let value = if is_variables(&v) {
+                    lazy.encode_all()
+                } else {
+                    encode(&v)
+                };
+                record.insert("value".into(), value);
             }
             Ok(Err(e)) => {
                 record.insert("outcome".into(), "eval_error".into());
@@ -222,7 +229,6 @@ impl Harness {
             }
         }
         record.insert("cost".into(), json!(meter.cost));
-        let variables_cost = lazy.cost.get();
         if variables_cost > 0 {
             record.insert("variables_cost".into(), json!(variables_cost));
         }
@@ -311,6 +317,25 @@ impl<'a> Lazy<'a, '_> {
         }
         result
     }
+
+    /// The `variables` object as the README encodes it: every variable by name, its value
+    /// or its error. Read after the expression's cost was taken, as the recorder did.
+    fn encode_all(&self) -> Json {
+        let mut map = JsonMap::new();
+        for (index, (name, _)) in self.variables.iter().enumerate() {
+            let entry = match self.get(index) {
+                Ok(v) => encode(&v),
+                Err(e) => json!({ "error": e.message() }),
+            };
+            map.insert(name.clone(), entry);
+        }
+        json!({ "map": map })
+    }
+}
+
+/// Whether `v` is the composited variables object itself (`variables` used bare).
+fn is_variables(v: &Value<'_>) -> bool {
+    matches!(v, Value::Opaque(o) if o.type_name() == celgate::cel::env::VARIABLES_TYPE)
 }
 
 struct Act<'a, 'h> {
