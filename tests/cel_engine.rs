@@ -1321,3 +1321,39 @@ fn a_failed_two_variable_comprehension_range_follows_the_cel_go_version() {
         Err("got 'types.String', expected iterable type".to_string())
     );
 }
+
+#[test]
+fn membership_in_a_constant_empty_list_is_false_without_evaluating_the_element() {
+    // cel-go's OptOptimize folds it: the failing element is never evaluated or charged.
+    assert_eq!(
+        eval_with("object.missing in []", json!({})),
+        Ok(json!(false))
+    );
+    assert_eq!(cost("object.missing in []", json!({})), 0);
+    // Only an empty constant list: a non-empty one still evaluates the element.
+    assert_eq!(
+        eval_with("object.missing in [1]", json!({})),
+        Err("no such key: missing".to_string())
+    );
+    // Without the optimiser the element is evaluated, as cel-go without OptOptimize.
+    let (mut env, slots) = vap_env(
+        NEWEST_MINOR,
+        Decls {
+            params: false,
+            authorizer: false,
+        },
+    );
+    env.optimize = false;
+    let program = env.compile("object.missing in []").unwrap();
+    let object = json!({});
+    let mut vars = vec![Value::Null; env.variables().len()];
+    vars[slots.object] = Value::from_json(&object);
+    let mut meter = Meter::with_limit(PER_CALL_LIMIT);
+    assert_eq!(
+        program
+            .eval(&vars, &mut meter)
+            .map(|v| v.to_json())
+            .map_err(|e| e.to_string()),
+        Err("no such key: missing".to_string())
+    );
+}

@@ -939,6 +939,14 @@ impl<'e> Checker<'e> {
             }
         }
         let first = matching[0];
+        if self.set_membership(f, &nodes).is_some()
+            && matches!(nodes.get(1), Some(Node::Const(Value::List(l))) if l.is_empty())
+        {
+            // cel-go's `OptOptimize` (`maybeOptimizeSetMembership`) makes membership in a
+            // constant empty list the constant false: the element is never evaluated, so an
+            // element that would fail does not.
+            return Ok((Node::Const(Value::Bool(false)), ty));
+        }
         let imp = if let Some(set) = self.set_membership(f, &nodes) {
             Callee::Static(set)
         } else if matching.iter().all(|o| o.imp.same(&first.imp)) {

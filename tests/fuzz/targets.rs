@@ -286,10 +286,13 @@ fn conforms(ty: &Type, v: &Value<'_>) -> bool {
     }
 }
 
-/// `typed`: whether the result must have the checked type. Not after an explicit `dyn()`:
-/// CEL's gradual typing lets a `dyn` receiver take a type parameter from an argument, so
-/// cel-go itself types `dyn(optional.of(0)).orValue(0u)` as `uint` and evaluates it to the
-/// int 0 (found by the evaluation fuzzer; celgate types it the same way).
+/// `typed`: whether the result must have the checked type. Not when a `dyn` value is about
+/// (an explicit `dyn()` or the untyped `object`): CEL's gradual typing lets a `dyn` receiver
+/// take a type parameter from an argument or a later overload, so cel-go itself types
+/// `dyn(optional.of(0)).orValue(0u)` as `uint` and evaluates it to the int 0, and
+/// `object.l.reverse().min()` as `int` (the first `min` overload binds the free element
+/// type) while it evaluates to whatever `object.l` holds (found by the evaluation fuzzer;
+/// celgate types both the same way).
 #[allow(clippy::ptr_arg)] // `Vec` is the activation type.
 fn evaluate(p: &Program, vars: &Vec<Value<'_>>, typed: bool) -> Result<Outcome, String> {
     let mut meter = Meter::with_limit(PER_CALL_LIMIT);
@@ -362,7 +365,7 @@ fn compile(env: &Env, expr: &str) -> Result<Result<Program, String>, String> {
 /// over serde_json (cost included).
 pub fn check_expr(expr: &str, object: &[u8]) -> Result<(), String> {
     let e = envs();
-    let typed = !expr.contains("dyn(");
+    let typed = !expr.contains("dyn(") && !expr.contains("object");
     let optimized = compile(&e.optimized, expr)?;
     let plain = compile(&e.plain, expr)?;
     let (po, pp) = match (optimized, plain) {
@@ -405,7 +408,16 @@ pub fn check_expr(expr: &str, object: &[u8]) -> Result<(), String> {
             short(&o_json)
         ));
     }
-    if !o_doc.cancelled && !p_doc.cancelled && o_doc.result != p_doc.result {
+    // The one folding that changes a result: the optimiser makes `x in []` false without
+    // evaluating `x` (cel-go's OptOptimize), where the plain program meets `x`'s error.
+    let folded_away = p_doc.result.is_err() && {
+        let squeezed: String = expr
+            .chars()
+            .filter(|c| !c.is_whitespace() && !matches!(c, '(' | ')'))
+            .collect();
+        squeezed.contains("in[]")
+    };
+    if !o_doc.cancelled && !p_doc.cancelled && o_doc.result != p_doc.result && !folded_away {
         return Err(format!(
             "with and without the optimiser: {:?} vs {:?}",
             short(&o_doc),
