@@ -60,6 +60,16 @@ fn eval(expr: &str) -> Result<serde_json::Value, String> {
 }
 
 fn cost(expr: &str, object: serde_json::Value) -> u64 {
+    let (cost, result) = cost_and_result(expr, object);
+    result.unwrap();
+    cost
+}
+
+/// What evaluating `expr` cost, and its value or error.
+fn cost_and_result(
+    expr: &str,
+    object: serde_json::Value,
+) -> (u64, Result<serde_json::Value, String>) {
     let (env, slots) = vap_env(
         NEWEST_MINOR,
         Decls {
@@ -71,8 +81,11 @@ fn cost(expr: &str, object: serde_json::Value) -> u64 {
     let mut vars = vec![Value::Null; env.variables().len()];
     vars[slots.object] = Value::from_json(&object);
     let mut meter = Meter::with_limit(PER_CALL_LIMIT);
-    program.eval(&vars, &mut meter).unwrap();
-    meter.cost
+    let result = program
+        .eval(&vars, &mut meter)
+        .map(|v| v.to_json())
+        .map_err(|e| e.to_string());
+    (meter.cost, result)
 }
 
 #[test]
@@ -1355,5 +1368,24 @@ fn membership_in_a_constant_empty_list_is_false_without_evaluating_the_element()
             .map(|v| v.to_json())
             .map_err(|e| e.to_string()),
         Err("no such key: missing".to_string())
+    );
+}
+
+#[test]
+fn concatenation_is_priced_by_its_checked_overload_even_when_an_operand_failed() {
+    let object = json!({"name": "web-frontend", "other": "abc"});
+    // cel-go prices `string + string` by the overload id the checker chose: the failed
+    // substring counts 1, so ⌈0.1 · (1 + 12)⌉ = 2 on top of 1 (substring) and 2 (the select).
+    assert_eq!(
+        cost_and_result("'9090'.substring(0, -1) + object.name", object.clone()),
+        (
+            5,
+            Err("invalid substring range. start: 0, end: -1".to_string())
+        )
+    );
+    // Two `dyn` operands leave several overloads: no id, cel-go's default of 1.
+    assert_eq!(
+        cost_and_result("object.name + object.other", object),
+        (5, Ok(json!("web-frontendabc")))
     );
 }

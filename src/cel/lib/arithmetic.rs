@@ -176,31 +176,41 @@ pub fn neg<'a>(a: &[Value<'a>]) -> R<'a> {
     }
 }
 
-fn cost_add(a: &[Value<'_>]) -> u64 {
-    match (&a[0], &a[1]) {
-        (Value::String(_), Value::String(_)) | (Value::Bytes(_), Value::Bytes(_)) => {
-            ((a[0].cost_size() + a[1].cost_size()) as f64 * 0.1).ceil() as u64
-        }
-        _ => 1,
-    }
+/// String and bytes concatenation: ⌈0.1 · (size(a) + size(b))⌉. cel-go prices it by the
+/// checked overload id, so it holds whatever the operands turn out to be (an operand that
+/// failed counts 1); the other `_+_` overloads cost 1.
+fn cost_concat(a: &[Value<'_>]) -> u64 {
+    ((a[0].cost_size() + a[1].cost_size()) as f64 * 0.1).ceil() as u64
 }
 
 pub(super) fn register(b: &mut Builder) {
+    // In declaration order (the checker tries overloads in it), priced per overload.
     b.always_cx(
         "_+_",
         &[
             "(int, int) int",
             "(uint, uint) uint",
             "(double, double) double",
-            "(string, string) string",
-            "(bytes, bytes) bytes",
+        ],
+        add,
+        Cost::One,
+    );
+    b.always_cx(
+        "_+_",
+        &["(string, string) string", "(bytes, bytes) bytes"],
+        add,
+        Cost::Custom(cost_concat),
+    );
+    b.always_cx(
+        "_+_",
+        &[
             "(list(A), list(A)) list(A)",
             "(duration, duration) duration",
             "(timestamp, duration) timestamp",
             "(duration, timestamp) timestamp",
         ],
         add,
-        Cost::Custom(cost_add),
+        Cost::One,
     );
     b.always(
         "_-_",
