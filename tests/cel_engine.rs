@@ -1389,3 +1389,25 @@ fn concatenation_is_priced_by_its_checked_overload_even_when_an_operand_failed()
         (5, Ok(json!("web-frontendabc")))
     );
 }
+
+#[test]
+fn an_attribute_used_as_an_optional_index_is_charged_only_when_it_finds_something() {
+    let object = json!({"labels": {"a": "x"}, "key": "a", "missing": "b", "i": 0, "j": 5});
+    // object(1) .labels(1), then the index `object.key` (2): found, all charged.
+    assert_eq!(
+        cost_and_result("object.labels[?object.key].orValue('none')", object.clone()),
+        (4, Ok(json!("x")))
+    );
+    // Not found: cel-go does not observe the index attribute itself (its head), only the
+    // selection it read.
+    assert_eq!(
+        cost_and_result(
+            "object.labels[?object.missing].orValue('none')",
+            object.clone()
+        ),
+        (3, Ok(json!("none")))
+    );
+    // A computed operand's relative attribute is charged whether or not the index found
+    // anything: [1, 2] is a constant (0), its relative attribute 1, `object.j` 2 less its head.
+    assert_eq!(cost_and_result("[1, 2][?object.j]", object).0, 2);
+}

@@ -121,7 +121,7 @@ impl Node {
     /// (cel-go wraps it in a relative attribute, charged on its own); 1 less when the index
     /// is an attribute (cel-go resolves it as a qualifier without charging its evaluation).
     pub(crate) fn qualifier_cost(operand: &Node, index: Option<&Node>) -> u8 {
-        let relative = u8::from(!operand.is_attribute() || matches!(operand, Node::Cond(_)));
+        let relative = u8::from(!operand.is_attribute());
         let attribute_index =
             u8::from(index.is_some_and(|i| i.is_attribute() && !matches!(i, Node::Cond(_))));
         (1 + relative).saturating_sub(attribute_index)
@@ -457,6 +457,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 cost,
             } => {
                 let v = self.eval_charging(operand)?;
+                let by_attribute = index.is_attribute() && !matches!(**index, Node::Cond(_));
                 let k = match self.eval(index) {
                     Ok(k) => k,
                     // cel-go charges the qualifier that failed and the attribute.
@@ -468,6 +469,14 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 };
                 if *optional || matches!(v, Value::Optional(_)) {
                     let r = index_value(v, &k, *optional);
+                    if by_attribute && matches!(r, Ok(Value::Optional(None))) {
+                        // cel-go observes an attribute index (charged here as its head) only
+                        // when it found something (`evalWatchQual` on `QualifyIfPresent`);
+                        // the relative attribute around a computed operand is charged anyway.
+                        self.meter.refund(1);
+                        self.meter.charge(u64::from(*cost))?;
+                        return r;
+                    }
                     return self.charge_optional(r, *cost);
                 }
                 self.meter.charge(u64::from(*cost))?;
@@ -609,7 +618,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             && !matches!(n, Node::Cond(_))
             && !matches!(&r, Err(e) if e.is_cancelled())
         {
-            self.meter.cost = self.meter.cost.saturating_sub(1);
+            self.meter.refund(1);
         }
         r
     }

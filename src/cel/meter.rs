@@ -65,6 +65,14 @@ impl Meter {
         Ok(())
     }
 
+    /// Takes back `n` charged a moment ago, where cel-go's tracker turns out not to observe a
+    /// step celgate charged on the way (an attribute branch of `?:`; an attribute used as an
+    /// optional index that found nothing).
+    #[inline]
+    pub(crate) fn refund(&mut self, n: u64) {
+        self.cost = self.cost.saturating_sub(n);
+    }
+
     /// `n` charges of 1 in a row, as cel-go's tracker observes them one by one: past the
     /// limit it stops at the first, so the cost reported is the limit plus one.
     #[inline]
