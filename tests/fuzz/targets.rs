@@ -280,17 +280,24 @@ fn conforms(ty: &Type, v: &Value<'_>) -> bool {
             .iter()
             .take(50)
             .all(|(k, x)| conforms(kt, k) && conforms(vt, x)),
-        (Type::Optional(t), Value::Optional(o)) => o.as_ref().is_none_or(|x| conforms(t, x)),
+        // cel-go reads an optional of an optional through an attribute (a variable, a
+        // conditional) as one optional of the innermost value, a none inside as null.
+        (Type::Optional(t), Value::Optional(o)) => o.as_ref().is_none_or(|x| {
+            conforms(t, x)
+                || matches!(**t, Type::Optional(_))
+                    && (matches!(**x, Value::Null)
+                        || conforms(t, &Value::optional(Some((**x).clone()))))
+        }),
         (Type::Opaque(n), Value::Opaque(o)) => o.type_name() == *n,
         _ => false,
     }
 }
 
 /// `typed`: whether the result must have the checked type. Not when a `dyn` value is about
-/// (an explicit `dyn()` or the untyped `object`): CEL's gradual typing lets a `dyn` receiver
-/// take a type parameter from an argument or a later overload, so cel-go itself types
-/// `dyn(optional.of(0)).orValue(0u)` as `uint` and evaluates it to the int 0, and
-/// `object.l.reverse().min()` as `int` (the first `min` overload binds the free element
+/// (an explicit `dyn()`, or an untyped variable such as `object`): CEL's gradual typing lets
+/// a `dyn` receiver take a type parameter from an argument or a later overload, so cel-go
+/// itself types `dyn(optional.of(0)).orValue(0u)` as `uint` and evaluates it to the int 0,
+/// and `object.l.reverse().min()` as `int` (the first `min` overload binds the free element
 /// type) while it evaluates to whatever `object.l` holds (found by the evaluation fuzzer;
 /// celgate types both the same way).
 #[allow(clippy::ptr_arg)] // `Vec` is the activation type.
@@ -365,7 +372,9 @@ fn compile(env: &Env, expr: &str) -> Result<Result<Program, String>, String> {
 /// over serde_json (cost included).
 pub fn check_expr(expr: &str, object: &[u8]) -> Result<(), String> {
     let e = envs();
-    let typed = !expr.contains("dyn(") && !expr.contains("object");
+    let typed = !["dyn(", "object", "params", "request", "variables"]
+        .iter()
+        .any(|dynamic| expr.contains(dynamic));
     let optimized = compile(&e.optimized, expr)?;
     let plain = compile(&e.plain, expr)?;
     let (po, pp) = match (optimized, plain) {
