@@ -1411,3 +1411,62 @@ fn an_attribute_used_as_an_optional_index_is_charged_only_when_it_finds_somethin
     // anything: [1, 2] is a constant (0), its relative attribute 1, `object.j` 2 less its head.
     assert_eq!(cost_and_result("[1, 2][?object.j]", object).0, 2);
 }
+
+#[test]
+fn opt_map_evaluates_its_target_value_only_when_the_body_reads_the_variable() {
+    // `t.hasValue()` (2) and `optional.none()` (1): the body never reads x, so the fold's
+    // accumulator `optional.of(1).value()` is not evaluated (cel-go's lazy accumulator).
+    assert_eq!(
+        cost_and_result(
+            "optional.of(1).optFlatMap(x, optional.none()).hasValue()",
+            json!({})
+        ),
+        (4, Ok(json!(false)))
+    );
+    // Read once: hasValue (2), value with the target again (2), x (1), x * 2 (1), the
+    // `optional.of` around the fold (1) and the final value() (1).
+    assert_eq!(
+        cost_and_result("optional.of(1).optMap(x, x * 2).value()", json!({})),
+        (8, Ok(json!(2)))
+    );
+    // A failing body still charges the `optional.of` around it.
+    assert_eq!(
+        cost_and_result("optional.of(0).optMap(x, 1 / x)", json!({})),
+        (7, Err("division by zero".to_string()))
+    );
+}
+
+#[test]
+fn an_optional_of_an_optional_read_through_an_attribute_is_one_optional() {
+    // cel-go's attributes unwrap an optional base to its Go value and wrap it once again.
+    assert_eq!(
+        eval_with(
+            "dyn(optional.of(1).optMap(x, optional.of(x)).value()) == 1",
+            json!({})
+        ),
+        Ok(json!(true))
+    );
+    assert_eq!(
+        eval_with(
+            "dyn([optional.of(optional.of(2))].map(x, x.value())[0]) == 2",
+            json!({})
+        ),
+        Ok(json!(true))
+    );
+    // A none inside becomes null.
+    assert_eq!(
+        eval_with(
+            "dyn((true ? optional.of(optional.none()) : optional.none()).value()) == null",
+            json!({})
+        ),
+        Ok(json!(true))
+    );
+    // A selection is no attribute read of an optional base: nothing is unwrapped there.
+    assert_eq!(
+        eval_with(
+            "optional.of(optional.of(3)).value().value() == 3",
+            json!({})
+        ),
+        Ok(json!(true))
+    );
+}

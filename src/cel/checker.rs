@@ -1363,7 +1363,11 @@ impl<'e> Checker<'e> {
                 _ => Type::Dyn,
             },
         };
+        // cel-go's optMap/optFlatMap expansion binds the variable as a lazily evaluated
+        // accumulator (`t.value()`), evaluated only if the body reads it.
+        let reads_var = Node::reads_local(&body, depth);
         let node = CNode {
+            reads_var,
             kind: c.kind,
             range,
             two_vars: c.var2.is_some(),

@@ -116,6 +116,34 @@ impl Node {
         )
     }
 
+    /// Whether `slot` of the local stack is read anywhere in this node.
+    pub(crate) fn reads_local(&self, slot: usize) -> bool {
+        let any = |nodes: &[Node]| nodes.iter().any(|n| n.reads_local(slot));
+        match self {
+            Node::Local(i) => *i == slot,
+            Node::Const(_) | Node::Var(_) | Node::Lazy { .. } | Node::Variables | Node::Fail(_) => {
+                false
+            }
+            Node::Select { operand, .. } | Node::Has { operand, .. } => operand.reads_local(slot),
+            Node::Index { operand, index, .. } => {
+                operand.reads_local(slot) || index.reads_local(slot)
+            }
+            Node::And(l, r) | Node::Or(l, r) => l.reads_local(slot) || r.reads_local(slot),
+            Node::Cond(parts) => any(&parts[..]),
+            Node::OptOr { args, .. } => any(&args[..]),
+            Node::Call { args, .. } | Node::Regex { args, .. } => any(args),
+            Node::List { elements, .. } => any(elements),
+            Node::Map { entries } => entries
+                .iter()
+                .any(|(k, v, _)| k.reads_local(slot) || v.reads_local(slot)),
+            Node::Comprehension(c) => {
+                c.range.reads_local(slot)
+                    || c.filter.as_ref().is_some_and(|f| f.reads_local(slot))
+                    || c.body.reads_local(slot)
+            }
+        }
+    }
+
     /// What a selection or index on `operand` (by `index`, for an index) charges, as cel-go's
     /// cost tracker does: 1 for the qualifier; 1 more when the operand is not an attribute
     /// (cel-go wraps it in a relative attribute, charged on its own); 1 less when the index
@@ -176,6 +204,9 @@ pub struct Comprehension {
     pub range_error_hidden: bool,
     pub filter: Option<Node>,
     pub body: Node,
+    /// Whether the body reads the (first) variable: `optMap` and `optFlatMap` evaluate
+    /// their target's value only then.
+    pub reads_var: bool,
 }
 
 impl std::fmt::Debug for Function {
@@ -407,7 +438,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             Node::Local(i) => {
                 self.meter.charge(1)?;
-                Ok(self.locals[*i].clone())
+                Ok(attribute_value(self.locals[*i].clone()))
             }
             Node::Lazy { index, optional } => {
                 // cel-go charges the `variables` identifier and the field selection.
@@ -611,13 +642,15 @@ impl<'a, 'x> Evaluator<'a, 'x> {
 
     /// A branch of `?:`. cel-go folds an attribute branch into the conditional attribute
     /// without the branch's own evaluation charge (the identifier's, or the relative
-    /// attribute's), so that charge is given back.
+    /// attribute's), so that charge is given back; it reads a computed branch through a
+    /// relative attribute.
     fn branch(&mut self, n: &Node) -> R<'a> {
         let r = self.eval(n);
-        if n.is_attribute()
-            && !matches!(n, Node::Cond(_))
-            && !matches!(&r, Err(e) if e.is_cancelled())
-        {
+        if !n.is_attribute() {
+            // Read through the relative attribute cel-go wraps a computed branch in.
+            return r.map(attribute_value);
+        }
+        if !matches!(n, Node::Cond(_)) && !matches!(&r, Err(e) if e.is_cancelled()) {
             self.meter.refund(1);
         }
         r
@@ -1189,9 +1222,11 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         }
     }
 
-    /// `optMap` and `optFlatMap` on `range`, whose evaluation cost `spent`: cel-go's
-    /// expansion (`t.hasValue() ? optional.of(t.value()...) : optional.none()`) evaluates the
-    /// target a second time when it has a value, charged again.
+    /// `optMap` and `optFlatMap` on `range`, whose evaluation cost `spent`, as cel-go's
+    /// expansion `t.hasValue() ? optional.of(<fold binding x to t.value()>) : optional.none()`
+    /// (`optFlatMap` without the `optional.of`): the fold evaluates its accumulator, the
+    /// target a second time and `value()`, only if the body reads the variable; the result
+    /// is read through the conditional's relative attribute (see [`attribute_value`]).
     fn opt_map(&mut self, c: &Comprehension, range: Value<'a>, spent: u64) -> R<'a> {
         let Value::Optional(opt) = range else {
             return Err(EvalError::no_such_overload());
@@ -1201,17 +1236,27 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             self.meter.charge(1)?;
             return Ok(Value::Optional(None));
         };
-        self.meter.charge(1)?;
-        self.meter.charge(spent)?;
-        let t = self.with_vars((*inner).clone(), None, &c.body)?;
+        if c.reads_var {
+            self.meter.charge(1)?;
+            self.meter.charge(spent)?;
+        }
+        let t = match self.with_vars((*inner).clone(), None, &c.body) {
+            Ok(t) => t,
+            // `optional.of` is charged with the failed fold as its argument.
+            Err(e) if c.kind == MacroKind::OptMap && !e.is_cancelled() => {
+                self.meter.charge(1)?;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
         if c.kind == MacroKind::OptFlatMap {
             return match t {
-                Value::Optional(_) => Ok(t),
+                Value::Optional(_) => Ok(attribute_value(t)),
                 _ => Err(EvalError::no_such_overload()),
             };
         }
         self.meter.charge(1)?;
-        Ok(Value::optional(Some(t)))
+        Ok(attribute_value(Value::optional(Some(t))))
     }
 
     fn sort_by(&mut self, c: &Comprehension, range: Value<'a>) -> R<'a> {
@@ -1423,4 +1468,26 @@ fn _assert_send_sync() {
     fn check<T: Send + Sync>() {}
     check::<Node>();
     check::<List<'static>>();
+}
+
+/// A value as cel-go reads it through an attribute (a variable, a conditional's branch):
+/// an optional base is unwrapped to its Go value, which strips every optional inside it (a
+/// none inside becoming null), and wrapped once again. So `optional.of(optional.of(1))`
+/// read that way is `optional.of(1)`.
+#[inline]
+fn attribute_value(v: Value<'_>) -> Value<'_> {
+    match v {
+        Value::Optional(Some(inner)) if matches!(*inner, Value::Optional(_)) => {
+            Value::optional(Some(strip_optionals(&inner)))
+        }
+        v => v,
+    }
+}
+
+fn strip_optionals<'a>(v: &Value<'a>) -> Value<'a> {
+    match v {
+        Value::Optional(Some(x)) => strip_optionals(x),
+        Value::Optional(None) => Value::Null,
+        v => v.clone(),
+    }
 }
