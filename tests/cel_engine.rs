@@ -1470,3 +1470,20 @@ fn an_optional_of_an_optional_read_through_an_attribute_is_one_optional() {
         Ok(json!(true))
     );
 }
+
+#[test]
+fn transform_map_folds_on_after_an_error_as_cel_go_does() {
+    // After a failed step, cel-go's `cel.@mapInsert(@result, k, t)` stops at the failed
+    // `@result`: each later step costs 1, and the first error is the result.
+    let (two, r2) = cost_and_result("['x', 'y'].transformMap(i, v, [v][i])", json!({}));
+    let (three, r3) = cost_and_result("['x', 'y', 'z'].transformMap(i, v, [v][i])", json!({}));
+    assert_eq!(r2, Err("index out of bounds: 1".to_string()));
+    assert_eq!(r3, r2);
+    assert_eq!(three, two + 1);
+    // The entry form is binary: later steps are evaluated and charged in full, and a
+    // duplicate key is an error charged like any step (recorded from Kubernetes 1.32).
+    assert_eq!(
+        cost_and_result("['a', 'a'].transformMapEntry(i, v, {v: i})", json!({})),
+        (69, Err("insert failed: key a already exists".to_string()))
+    );
+}

@@ -1120,33 +1120,67 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             TransformMap | TransformMapEntry => {
                 let mut out = OwnedMap::default();
+                // cel-go folds on with an error accumulator. Its step `cel.@mapInsert(@result,
+                // k, t)` (transformMap) then stops at `@result`, charged alone; the entry form
+                // `cel.@mapInsert(@result, t)` is binary and evaluates `t` all the same.
+                let mut error: Option<EvalError> = None;
                 for item in items {
                     deadline.tick()?;
                     self.bind(item, slot);
-                    if !self.passes(c.filter.as_ref())? {
-                        continue;
+                    match self.passes(c.filter.as_ref()) {
+                        Ok(true) => {}
+                        Ok(false) => continue,
+                        Err(e) => {
+                            fold_error(&mut error, e)?;
+                            continue;
+                        }
                     }
-                    let t = self.eval_body(&c.body)?;
                     if c.kind == TransformMap {
-                        self.meter.charge(3)?;
-                        out.insert_new(self.local(slot), t)?;
-                    } else {
+                        if error.is_some() {
+                            self.meter.charge(1)?;
+                            continue;
+                        }
+                        // `@result` and `k`, then `t`, then the insertion.
                         self.meter.charge(2)?;
-                        let Value::Map(entry) = t else {
-                            return Err(EvalError::no_such_overload());
-                        };
-                        for (k, v) in entry.entries() {
-                            let shown = k.clone();
-                            out.insert_new(k, v).map_err(|_| {
-                                EvalError::new(format!(
-                                    "insert failed: key {} already exists",
-                                    shown.debug_string()
-                                ))
-                            })?;
+                        let t = self.eval_body(&c.body);
+                        self.meter.charge(1)?;
+                        match t {
+                            Ok(t) => out.insert_new(self.local(slot), t)?,
+                            Err(e) => fold_error(&mut error, e)?,
+                        }
+                    } else {
+                        let t = self.eval_body(&c.body);
+                        if let Err(e) = &t {
+                            if e.is_cancelled() {
+                                return t;
+                            }
+                        }
+                        self.meter.charge(2)?;
+                        match t {
+                            _ if error.is_some() => {}
+                            Ok(Value::Map(entry)) => {
+                                for (k, v) in entry.entries() {
+                                    let shown = k.clone();
+                                    if out.insert_new(k, v).is_err() {
+                                        error.get_or_insert_with(|| {
+                                            EvalError::new(format!(
+                                                "insert failed: key {} already exists",
+                                                shown.debug_string()
+                                            ))
+                                        });
+                                        break;
+                                    }
+                                }
+                            }
+                            Ok(_) => fold_error(&mut error, EvalError::no_such_overload())?,
+                            Err(e) => fold_error(&mut error, e)?,
                         }
                     }
                 }
                 self.meter.charge(1)?;
+                if let Some(e) = error {
+                    return Err(e);
+                }
                 self.meter.alloc(out.len() as u64 * 2 * VALUE_BYTES)?;
                 Ok(Value::Map(super::value::Map::Owned(Arc::new(out))))
             }
