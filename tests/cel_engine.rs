@@ -1487,3 +1487,14 @@ fn transform_map_folds_on_after_an_error_as_cel_go_does() {
         (69, Err("insert failed: key a already exists".to_string()))
     );
 }
+
+#[test]
+fn an_optional_index_that_fails_does_not_charge_its_qualifier() {
+    // cel-go observes `[k]` with the error, but not `[?k]` (`QualifyIfPresent`); the relative
+    // attribute around the computed operand is charged in both.
+    let (plain, r1) = cost_and_result("[1, 2].map(x, x)[[].max()]", json!({}));
+    let (optional, r2) = cost_and_result("[1, 2].map(x, x)[?[].max()]", json!({}));
+    assert_eq!(r1, Err("max called on empty list".to_string()));
+    assert_eq!(r2, r1);
+    assert_eq!(plain, optional + 1);
+}

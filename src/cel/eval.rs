@@ -489,26 +489,20 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             } => {
                 let v = self.eval_charging(operand)?;
                 let by_attribute = index.is_attribute() && !matches!(**index, Node::Cond(_));
+                let presence = *optional || matches!(v, Value::Optional(_));
                 let k = match self.eval(index) {
                     Ok(k) => k,
-                    // cel-go charges the qualifier that failed and the attribute.
                     Err(e) if e.is_cancelled() => return Err(e),
                     Err(e) => {
-                        self.meter.charge(u64::from(*cost))?;
+                        self.charge_index(false, presence, by_attribute, *cost)?;
                         return Err(e);
                     }
                 };
-                if *optional || matches!(v, Value::Optional(_)) {
+                if presence {
                     let r = index_value(v, &k, *optional);
-                    if by_attribute && matches!(r, Ok(Value::Optional(None))) {
-                        // cel-go observes an attribute index (charged here as its head) only
-                        // when it found something (`evalWatchQual` on `QualifyIfPresent`);
-                        // the relative attribute around a computed operand is charged anyway.
-                        self.meter.refund(1);
-                        self.meter.charge(u64::from(*cost))?;
-                        return r;
-                    }
-                    return self.charge_optional(r, *cost);
+                    let found = matches!(&r, Ok(x) if !matches!(x, Value::Optional(None)));
+                    self.charge_index(found, presence, by_attribute, *cost)?;
+                    return r;
                 }
                 self.meter.charge(u64::from(*cost))?;
                 index_value(v, &k, false)
@@ -599,6 +593,28 @@ impl<'a, 'x> Evaluator<'a, 'x> {
 
     /// Charges an optional selection or index that gave `r`: cel-go observes an optional
     /// qualifier only when it found something, so a none costs the qualifier nothing.
+    /// Charges an index's qualification. cel-go observes an optional qualification (`[?k]`,
+    /// or any index once the chain is optional) only when it found something
+    /// (`QualifyIfPresent`): otherwise the qualifier is not charged, and an attribute index
+    /// (whose head was charged on evaluation) is given back; the relative attribute around a
+    /// computed operand is charged all the same.
+    fn charge_index(
+        &mut self,
+        found: bool,
+        presence: bool,
+        by_attribute: bool,
+        cost: u8,
+    ) -> Result<(), EvalError> {
+        if !presence || found {
+            return self.meter.charge(u64::from(cost));
+        }
+        if by_attribute {
+            self.meter.refund(1);
+            return self.meter.charge(u64::from(cost));
+        }
+        self.meter.charge(u64::from(cost.saturating_sub(1)))
+    }
+
     fn charge_optional(&mut self, r: R<'a>, cost: u8) -> R<'a> {
         let cost = match &r {
             Ok(Value::Optional(None)) => cost.saturating_sub(1),
