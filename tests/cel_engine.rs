@@ -1498,3 +1498,20 @@ fn an_optional_index_that_fails_does_not_charge_its_qualifier() {
     assert_eq!(r2, r1);
     assert_eq!(plain, optional + 1);
 }
+
+#[test]
+fn contains_ip_charges_parsing_a_string_only_when_the_string_overload_was_checked() {
+    let object = json!({"c": "10.0.0.0/8", "ip": "10.1.2.3"});
+    // `dyn` argument: both overloads match, no overload id, Kubernetes' cost.go does not
+    // add the parse: object.c (2), cidr (1), object.ip (2), the comparison (1).
+    assert_eq!(
+        cost_and_result("cidr(object.c).containsIP(object.ip)", object.clone()),
+        (6, Ok(json!(true)))
+    );
+    // A string argument: the string overload, which adds ⌈0.1 · 8⌉ for parsing it (and
+    // string() costs 1).
+    assert_eq!(
+        cost_and_result("cidr(object.c).containsIP(string(object.ip))", object),
+        (8, Ok(json!(true)))
+    );
+}

@@ -9,7 +9,7 @@ use std::any::Any;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::cel::error::EvalError;
-use crate::cel::overload::{since, str_arg, Cost, Register, R};
+use crate::cel::overload::{since, str_arg, Cost, Imp, Register, R};
 use crate::cel::value::{Opaque, Value};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -461,18 +461,25 @@ fn cidr_size(a: &[Value<'_>]) -> u64 {
 }
 
 /// `containsIP` as Kubernetes' `cost.go` prices it: ⌈0.1 · 2 · size(cidr)⌉ to compare the
-/// prefix bytes, plus parsing a string argument.
+/// prefix bytes.
 fn cost_contains_ip(a: &[Value<'_>]) -> u64 {
-    ((2 * cidr_size(a)) as f64 * 0.1).ceil() as u64 + cost_parse_arg(a)
+    ((2 * cidr_size(a)) as f64 * 0.1).ceil() as u64
 }
 
 /// `containsCIDR`: `containsIP`'s comparison, plus ⌈0.1 · size(cidr)⌉ + 1 for masking.
 fn cost_contains_cidr(a: &[Value<'_>]) -> u64 {
     let size = cidr_size(a);
-    ((2 * size) as f64 * 0.1).ceil() as u64
-        + (size as f64 * 0.1).ceil() as u64
-        + 1
-        + cost_parse_arg(a)
+    ((2 * size) as f64 * 0.1).ceil() as u64 + (size as f64 * 0.1).ceil() as u64 + 1
+}
+
+/// The string overloads add parsing the argument, by overload id: a call whose argument is
+/// `dyn` matches both overloads, has no id, and is priced as the first (not parsing).
+fn cost_contains_ip_string(a: &[Value<'_>]) -> u64 {
+    cost_contains_ip(a) + cost_parse_arg(a)
+}
+
+fn cost_contains_cidr_string(a: &[Value<'_>]) -> u64 {
+    cost_contains_cidr(a) + cost_parse_arg(a)
 }
 
 pub fn register(add: Register<'_>) {
@@ -540,30 +547,35 @@ pub fn register(add: Register<'_>) {
     );
     add(
         "containsIP",
-        &[("net.CIDR.(net.IP) bool", v), ("net.CIDR.(string) bool", v)],
+        &[("net.CIDR.(net.IP) bool", v)],
         contains_ip,
         Cost::Custom(cost_contains_ip),
     );
     add(
-        "containsCIDR",
-        &[
-            ("net.CIDR.(net.CIDR) bool", v),
-            ("net.CIDR.(string) bool", v),
-        ],
-        contains_cidr_unmasked,
-        Cost::Custom(cost_contains_cidr),
+        "containsIP",
+        &[("net.CIDR.(string) bool", v)],
+        contains_ip,
+        Cost::Custom(cost_contains_ip_string),
     );
     // kubernetes/kubernetes#130450 (1.33) masks the other prefix's address; the checker
     // takes the newest of two overloads with one signature.
-    add(
-        "containsCIDR",
-        &[
-            ("net.CIDR.(net.CIDR) bool", since::CONTAINS_CIDR_MASKED),
-            ("net.CIDR.(string) bool", since::CONTAINS_CIDR_MASKED),
-        ],
-        contains_cidr,
-        Cost::Custom(cost_contains_cidr),
-    );
+    for (since, imp) in [
+        (v, contains_cidr_unmasked as Imp),
+        (since::CONTAINS_CIDR_MASKED, contains_cidr),
+    ] {
+        add(
+            "containsCIDR",
+            &[("net.CIDR.(net.CIDR) bool", since)],
+            imp,
+            Cost::Custom(cost_contains_cidr),
+        );
+        add(
+            "containsCIDR",
+            &[("net.CIDR.(string) bool", since)],
+            imp,
+            Cost::Custom(cost_contains_cidr_string),
+        );
+    }
     add("masked", &[("net.CIDR.() net.CIDR", v)], masked, Cost::One);
     add(
         "prefixLength",
