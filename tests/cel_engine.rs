@@ -1515,3 +1515,16 @@ fn contains_ip_charges_parsing_a_string_only_when_the_string_overload_was_checke
         (8, Ok(json!(true)))
     );
 }
+
+#[test]
+fn join_with_a_failed_separator_is_priced_for_an_error_result() {
+    // Kubernetes prices join by the size of its result: an error counts 1, ⌈0.2⌉ = 1,
+    // whatever the list holds. object.s (2), substring (⌈0.1 · 3⌉ = 1), join (1).
+    assert_eq!(
+        cost_and_result(
+            "['a-long-element', 'another'].join(object.s.substring(-1))",
+            json!({"s": "abc"})
+        ),
+        (4, Err("index out of range: -1".to_string()))
+    );
+}

@@ -356,10 +356,16 @@ fn cost_contains(a: &[Value<'_>]) -> u64 {
 }
 
 /// `join`: 0.2 per code point of the result, worked out from the list before joining (a walk
-/// that stops past what the meter has left, as [`cost_traversal`]).
+/// that stops past what the meter has left, as [`cost_traversal`]). Without a list and a
+/// string separator (an argument that failed, or `dyn` of another kind) the result is an
+/// error, sized 1.
 fn cost_join(cx: &mut Ctx<'_>, a: &[Value<'_>]) -> Result<u64, EvalError> {
     let Value::List(l) = &a[0] else { return Ok(1) };
-    let sep = a.get(1).map_or(0, |s| s.cost_size());
+    let sep = match a.get(1) {
+        None => 0,
+        Some(s @ Value::String(_)) => s.cost_size(),
+        Some(_) => return Ok(1),
+    };
     // Past this many code points, the charge is past what is left.
     let cap = cx.remaining_cost().saturating_add(1).saturating_mul(5);
     let mut ticker = cx.ticker(STEPS_PER_CHECK);
