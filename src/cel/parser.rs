@@ -37,6 +37,7 @@ pub fn parse(source: &str) -> Result<Expr, CompileError> {
         tokens,
         pos: 0,
         src: source,
+        recovery: Vec::new(),
     };
     let result = p.expr(0).and_then(|(e, _)| {
         if p.peek() != &Tok::Eof {
@@ -45,10 +46,11 @@ pub fn parse(source: &str) -> Result<Expr, CompileError> {
         Ok(e)
     });
     // Text the lexer could not recognize is reported with the parser's error on the tokens
-    // around it, as ANTLR reports both.
-    if !unrecognized.is_empty() {
+    // around it, as ANTLR reports both; so is what ANTLR's error recovery reports.
+    if !unrecognized.is_empty() || !p.recovery.is_empty() {
         let issues = unrecognized
             .into_iter()
+            .chain(p.recovery)
             .chain(result.err())
             .flat_map(|e| located(source, e).issues)
             .collect();
@@ -87,7 +89,12 @@ struct Parser<'s> {
     src: &'s str,
     tokens: Vec<Token>,
     pos: usize,
+    /// Errors ANTLR's error recovery would report besides the parser's own error.
+    recovery: Vec<SyntaxError>,
 }
+
+/// cel-go's `ErrorRecoveryLookaheadTokenLimit`: the most tokens one recovery may skip.
+const RECOVERY_LOOKAHEAD_LIMIT: usize = 256;
 
 fn span(start: usize, end: usize) -> Span {
     // Sources are at most MAX_CODE_POINTS characters, so offsets fit u32.
@@ -173,6 +180,32 @@ impl Parser<'_> {
             });
         }
         self.expect(t)
+    }
+
+    /// ANTLR recovers from an error outside any bracket by skipping every token up to the
+    /// end (its follow set there is `<EOF>` alone); cel-go stops a recovery that would skip
+    /// more than [`RECOVERY_LOOKAHEAD_LIMIT`] tokens with an error of its own, at no location.
+    fn recover_to_end(&mut self) {
+        let open = self.tokens[..self.pos]
+            .iter()
+            .map(|t| match t.kind {
+                Tok::LParen | Tok::LBracket | Tok::LBrace => 1,
+                Tok::RParen | Tok::RBracket | Tok::RBrace => -1,
+                _ => 0,
+            })
+            .sum::<i64>();
+        let skipped = self.tokens[self.pos..]
+            .iter()
+            .take_while(|t| t.kind != Tok::Eof)
+            .count();
+        if open <= 0 && skipped > RECOVERY_LOOKAHEAD_LIMIT {
+            self.recovery.push(SyntaxError {
+                offset: NO_LOCATION,
+                message: format!(
+                    "error recovery token lookahead limit exceeded: {RECOVERY_LOOKAHEAD_LIMIT}"
+                ),
+            });
+        }
     }
 
     fn peek(&self) -> &Tok {
@@ -300,7 +333,10 @@ impl Parser<'_> {
             return Ok(cond);
         }
         let yes = self.logical(nesting + 1, true)?;
-        self.expect(Tok::Colon)?;
+        if let Err(e) = self.expect(Tok::Colon) {
+            self.recover_to_end();
+            return Err(e);
+        }
         let no = self.expr(nesting + 1)?;
         let sp = span(start, self.prev_end());
         self.call("_?_:_", vec![cond, yes, no], sp, question)
@@ -1005,6 +1041,25 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("code point size"));
+    }
+
+    /// A ternary missing its `:` outside brackets: ANTLR skips to the end to recover, and
+    /// cel-go stops a recovery past 256 tokens with an error at no location, shown first.
+    #[test]
+    fn a_long_recovery_reports_the_lookahead_limit_first() {
+        let nested = |n: usize| format!("{}1{}", "true ? ".repeat(n), " : 0".repeat(n));
+        let short = parse(&nested(10)).unwrap_err().to_string();
+        assert!(short
+            .starts_with("ERROR: <input>:1:13: Syntax error: mismatched input '?' expecting ':'"));
+        let long = parse(&nested(100)).unwrap_err().to_string();
+        assert!(long.starts_with(
+            "ERROR: <input>:-1:0: error recovery token lookahead limit exceeded: 256\nERROR: <input>:1:13: Syntax error: mismatched input '?' expecting ':'"
+        ));
+        // In parentheses, the recovery stops at the `)`: no limit.
+        let enclosed = parse(&format!("({})", nested(100)))
+            .unwrap_err()
+            .to_string();
+        assert!(!enclosed.contains("lookahead"));
     }
 
     /// The node positions cel-go's parser gives, as byte offsets.
