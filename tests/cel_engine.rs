@@ -1348,6 +1348,12 @@ fn membership_in_a_constant_empty_list_is_false_without_evaluating_the_element()
         eval_with("object.missing in [1]", json!({})),
         Err("no such key: missing".to_string())
     );
+    // Only a call checked as the list overload: `dyn([])` matches the map one too, and
+    // cel-go optimises by overload id.
+    assert_eq!(
+        eval_with("object.missing in dyn([])", json!({})),
+        Err("no such key: missing".to_string())
+    );
     // Without the optimiser the element is evaluated, as cel-go without OptOptimize.
     let (mut env, slots) = vap_env(
         NEWEST_MINOR,

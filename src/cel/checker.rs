@@ -939,7 +939,7 @@ impl<'e> Checker<'e> {
             }
         }
         let first = matching[0];
-        if self.set_membership(f, &nodes).is_some()
+        if self.set_membership(f, &matching, &nodes).is_some()
             && matches!(nodes.get(1), Some(Node::Const(Value::List(l))) if l.is_empty())
         {
             // cel-go's `OptOptimize` (`maybeOptimizeSetMembership`) makes membership in a
@@ -947,7 +947,7 @@ impl<'e> Checker<'e> {
             // element that would fail does not.
             return Ok((Node::Const(Value::Bool(false)), ty));
         }
-        let imp = if let Some(set) = self.set_membership(f, &nodes) {
+        let imp = if let Some(set) = self.set_membership(f, &matching, &nodes) {
             Callee::Static(set)
         } else if matching.iter().all(|o| o.imp.same(&first.imp)) {
             Callee::Static(first)
@@ -973,9 +973,18 @@ impl<'e> Checker<'e> {
     }
 
     /// The uncharged overload of `in` when its list is a constant cel-go's `OptOptimize`
-    /// turns into a set (empty, or of booleans, numbers and strings only).
-    fn set_membership(&self, f: &'static Function, nodes: &[Node]) -> Option<&'static Overload> {
+    /// turns into a set (empty, or of booleans, numbers and strings only). Only a call
+    /// checked as the list overload alone (cel-go's `in_list` id): `x in dyn([])` has none.
+    fn set_membership(
+        &self,
+        f: &'static Function,
+        matching: &[&'static Overload],
+        nodes: &[Node],
+    ) -> Option<&'static Overload> {
         if f.name != "@in" || !self.env.optimize {
+            return None;
+        }
+        if !matches!(matching, [o] if matches!(o.sig.params.get(1), Some(Type::List(_)))) {
             return None;
         }
         let [_, Node::Const(Value::List(l))] = nodes else {
