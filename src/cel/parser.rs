@@ -733,10 +733,24 @@ impl Parser<'_> {
         }
     }
 
+    /// The trailing `,` CEL's grammar allows after a literal's elements, alone in an empty
+    /// literal (`[,]`, `{,}`), which cel-go accepts.
+    fn lone_comma(&mut self, close: Tok) {
+        if self.peek() == &Tok::Comma
+            && self
+                .tokens
+                .get(self.pos + 1)
+                .is_some_and(|t| t.kind == close)
+        {
+            self.bump();
+        }
+    }
+
     fn list(&mut self, start: usize, nesting: u32) -> PResult {
         let mut elements = Vec::new();
         let mut optional = Vec::new();
         let mut depth = 0;
+        self.lone_comma(Tok::RBracket);
         while self.peek() != &Tok::RBracket {
             let opt = self.eat(&Tok::Question);
             let (e, d) = self.expr(nesting + 1)?;
@@ -755,6 +769,7 @@ impl Parser<'_> {
     fn map(&mut self, start: usize, nesting: u32) -> PResult {
         let mut entries = Vec::new();
         let mut depth = 0;
+        self.lone_comma(Tok::RBrace);
         while self.peek() != &Tok::RBrace {
             let opt = self.eat(&Tok::Question);
             let (key, kd) = self.expr(nesting + 1)?;
@@ -1041,6 +1056,15 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("code point size"));
+    }
+
+    #[test]
+    fn an_empty_literal_may_hold_the_trailing_comma_alone() {
+        assert_eq!(p("[,]"), "[]");
+        assert_eq!(p("{,}"), "{}");
+        assert!(parse("[,,]").is_err());
+        assert!(parse("[1,,]").is_err());
+        assert!(parse("f(,)").is_err());
     }
 
     /// A ternary missing its `:` outside brackets: ANTLR skips to the end to recover, and
