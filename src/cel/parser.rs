@@ -561,12 +561,19 @@ impl Parser<'_> {
                                 name_tok.end
                             };
                             let text = self.src.get(dot..end).unwrap_or(".");
-                            return Err(SyntaxError {
+                            let error = SyntaxError {
                                 offset: name_tok.start,
                                 message: format!(
                                     "Syntax error: no viable alternative at input '{text}'"
                                 ),
-                            });
+                            };
+                            if name_tok.kind == Tok::In {
+                                // ANTLR's recovery leaves `in` to the relation around,
+                                // which reads it as its operator and goes on.
+                                self.recovery.push(error);
+                                return Ok(operand);
+                            }
+                            return Err(error);
                         }
                     };
                     if !optional && !quoted && self.peek() == &Tok::LParen {
@@ -688,7 +695,14 @@ impl Parser<'_> {
             Tok::Ident(name) => self.ident_or_call(name, start, start, nesting),
             _ => {
                 self.unbump(&tok);
-                Err(self.expected_expr(false))
+                let error = self.expected_expr(false);
+                if tok.kind == Tok::In {
+                    // As after `.in`: the relation around takes `in` as its operator.
+                    self.recovery.push(error);
+                    let sp = span(start, start);
+                    return self.node(ExprKind::Ident("in".into()), sp, start, 0);
+                }
+                Err(error)
             }
         }
     }
@@ -1065,6 +1079,26 @@ mod tests {
         assert!(parse("[,,]").is_err());
         assert!(parse("[1,,]").is_err());
         assert!(parse("f(,)").is_err());
+    }
+
+    /// `in` where an operand or a field name is expected: ANTLR reports it, then its
+    /// recovery lets the relation around read `in` as its operator, and goes on.
+    #[test]
+    fn a_misplaced_in_is_read_as_the_operator_after_the_error() {
+        let err = |src: &str| parse(src).unwrap_err().to_string();
+        let missing_rhs = "Syntax error: mismatched input '<EOF>' expecting {";
+        let both = err("object.spec.in");
+        assert!(both.starts_with(
+            "ERROR: <input>:1:13: Syntax error: no viable alternative at input '.in'"
+        ));
+        assert!(both.contains(&format!("ERROR: <input>:1:15: {missing_rhs}")));
+        let alone = err("in");
+        assert!(alone
+            .starts_with("ERROR: <input>:1:1: Syntax error: mismatched input 'in' expecting {"));
+        assert!(alone.contains(&format!("ERROR: <input>:1:3: {missing_rhs}")));
+        // With an operand after `in`, the first error alone.
+        let one = err("object.spec.in x");
+        assert_eq!(one.matches("ERROR").count(), 1, "{one}");
     }
 
     /// A ternary missing its `:` outside brackets: ANTLR skips to the end to recover, and
