@@ -372,9 +372,16 @@ fn compile(env: &Env, expr: &str) -> Result<Result<Program, String>, String> {
 /// over serde_json (cost included).
 pub fn check_expr(expr: &str, object: &[u8]) -> Result<(), String> {
     let e = envs();
-    let typed = !["dyn(", "object", "params", "request", "variables"]
+    // Nor where an optional may hold an optional: cel-go reads one through an attribute as a
+    // single optional (a none inside becoming null), whatever the checked type says.
+    let optionals: usize = ["optional.", ".?", "[?", "optMap", "optFlatMap"]
         .iter()
-        .any(|dynamic| expr.contains(dynamic));
+        .map(|o| expr.matches(o).count())
+        .sum();
+    let typed = optionals < 2
+        && !["dyn(", "object", "params", "request", "variables"]
+            .iter()
+            .any(|dynamic| expr.contains(dynamic));
     let optimized = compile(&e.optimized, expr)?;
     let plain = compile(&e.plain, expr)?;
     let (po, pp) = match (optimized, plain) {
