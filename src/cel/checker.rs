@@ -616,6 +616,8 @@ impl<'e> Checker<'e> {
         optional: bool,
     ) -> Result<Type, CompileError> {
         let func = if optional { "_[?_]" } else { "_[_]" };
+        // An optional operand meets only the optional overloads of `_[_]` and `_[?_]`.
+        let optional_operand = matches!(ot, Type::Optional(_));
         let (base, optional) = match ot {
             // A free type (`optional.none()`'s value) is `dyn`.
             Type::Optional(inner) => (inner.settled_top(), true),
@@ -625,6 +627,9 @@ impl<'e> Checker<'e> {
         let elem = match (&base, it) {
             (Type::List(el), Type::Int | Type::Dyn) => (**el).clone(),
             (Type::Map(k, v), key) if Bindings::default().accepts(k, key) => (**v).clone(),
+            // On an optional of `dyn` (or of a free type), only the map overload takes a key
+            // that is not an int: its value type stays a free variable.
+            (Type::Dyn, key) if optional_operand && !matches!(key, Type::Int | Type::Dyn) => FREE,
             // Both the list and the map overload of `_[?_]` match a `dyn` operand, with
             // results cel-go does not find equivalent (`optional_type(V1)`, `(V2)`): `dyn`.
             (Type::Dyn, _) if optional => return Ok(Type::Dyn),
@@ -1835,6 +1840,17 @@ mod tests {
         // the list and the map overload, whose results cel-go finds different: `dyn`).
         assert_eq!(static_type("optional.none().?x"), "optional_type(dyn)");
         assert_eq!(static_type("optional.none()[?0]"), "dyn");
+        // Any other key meets the map overload alone, whose value type stays free.
+        assert_eq!(static_type("optional.none()[?'a']"), "optional_type(dyn)");
+        assert_eq!(
+            static_type("optional.of(dyn({}))[?'a']"),
+            "optional_type(dyn)"
+        );
+        assert_eq!(
+            static_type("optional.of(dyn({}))['a']"),
+            "optional_type(dyn)"
+        );
+        assert_eq!(static_type("optional.of(dyn({}))[?dyn(1)]"), "dyn");
     }
 
     #[test]

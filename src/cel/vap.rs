@@ -141,6 +141,27 @@ pub fn namespace_type() -> Type {
     .clone()
 }
 
+/// The type Kubernetes declares a composited variable with, from its expression's type `t`
+/// (`convertCelTypeToDeclType`): scalars keep theirs, lists and maps theirs element by
+/// element; anything else (an optional, a type value, a library or object type, a type left
+/// free) is `dyn`.
+pub fn composited_type(t: &Type) -> Type {
+    match t {
+        Type::Bool
+        | Type::Bytes
+        | Type::Double
+        | Type::Duration
+        | Type::Int
+        | Type::Null
+        | Type::String
+        | Type::Timestamp
+        | Type::Uint => t.clone(),
+        Type::List(e) => Type::list(composited_type(e)),
+        Type::Map(k, v) => Type::map(composited_type(k), composited_type(v)),
+        _ => Type::Dyn,
+    }
+}
+
 /// An environment with the VAP variables declared.
 pub fn vap_env(version: u16, decls: Decls) -> (Env, Slots) {
     vap_env_typed(version, decls, Type::Dyn, Type::Dyn)
@@ -205,6 +226,26 @@ pub fn request_resource_attributes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn composited_variables_keep_scalar_list_and_map_types_only() {
+        let opt = |t: Type| Type::Optional(Box::new(t));
+        assert_eq!(composited_type(&Type::Int), Type::Int);
+        assert_eq!(
+            composited_type(&Type::map(Type::String, Type::list(opt(Type::Int)))),
+            Type::map(Type::String, Type::list(Type::Dyn))
+        );
+        assert_eq!(composited_type(&opt(Type::String)), Type::Dyn);
+        assert_eq!(
+            composited_type(&Type::Opaque("kubernetes.Quantity")),
+            Type::Dyn
+        );
+        assert_eq!(
+            composited_type(&Type::TypeOf(Box::new(Type::Int))),
+            Type::Dyn
+        );
+        assert_eq!(composited_type(&request_type()), Type::Dyn);
+    }
 
     #[test]
     fn request_and_namespace_fields_are_checked() {

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::cel::vap::{vap_env, Decls, Slots};
+use crate::cel::vap::{composited_type, vap_env, Decls, Slots};
 use crate::cel::{CompileError, Env, Program, Type};
 use crate::matching::Matcher;
 use crate::model::{ParamKind, Policy};
@@ -253,7 +253,7 @@ pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
         let compiled = compile_in(&env, &v.expression, &[], "");
         let ty = compiled
             .as_ref()
-            .map_or(Type::Dyn, |p| p.result_type().clone());
+            .map_or(Type::Dyn, |p| composited_type(p.result_type()));
         fields.push((v.name.clone(), ty));
         variables.push((v.name.clone(), compiled));
     }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use serde_json::{json, Value as Json};
 
 use crate::admission::probe::{Probe, Seen, Site};
-use crate::cel::vap::{vap_env, Decls};
+use crate::cel::vap::{composited_type, vap_env, Decls};
 use crate::cel::{Activation, Env, Meter, Program, Type, PER_CALL_LIMIT};
 use crate::policy::compile::{Compiled, CompiledPolicy};
 
@@ -187,7 +187,9 @@ impl Collector {
             .variables
             .iter()
             .map(|(name, c)| {
-                let ty = c.as_ref().map_or(Type::Dyn, |p| p.result_type().clone());
+                let ty = c
+                    .as_ref()
+                    .map_or(Type::Dyn, |p| composited_type(p.result_type()));
                 (name.clone(), ty)
             })
             .collect();

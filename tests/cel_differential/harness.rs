@@ -21,7 +21,7 @@ use std::sync::Arc;
 use celgate::cel::eval::Activation;
 use celgate::cel::json::Doc;
 use celgate::cel::k8s::authz::{AuthorizerValue, UserInfo};
-use celgate::cel::vap::{request_resource_attributes, vap_env, Decls, Slots};
+use celgate::cel::vap::{composited_type, request_resource_attributes, vap_env, Decls, Slots};
 use celgate::cel::{CompileError, Env, EvalError, Meter, Program, Type, Value, PER_CALL_LIMIT};
 use celgate::policy::namespace_object::namespace_view;
 use serde_json::{json, Map as JsonMap, Value as Json};
@@ -95,7 +95,7 @@ impl Harness {
                 .map_err(|e| format!("compilation failed: {e}"));
             let ty = compiled
                 .as_ref()
-                .map_or(Type::Dyn, |p| p.result_type().clone());
+                .map_or(Type::Dyn, |p| composited_type(p.result_type()));
             fields.push((name.to_string(), ty));
             variables.push((name.to_string(), compiled));
         }
