@@ -95,7 +95,9 @@ fn type_for_name(name: &str) -> Option<Type> {
         "null_type" => Type::Null,
         "type" => Type::TypeOf(Box::new(Type::Dyn)),
         "dyn" => Type::Dyn,
-        "optional_type" => Type::Optional(Box::new(Type::Dyn)),
+        // cel-go declares the name with the unparameterised optional type: `optional_type`
+        // has type `type(optional_type)`.
+        "optional_type" => Type::Opaque("optional_type"),
         "google.protobuf.Timestamp" => Type::Timestamp,
         "google.protobuf.Duration" => Type::Duration,
         _ => return None,
@@ -1840,6 +1842,8 @@ mod tests {
         // the list and the map overload, whose results cel-go finds different: `dyn`).
         assert_eq!(static_type("optional.none().?x"), "optional_type(dyn)");
         assert_eq!(static_type("optional.none()[?0]"), "dyn");
+        assert_eq!(static_type("optional_type"), "type(optional_type)");
+        assert_eq!(static_type("type(optional.none()) == optional_type"), "bool");
         // Any other key meets the map overload alone, whose value type stays free.
         assert_eq!(static_type("optional.none()[?'a']"), "optional_type(dyn)");
         assert_eq!(
