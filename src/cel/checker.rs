@@ -283,11 +283,21 @@ impl<'e> Checker<'e> {
     /// Checks `e`. A failure is recorded and the node becomes an error node of type `dyn`
     /// (cel-go's error type, which accepts anything), so that checking goes on around it.
     pub fn check(&mut self, e: &Expr) -> Checked {
-        let checked = match self.check_node(e) {
+        match self.check_operand(e)? {
             // A free variable at the top of a type is `dyn` to whatever uses the value (a
-            // call's operand, a comprehension's range); only inside a list, map or optional
-            // type does it wait to unify with another branch or element.
-            Ok((node, Type::Param(_))) => (node, Type::Dyn),
+            // comprehension's range, a condition, an index); only a call's operand (see
+            // [`Checker::check_operand`]), or a list, map or optional type around it, waits
+            // for what it meets.
+            (node, Type::Param(_)) => Ok((node, Type::Dyn)),
+            checked => Ok(checked),
+        }
+    }
+
+    /// [`Checker::check`] for an operand of a function call: a free type variable at the top
+    /// stays free, for the first overload that matches to bind, as cel-go's checker binds
+    /// it (`v + dyn(x)` with `v` free is `bytes`, its first overload).
+    fn check_operand(&mut self, e: &Expr) -> Checked {
+        let checked = match self.check_node(e) {
             Ok(checked) => checked,
             Err(err) => {
                 let message = err.message().to_string();
@@ -818,7 +828,7 @@ impl<'e> Checker<'e> {
             self.in_format += 1;
         }
         if let Some(t) = target {
-            let (n, ty) = self.check(t)?;
+            let (n, ty) = self.check_operand(t)?;
             nodes.push(n);
             types.push(ty);
         }
@@ -826,7 +836,7 @@ impl<'e> Checker<'e> {
             self.validate_pattern(args.first());
         }
         for a in args {
-            let (n, ty) = self.check(a)?;
+            let (n, ty) = self.check_operand(a)?;
             nodes.push(n);
             types.push(ty);
         }
@@ -1843,7 +1853,10 @@ mod tests {
         assert_eq!(static_type("optional.none().?x"), "optional_type(dyn)");
         assert_eq!(static_type("optional.none()[?0]"), "dyn");
         assert_eq!(static_type("optional_type"), "type(optional_type)");
-        assert_eq!(static_type("type(optional.none()) == optional_type"), "bool");
+        assert_eq!(
+            static_type("type(optional.none()) == optional_type"),
+            "bool"
+        );
         // Any other key meets the map overload alone, whose value type stays free.
         assert_eq!(static_type("optional.none()[?'a']"), "optional_type(dyn)");
         assert_eq!(
@@ -1855,6 +1868,23 @@ mod tests {
             "optional_type(dyn)"
         );
         assert_eq!(static_type("optional.of(dyn({}))[?dyn(1)]"), "dyn");
+    }
+
+    #[test]
+    fn a_free_operand_takes_the_first_overload_in_cel_go_declaration_order() {
+        // `_+_` is declared bytes first: a free element plus `dyn` is `bytes`.
+        assert_eq!(static_type("[].map(v, v + dyn(1))"), "list(bytes)");
+        assert_eq!(
+            static_type("{}.transformMap(k, v, v + dyn('a'))"),
+            "map(dyn, bytes)"
+        );
+        // Anywhere but a call's operand, a free value is `dyn`.
+        assert_eq!(static_type("[][0] && true"), "bool");
+        assert_eq!(static_type("[][0] ? 1 : 2"), "int");
+        assert_eq!(static_type("[][0].map(x, x)"), "list(dyn)");
+        assert_eq!(static_type("[].all(x, x)"), "bool");
+        assert_eq!(static_type("[][0][1]"), "dyn");
+        assert_eq!(static_type("has([][0].x)"), "bool");
     }
 
     #[test]

@@ -184,34 +184,35 @@ fn cost_concat(a: &[Value<'_>]) -> u64 {
 }
 
 pub(super) fn register(b: &mut Builder) {
-    // In declaration order (the checker tries overloads in it), priced per overload.
+    // In cel-go's declaration order (its checker binds a free operand type to the first
+    // overload that matches: `{}.transformMap(k, v, v + dyn(x))` is `map(dyn, bytes)`),
+    // priced per overload.
     b.always_cx(
         "_+_",
-        &[
-            "(int, int) int",
-            "(uint, uint) uint",
-            "(double, double) double",
-        ],
-        add,
-        Cost::One,
-    );
-    b.always_cx(
-        "_+_",
-        &["(string, string) string", "(bytes, bytes) bytes"],
+        &["(bytes, bytes) bytes"],
         add,
         Cost::Custom(cost_concat),
     );
     b.always_cx(
         "_+_",
         &[
-            "(list(A), list(A)) list(A)",
+            "(double, double) double",
             "(duration, duration) duration",
-            "(timestamp, duration) timestamp",
             "(duration, timestamp) timestamp",
+            "(timestamp, duration) timestamp",
+            "(int, int) int",
+            "(list(A), list(A)) list(A)",
         ],
         add,
         Cost::One,
     );
+    b.always_cx(
+        "_+_",
+        &["(string, string) string"],
+        add,
+        Cost::Custom(cost_concat),
+    );
+    b.always_cx("_+_", &["(uint, uint) uint"], add, Cost::One);
     b.always(
         "_-_",
         &[
