@@ -868,6 +868,17 @@ impl<'e> Checker<'e> {
         // behaviour Kubernetes fixed in a later version).
         let all = candidates.clone();
         candidates.retain(|o| !all.iter().any(|n| n.since > o.since && n.sig == o.sig));
+        // Comprehension variables of a free type passed here: the first match binds them for
+        // the rest of the comprehension, as cel-go's substitutions are global.
+        let free_locals: Vec<(usize, usize)> = nodes
+            .iter()
+            .zip(&types)
+            .enumerate()
+            .filter_map(|(i, (n, t))| match (n, t) {
+                (Node::Local(slot), Type::Param(_)) => Some((i, *slot)),
+                _ => None,
+            })
+            .collect();
         let mut result: Option<Type> = None;
         let mut matching: Vec<&'static Overload> = Vec::new();
         for o in &candidates {
@@ -892,6 +903,13 @@ impl<'e> Checker<'e> {
                     None => r,
                     Some(prev) => join(&prev, &r).unwrap_or(Type::Dyn),
                 });
+            }
+        }
+        for (i, slot) in free_locals {
+            if !matches!(types[i], Type::Param(_)) {
+                if let Some(local) = self.locals.get_mut(slot) {
+                    local.1 = types[i].clone();
+                }
             }
         }
         if candidates.is_empty() && !self.env.check_types {
@@ -1326,6 +1344,11 @@ impl<'e> Checker<'e> {
             self.locals.push((name.clone(), t.clone()));
         }
         let scoped = self.filter_and_body(c);
+        // A free variable a call in the body bound has that type in the result (`filter`).
+        let t1 = match (&t1, self.locals.get(depth)) {
+            (Type::Param(_), Some((_, bound))) => bound.clone(),
+            _ => t1,
+        };
         self.locals.truncate(depth);
         let (filter, (body, bt)) = scoped?;
         // A predicate that is not a bool fails where cel-go's expansion uses it: as an operand
@@ -1885,6 +1908,13 @@ mod tests {
         assert_eq!(static_type("[].all(x, x)"), "bool");
         assert_eq!(static_type("[][0][1]"), "dyn");
         assert_eq!(static_type("has([][0].x)"), "bool");
+        // The binding holds for the variable through the comprehension: `size` is declared
+        // bytes first, so the filtered free list is `list(bytes)`, which `join` refuses.
+        assert_eq!(static_type("[].filter(x, x.size() > 1)"), "list(bytes)");
+        assert_eq!(
+            static_type("[].filter(x, x.size() > 1).join(',')"),
+            "error: found no matching overload for 'join' applied to 'list(bytes).(string)'"
+        );
     }
 
     #[test]

@@ -292,15 +292,16 @@ fn cost_range(a: &[Value<'_>]) -> u64 {
 pub(super) fn register(b: &mut Builder) {
     b.always(
         "size",
+        // cel-go's declaration order, in which its checker binds a free operand type.
         &[
-            "(string) int",
             "(bytes) int",
-            "(list(A)) int",
-            "(map(A, B)) int",
-            "string.() int",
             "bytes.() int",
+            "(list(A)) int",
             "list(A).() int",
+            "(map(A, B)) int",
             "map(A, B).() int",
+            "(string) int",
+            "string.() int",
         ],
         size,
         Cost::One,
