@@ -1534,3 +1534,20 @@ fn join_with_a_failed_separator_is_priced_for_an_error_result() {
         (4, Err("index out of range: -1".to_string()))
     );
 }
+
+#[test]
+fn a_conversion_resolved_to_one_overload_guards_its_argument_at_run_time() {
+    // The optional's value and `{}`'s are free types: `int` binds its first overload,
+    // `int(int)`, whose guard refuses the string that turns up (cel-go's type guards).
+    let object = json!({"a": {"b": "x"}});
+    assert_eq!(
+        eval_with("int(object.?a[?'b'].orValue({}['c']))", object.clone()),
+        Err("no such overload: int(string)".to_string())
+    );
+    // Checked as `int(string)` (or `dyn`, many overloads), a string converts as usual.
+    assert_eq!(
+        eval_with("int(object.a.b)", object.clone()),
+        Err("type conversion error from 'string' to 'int'".to_string())
+    );
+    assert_eq!(eval_with("int('12')", object), Ok(json!(12)));
+}

@@ -65,6 +65,19 @@ impl fmt::Display for Cel<'_> {
 
 type Checked = Result<(Node, Type), CompileError>;
 
+/// Conversions cel-go binds per overload, with a runtime guard on the argument's type, where
+/// celgate has one implementation for the family (see [`Callee::Guarded`]).
+const GUARDED_CONVERSIONS: &[&str] = &[
+    "int",
+    "uint",
+    "double",
+    "string",
+    "bytes",
+    "bool",
+    "duration",
+    "timestamp",
+];
+
 /// Type names an expression may use as values (`type(x) == int`).
 const TYPE_NAMES: &[(&str, &str)] = &[
     ("int", "int"),
@@ -984,6 +997,8 @@ impl<'e> Checker<'e> {
         }
         let imp = if let Some(set) = self.set_membership(f, &matching, &nodes) {
             Callee::Static(set)
+        } else if matching.len() == 1 && GUARDED_CONVERSIONS.contains(&func) {
+            Callee::Guarded(first)
         } else if matching.iter().all(|o| o.imp.same(&first.imp)) {
             Callee::Static(first)
         } else {

@@ -164,6 +164,10 @@ pub enum Callee {
     /// Chosen by the arguments' runtime kinds among these overloads (for `dyn` arguments
     /// whose candidates have different implementations).
     Dispatch(Box<[&'static Overload]>),
+    /// Resolved to this one overload of a conversion family whose implementation takes every
+    /// kind: cel-go guards such an overload's arguments at run time (`int(x)` checked as
+    /// `int(int)`, meeting a string, is `no such overload: int(string)`).
+    Guarded(&'static Overload),
     /// A call the checker could not resolve to one overload, charged cel-go's default of 1
     /// whatever the overload's own rule: cel-go prices `in`, string comparison and
     /// concatenation, `bytes(s)`... by the checked overload id, which such a call lacks.
@@ -822,7 +826,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             other => (other, false),
         };
         let overload = match callee {
-            Callee::Static(o) => Some(*o),
+            Callee::Static(o) | Callee::Guarded(o) => Some(*o),
             Callee::Dispatch(candidates) => candidates.first().copied(),
             Callee::Untyped(_) => None,
         };
@@ -873,6 +877,18 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         };
         let overload = match callee {
             Callee::Static(o) => *o,
+            Callee::Guarded(o) => {
+                if !o
+                    .sig
+                    .params
+                    .iter()
+                    .zip(vals)
+                    .all(|(t, v)| guard_accepts(t, v))
+                {
+                    return self.guard_failed(func, o, vals);
+                }
+                *o
+            }
             Callee::Untyped(_) => return Err(EvalError::no_such_overload()),
             Callee::Dispatch(candidates) => candidates
                 .iter()
@@ -902,6 +918,21 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             )),
             r => r,
         }
+    }
+
+    /// A guarded overload's arguments of other kinds: charged as the call, and cel-go's
+    /// `MaybeNoSuchOverload` text naming the function and the arguments' runtime types.
+    #[cold]
+    fn guard_failed(&mut self, func: &'static Function, o: &Overload, vals: &[Value<'a>]) -> R<'a> {
+        let mut cx = Ctx::new(self.meter, &mut self.regexes);
+        let cost = o.cost.charge_in(&mut cx, vals)?;
+        cx.meter.charge(cost)?;
+        let types: Vec<&str> = vals.iter().map(Value::type_name).collect();
+        Err(EvalError::new(format!(
+            "{NO_SUCH_OVERLOAD}: {}({})",
+            func.name,
+            types.join(", ")
+        )))
     }
 
     /// No overload takes these arguments: cel-go charges the call all the same (as its
