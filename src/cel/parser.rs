@@ -760,10 +760,71 @@ impl Parser<'_> {
         }
     }
 
+    /// ANTLR's single-token deletion where a list or map literal begins: a token that cannot
+    /// come there, followed by one that can, is reported extraneous and skipped, and parsing
+    /// goes on (`{: 1}` reports the `:`, then the missing one after `1`).
+    fn delete_extraneous(&mut self, close: Tok) {
+        let can_begin = |t: &Tok| {
+            *t == close
+                || matches!(
+                    t,
+                    Tok::LBracket
+                        | Tok::LBrace
+                        | Tok::LParen
+                        | Tok::Dot
+                        | Tok::Comma
+                        | Tok::Minus
+                        | Tok::Not
+                        | Tok::Question
+                        | Tok::True
+                        | Tok::False
+                        | Tok::Null
+                        | Tok::Int(_)
+                        | Tok::IntOverflow
+                        | Tok::Uint(_)
+                        | Tok::UintOverflow
+                        | Tok::Double(_)
+                        | Tok::Str(_)
+                        | Tok::Bytes(_)
+                        | Tok::Ident(_)
+                        | Tok::Reserved(_)
+                )
+        };
+        if can_begin(self.peek()) || self.peek() == &Tok::Eof {
+            return;
+        }
+        if !self
+            .tokens
+            .get(self.pos + 1)
+            .is_some_and(|t| can_begin(&t.kind))
+        {
+            return;
+        }
+        // ANTLR lists the set by token number: `]` after `[`, `}` after `{`, `,` after `.`,
+        // `?` after `!`.
+        let set = EXPR_START
+            .replacen("'.', ", "'.', ',', ", 1)
+            .replacen("'!', ", "'!', '?', ", 1);
+        let set = if close == Tok::RBracket {
+            set.replacen("'[', ", "'[', ']', ", 1)
+        } else {
+            set.replacen("'{', ", "'{', '}', ", 1)
+        };
+        self.recovery.push(SyntaxError {
+            offset: self.start(),
+            message: format!(
+                "Syntax error: extraneous input {} expecting {{{set}}}",
+                self.quoted()
+            ),
+        });
+        self.bump();
+    }
+
     fn list(&mut self, start: usize, nesting: u32) -> PResult {
         let mut elements = Vec::new();
         let mut optional = Vec::new();
         let mut depth = 0;
+        self.delete_extraneous(Tok::RBracket);
         self.lone_comma(Tok::RBracket);
         while self.peek() != &Tok::RBracket {
             let opt = self.eat(&Tok::Question);
@@ -783,6 +844,7 @@ impl Parser<'_> {
     fn map(&mut self, start: usize, nesting: u32) -> PResult {
         let mut entries = Vec::new();
         let mut depth = 0;
+        self.delete_extraneous(Tok::RBrace);
         self.lone_comma(Tok::RBrace);
         while self.peek() != &Tok::RBrace {
             let opt = self.eat(&Tok::Question);
@@ -1099,6 +1161,25 @@ mod tests {
         // With an operand after `in`, the first error alone.
         let one = err("object.spec.in x");
         assert_eq!(one.matches("ERROR").count(), 1, "{one}");
+    }
+
+    /// ANTLR deletes a token that cannot begin a literal's contents when the next one can.
+    #[test]
+    fn a_stray_token_opening_a_literal_is_deleted_and_parsing_goes_on() {
+        let err = parse("{: 1}").unwrap_err().to_string();
+        assert!(err.starts_with("ERROR: <input>:1:2: Syntax error: extraneous input ':' expecting {'[', '{', '}', '(', '.', ',', '-', '!', '?', 'true'"), "{err}");
+        assert!(
+            err.contains("ERROR: <input>:1:5: Syntax error: mismatched input '}' expecting ':'"),
+            "{err}"
+        );
+        let err = parse("[: 1]").unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "ERROR: <input>:1:2: Syntax error: extraneous input ':' expecting {'[', ']', '{'"
+            ),
+            "{err}"
+        );
+        assert_eq!(err.matches("ERROR").count(), 1, "{err}");
     }
 
     /// A ternary missing its `:` outside brackets: ANTLR skips to the end to recover, and
