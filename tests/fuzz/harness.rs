@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -23,9 +23,13 @@ pub const EVAL_STACK: usize = 32 << 20;
 // ---------------------------------------------------------------------------------------
 // Allocation meter.
 
-/// Live bytes one thread may hold before its allocations fail (and the process aborts,
-/// which `make fuzz` records as a crash): a runaway must not take the machine.
-const HARD_LIMIT: isize = 3 << 30;
+/// Live bytes the process may hold before its allocations fail (and the process aborts,
+/// which `make fuzz` records as a crash): a runaway must not take the machine. Counted for
+/// the whole process: a value built on one thread and dropped on another (inputs go to the
+/// evaluation thread and back) would make per-thread counts drift over a long run.
+const HARD_LIMIT: i64 = 3 << 30;
+
+static PROCESS_LIVE: AtomicI64 = AtomicI64::new(0);
 
 thread_local! {
     static LIVE: Cell<isize> = const { Cell::new(0) };
@@ -33,11 +37,13 @@ thread_local! {
 }
 
 fn grow(n: isize) -> bool {
+    let before = PROCESS_LIVE.fetch_add(n as i64, Ordering::Relaxed);
+    if n > 0 && before + n as i64 > HARD_LIMIT {
+        PROCESS_LIVE.fetch_sub(n as i64, Ordering::Relaxed);
+        return false;
+    }
     LIVE.try_with(|live| {
         let v = live.get() + n;
-        if n > 0 && v > HARD_LIMIT {
-            return false;
-        }
         live.set(v);
         let _ = PEAK.try_with(|p| {
             if v > p.get() {
