@@ -1115,13 +1115,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 for item in items {
                     deadline.tick()?;
                     self.bind(item, slot);
-                    match self.passes(c.filter.as_ref()) {
-                        Ok(true) => {}
-                        Ok(false) => continue,
-                        Err(e) => {
-                            fold_error(&mut error, e)?;
-                            continue;
-                        }
+                    if !self.filtered_in(c.filter.as_ref(), &mut error)? {
+                        continue;
                     }
                     if c.kind == Filter {
                         match self.eval_body(&c.body) {
@@ -1174,13 +1169,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 for item in items {
                     deadline.tick()?;
                     self.bind(item, slot);
-                    match self.passes(c.filter.as_ref()) {
-                        Ok(true) => {}
-                        Ok(false) => continue,
-                        Err(e) => {
-                            fold_error(&mut error, e)?;
-                            continue;
-                        }
+                    if !self.filtered_in(c.filter.as_ref(), &mut error)? {
+                        continue;
                     }
                     if c.kind == TransformMap {
                         if error.is_some() {
@@ -1244,6 +1234,22 @@ impl<'a, 'x> Evaluator<'a, 'x> {
     /// The value in local slot `i`.
     fn local(&self, i: usize) -> Value<'a> {
         self.locals.get(i).cloned().unwrap_or(Value::Null)
+    }
+
+    /// [`Evaluator::passes`] in a fold that goes on after an error: a filter that failed
+    /// keeps its error for the result (the first one wins) and skips the step.
+    fn filtered_in(
+        &mut self,
+        filter: Option<&Node>,
+        error: &mut Option<EvalError>,
+    ) -> Result<bool, EvalError> {
+        match self.passes(filter) {
+            Ok(pass) => Ok(pass),
+            Err(e) => {
+                fold_error(error, e)?;
+                Ok(false)
+            }
+        }
     }
 
     /// Whether the step passes a comprehension's filter (three-argument `map`, the `transform`
