@@ -128,8 +128,9 @@ pub fn value(c: &mut Choices, depth: usize) -> Json {
         3 => Json::String(string_value(c)),
         4 => {
             // Long arrays (past the document's element-table threshold) hold scalars only,
-            // so that nesting cannot multiply sizes.
-            if c.chance(1, 12) {
+            // and only near the root, so that nesting cannot multiply sizes (a long list at
+            // every one of hundreds of leaves made objects of 100 MiB).
+            if depth <= 2 && c.chance(1, 12) {
                 let n = 60 + c.below(20);
                 Json::Array((0..n).map(|_| value(c, 99)).collect())
             } else {
@@ -139,8 +140,8 @@ pub fn value(c: &mut Choices, depth: usize) -> Json {
         }
         5 => object(c, depth + 1),
         _ => {
-            // A list of similar flat objects, as containers are.
-            let n = if c.chance(1, 6) {
+            // A list of similar flat objects, as containers are; long only near the root.
+            let n = if depth <= 2 && c.chance(1, 6) {
                 64 + c.below(10)
             } else {
                 c.below(4)
@@ -587,6 +588,37 @@ const K8S_STRINGS: &[&str] = &[
     "NotFound",
 ];
 
+/// The most bytes one duplication of an array element may add.
+const MAX_DUPLICATED: usize = 1 << 20;
+
+/// About how many bytes `v` serialises to, counted up to a little past `cap`.
+fn rough_size(v: &Json, cap: usize) -> usize {
+    match v {
+        Json::String(s) => s.len() + 2,
+        Json::Array(a) => {
+            let mut n = 2;
+            for x in a {
+                n += rough_size(x, cap) + 1;
+                if n > cap {
+                    break;
+                }
+            }
+            n
+        }
+        Json::Object(m) => {
+            let mut n = 2;
+            for (k, x) in m {
+                n += k.len() + 4 + rough_size(x, cap);
+                if n > cap {
+                    break;
+                }
+            }
+            n
+        }
+        _ => 8,
+    }
+}
+
 /// Applies 1 to 3 structural mutations to `v`.
 pub fn mutate_tree(c: &mut Choices, v: &mut Json) {
     let n = 1 + c.below(3);
@@ -644,7 +676,12 @@ pub fn mutate_tree(c: &mut Choices, v: &mut Json) {
                     _ => match inner {
                         Json::Array(mut a) if !a.is_empty() => {
                             let x = a[c.below(a.len())].clone();
-                            let times = 1 + c.below(3) * 40;
+                            let mut times = 1 + c.below(3) * 40;
+                            // Copies of a large element, mutation after mutation, grew inputs
+                            // to hundreds of MiB: keep a duplication under 1 MiB.
+                            if rough_size(&x, MAX_DUPLICATED) * times > MAX_DUPLICATED {
+                                times = 1;
+                            }
                             a.extend(std::iter::repeat_n(x, times));
                             Json::Array(a)
                         }
