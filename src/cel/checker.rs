@@ -1926,6 +1926,9 @@ mod tests {
         // The binding holds for the variable through the comprehension: `size` is declared
         // bytes first, so the filtered free list is `list(bytes)`, which `join` refuses.
         assert_eq!(static_type("[].filter(x, x.size() > 1)"), "list(bytes)");
+        // `_<_` declares `(int, double)` right after `(int, int)`; `_-_` is double first.
+        assert_eq!(static_type("[].filter(x, x < 1.0)"), "list(int)");
+        assert_eq!(static_type("[].map(x, x - dyn(1))"), "list(double)");
         assert_eq!(
             static_type("[].filter(x, x.size() > 1).join(',')"),
             "error: found no matching overload for 'join' applied to 'list(bytes).(string)'"

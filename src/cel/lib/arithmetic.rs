@@ -184,9 +184,9 @@ fn cost_concat(a: &[Value<'_>]) -> u64 {
 }
 
 pub(super) fn register(b: &mut Builder) {
-    // In cel-go's declaration order (its checker binds a free operand type to the first
-    // overload that matches: `{}.transformMap(k, v, v + dyn(x))` is `map(dyn, bytes)`),
-    // priced per overload.
+    // Every operator's overloads in cel-go's declaration order: its checker binds a free
+    // operand type to the first overload that matches (`{}.transformMap(k, v, v + dyn(x))`
+    // is `map(dyn, bytes)`). `_+_` is priced per overload.
     b.always_cx(
         "_+_",
         &["(bytes, bytes) bytes"],
@@ -216,12 +216,12 @@ pub(super) fn register(b: &mut Builder) {
     b.always(
         "_-_",
         &[
-            "(int, int) int",
-            "(uint, uint) uint",
             "(double, double) double",
             "(duration, duration) duration",
+            "(int, int) int",
             "(timestamp, duration) timestamp",
             "(timestamp, timestamp) duration",
+            "(uint, uint) uint",
         ],
         sub,
         Cost::One,
@@ -229,9 +229,9 @@ pub(super) fn register(b: &mut Builder) {
     b.always(
         "_*_",
         &[
+            "(double, double) double",
             "(int, int) int",
             "(uint, uint) uint",
-            "(double, double) double",
         ],
         mul,
         Cost::One,
@@ -239,9 +239,9 @@ pub(super) fn register(b: &mut Builder) {
     b.always(
         "_/_",
         &[
+            "(double, double) double",
             "(int, int) int",
             "(uint, uint) uint",
-            "(double, double) double",
         ],
         div,
         Cost::One,
@@ -252,7 +252,7 @@ pub(super) fn register(b: &mut Builder) {
         rem,
         Cost::One,
     );
-    b.always("-_", &["(int) int", "(double) double"], neg, Cost::One);
+    b.always("-_", &["(double) double", "(int) int"], neg, Cost::One);
 }
 
 #[cfg(test)]

@@ -108,30 +108,27 @@ pub fn in_<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
     }
 }
 
-const ORDERED: &[&str] = &[
-    "(bool, bool) bool",
-    "(int, int) bool",
-    "(uint, uint) bool",
-    "(double, double) bool",
-    "(string, string) bool",
-    "(bytes, bytes) bool",
-    "(timestamp, timestamp) bool",
-    "(duration, duration) bool",
-];
-
-const CROSS_NUMERIC: &[&str] = &[
-    "(int, uint) bool",
-    "(int, double) bool",
-    "(uint, int) bool",
-    "(uint, double) bool",
-    "(double, int) bool",
-    "(double, uint) bool",
+/// The ordering overloads in cel-go's declaration order (its checker binds a free operand
+/// type to the first that matches), the cross-numeric ones from Kubernetes 1.28.
+const ORDERED: &[(&str, u16)] = &[
+    ("(bool, bool) bool", since::ALWAYS),
+    ("(int, int) bool", since::ALWAYS),
+    ("(int, double) bool", since::CROSS_NUMERIC),
+    ("(int, uint) bool", since::CROSS_NUMERIC),
+    ("(uint, uint) bool", since::ALWAYS),
+    ("(uint, double) bool", since::CROSS_NUMERIC),
+    ("(uint, int) bool", since::CROSS_NUMERIC),
+    ("(double, double) bool", since::ALWAYS),
+    ("(double, int) bool", since::CROSS_NUMERIC),
+    ("(double, uint) bool", since::CROSS_NUMERIC),
+    ("(string, string) bool", since::ALWAYS),
+    ("(bytes, bytes) bool", since::ALWAYS),
+    ("(timestamp, timestamp) bool", since::ALWAYS),
+    ("(duration, duration) bool", since::ALWAYS),
 ];
 
 fn ordering(b: &mut Builder, name: &'static str, imp: Imp) {
-    let mut sigs: Vec<(&str, u16)> = ORDERED.iter().map(|s| (*s, since::ALWAYS)).collect();
-    sigs.extend(CROSS_NUMERIC.iter().map(|s| (*s, since::CROSS_NUMERIC)));
-    b.add(name, &sigs, imp, Cost::Custom(cost_compare));
+    b.add(name, ORDERED, imp, Cost::Custom(cost_compare));
 }
 
 /// `==` and string/bytes ordering: ⌈0.1 · min(size(a), size(b))⌉.
