@@ -22,7 +22,7 @@ mod harness;
 
 /// The number of cases celgate matches exactly; raise it when the engine improves, never
 /// lower it.
-const MIN_PASSED: usize = 7838;
+const MIN_PASSED: usize = 7839;
 
 /// Evaluation recurses once per nesting level of an expression.
 const STACK: usize = 64 << 20;

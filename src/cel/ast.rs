@@ -68,11 +68,21 @@ pub enum ExprKind {
     Map {
         entries: Vec<MapEntry>,
     },
-    /// `Name{field: value}`: parsed so the checker can reject it with a clear message.
+    /// `a.b.Name{field: value}`, a message construction (dotted names as written).
     Struct {
         type_name: String,
+        fields: Vec<FieldInit>,
     },
     Comprehension(Box<Comprehension>),
+}
+
+/// One `field: value` of a message construction; `pos` is its `:`, where cel-go places it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldInit {
+    pub name: String,
+    pub value: Expr,
+    pub optional: bool,
+    pub pos: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -123,7 +133,8 @@ impl Expr {
     /// The children of this node, for passes that only need to walk the tree.
     pub fn children(&self) -> Vec<&Expr> {
         match &self.kind {
-            ExprKind::Literal(_) | ExprKind::Ident(_) | ExprKind::Struct { .. } => Vec::new(),
+            ExprKind::Literal(_) | ExprKind::Ident(_) => Vec::new(),
+            ExprKind::Struct { fields, .. } => fields.iter().map(|f| &f.value).collect(),
             ExprKind::Select { operand, .. } | ExprKind::Has { operand, .. } => vec![operand],
             ExprKind::Index { operand, index, .. } => vec![operand, index],
             ExprKind::Call { target, args, .. } => {

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
-use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
+use super::ast::{Comprehension, Expr, ExprKind, FieldInit, Literal, MacroKind};
 use super::env::{Env, VarKind, VARIABLES_TYPE};
 use super::error::{issue_at, CompileError, Issue};
 use super::eval::{Callee, Comprehension as CNode, Evaluator, Node, RegexOp};
@@ -60,6 +60,44 @@ impl fmt::Display for Cel<'_> {
             Type::Optional(t) => write!(f, "optional_type({})", Cel(t)),
             other => write!(f, "{other}"),
         }
+    }
+}
+
+/// A type as cel-go writes it in a message where its free type variables show, numbered
+/// in order (`map(_var0, _var1)` for `{}`).
+struct TypeVars<'a>(&'a Type);
+
+impl fmt::Display for TypeVars<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn write(t: &Type, next: &mut usize, out: &mut String) {
+            match t {
+                Type::Param(_) => {
+                    out.push_str(&format!("_var{next}"));
+                    *next += 1;
+                }
+                Type::List(e) => {
+                    out.push_str("list(");
+                    write(e, next, out);
+                    out.push(')');
+                }
+                Type::Map(k, v) => {
+                    out.push_str("map(");
+                    write(k, next, out);
+                    out.push_str(", ");
+                    write(v, next, out);
+                    out.push(')');
+                }
+                Type::Optional(e) => {
+                    out.push_str("optional_type(");
+                    write(e, next, out);
+                    out.push(')');
+                }
+                other => out.push_str(&Cel(other).to_string()),
+            }
+        }
+        let mut out = String::new();
+        write(self.0, &mut 0, &mut out);
+        f.write_str(&out)
     }
 }
 
@@ -450,12 +488,56 @@ impl<'e> Checker<'e> {
                 };
                 Ok((self.fold(e, node)?, ty))
             }
-            ExprKind::Struct { type_name } => Err(self.err(
-                e,
-                format!("undeclared reference to '{type_name}' (in container '')"),
-            )),
+            ExprKind::Struct { type_name, fields } => self.message(e, type_name, fields),
             ExprKind::Comprehension(c) => self.comprehension(e, c),
         }
+    }
+
+    /// A message construction. Only the declared object types (the request's and
+    /// `namespaceObject`'s) are message types here: their fields are checked as cel-go checks
+    /// them; building one fails at run time, as Kubernetes' type provider creates no values.
+    fn message(&mut self, e: &Expr, type_name: &str, fields: &[FieldInit]) -> Checked {
+        let Some(object) = self.object_type(type_name) else {
+            return Err(self.err(
+                e,
+                format!("undeclared reference to '{type_name}' (in container '')"),
+            ));
+        };
+        for f in fields {
+            let (_, mut vt) = self.check_operand(&f.value)?;
+            if f.optional {
+                vt = self.unwrap_optional(&f.value, vt);
+            }
+            let message = match object.field(&f.name) {
+                None => format!("undefined field '{}'", f.name),
+                Some(ft) if !Bindings::default().accepts(ft, &vt) => format!(
+                    "expected type of field '{}' is '{}' but provided type is '{}'",
+                    f.name,
+                    Cel(ft),
+                    TypeVars(&vt)
+                ),
+                Some(_) => continue,
+            };
+            self.issues
+                .borrow_mut()
+                .push(issue_at(self.src, f.pos as usize, message));
+        }
+        let unknown = format!("unknown type '{type_name}'");
+        Ok((Node::Fail(unknown.into()), Type::Object(object)))
+    }
+
+    /// The declared object type named `name`, found among the variables' types.
+    fn object_type(&self, name: &str) -> Option<Arc<ObjectType>> {
+        fn find(t: &Type, name: &str) -> Option<Arc<ObjectType>> {
+            match t {
+                Type::Object(o) if o.name == name => Some(o.clone()),
+                Type::Object(o) => o.fields.iter().find_map(|(_, t)| find(t, name)),
+                Type::List(e) | Type::Optional(e) => find(e, name),
+                Type::Map(k, v) => find(k, name).or_else(|| find(v, name)),
+                _ => None,
+            }
+        }
+        self.env.variables().iter().find_map(|v| find(&v.ty, name))
     }
 
     fn ident(&self, e: &Expr, name: &str) -> Checked {

@@ -8,7 +8,7 @@
 //! evaluator, even `Drop`) can recurse without bound. Limits are cel-go's defaults: 100,000
 //! code points and a recursion depth of 250.
 
-use super::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind, MapEntry, Span};
+use super::ast::{Comprehension, Expr, ExprKind, FieldInit, Literal, MacroKind, MapEntry, Span};
 use super::error::{CompileError, SyntaxError};
 use super::lexer::{tokenize_recovering, Tok, Token};
 
@@ -716,35 +716,64 @@ impl Parser<'_> {
             let sp = span(start, self.prev_end());
             return self.call_or_macro(name, None, args, sp, open);
         }
-        // `a.b.C{...}`: a message construction. Kubernetes declares no message types, so it is
-        // parsed only to be rejected by the checker with a clear message.
-        if self.peek() == &Tok::LBrace
-            && name.chars().next().is_some_and(|c| c.is_ascii_uppercase())
-        {
-            let brace = self.start();
-            self.skip_braces()?;
-            let sp = span(start, self.prev_end());
-            return self.node(ExprKind::Struct { type_name: name }, sp, brace, 0);
+        // `a.b.C{...}`: cel-go's grammar reads a dotted name followed by `{` as a message
+        // construction.
+        let mut k = self.pos;
+        let mut qualified = name.clone();
+        while self.tokens[k].kind == Tok::Dot {
+            match self.tokens.get(k + 1).map(|t| &t.kind) {
+                Some(Tok::Ident(n)) => {
+                    qualified.push('.');
+                    qualified.push_str(n);
+                    k += 2;
+                }
+                _ => break,
+            }
+        }
+        if self.tokens[k].kind == Tok::LBrace {
+            self.pos = k;
+            return self.message(qualified, start, nesting);
         }
         let sp = span(start, self.prev_end());
         self.node(ExprKind::Ident(name), sp, at, 0)
     }
 
-    fn skip_braces(&mut self) -> Result<(), SyntaxError> {
-        let mut open = 0usize;
-        loop {
-            match self.bump().kind {
-                Tok::LBrace => open += 1,
-                Tok::RBrace => {
-                    open -= 1;
-                    if open == 0 {
-                        return Ok(());
-                    }
+    /// A message construction's `{field: value, ...}`, the name read.
+    fn message(&mut self, type_name: String, start: usize, nesting: u32) -> PResult {
+        let brace = self.bump().start;
+        let mut fields = Vec::new();
+        let mut depth = 0;
+        self.lone_comma(Tok::RBrace);
+        while self.peek() != &Tok::RBrace {
+            let optional = self.eat(&Tok::Question);
+            let name = match self.peek().clone() {
+                Tok::Ident(n) | Tok::QuotedIdent(n) => {
+                    self.bump();
+                    n
                 }
-                Tok::Eof => return Err(self.unexpected()),
-                _ => {}
+                _ => {
+                    return Err(self
+                        .expect(Tok::Ident(String::new()))
+                        .err()
+                        .unwrap_or_else(|| self.unexpected()))
+                }
+            };
+            let colon = self.expect(Tok::Colon)?.start;
+            let (value, d) = self.expr(nesting + 1)?;
+            depth = depth.max(d);
+            fields.push(FieldInit {
+                name,
+                value,
+                optional,
+                pos: colon as u32,
+            });
+            if !self.eat(&Tok::Comma) {
+                break;
             }
         }
+        self.close_literal(Tok::RBrace)?;
+        let sp = span(start, self.prev_end());
+        self.node(ExprKind::Struct { type_name, fields }, sp, brace, depth)
     }
 
     /// The trailing `,` CEL's grammar allows after a literal's elements, alone in an empty
@@ -1057,7 +1086,13 @@ mod tests {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            ExprKind::Struct { type_name } => format!("{type_name}{{}}"),
+            ExprKind::Struct { type_name, fields } => {
+                let fields: Vec<String> = fields
+                    .iter()
+                    .map(|f| format!("{}: {}", f.name, show(&f.value)))
+                    .collect();
+                format!("{type_name}{{{}}}", fields.join(", "))
+            }
             ExprKind::Comprehension(c) => format!(
                 "{}.{:?}({}, {})",
                 show(&c.range),

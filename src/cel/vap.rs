@@ -227,6 +227,29 @@ pub fn request_resource_attributes(
 mod tests {
     use super::*;
 
+    /// Message construction names a declared object type; its fields are checked as cel-go
+    /// checks them (the error points at the field's `:`), and building one fails at run time.
+    #[test]
+    fn message_construction_checks_the_declared_object_types() {
+        let (env, _) = vap_env(
+            super::super::NEWEST_MINOR,
+            Decls {
+                params: false,
+                authorizer: false,
+            },
+        );
+        let err = |src: &str| env.compile(src).unwrap_err().to_string();
+        assert!(err("kubernetes.Namespace{metadata: {}}").starts_with(
+            "ERROR: <input>:1:30: expected type of field 'metadata' is \
+             'kubernetes.NamespaceMetadata' but provided type is 'map(_var0, _var1)'"
+        ));
+        assert!(err("kubernetes.Namespace{nope: 1}").contains("undefined field 'nope'"));
+        assert!(err("Foo{a: 1}").contains("undeclared reference to 'Foo' (in container '')"));
+        assert!(err("object.spec{}").contains("undeclared reference to 'object.spec'"));
+        let p = env.compile("kubernetes.Namespace{}").unwrap();
+        assert_eq!(p.result_type().to_string(), "kubernetes.Namespace");
+    }
+
     #[test]
     fn composited_variables_keep_scalar_list_and_map_types_only() {
         let opt = |t: Type| Type::Optional(Box::new(t));
