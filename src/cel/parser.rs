@@ -719,18 +719,19 @@ impl Parser<'_> {
         // `a.b.C{...}`: cel-go's grammar reads a dotted name followed by `{` as a message
         // construction.
         let mut k = self.pos;
-        let mut qualified = name.clone();
-        while self.tokens[k].kind == Tok::Dot {
-            match self.tokens.get(k + 1).map(|t| &t.kind) {
-                Some(Tok::Ident(n)) => {
-                    qualified.push('.');
-                    qualified.push_str(n);
-                    k += 2;
-                }
-                _ => break,
-            }
+        while self.tokens[k].kind == Tok::Dot
+            && matches!(self.tokens.get(k + 1).map(|t| &t.kind), Some(Tok::Ident(_)))
+        {
+            k += 2;
         }
         if self.tokens[k].kind == Tok::LBrace {
+            let mut qualified = name;
+            for t in &self.tokens[self.pos..k] {
+                if let Tok::Ident(n) = &t.kind {
+                    qualified.push('.');
+                    qualified.push_str(n);
+                }
+            }
             self.pos = k;
             return self.message(qualified, start, nesting);
         }
@@ -793,32 +794,8 @@ impl Parser<'_> {
     /// come there, followed by one that can, is reported extraneous and skipped, and parsing
     /// goes on (`{: 1}` reports the `:`, then the missing one after `1`).
     fn delete_extraneous(&mut self, close: Tok) {
-        let can_begin = |t: &Tok| {
-            *t == close
-                || matches!(
-                    t,
-                    Tok::LBracket
-                        | Tok::LBrace
-                        | Tok::LParen
-                        | Tok::Dot
-                        | Tok::Comma
-                        | Tok::Minus
-                        | Tok::Not
-                        | Tok::Question
-                        | Tok::True
-                        | Tok::False
-                        | Tok::Null
-                        | Tok::Int(_)
-                        | Tok::IntOverflow
-                        | Tok::Uint(_)
-                        | Tok::UintOverflow
-                        | Tok::Double(_)
-                        | Tok::Str(_)
-                        | Tok::Bytes(_)
-                        | Tok::Ident(_)
-                        | Tok::Reserved(_)
-                )
-        };
+        let can_begin =
+            |t: &Tok| *t == close || matches!(t, Tok::Comma | Tok::Question) || starts_expr(t);
         if can_begin(self.peek()) || self.peek() == &Tok::Eof {
             return;
         }
