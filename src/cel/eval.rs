@@ -116,6 +116,13 @@ impl Node {
         )
     }
 
+    /// An attribute other than `?:`: evaluating it charges its head identifier, a charge
+    /// cel-go does not make where it folds the attribute into another (an attribute index,
+    /// an attribute branch of `?:`).
+    pub(crate) fn is_headed_attribute(&self) -> bool {
+        self.is_attribute() && !matches!(self, Node::Cond(_))
+    }
+
     /// Whether `slot` of the local stack is read anywhere in this node.
     pub(crate) fn reads_local(&self, slot: usize) -> bool {
         let any = |nodes: &[Node]| nodes.iter().any(|n| n.reads_local(slot));
@@ -150,8 +157,7 @@ impl Node {
     /// is an attribute (cel-go resolves it as a qualifier without charging its evaluation).
     pub(crate) fn qualifier_cost(operand: &Node, index: Option<&Node>) -> u8 {
         let relative = u8::from(!operand.is_attribute());
-        let attribute_index =
-            u8::from(index.is_some_and(|i| i.is_attribute() && !matches!(i, Node::Cond(_))));
+        let attribute_index = u8::from(index.is_some_and(Node::is_headed_attribute));
         (1 + relative).saturating_sub(attribute_index)
     }
 }
@@ -345,17 +351,24 @@ fn no_overload_error(
     if SELF_CHECKING.contains(&func.name) {
         return EvalError::no_such_overload();
     }
-    let fits = |o: &Overload| {
-        o.sig.params.len() == vals.len()
-            && o.sig
-                .params
-                .iter()
-                .zip(vals)
-                .all(|(t, v)| guard_accepts(t, v))
-    };
+    let fits = |o: &Overload| o.sig.params.len() == vals.len() && passes_guards(o, vals);
     if func.overloads.iter().any(&fits) || candidates.iter().any(|o| fits(o)) {
         return EvalError::no_such_overload();
     }
+    guard_error(func, vals)
+}
+
+/// Whether `vals` pass `o`'s type guards, parameter by parameter.
+fn passes_guards(o: &Overload, vals: &[Value<'_>]) -> bool {
+    o.sig
+        .params
+        .iter()
+        .zip(vals)
+        .all(|(t, v)| guard_accepts(t, v))
+}
+
+/// cel-go's `MaybeNoSuchOverload`: the function and the arguments' runtime types.
+fn guard_error(func: &Function, vals: &[Value<'_>]) -> EvalError {
     let types: Vec<&str> = vals.iter().map(Value::type_name).collect();
     EvalError::new(format!(
         "{NO_SUCH_OVERLOAD}: {}({})",
@@ -492,7 +505,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 cost,
             } => {
                 let v = self.eval_charging(operand)?;
-                let by_attribute = index.is_attribute() && !matches!(**index, Node::Cond(_));
+                let by_attribute = index.is_headed_attribute();
                 let presence = *optional || matches!(v, Value::Optional(_));
                 let k = match self.eval(index) {
                     Ok(k) => k,
@@ -595,8 +608,6 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         Err(e)
     }
 
-    /// Charges an optional selection or index that gave `r`: cel-go observes an optional
-    /// qualifier only when it found something, so a none costs the qualifier nothing.
     /// Charges an index's qualification. cel-go observes an optional qualification (`[?k]`,
     /// or any index once the chain is optional) only when it found something
     /// (`QualifyIfPresent`): otherwise the qualifier is not charged, and an attribute index
@@ -619,6 +630,8 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         self.meter.charge(u64::from(cost.saturating_sub(1)))
     }
 
+    /// Charges an optional selection that gave `r`: cel-go observes an optional qualifier
+    /// only when it found something, so a none costs the qualifier nothing.
     fn charge_optional(&mut self, r: R<'a>, cost: u8) -> R<'a> {
         let cost = match &r {
             Ok(Value::Optional(None)) => cost.saturating_sub(1),
@@ -670,7 +683,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             // Read through the relative attribute cel-go wraps a computed branch in.
             return r.map(attribute_value);
         }
-        if !matches!(n, Node::Cond(_)) && !matches!(&r, Err(e) if e.is_cancelled()) {
+        if n.is_headed_attribute() && !matches!(&r, Err(e) if e.is_cancelled()) {
             self.meter.refund(1);
         }
         r
@@ -877,18 +890,10 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         };
         let overload = match callee {
             Callee::Static(o) => *o,
-            Callee::Guarded(o) => {
-                if !o
-                    .sig
-                    .params
-                    .iter()
-                    .zip(vals)
-                    .all(|(t, v)| guard_accepts(t, v))
-                {
-                    return self.guard_failed(func, o, vals);
-                }
-                *o
+            Callee::Guarded(o) if !passes_guards(o, vals) => {
+                return self.guard_failed(func, o, vals)
             }
+            Callee::Guarded(o) => *o,
             Callee::Untyped(_) => return Err(EvalError::no_such_overload()),
             Callee::Dispatch(candidates) => candidates
                 .iter()
@@ -920,19 +925,14 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         }
     }
 
-    /// A guarded overload's arguments of other kinds: charged as the call, and cel-go's
-    /// `MaybeNoSuchOverload` text naming the function and the arguments' runtime types.
+    /// A guarded overload's arguments of other kinds: charged as the call, then
+    /// [`guard_error`].
     #[cold]
     fn guard_failed(&mut self, func: &'static Function, o: &Overload, vals: &[Value<'a>]) -> R<'a> {
         let mut cx = Ctx::new(self.meter, &mut self.regexes);
         let cost = o.cost.charge_in(&mut cx, vals)?;
         cx.meter.charge(cost)?;
-        let types: Vec<&str> = vals.iter().map(Value::type_name).collect();
-        Err(EvalError::new(format!(
-            "{NO_SUCH_OVERLOAD}: {}({})",
-            func.name,
-            types.join(", ")
-        )))
+        Err(guard_error(func, vals))
     }
 
     /// No overload takes these arguments: cel-go charges the call all the same (as its
