@@ -50,54 +50,57 @@ struct Cel<'a>(&'a Type);
 
 impl fmt::Display for Cel<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Type::Null => f.write_str("null"),
-            Type::Timestamp => f.write_str("timestamp"),
-            Type::Duration => f.write_str("duration"),
-            Type::List(e) => write!(f, "list({})", Cel(e)),
-            Type::Map(k, v) => write!(f, "map({}, {})", Cel(k), Cel(v)),
-            Type::TypeOf(t) => write!(f, "type({})", Cel(t)),
-            Type::Optional(t) => write!(f, "optional_type({})", Cel(t)),
-            other => write!(f, "{other}"),
-        }
+        write_cel(self.0, None, f)
     }
 }
 
-/// A type as cel-go writes it in a message where its free type variables show, numbered
-/// in order (`map(_var0, _var1)` for `{}`).
+/// [`Cel`] where free type variables show, numbered in order as cel-go names them in a
+/// message (`map(_var0, _var1)` for `{}`).
 struct TypeVars<'a>(&'a Type);
 
 impl fmt::Display for TypeVars<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fn write(t: &Type, next: &mut usize, out: &mut String) {
-            match t {
-                Type::Param(_) => {
-                    out.push_str(&format!("_var{next}"));
-                    *next += 1;
-                }
-                Type::List(e) => {
-                    out.push_str("list(");
-                    write(e, next, out);
-                    out.push(')');
-                }
-                Type::Map(k, v) => {
-                    out.push_str("map(");
-                    write(k, next, out);
-                    out.push_str(", ");
-                    write(v, next, out);
-                    out.push(')');
-                }
-                Type::Optional(e) => {
-                    out.push_str("optional_type(");
-                    write(e, next, out);
-                    out.push(')');
-                }
-                other => out.push_str(&Cel(other).to_string()),
-            }
+        write_cel(self.0, Some(&mut 0), f)
+    }
+}
+
+/// Writes `t` as cel-go's `FormatCELType`; free variables as `_varN` when `vars` counts
+/// them, as `dyn` otherwise.
+fn write_cel(t: &Type, mut vars: Option<&mut usize>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match t {
+        Type::Null => f.write_str("null"),
+        Type::Timestamp => f.write_str("timestamp"),
+        Type::Duration => f.write_str("duration"),
+        Type::Param(_) if vars.is_some() => {
+            let n = vars.map_or(0, |next| {
+                *next += 1;
+                *next - 1
+            });
+            write!(f, "_var{n}")
         }
-        let mut out = String::new();
-        write(self.0, &mut 0, &mut out);
-        f.write_str(&out)
+        Type::List(e) => {
+            f.write_str("list(")?;
+            write_cel(e, vars, f)?;
+            f.write_str(")")
+        }
+        Type::Map(k, v) => {
+            f.write_str("map(")?;
+            write_cel(k, vars.as_deref_mut(), f)?;
+            f.write_str(", ")?;
+            write_cel(v, vars, f)?;
+            f.write_str(")")
+        }
+        Type::TypeOf(e) => {
+            f.write_str("type(")?;
+            write_cel(e, vars, f)?;
+            f.write_str(")")
+        }
+        Type::Optional(e) => {
+            f.write_str("optional_type(")?;
+            write_cel(e, vars, f)?;
+            f.write_str(")")
+        }
+        other => write!(f, "{other}"),
     }
 }
 
@@ -295,9 +298,14 @@ impl<'e> Checker<'e> {
 
     /// Records a type-check issue at `e` and goes on.
     fn issue(&self, e: &Expr, msg: impl Into<String>) {
+        self.issue_at(e.pos as usize, msg);
+    }
+
+    /// Records a type-check issue at a byte offset of the source and goes on.
+    fn issue_at(&self, offset: usize, msg: impl Into<String>) {
         self.issues
             .borrow_mut()
-            .push(issue_at(self.src, e.pos as usize, msg));
+            .push(issue_at(self.src, offset, msg));
     }
 
     /// Records a validator issue at `e`.
@@ -518,9 +526,7 @@ impl<'e> Checker<'e> {
                 ),
                 Some(_) => continue,
             };
-            self.issues
-                .borrow_mut()
-                .push(issue_at(self.src, f.pos as usize, message));
+            self.issue_at(f.pos as usize, message);
         }
         let unknown = format!("unknown type '{type_name}'");
         Ok((Node::Fail(unknown.into()), Type::Object(object)))
@@ -1069,7 +1075,8 @@ impl<'e> Checker<'e> {
             }
         }
         let first = matching[0];
-        if self.set_membership(f, &matching, &nodes).is_some()
+        let set = self.set_membership(f, &matching, &nodes);
+        if set.is_some()
             && matches!(nodes.get(1), Some(Node::Const(Value::List(l))) if l.is_empty())
         {
             // cel-go's `OptOptimize` (`maybeOptimizeSetMembership`) makes membership in a
@@ -1077,7 +1084,7 @@ impl<'e> Checker<'e> {
             // element that would fail does not.
             return Ok((Node::Const(Value::Bool(false)), ty));
         }
-        let imp = if let Some(set) = self.set_membership(f, &matching, &nodes) {
+        let imp = if let Some(set) = set {
             Callee::Static(set)
         } else if matching.len() == 1 && GUARDED_CONVERSIONS.contains(&func) {
             Callee::Guarded(first)
@@ -1395,9 +1402,7 @@ impl<'e> Checker<'e> {
             let vars = if c.var2.is_some() { 2 } else { 1 };
             for (name, pos) in self.call_arg_idents(e.pos as usize, vars) {
                 if !self.is_local(&name) {
-                    self.issues
-                        .borrow_mut()
-                        .push(issue_at(self.src, pos, msg(&name)));
+                    self.issue_at(pos, msg(&name));
                 }
             }
             if let Some(f) = &c.filter {
