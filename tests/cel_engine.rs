@@ -921,10 +921,30 @@ fn builders_stop_at_the_memory_ceiling_with_a_clear_error() {
     assert!(r.unwrap_err().is_cancelled());
 }
 
+/// Issue 24 item 12b: `split('')` builds a one-character string per character, each a heap
+/// block of its own beside its list slot: a string that fits the ceiling alone (20,000
+/// characters, 20 kB) splits into a list that does not (over a megabyte in fact), and stops
+/// with the memory error instead of building it.
+#[test]
+fn split_pieces_are_counted_at_their_real_size() {
+    let object = json!({"s": "a".repeat(20_000)});
+    // `+ 'b'` makes the receiver a built string, so its pieces are copies, not borrowed.
+    let expr = "(object.s + 'b').split('').size() > 0";
+    let (r, meter) = eval_metered(expr, &object, |m| m.memory_limit = 1 << 20);
+    assert_eq!(
+        r.expect_err(expr).to_string(),
+        "operation cancelled: memory limit exceeded",
+        "{} bytes counted",
+        meter.memory
+    );
+    let (r, _) = eval_metered(expr, &object, |_| {});
+    assert_eq!(r.unwrap(), json!(true));
+}
+
 #[test]
 fn a_runtime_regex_is_compiled_once_per_evaluation_and_charged_each_time() {
-    // The pattern (from the object) is far over what a run-time pattern may compile to: it
-    // is refused before any automaton is built, once, then from the cache.
+    // The pattern (from the object) is past Go's repeat limit: it is refused once, then from
+    // the cache.
     let containers: Vec<_> = (0..200)
         .map(|i| json!({"name": format!("c-{i}")}))
         .collect();

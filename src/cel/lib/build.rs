@@ -18,7 +18,7 @@ pub(super) fn piece<'a>(
         return Ok(Value::String(Str::Borrowed(b.get(range).unwrap_or(""))));
     }
     let s = str_arg(orig)?.get(range).unwrap_or("");
-    cx.alloc(s.len())?;
+    cx.alloc_string(s.len())?;
     Ok(Value::string(s))
 }
 
