@@ -1,16 +1,17 @@
 //! Regular expressions as cel-go runs them (Go's `regexp`, RE2 syntax): compiling a pattern
-//! with Go's parse limits and Go's ASCII Perl classes, Go's error texts, the bounds on a
-//! pattern compiled at run time, and the per-evaluation cache of those patterns.
+//! with Go's parse limits (`regexp/syntax/parse.go`: counts up to 1000, nesting up to 1000,
+//! programs up to 128 MB) and Go's ASCII Perl classes, Go's error texts, and the
+//! per-evaluation cache of patterns compiled at run time.
 //!
 //! A constant pattern is compiled once, when the expression is compiled. A pattern that is a
 //! run-time value (`c.name.matches(object.metadata.annotations.re)`) is compiled during the
 //! evaluation, where its cost is cel-go's (⌈0.1·(1+size(string))⌉ · ⌈0.25·size(pattern)⌉,
-//! charged before compiling) but its time is ours: Rust's automata are built per class
-//! instance, in UTF-8, so `\pL{300}` takes a hundred milliseconds to build, and 200 elements
-//! doing so would run for seconds within the cost limit. Hence, for run-time patterns:
-//! a length bound and an estimate of the compiled size, both checked before the automaton is
-//! built (tens of microseconds), and a cache per evaluation that also keeps failures, so
-//! that each distinct pattern is compiled (or refused) once.
+//! charged before compiling) but its time and memory are ours: Rust's automata are built per
+//! class instance, in UTF-8, so `\pL{1000}` takes a large fraction of a second and tens of
+//! megabytes to build. Every pattern Go accepts compiles; what a run-time one will take is
+//! estimated from its tree and counted against the memory ceiling before it is built, the
+//! deadline is looked at before each compile, and a cache per evaluation that also keeps
+//! failures compiles each distinct pattern (or refuses it) once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,19 +26,31 @@ use super::meter::Meter;
 /// A compiled pattern.
 pub type Regex = meta::Regex;
 
-/// The longest pattern compiled at run time, in bytes. Parsing is linear but not cheap: up
-/// to about a microsecond per byte for the worst shapes (measured in a release build on a
-/// busy machine), so this keeps a parse to about 15 ms. Far above any pattern a policy
-/// carries in an object or a parameter (an allow-list of 300 registries fits).
-pub const MAX_RUNTIME_PATTERN: usize = 16 << 10;
+/// The longest pattern compiled at run time, in bytes: a ConfigMap's whole data (Go has no
+/// bound of its own on a pattern's length). Parsing is linear, about a microsecond per byte
+/// at worst, and the deadline is looked at before each parse.
+pub const MAX_RUNTIME_PATTERN: usize = 1 << 20;
 
-/// The largest compiled form of a pattern compiled at run time, in estimated automaton
-/// states ([`estimate`]). Building costs 0.1 to 0.5 µs a state (measured as above), so this
-/// keeps one compile to about 10 ms, and a search's worst case (a state set per input byte)
-/// in proportion. `.{0,500}`, `\w{1000}` (ASCII, as in Go) or a 3,000-way alternation of
-/// short words fit; `\pL{10}` (each instance of a large Unicode class is built anew) does
-/// not.
-pub const MAX_RUNTIME_STATES: u64 = 25_000;
+/// Go's `maxSize` (`regexp/syntax/parse.go`): a pattern whose compiled program would take
+/// more than 128 MB of 40-byte instructions is `expression too large`.
+const GO_MAX_SIZE: u64 = (128 << 20) / 40;
+
+/// Go's `maxRunes`: the runes of all literals and class ranges (repetitions not copied) at
+/// most 128 MB of 4-byte runes.
+const GO_MAX_RUNES: u64 = (128 << 20) / 4;
+
+/// Go's `maxHeight`: a parse tree at most 1000 deep (`expression nests too deeply`). Go counts
+/// the leaf as well, so 999 nested groups around a literal are the deepest it accepts; Rust's
+/// parser counts the groups.
+const GO_MAX_NEST: u32 = GO_MAX_HEIGHT - 1;
+const GO_MAX_HEIGHT: u32 = 1000;
+
+/// The most memory one pattern's automaton may take here. Rust's automata work on UTF-8
+/// bytes, so a large Unicode class is built anew at each place it is repeated (`\pL{1000}` is
+/// 1000 copies of `\pL`'s byte automaton, about 20 MB), where Go's program holds one
+/// instruction per copy. This bound is what Go's own program may take (128 MB): every
+/// pattern within Go's limits above whose automaton fits it compiles.
+const NFA_SIZE_LIMIT: usize = 128 << 20;
 
 /// Go's largest count in `x{n,m}`, which is also the bound on the product of nested counts
 /// (`maxRepeat` of `regexp/syntax`).
@@ -49,25 +62,30 @@ const REGEX_BASE_BYTES: u64 = 4 << 10;
 const REGEX_STATE_BYTES: u64 = 16;
 
 /// Compiles a constant pattern (when the expression is compiled): Go's syntax limits and
-/// error texts, with Rust's own size limit for what the automaton may take.
+/// error texts.
 pub fn compile_regex(pattern: &str) -> Result<Regex, EvalError> {
     let hir = parse(pattern).map_err(EvalError::new)?;
-    build(&hir).map_err(EvalError::new)
+    build(&hir, pattern).map_err(EvalError::new)
 }
 
-/// Compiles a pattern met at run time, refusing one longer than [`MAX_RUNTIME_PATTERN`] or
-/// whose estimated compiled size exceeds [`MAX_RUNTIME_STATES`] before building anything.
+/// Compiles a pattern met at run time, refusing one longer than [`MAX_RUNTIME_PATTERN`].
 /// Returns the regex and its estimated size in states.
 pub fn compile_runtime_regex(pattern: &str) -> Result<(Regex, u64), EvalError> {
-    if pattern.len() > MAX_RUNTIME_PATTERN {
-        return Err(EvalError::new(too_large()));
-    }
-    let hir = parse(pattern).map_err(EvalError::new)?;
+    let hir = parse_runtime(pattern)?;
     let states = estimate(&hir);
-    if states > MAX_RUNTIME_STATES {
-        return Err(EvalError::new(too_large()));
+    Ok((build(&hir, pattern).map_err(EvalError::new)?, states))
+}
+
+fn parse_runtime(pattern: &str) -> Result<Hir, EvalError> {
+    if pattern.len() > MAX_RUNTIME_PATTERN {
+        return Err(EvalError::new(too_large(pattern)));
     }
-    Ok((build(&hir).map_err(EvalError::new)?, states))
+    parse(pattern).map_err(EvalError::new)
+}
+
+/// The bytes a run-time pattern of `states` estimated states is counted for.
+fn runtime_bytes(states: u64) -> u64 {
+    REGEX_BASE_BYTES.saturating_add(states.saturating_mul(REGEX_STATE_BYTES))
 }
 
 /// A pattern's outcome: the matcher, or why it does not compile.
@@ -84,24 +102,28 @@ pub struct RegexCache {
 
 impl RegexCache {
     /// `pattern` compiled: from the cache, or compiled now (after a look at the deadline),
-    /// its size counted against the memory ceiling and [`Meter::regexes_compiled`] counted.
+    /// its estimated size counted against the memory ceiling before the automaton is built
+    /// and [`Meter::regexes_compiled`] counted.
     pub fn get(&mut self, pattern: &str, meter: &mut Meter) -> Result<Arc<Regex>, EvalError> {
         if let Some(hit) = self.map.as_ref().and_then(|m| m.get(pattern)) {
             return hit.clone();
         }
         meter.check_deadline()?;
         meter.regexes_compiled += 1;
-        let (result, bytes) = match compile_runtime_regex(pattern) {
-            Ok((re, states)) => (
-                Ok(Arc::new(re)),
-                REGEX_BASE_BYTES + states.saturating_mul(REGEX_STATE_BYTES),
-            ),
-            Err(e) => {
-                let len = e.message().len() as u64;
-                (Err(e), len)
+        meter.alloc(pattern.len() as u64)?;
+        let result = match parse_runtime(pattern) {
+            Ok(hir) => {
+                // Within Go's limits: what it may take here is a matter for the memory
+                // ceiling, not a compile error.
+                meter.alloc(runtime_bytes(estimate(&hir)))?;
+                meter.check_deadline()?;
+                build(&hir, pattern).map(Arc::new).map_err(EvalError::new)
             }
+            Err(e) => Err(e),
         };
-        meter.alloc(bytes.saturating_add(pattern.len() as u64))?;
+        if let Err(e) = &result {
+            meter.alloc(e.message().len() as u64)?;
+        }
         self.map
             .get_or_insert_with(HashMap::new)
             .insert(pattern.into(), result.clone());
@@ -109,37 +131,99 @@ impl RegexCache {
     }
 }
 
-fn too_large() -> String {
-    "error parsing regexp: expression too large".into()
+/// Runs `f`, a recursion over a pattern's tree up to Go's 1000 levels (the automaton's compiler
+/// takes a few frames a level), on a stack of its own unless the thread has plenty left.
+fn with_stack<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(8 << 20, 16 << 20, f)
+}
+
+/// Go's `ErrLarge`, which quotes the whole pattern.
+fn too_large(pattern: &str) -> String {
+    format!("error parsing regexp: expression too large: `{pattern}`")
 }
 
 /// Parses `pattern` as Go's `regexp/syntax` would accept it, into the form to compile:
 /// RE2 syntax, Go's limits on counted repetition, and `\d`, `\s`, `\w`, `\b` in ASCII (as
 /// in Go; Rust's are Unicode). Errors carry Go's text.
 fn parse(pattern: &str) -> Result<Hir, String> {
-    let mut ast = ast::parse::Parser::new()
-        .parse(pattern)
-        .map_err(|e| go_parse_error(pattern, &e))?;
-    check_repeats(&ast, pattern)?;
-    asciify(&mut ast);
-    hir::translate::Translator::new()
-        .translate(pattern, &ast)
-        .map_err(|e| go_translate_error(pattern, &e))
+    // Go nests 1000 deep: the recursions over the tree (here and in the automaton's
+    // compiler) get a stack of their own when the thread's runs low.
+    with_stack(|| {
+        let mut ast = ast::parse::ParserBuilder::new()
+            .nest_limit(GO_MAX_NEST)
+            .build()
+            .parse(pattern)
+            .map_err(|e| go_parse_error(pattern, &e))?;
+        check_repeats(&ast, pattern)?;
+        asciify(&mut ast);
+        let hir = hir::translate::Translator::new()
+            .translate(pattern, &ast)
+            .map_err(|e| go_translate_error(pattern, &e))?;
+        if go_size(&hir) > GO_MAX_SIZE || go_runes(&hir) > GO_MAX_RUNES {
+            return Err(too_large(pattern));
+        }
+        Ok(hir)
+    })
 }
 
-/// Builds the matcher with the settings of `regex::Regex::new`.
-fn build(hir: &Hir) -> Result<Regex, String> {
-    meta::Builder::new()
-        .configure(
-            meta::Config::new()
-                .nfa_size_limit(Some(10 << 20))
-                .hybrid_cache_capacity(2 << 20),
-        )
-        .build_from_hir(hir)
-        .map_err(|e| match e.size_limit() {
-            Some(_) => too_large(),
-            None => format!("error parsing regexp: {e}"),
-        })
+/// Go's `calcSize`: the instructions of the compiled program, a class or an assertion one,
+/// a literal one per rune, `x{n,m}` m copies of x and a split per optional copy.
+fn go_size(hir: &Hir) -> u64 {
+    let size = match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) | HirKind::Class(_) => 1,
+        HirKind::Literal(l) => String::from_utf8_lossy(&l.0).chars().count() as u64,
+        HirKind::Capture(c) => go_size(&c.sub).saturating_add(2),
+        HirKind::Repetition(r) => {
+            let sub = go_size(&r.sub);
+            match r.max {
+                None if r.min == 0 => sub.saturating_add(2),
+                None => sub.saturating_mul(u64::from(r.min)).saturating_add(1),
+                Some(max) => sub
+                    .saturating_mul(u64::from(max))
+                    .saturating_add(u64::from(max.saturating_sub(r.min))),
+            }
+        }
+        HirKind::Concat(v) => v.iter().map(go_size).fold(0, u64::saturating_add),
+        HirKind::Alternation(v) => v
+            .iter()
+            .map(go_size)
+            .fold(v.len().saturating_sub(1) as u64, u64::saturating_add),
+    };
+    size.max(1)
+}
+
+/// Go's `numRunes`: the runes of the tree's literals and class ranges (two per range), a
+/// repeated operand counted once.
+fn go_runes(hir: &Hir) -> u64 {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => 0,
+        HirKind::Literal(l) => String::from_utf8_lossy(&l.0).chars().count() as u64,
+        HirKind::Class(Class::Unicode(c)) => 2 * c.ranges().len() as u64,
+        HirKind::Class(Class::Bytes(c)) => 2 * c.ranges().len() as u64,
+        HirKind::Capture(c) => go_runes(&c.sub),
+        HirKind::Repetition(r) => go_runes(&r.sub),
+        HirKind::Concat(v) | HirKind::Alternation(v) => {
+            v.iter().map(go_runes).fold(0, u64::saturating_add)
+        }
+    }
+}
+
+/// Builds the matcher: the automaton bounded by [`NFA_SIZE_LIMIT`], the lazy DFA's cache by
+/// `regex::Regex::new`'s setting (past it, the search falls back to the PikeVM).
+fn build(hir: &Hir, pattern: &str) -> Result<Regex, String> {
+    with_stack(|| {
+        meta::Builder::new()
+            .configure(
+                meta::Config::new()
+                    .nfa_size_limit(Some(NFA_SIZE_LIMIT))
+                    .hybrid_cache_capacity(2 << 20),
+            )
+            .build_from_hir(hir)
+            .map_err(|e| match e.size_limit() {
+                Some(_) => too_large(pattern),
+                None => format!("error parsing regexp: {e}"),
+            })
+    })
 }
 
 /// Go's limits on counted repetition, checked as Go's parser does at each `{n,m}` (in the
@@ -497,24 +581,86 @@ mod tests {
         );
     }
 
+    /// Issue 24 item 8: patterns at Go's limits (`regexp/syntax/parse.go`) compile and match,
+    /// at run time as well as constants.
     #[test]
-    fn runtime_patterns_are_bounded_before_building() {
-        assert!(compile_runtime_regex(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").is_ok());
-        assert!(compile_runtime_regex(".{0,500}").is_ok());
-        assert!(
-            compile_runtime_regex(r"\w{1000}").is_ok(),
-            "ASCII \\w is small"
-        );
-        assert!(compile_runtime_regex(&["abc"; 3000].join("|")).is_ok());
-        for big in [r"\pL{300}", r"[\pL\pN]{100}", ".{1000}", r"\pL{10}"] {
-            assert_eq!(
-                compile_runtime_regex(big).unwrap_err().message(),
-                "error parsing regexp: expression too large",
-                "{big}"
-            );
+    fn patterns_at_gos_limits_compile_and_match() {
+        let letters = "é".repeat(1000);
+        let nested = format!("{}a{}", "(".repeat(999), ")".repeat(999));
+        let cases: Vec<(String, String, bool)> = vec![
+            ("^[a-z]{1000}$".into(), "a".repeat(1000), true),
+            ("^[a-z]{1000}$".into(), "a".repeat(999), false),
+            (r"^\p{L}{500}$".into(), "é".repeat(500), true),
+            (r"^\pL{1000}$".into(), letters.clone(), true),
+            (r"^\pL{1000}$".into(), "é".repeat(999) + "1", false),
+            (r"^(\p{L}|\d){300}$".into(), "é1".repeat(150), true),
+            (r"^[\pL\pN]{100}$".into(), "a1".repeat(50), true),
+            ("^((a{10}){10}){10}$".into(), "a".repeat(1000), true),
+            (r"^\w{1000}$".into(), "_".repeat(1000), true),
+            (".{1000}".into(), letters, true),
+            // 999 groups around a leaf: Go's height 1000 (the anchors of `^...$` would add one).
+            (nested, "a".into(), true),
+        ];
+        for (pattern, text, want) in cases {
+            let re = compile_regex(&pattern).unwrap_or_else(|e| panic!("{pattern}: {e:?}"));
+            assert_eq!(re.is_match(&text), want, "{pattern}");
+            let (re, _) = compile_runtime_regex(&pattern).unwrap_or_else(|e| panic!("{e:?}"));
+            assert_eq!(re.is_match(&text), want, "{pattern} at run time");
         }
+        // Go's program size limit: 3,355,443 instructions.
+        let at_size = "[a-z]{1000}".repeat(3355);
+        assert!(parse(&at_size).is_ok(), "3,355,000 instructions");
+    }
+
+    /// Just past Go's limits: Go's error texts.
+    #[test]
+    fn patterns_past_gos_limits_are_refused_as_go_refuses_them() {
+        assert_eq!(
+            error("[a-z]{1001}"),
+            "error parsing regexp: invalid repeat count: `{1001}`"
+        );
+        assert_eq!(
+            error(r"(\pL{10}){101}"),
+            "error parsing regexp: invalid repeat count: `{101}`"
+        );
+        let deep = format!("{}a{}", "(".repeat(1000), ")".repeat(1000));
+        assert_eq!(
+            error(&deep),
+            format!("error parsing regexp: expression nests too deeply: `{deep}`")
+        );
+        let past_size = "[a-z]{1000}".repeat(3356);
+        assert_eq!(
+            parse(&past_size).unwrap_err(),
+            format!("error parsing regexp: expression too large: `{past_size}`")
+        );
+        // Go's rune limit: 32M runes of literals and class ranges, `\pL` counted per instance.
+        let per_class = go_runes(&parse(r"\pL").unwrap());
+        let most = GO_MAX_RUNES / per_class;
+        assert!(parse(&r"\pL".repeat(most as usize)).is_ok());
+        let past = r"\pL".repeat(most as usize + 1);
+        assert_eq!(
+            parse(&past).unwrap_err(),
+            format!("error parsing regexp: expression too large: `{past}`")
+        );
+    }
+
+    #[test]
+    fn runtime_patterns_are_bounded_in_length() {
+        assert!(compile_runtime_regex(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").is_ok());
+        assert!(compile_runtime_regex(&["abc"; 3000].join("|")).is_ok());
         let long = "a".repeat(MAX_RUNTIME_PATTERN + 1);
         assert!(compile_runtime_regex(&long).is_err());
+    }
+
+    #[test]
+    fn a_runtime_pattern_is_counted_against_the_memory_ceiling_before_it_is_built() {
+        let mut cache = RegexCache::default();
+        let mut meter = Meter::default();
+        meter.memory_limit = 1 << 20;
+        let e = cache.get(r"\pL{1000}", &mut meter).unwrap_err();
+        assert_eq!(e.to_string(), "operation cancelled: memory limit exceeded");
+        assert_eq!(meter.regexes_compiled, 1);
+        assert!(cache.get("a+", &mut meter).is_ok());
     }
 
     #[test]
@@ -523,7 +669,7 @@ mod tests {
         let mut meter = Meter::default();
         for _ in 0..3 {
             assert!(cache.get("a+", &mut meter).is_ok());
-            assert!(cache.get(r"\pL{1000}", &mut meter).is_err());
+            assert!(cache.get(r"\pL{1001}", &mut meter).is_err());
         }
         assert_eq!(meter.regexes_compiled, 2);
         assert!(meter.memory > 0);
