@@ -394,7 +394,7 @@ impl<'e> Checker<'e> {
                 if let ExprKind::Ident(name) = &operand.kind {
                     if let Some((_, var)) = self.env.variable(name) {
                         if let (VarKind::Lazy(fields), false) = (&var.kind, self.is_local(name)) {
-                            if !fields.iter().any(|(n, _)| n == field) {
+                            if fields.position(field).is_none() {
                                 return Err(self.err(e, format!("undefined field '{field}'")));
                             }
                         }
@@ -557,7 +557,7 @@ impl<'e> Checker<'e> {
                     Node::Variables,
                     Type::Object(Arc::new(ObjectType {
                         name: VARIABLES_TYPE.to_string(),
-                        fields: fields.clone(),
+                        fields: fields.fields().to_vec(),
                     })),
                 )),
             };
@@ -612,7 +612,7 @@ impl<'e> Checker<'e> {
                             self.err(e, format!("'{name}' can only be used to select a variable"))
                         );
                     };
-                    let Some(index) = fields.iter().position(|(n, _)| n == field) else {
+                    let Some(index) = fields.position(field) else {
                         return Err(self.err(nodes[k].1, format!("undefined field '{field}'")));
                     };
                     (
@@ -620,7 +620,7 @@ impl<'e> Checker<'e> {
                             index,
                             optional: false,
                         },
-                        fields[index].1.clone(),
+                        fields.fields()[index].1.clone(),
                         &nodes[k + 1..],
                     )
                 }

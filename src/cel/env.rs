@@ -1,6 +1,8 @@
 //! The compile environment: the Kubernetes version whose libraries are available and the
 //! declared variables. [`Env::compile`] (in [`super::program`]) compiles against it.
 
+use std::collections::HashMap;
+
 use super::types::Type;
 
 /// The newest Kubernetes minor version whose CEL environment celgate knows (1.37, which
@@ -61,7 +63,34 @@ pub enum VarKind {
     Plain,
     /// A map of composited variables, each computed on first use: the fields and their
     /// types, in declaration order. Used bare, it is an object of type [`VARIABLES_TYPE`].
-    Lazy(Vec<(String, Type)>),
+    Lazy(LazyFields),
+}
+
+/// The composited variables' names and types in declaration order, with an index by name:
+/// a policy may declare thousands of variables, each expression naming some of them.
+#[derive(Debug, Clone, Default)]
+pub struct LazyFields {
+    fields: Vec<(String, Type)>,
+    index: HashMap<String, usize>,
+}
+
+impl LazyFields {
+    /// Adds a field; a name declared twice keeps its first place (as a search in order
+    /// finds it).
+    fn push(&mut self, name: String, ty: Type) {
+        count_lazy_field_copies(1);
+        self.index.entry(name.clone()).or_insert(self.fields.len());
+        self.fields.push((name, ty));
+    }
+
+    /// The place of the field `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    pub fn fields(&self) -> &[(String, Type)] {
+        &self.fields
+    }
 }
 
 /// The type name of the composited variables as a whole, as Kubernetes' composition
@@ -113,12 +142,28 @@ impl Env {
 
     /// Declares a map of lazily computed variables (`variables` in a policy).
     pub fn declare_lazy(&mut self, name: &str, fields: Vec<(String, Type)>) -> usize {
+        let mut lazy = LazyFields::default();
+        for (n, ty) in fields {
+            lazy.push(n, ty);
+        }
         self.variables.push(Variable {
             name: name.to_string(),
             ty: Type::Dyn,
-            kind: VarKind::Lazy(fields),
+            kind: VarKind::Lazy(lazy),
         });
         self.variables.len() - 1
+    }
+
+    /// Adds the field `name` to the lazy variables declared at `slot` (a policy's next
+    /// variable, seen by the expressions compiled after it); nothing if `slot` is not one.
+    pub fn add_lazy_field(&mut self, slot: usize, name: &str, ty: Type) {
+        if let Some(Variable {
+            kind: VarKind::Lazy(lazy),
+            ..
+        }) = self.variables.get_mut(slot)
+        {
+            lazy.push(name.to_string(), ty);
+        }
     }
 
     pub fn variable(&self, name: &str) -> Option<(usize, &Variable)> {
@@ -131,6 +176,28 @@ impl Env {
     pub fn variables(&self) -> &[Variable] {
         &self.variables
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    static LAZY_FIELD_COPIES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts variable declarations handed to environments (for a test that their number grows
+/// linearly with a policy's variables).
+fn count_lazy_field_copies(_n: usize) {
+    #[cfg(test)]
+    LAZY_FIELD_COPIES.with(|c| c.set(c.get() + _n));
+}
+
+#[cfg(test)]
+pub fn lazy_field_copies() -> usize {
+    LAZY_FIELD_COPIES.with(|c| c.get())
+}
+
+#[cfg(test)]
+pub fn reset_lazy_field_copies() {
+    LAZY_FIELD_COPIES.with(|c| c.set(0));
 }
 
 #[cfg(test)]

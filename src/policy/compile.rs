@@ -238,22 +238,25 @@ pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
         },
     );
 
-    // Variables: each compiled with the earlier ones declared, typed by their result.
+    // Variables: each compiled with the earlier ones declared, typed by their result. One
+    // environment, a field added after each variable: building or copying the declarations
+    // for each variable made compiling quadratic in their number.
     let mut variables = Vec::with_capacity(spec.variables.len());
     let mut fields: Vec<(String, Type)> = Vec::new();
+    let (mut env, _) = vap_env(
+        version,
+        Decls {
+            params,
+            authorizer: true,
+        },
+    );
+    let lazy = env.declare_lazy("variables", Vec::new());
     for v in &spec.variables {
-        let (mut env, _) = vap_env(
-            version,
-            Decls {
-                params,
-                authorizer: true,
-            },
-        );
-        env.declare_lazy("variables", fields.clone());
         let compiled = compile_in(&env, &v.expression, &[], "");
         let ty = compiled
             .as_ref()
             .map_or(Type::Dyn, |p| composited_type(p.result_type()));
+        env.add_lazy_field(lazy, &v.name, ty.clone());
         fields.push((v.name.clone(), ty));
         variables.push((v.name.clone(), compiled));
     }
@@ -441,6 +444,33 @@ spec:
         assert_eq!(
             p.matcher.unwrap_err().to_string(),
             "policy contained no match constraints, a required field"
+        );
+    }
+
+    /// Issue 24 item 12a: compiling a policy's variables copies each variable's declaration a
+    /// bounded number of times, not once per later variable (8,000 variables took 4.5 s,
+    /// 27,000 took 46 s).
+    #[test]
+    fn variable_declarations_are_not_copied_per_later_variable() {
+        let copies = |n: usize| {
+            let mut yaml = String::from(
+                "metadata: {name: p}\nspec:\n  variables:\n  - {name: v0, expression: \"1\"}\n",
+            );
+            for i in 1..n {
+                yaml += &format!(
+                    "  - {{name: v{i}, expression: \"variables.v{} + 1\"}}\n",
+                    i - 1
+                );
+            }
+            crate::cel::env::reset_lazy_field_copies();
+            let p = compile(&policy(&yaml), NEWEST_MINOR);
+            assert!(p.variables.iter().all(|(_, c)| c.is_ok()));
+            crate::cel::env::lazy_field_copies()
+        };
+        let (small, large) = (copies(500), copies(2000));
+        assert!(
+            large <= 5 * small,
+            "4x the variables, {small} -> {large} declarations copied"
         );
     }
 }
