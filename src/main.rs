@@ -242,10 +242,11 @@ enum Command {
         /// Reviews evaluated at once; more are refused with 429.
         #[arg(long, default_value_t = 512)]
         max_inflight: usize,
-        /// Threads that evaluate reviews, at most; 0: four per core (eight with `--source
-        /// kubernetes`, whose evaluations may wait on the API server). One evaluation per core
-        /// runs at a time; the other threads serve beside slow ones (past 10 ms), so that a few
-        /// slow reviews (each stopped at its deadline) cannot hold up the fast ones.
+        /// Threads that evaluate reviews, at most; 0: one per core plus 32 (plus 64 with
+        /// `--source kubernetes`, whose evaluations may wait on the API server). One evaluation
+        /// per core runs at a time; the other threads serve beside slow ones (past 10 ms), so
+        /// that up to that many slow reviews at once (each stopped at its deadline) cannot hold
+        /// up the fast ones.
         #[arg(long, value_name = "N", default_value_t = 0)]
         eval_threads: usize,
         /// Bytes one expression's evaluation may build (strings, lists, maps, run-time

@@ -131,15 +131,17 @@ pub fn serve(
 ) -> Result<(), ServeError> {
     // Evaluation runs on the server's pool (`server::pool`): one evaluation per core at a
     // time, and a spare thread beside each evaluation past `server::pool::SLOW_EVALUATION`, so
-    // slow reviews (each running up to its deadline) do not hold up the others. Four threads
-    // per core at most leave room for up to three slow reviews per core. In a cluster an
-    // evaluation may also wait on the API server (a SubjectAccessReview, a namespace GET):
-    // eight per core keep such waits from holding up the other reviews.
+    // slow reviews (each running up to its deadline) do not hold up the others. By default
+    // 32 slow reviews at once leave the others their cores (`pool::default_eval_threads`);
+    // in a cluster, where an evaluation may also wait on the API server (a
+    // SubjectAccessReview, a namespace GET), 64.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let evaluators = match (eval_threads, &cfg.source) {
         (n, _) if n > 0 => n,
-        (_, PolicySource::Folder(_)) => cores * 4,
-        (_, PolicySource::Kubernetes { .. }) => cores * 8,
+        (_, PolicySource::Folder(_)) => crate::server::pool::default_eval_threads(cores, false),
+        (_, PolicySource::Kubernetes { .. }) => {
+            crate::server::pool::default_eval_threads(cores, true)
+        }
     };
     let mut cfg = cfg;
     cfg.limits.eval_threads = evaluators;

@@ -83,7 +83,10 @@ impl Default for Limits {
             metrics_max_connections: 16,
             idle_timeout: Duration::from_secs(120),
             memory_per_expression: crate::cel::DEFAULT_MEMORY_LIMIT,
-            eval_threads: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
+            eval_threads: pool::default_eval_threads(
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+                false,
+            ),
         }
     }
 }

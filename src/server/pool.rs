@@ -23,6 +23,25 @@ use tokio::sync::oneshot;
 /// spare thread. Reviews take well under a millisecond; one past this is slow.
 pub const SLOW_EVALUATION: Duration = Duration::from_millis(10);
 
+/// Slow evaluations that may each hold a thread while spares serve the queue beside them, by
+/// default (`--eval-threads` is this plus one per core). A slow evaluation runs until its
+/// deadline at most; its memory is bounded by `--cel-memory-limit` per expression, and in
+/// practice small (a slow review is slow by CPU: a long comprehension, a long format); its
+/// stack is virtual memory, touched as deep as the expression recurses. 32 slow reviews at
+/// once leave the fast ones their cores; past that many, new reviews queue until one ends.
+pub const DEFAULT_SLOW_EVALUATIONS: usize = 32;
+
+/// The default `--eval-threads`: one per core for the queue, and [`DEFAULT_SLOW_EVALUATIONS`]
+/// spares (twice as many when evaluations may wait on the API server, which is not CPU).
+pub fn default_eval_threads(cores: usize, waits_on_api_server: bool) -> usize {
+    let spares = if waits_on_api_server {
+        2 * DEFAULT_SLOW_EVALUATIONS
+    } else {
+        DEFAULT_SLOW_EVALUATIONS
+    };
+    cores.max(1) + spares
+}
+
 /// Stack of each evaluation thread: the evaluator recurses once per nesting level of an
 /// expression, and the deepest expression the compiler accepts fits.
 const STACK: usize = 32 << 20;
@@ -340,6 +359,65 @@ mod tests {
             release.send(()).expect("jobs wait");
         }
         for t in tickets {
+            assert_eq!(block_on(t), Ok(()));
+        }
+    }
+
+    /// Issue 24 item 10: sixteen slow reviews at once (each held on a channel, marked slow as
+    /// the server marks them) on a two-core pool of the default size: a normal review still
+    /// gets a thread and answers while all sixteen are running.
+    #[test]
+    fn a_fast_job_is_served_beside_sixteen_slow_ones() {
+        let pool = EvalPool::new(2, default_eval_threads(2, false));
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let holds = Arc::new(Mutex::new(hold));
+        let running = Arc::new(AtomicUsize::new(0));
+        let slow: Vec<_> = (0..16)
+            .map(|_| {
+                let (holds, running) = (holds.clone(), running.clone());
+                pool.spawn(move || {
+                    running.fetch_add(1, Ordering::SeqCst);
+                    // Each waits for its own release (the lock is held only to take one).
+                    loop {
+                        let got = holds.lock().map(|h| h.try_recv());
+                        match got {
+                            Ok(Ok(())) | Ok(Err(std::sync::mpsc::TryRecvError::Disconnected)) => {
+                                break
+                            }
+                            _ => std::thread::sleep(Duration::from_millis(1)),
+                        }
+                    }
+                })
+            })
+            .collect();
+        // Mark the running ones slow (as the server does past SLOW_EVALUATION) until all run.
+        let started = Instant::now();
+        while running.load(Ordering::SeqCst) < 16 {
+            let later = Instant::now() + Duration::from_secs(3600);
+            for t in &slow {
+                t.check(later);
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "only {} of 16 slow jobs started",
+                running.load(Ordering::SeqCst)
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for t in &slow {
+            t.check(Instant::now() + Duration::from_secs(3600));
+        }
+        let (done, answered) = std::sync::mpsc::channel();
+        let _fast = pool.spawn(move || done.send(7).is_ok());
+        assert_eq!(
+            answered.recv_timeout(Duration::from_secs(30)),
+            Ok(7),
+            "a normal review waits behind sixteen slow ones"
+        );
+        for _ in 0..16 {
+            release.send(()).expect("the slow jobs wait");
+        }
+        for t in slow {
             assert_eq!(block_on(t), Ok(()));
         }
     }
