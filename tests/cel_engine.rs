@@ -1007,6 +1007,14 @@ fn a_runtime_regex_is_compiled_once_per_evaluation_and_charged_each_time() {
     assert_eq!(meter.regexes_compiled, 1);
 }
 
+/// A map of two entries nested `depth` deep (`2^depth` leaves).
+fn tree(depth: u32) -> serde_json::Value {
+    if depth == 0 {
+        return json!(1);
+    }
+    json!({"a": tree(depth - 1), "b": tree(depth - 1)})
+}
+
 #[test]
 fn a_passed_deadline_stops_every_long_operation() {
     let n = 30_000;
@@ -1016,6 +1024,7 @@ fn a_passed_deadline_stops_every_long_operation() {
         "strings": vec!["ab"; n],
         "small": (0..700).collect::<Vec<_>>(),
         "pattern": "b+",
+        "tree": tree(12),
     });
     let past = |m: &mut Meter| m.deadline = Some(std::time::Instant::now());
     // 1,089 optionals, built without a comprehension reaching a deadline check.
@@ -1045,6 +1054,8 @@ fn a_passed_deadline_stops_every_long_operation() {
         "[object.list] == [object.list]",
         "[object.list] in [[object.list]]",
         "'%s'.format([object.list]).size() > 0",
+        // Maps of two entries, 12 deep: each entry is formatted apart, a few steps each.
+        "'%s'.format([object.tree]).size() > 0",
         "[object.list].flatten().size() > 0",
         "object.list.slice(0, 30000).size() > 0",
         "(object.list + object.list).size() > 0 && object.list.includes(-1) == false",

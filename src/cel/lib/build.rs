@@ -51,6 +51,20 @@ impl<'c, 'x> Out<'c, 'x> {
         self.push_str(c.encode_utf8(&mut [0; 4]))
     }
 
+    /// A string built apart, to be appended later, on this one's deadline count.
+    pub(super) fn part(&mut self) -> Out<'_, 'x> {
+        Out {
+            s: String::new(),
+            cx: &mut *self.cx,
+            ticker: self.ticker,
+        }
+    }
+
+    /// The text built, and the deadline count to go on with.
+    pub(super) fn finish(self) -> (String, Ticker) {
+        (self.s, self.ticker)
+    }
+
     /// Appends text that was counted when it was built.
     pub(super) fn push_counted(&mut self, t: &str) -> Result<(), EvalError> {
         self.ticker.bytes(t.len())?;

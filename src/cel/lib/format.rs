@@ -300,14 +300,18 @@ fn format_string_clause(out: &mut Out<'_, '_>, v: &Value<'_>, top: bool) -> Resu
             });
         }
         Value::Map(m) => return with_stack(|| {
-            // Entries are written sorted by their text: each is built (and counted) apart.
+            // Entries are written sorted by their text: each is built (and counted) apart, on
+            // the clock of the whole output (a fresh count per entry never reached a look at
+            // the clock when maps of a few entries nest).
             let mut parts = Vec::new();
             for (k, val) in m.entries() {
-                let mut part = Out::new(&mut *out.cx);
+                let mut part = out.part();
                 format_string_clause(&mut part, &k, false)?;
                 part.push(':')?;
                 format_string_clause(&mut part, &val, false)?;
-                parts.push(part.s);
+                let (text, ticker) = part.finish();
+                out.ticker = ticker;
+                parts.push(text);
             }
             parts.sort();
             out.push('{')?;
