@@ -20,7 +20,7 @@ use super::error::EvalError;
 use super::json::Key;
 use super::lib::lists::{sort_by_keys, sort_cost};
 use super::lib::regex::{find_all_with, find_with, regex_cost, search_watch};
-use super::meter::{Meter, Ticker};
+use super::meter::{Meter, Ticker, STEPS_PER_CHECK};
 use super::overload::{Function, Overload};
 use super::regex::{Regex, RegexCache};
 use super::types::Type;
@@ -985,7 +985,9 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         match op {
             RegexOp::Matches => {
                 search_watch(&cx, s)?;
-                Ok(Value::Bool(re.is_match(s)))
+                Ok(Value::Bool(
+                    re.is_match(s, &mut cx.ticker(STEPS_PER_CHECK))?,
+                ))
             }
             RegexOp::Find => find_with(&mut cx, re, &target),
             RegexOp::FindAll => {

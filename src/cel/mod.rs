@@ -22,6 +22,7 @@ pub mod overload;
 pub mod parser;
 pub mod program;
 pub mod regex;
+pub mod regex_vm;
 pub mod text;
 pub mod time;
 pub mod types;

@@ -1,17 +1,21 @@
 //! Regular expressions as cel-go runs them (Go's `regexp`, RE2 syntax): compiling a pattern
 //! with Go's parse limits (`regexp/syntax/parse.go`: counts up to 1000, nesting up to 1000,
-//! programs up to 128 MB) and Go's ASCII Perl classes, Go's error texts, and the
+//! programs up to 128 MB, 32M runes) and Go's ASCII Perl classes, Go's error texts, and the
 //! per-evaluation cache of patterns compiled at run time.
+//!
+//! Every pattern within Go's limits compiles. Rust's automata work on UTF-8 bytes and build a
+//! large Unicode class anew for each copy (`\pL{1000}`: 48 MB, seconds to build), so a
+//! pattern whose automata would be large runs on [`super::regex_vm`], a VM over the pattern's
+//! tree the size of Go's program.
 //!
 //! A constant pattern is compiled once, when the expression is compiled. A pattern that is a
 //! run-time value (`c.name.matches(object.metadata.annotations.re)`) is compiled during the
 //! evaluation, where its cost is cel-go's (⌈0.1·(1+size(string))⌉ · ⌈0.25·size(pattern)⌉,
-//! charged before compiling) but its time and memory are ours: Rust's automata are built per
-//! class instance, in UTF-8, so `\pL{1000}` takes a large fraction of a second and tens of
-//! megabytes to build. Every pattern Go accepts compiles; what a run-time one will take is
-//! estimated from its tree and counted against the memory ceiling before it is built, the
-//! deadline is looked at before each compile, and a cache per evaluation that also keeps
-//! failures compiles each distinct pattern (or refuses it) once.
+//! charged before compiling) but its time and memory are ours: the automata only for a small
+//! one (a compile of about 10 ms at most), what it will take counted against the memory
+//! ceiling before it is built, the deadline looked at before each compile, and a cache per
+//! evaluation that also keeps failures, so that each distinct pattern is compiled (or
+//! refused) once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,10 +25,66 @@ use regex_syntax::ast::{self, Ast};
 use regex_syntax::hir::{self, Class, Hir, HirKind};
 
 use super::error::EvalError;
-use super::meter::Meter;
+use super::meter::{Meter, Ticker};
+use super::regex_vm::{Program, Unsupported, INST_BYTES};
 
-/// A compiled pattern.
-pub type Regex = meta::Regex;
+/// A compiled pattern: `regex-automata`'s engines, or for a pattern whose automata would be
+/// large, the VM that runs it as Go does ([`regex_vm`]).
+#[derive(Debug)]
+pub struct Regex(Engine);
+
+#[derive(Debug)]
+enum Engine {
+    Automata(meta::Regex),
+    Vm(Program),
+}
+
+impl Regex {
+    /// Whether the pattern matches somewhere in `text`; the VM looks at the deadline.
+    pub fn is_match(&self, text: &str, ticker: &mut Ticker) -> Result<bool, EvalError> {
+        match &self.0 {
+            Engine::Automata(re) => Ok(re.is_match(text)),
+            Engine::Vm(vm) => vm.is_match(text, ticker),
+        }
+    }
+
+    /// The leftmost-first match, as a byte range.
+    pub fn find(
+        &self,
+        text: &str,
+        ticker: &mut Ticker,
+    ) -> Result<Option<std::ops::Range<usize>>, EvalError> {
+        match &self.0 {
+            Engine::Automata(re) => Ok(re.find(text).map(|m| m.range())),
+            Engine::Vm(vm) => Ok(vm.find(text, ticker)?.map(|(s, e)| s..e)),
+        }
+    }
+
+    /// The successive matches, as Go's `FindAll` takes them; `f` returns whether to go on.
+    pub fn for_each_match(
+        &self,
+        text: &str,
+        ticker: &mut Ticker,
+        mut f: impl FnMut(std::ops::Range<usize>) -> Result<bool, EvalError>,
+    ) -> Result<(), EvalError> {
+        match &self.0 {
+            Engine::Automata(re) => {
+                for m in re.find_iter(text) {
+                    if !f(m.range())? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            Engine::Vm(vm) => vm.for_each_match(text, ticker, |s, e| f(s..e)),
+        }
+    }
+
+    /// Whether it runs on the VM (for tests).
+    pub fn on_vm(&self) -> bool {
+        matches!(self.0, Engine::Vm(_))
+    }
+}
 
 /// The longest pattern compiled at run time, in bytes: a ConfigMap's whole data (Go has no
 /// bound of its own on a pattern's length). Parsing is linear, about a microsecond per byte
@@ -45,12 +105,25 @@ const GO_MAX_RUNES: u64 = (128 << 20) / 4;
 const GO_MAX_NEST: u32 = GO_MAX_HEIGHT - 1;
 const GO_MAX_HEIGHT: u32 = 1000;
 
-/// The most memory one pattern's automaton may take here. Rust's automata work on UTF-8
-/// bytes, so a large Unicode class is built anew at each place it is repeated (`\pL{1000}` is
-/// 1000 copies of `\pL`'s byte automaton, about 20 MB), where Go's program holds one
-/// instruction per copy. This bound is what Go's own program may take (128 MB): every
-/// pattern within Go's limits above whose automaton fits it compiles.
-const NFA_SIZE_LIMIT: usize = 128 << 20;
+/// The largest automaton built for a constant pattern, in estimated states ([`estimate`]):
+/// about 16 MB. Rust's automata work on UTF-8 bytes, so a large Unicode class is built anew at
+/// each place it is repeated (`\pL{1000}` is 1000 copies of `\pL`'s byte automaton, 48 MB
+/// and seconds to build), where Go's program holds one instruction per copy: a larger
+/// pattern runs on the VM, whose program is Go's size.
+const MAX_CONSTANT_STATES: u64 = 1 << 20;
+
+/// The largest automaton built for a pattern met at run time, in estimated states: building
+/// costs 0.1 to 0.5 µs a state, so this keeps one compile to about 10 ms (`.{0,500}`,
+/// `\w{1000}`, a 3,000-way alternation of short words fit; `\pL{10}` does not and runs on the
+/// VM, compiled in microseconds).
+pub const MAX_RUNTIME_STATES: u64 = 25_000;
+
+/// The automaton's own bound, above the estimates (which are approximate).
+const NFA_SIZE_LIMIT: usize = 64 << 20;
+
+/// The most instructions of the VM's program: Go's bound with room for the few places where
+/// the two programs differ in size.
+const VM_LIMIT: usize = 2 * GO_MAX_SIZE as usize;
 
 /// Go's largest count in `x{n,m}`, which is also the bound on the product of nested counts
 /// (`maxRepeat` of `regexp/syntax`).
@@ -65,15 +138,18 @@ const REGEX_STATE_BYTES: u64 = 16;
 /// error texts.
 pub fn compile_regex(pattern: &str) -> Result<Regex, EvalError> {
     let hir = parse(pattern).map_err(EvalError::new)?;
-    build(&hir, pattern).map_err(EvalError::new)
+    build(&hir, pattern, MAX_CONSTANT_STATES).map_err(EvalError::new)
 }
 
 /// Compiles a pattern met at run time, refusing one longer than [`MAX_RUNTIME_PATTERN`].
-/// Returns the regex and its estimated size in states.
+/// Returns the regex and the bytes it is counted for.
 pub fn compile_runtime_regex(pattern: &str) -> Result<(Regex, u64), EvalError> {
     let hir = parse_runtime(pattern)?;
-    let states = estimate(&hir);
-    Ok((build(&hir, pattern).map_err(EvalError::new)?, states))
+    let bytes = runtime_bytes(&hir);
+    Ok((
+        build(&hir, pattern, MAX_RUNTIME_STATES).map_err(EvalError::new)?,
+        bytes,
+    ))
 }
 
 fn parse_runtime(pattern: &str) -> Result<Hir, EvalError> {
@@ -83,9 +159,16 @@ fn parse_runtime(pattern: &str) -> Result<Hir, EvalError> {
     parse(pattern).map_err(EvalError::new)
 }
 
-/// The bytes a run-time pattern of `states` estimated states is counted for.
-fn runtime_bytes(states: u64) -> u64 {
-    REGEX_BASE_BYTES.saturating_add(states.saturating_mul(REGEX_STATE_BYTES))
+/// The bytes a run-time pattern is counted for: its automaton's estimated states, or when it
+/// runs on the VM, the VM's instructions (about Go's program size).
+fn runtime_bytes(hir: &Hir) -> u64 {
+    let states = estimate(hir);
+    let per_part = if states > MAX_RUNTIME_STATES {
+        go_size(hir).saturating_mul(INST_BYTES)
+    } else {
+        states.saturating_mul(REGEX_STATE_BYTES)
+    };
+    REGEX_BASE_BYTES.saturating_add(per_part)
 }
 
 /// A pattern's outcome: the matcher, or why it does not compile.
@@ -115,9 +198,11 @@ impl RegexCache {
             Ok(hir) => {
                 // Within Go's limits: what it may take here is a matter for the memory
                 // ceiling, not a compile error.
-                meter.alloc(runtime_bytes(estimate(&hir)))?;
+                meter.alloc(runtime_bytes(&hir))?;
                 meter.check_deadline()?;
-                build(&hir, pattern).map(Arc::new).map_err(EvalError::new)
+                build(&hir, pattern, MAX_RUNTIME_STATES)
+                    .map(Arc::new)
+                    .map_err(EvalError::new)
             }
             Err(e) => Err(e),
         };
@@ -208,21 +293,34 @@ fn go_runes(hir: &Hir) -> u64 {
     }
 }
 
-/// Builds the matcher: the automaton bounded by [`NFA_SIZE_LIMIT`], the lazy DFA's cache by
-/// `regex::Regex::new`'s setting (past it, the search falls back to the PikeVM).
-fn build(hir: &Hir, pattern: &str) -> Result<Regex, String> {
+/// Builds the matcher: the automata when their estimated size is within `max_states` (the
+/// lazy DFA's cache as `regex::Regex::new` sets it), else the VM.
+fn build(hir: &Hir, pattern: &str, max_states: u64) -> Result<Regex, String> {
     with_stack(|| {
-        meta::Builder::new()
-            .configure(
-                meta::Config::new()
-                    .nfa_size_limit(Some(NFA_SIZE_LIMIT))
-                    .hybrid_cache_capacity(2 << 20),
-            )
-            .build_from_hir(hir)
-            .map_err(|e| match e.size_limit() {
-                Some(_) => too_large(pattern),
-                None => format!("error parsing regexp: {e}"),
-            })
+        if estimate(hir) <= max_states {
+            let built = meta::Builder::new()
+                .configure(
+                    meta::Config::new()
+                        .nfa_size_limit(Some(NFA_SIZE_LIMIT))
+                        .hybrid_cache_capacity(2 << 20),
+                )
+                .build_from_hir(hir);
+            match built {
+                Ok(re) => return Ok(Regex(Engine::Automata(re))),
+                Err(e) if e.size_limit().is_none() => {
+                    return Err(format!("error parsing regexp: {e}"))
+                }
+                // Larger than estimated: the VM.
+                Err(_) => {}
+            }
+        }
+        match Program::new(hir, VM_LIMIT) {
+            Ok(vm) => Ok(Regex(Engine::Vm(vm))),
+            Err(Unsupported::TooLarge) => Err(too_large(pattern)),
+            Err(Unsupported::Look) => Err(format!(
+                "error parsing regexp: invalid or unsupported Perl syntax: `{pattern}`"
+            )),
+        }
     })
 }
 
@@ -500,8 +598,15 @@ fn go_translate_error(pattern: &str, e: &hir::Error) -> String {
 mod tests {
     use super::*;
 
+    fn ticker() -> Ticker {
+        Ticker::new(None, 1024)
+    }
+
     fn is_match(pattern: &str, text: &str) -> bool {
-        compile_regex(pattern).unwrap().is_match(text)
+        compile_regex(pattern)
+            .unwrap()
+            .is_match(text, &mut ticker())
+            .unwrap()
     }
 
     fn error(pattern: &str) -> String {
@@ -603,13 +708,27 @@ mod tests {
         ];
         for (pattern, text, want) in cases {
             let re = compile_regex(&pattern).unwrap_or_else(|e| panic!("{pattern}: {e:?}"));
-            assert_eq!(re.is_match(&text), want, "{pattern}");
+            assert_eq!(re.is_match(&text, &mut ticker()), Ok(want), "{pattern}");
             let (re, _) = compile_runtime_regex(&pattern).unwrap_or_else(|e| panic!("{e:?}"));
-            assert_eq!(re.is_match(&text), want, "{pattern} at run time");
+            assert_eq!(
+                re.is_match(&text, &mut ticker()),
+                Ok(want),
+                "{pattern} at run time"
+            );
         }
+        // Beyond what the automata take here, still within Go's limits: the VM.
+        let many = r"\pL{1000}".repeat(5);
+        let re = compile_regex(&format!("^{many}$")).unwrap();
+        assert!(re.on_vm());
+        assert_eq!(re.is_match(&"é".repeat(5000), &mut ticker()), Ok(true));
+        assert_eq!(re.is_match(&"é".repeat(4999), &mut ticker()), Ok(false));
         // Go's program size limit: 3,355,443 instructions.
         let at_size = "[a-z]{1000}".repeat(3355);
-        assert!(parse(&at_size).is_ok(), "3,355,000 instructions");
+        let re = compile_regex(&format!("^{at_size}$")).expect("3,355,000 instructions");
+        assert!(re.on_vm());
+        let text = "a".repeat(3_355_000);
+        assert_eq!(re.is_match(&text, &mut ticker()), Ok(true));
+        assert_eq!(re.is_match(&text[1..], &mut ticker()), Ok(false));
     }
 
     /// Just past Go's limits: Go's error texts.
@@ -644,6 +763,96 @@ mod tests {
         );
     }
 
+    /// The VM and the automata agree on what matches, where, and on the successive matches.
+    #[test]
+    fn the_vm_matches_as_the_automata_do() {
+        let patterns = [
+            "a",
+            "a*",
+            "a+?",
+            "(a|ab)(c|bcd)(d*)",
+            "a|b|",
+            "(?:)",
+            "x*",
+            "(a*)*b",
+            "^abc$",
+            "(?m)^b$",
+            r"\bfoo\b",
+            r"\Bo",
+            "(?i)straße",
+            "[^a-c]+",
+            "a{2,4}",
+            "a{2,4}?",
+            "(ab){2,}",
+            ".*",
+            "(?s).+",
+            r"\d+\.\d*",
+            "é+",
+            "^",
+            "$",
+            "(a|b)*?c",
+            "[[:alpha:]]+",
+            r"\pL\pN?",
+            "(?U)a+",
+            "a??b",
+        ];
+        let texts = [
+            "",
+            "a",
+            "aaa",
+            "abcd",
+            "xabcdx",
+            "a\nb\nc",
+            "foo bar",
+            "foofoo",
+            "STRASSE straße",
+            "aabbab",
+            "1.5 22. x",
+            "éé a",
+            "abab",
+            "bbbc",
+            "aab",
+        ];
+        for p in patterns {
+            let hir = parse(p).unwrap();
+            let automata = build(&hir, p, u64::MAX).unwrap();
+            let vm = Regex(Engine::Vm(Program::new(&hir, VM_LIMIT).unwrap()));
+            assert!(!automata.on_vm());
+            for text in texts {
+                let all = |re: &Regex| {
+                    let mut out = Vec::new();
+                    re.for_each_match(text, &mut ticker(), |m| {
+                        out.push(m);
+                        Ok(true)
+                    })
+                    .unwrap();
+                    out
+                };
+                assert_eq!(
+                    vm.is_match(text, &mut ticker()),
+                    automata.is_match(text, &mut ticker()),
+                    "{p} in {text:?}"
+                );
+                assert_eq!(
+                    vm.find(text, &mut ticker()),
+                    automata.find(text, &mut ticker()),
+                    "{p} in {text:?}"
+                );
+                assert_eq!(all(&vm), all(&automata), "{p} in {text:?}");
+            }
+        }
+    }
+
+    /// The VM looks at the deadline as it searches.
+    #[test]
+    fn the_vm_stops_at_the_deadline() {
+        let re = compile_regex(&r"\pL{1000}".repeat(5)).unwrap();
+        assert!(re.on_vm());
+        let mut past = Ticker::new(Some(std::time::Instant::now()), 1024);
+        let e = re.is_match(&"é".repeat(6000), &mut past).unwrap_err();
+        assert_eq!(e.to_string(), "operation interrupted");
+    }
+
     #[test]
     fn runtime_patterns_are_bounded_in_length() {
         assert!(compile_runtime_regex(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").is_ok());
@@ -657,7 +866,10 @@ mod tests {
         let mut cache = RegexCache::default();
         let mut meter = Meter::default();
         meter.memory_limit = 1 << 20;
-        let e = cache.get(r"\pL{1000}", &mut meter).unwrap_err();
+        // 30,000 instructions on the VM.
+        let e = cache
+            .get(&"[a-z]{1000}".repeat(30), &mut meter)
+            .unwrap_err();
         assert_eq!(e.to_string(), "operation cancelled: memory limit exceeded");
         assert_eq!(meter.regexes_compiled, 1);
         assert!(cache.get("a+", &mut meter).is_ok());

@@ -5,6 +5,7 @@
 
 use crate::cel::ctx::Ctx;
 use crate::cel::error::EvalError;
+use crate::cel::meter::STEPS_PER_CHECK;
 use crate::cel::overload::{int_arg, str_arg, Builder, Cost, R};
 use crate::cel::regex::Regex;
 use crate::cel::value::{Str, Value};
@@ -17,7 +18,9 @@ pub fn matches<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
     let re = cx.regex(str_arg(&a[1])?)?;
     let s = str_arg(&a[0])?;
     search_watch(cx, s)?;
-    Ok(Value::Bool(re.is_match(s)))
+    Ok(Value::Bool(
+        re.is_match(s, &mut cx.ticker(STEPS_PER_CHECK))?,
+    ))
 }
 
 /// A regex search cannot be stopped once started; it is linear in the text (times the
@@ -42,8 +45,8 @@ pub fn regex_error(e: EvalError) -> EvalError {
 pub fn find_with<'a>(cx: &mut Ctx<'_>, re: &Regex, target: &Value<'a>) -> R<'a> {
     let s = str_arg(target)?;
     search_watch(cx, s)?;
-    match re.find(s) {
-        Some(m) => piece(cx, target, m.range()),
+    match re.find(s, &mut cx.ticker(STEPS_PER_CHECK))? {
+        Some(range) => piece(cx, target, range),
         None => Ok(Value::String(Str::Borrowed(""))),
     }
 }
@@ -56,15 +59,19 @@ pub fn find_all_with<'a>(cx: &mut Ctx<'_>, re: &Regex, target: &Value<'a>, n: i6
     }
     search_watch(cx, s)?;
     let limit = usize::try_from(n).unwrap_or(usize::MAX);
+    let mut search = cx.ticker(STEPS_PER_CHECK);
     let mut out = ListBuilder::new(cx);
     let mut last = 0;
-    for m in re.find_iter(s).take(limit) {
+    let mut found = 0;
+    re.for_each_match(s, &mut search, |m| {
         // The search between two matches is work too.
-        out.ticker.bytes(m.end() - last)?;
-        last = m.end();
-        let v = piece(out.cx, target, m.range())?;
+        out.ticker.bytes(m.end - last)?;
+        last = m.end;
+        let v = piece(out.cx, target, m)?;
         out.push(v)?;
-    }
+        found += 1;
+        Ok(found < limit)
+    })?;
     Ok(out.value())
 }
 
