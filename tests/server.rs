@@ -1468,8 +1468,15 @@ spec:
     std::fs::write(dir.join("policy.yaml"), text).unwrap();
 }
 
+/// Bindings of the slow policy where a review must run into its deadline. Each validation
+/// stops at the per-expression cost limit, a million steps of a comprehension: at least 5 ms
+/// even in an optimised build on a fast machine, so that a hundred bindings of ten validations
+/// take seconds, far past the deadlines of the tests (1.5 s and 0.3 s), in both profiles.
+/// (With four bindings an optimised build could finish within the deadline and answer 200.)
+const SLOW_BINDINGS: usize = 100;
+
 /// A ConfigMap review whose object has 1,000 `items`: the slow policy spends its whole cost
-/// budget on it (about a second per binding in a debug build).
+/// budget on it in each validation of each binding.
 fn slow_review() -> Vec<u8> {
     let mut r: Json = serde_json::from_slice(&review("admission.k8s.io/v1", json!({}))).unwrap();
     r["request"]["object"]["items"] = (0..1000).collect::<Vec<u32>>().into();
@@ -1649,7 +1656,7 @@ impl Drop for Process {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_reviews_stop_at_their_deadline_and_do_not_hold_up_others() {
     let dir = temp_dir("deadline");
-    write_slow_policy(&dir, 10, 4);
+    write_slow_policy(&dir, 10, SLOW_BINDINGS);
     let server = Process::spawn(&dir, &[], None);
     let (sender, _driver) = h2_connection(server.webhook, &server.ca).await;
     let normal = review("admission.k8s.io/v1", json!({}));
@@ -2002,7 +2009,7 @@ async fn limit_stops_have_their_own_error_type() {
     assert!(metrics.contains(r#"celgate_validating_admission_policy_check_total{enforcement_action="deny",error_type="out_of_budget",policy="slow",policy_binding="slow-0"} 1"#), "{metrics}");
     server.shutdown().await;
 
-    write_slow_policy(&dir, 10, 4);
+    write_slow_policy(&dir, 10, SLOW_BINDINGS);
     let limits = Limits {
         default_timeout: Duration::from_millis(300),
         ..Limits::default()
