@@ -864,8 +864,10 @@ mod tests {
     #[test]
     fn a_runtime_pattern_is_counted_against_the_memory_ceiling_before_it_is_built() {
         let mut cache = RegexCache::default();
-        let mut meter = Meter::default();
-        meter.memory_limit = 1 << 20;
+        let mut meter = Meter {
+            memory_limit: 1 << 20,
+            ..Meter::default()
+        };
         // 30,000 instructions on the VM.
         let e = cache
             .get(&"[a-z]{1000}".repeat(30), &mut meter)

@@ -63,11 +63,6 @@ impl Program {
         Ok(Program { insts: c.insts })
     }
 
-    /// The instructions.
-    pub fn len(&self) -> usize {
-        self.insts.len()
-    }
-
     /// Whether the pattern matches somewhere in `text`.
     pub fn is_match(&self, text: &str, ticker: &mut Ticker) -> Result<bool, EvalError> {
         Ok(self
