@@ -34,6 +34,7 @@ fn options() -> Options {
         coverage: false,
         min_coverage: None,
         update: false,
+        max_file_bytes: celgate::source::read::DEFAULT_MAX_FILE_BYTES,
     }
 }
 
