@@ -380,6 +380,13 @@ enum Command {
         /// files (comments and key order kept), then run again and report that run.
         #[arg(long)]
         update: bool,
+        /// Every file a suite names (policies, resources, objects, reviews) must lie under
+        /// this folder once symlinks are resolved (default: the current directory or a PATH
+        /// given, or the folder of a suite file given), so that a suite from a pull request
+        /// cannot read files elsewhere (`/etc/...`, `../../secret.yaml`); `--root /` allows
+        /// any.
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
         /// Largest file read (a manifest, suite or policy file); a larger one, or one that is not a regular file (a FIFO,
         /// a device), is skipped with a warning in a folder, refused when named
         /// itself.
@@ -554,7 +561,26 @@ struct TestFlags {
     coverage: bool,
     min_coverage: Option<f64>,
     update: bool,
+    root: Option<PathBuf>,
     max_file_bytes: u64,
+}
+
+/// The folders `celgate test`'s suites may read under: `--root`, else the working directory
+/// and each PATH (a suite file's folder).
+fn test_roots(root: Option<PathBuf>, paths: &[PathBuf]) -> Vec<PathBuf> {
+    if let Some(root) = root {
+        return vec![root];
+    }
+    // A PATH that does not exist is reported as such by the run, not as a bad root.
+    let given = paths
+        .iter()
+        .filter(|p| p.exists())
+        .map(|p| match p.parent() {
+            Some(parent) if p.is_file() && !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ if p.is_file() => PathBuf::from("."),
+            _ => p.clone(),
+        });
+    std::iter::once(PathBuf::from(".")).chain(given).collect()
 }
 
 /// `celgate test`.
@@ -567,6 +593,7 @@ fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
         coverage,
         min_coverage,
         update,
+        root,
         max_file_bytes,
     } = flags;
     let options = parse_version(&k8s_version).and_then(|version| {
@@ -588,6 +615,7 @@ fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
             coverage,
             min_coverage,
             update,
+            roots: test_roots(root, paths),
             max_file_bytes,
         })
     });
@@ -1303,6 +1331,7 @@ fn main() -> ExitCode {
             coverage,
             min_coverage,
             update,
+            root,
             max_file_bytes,
         } => on_big_stack(move || {
             let flags = TestFlags {
@@ -1312,6 +1341,7 @@ fn main() -> ExitCode {
                 coverage,
                 min_coverage,
                 update,
+                root,
                 max_file_bytes,
             };
             run_test(&paths, flags)

@@ -94,7 +94,8 @@ fn malformed_json_is_reported_by_the_json_parser() {
         ),
     )
     .unwrap();
-    let (code, out, err) = celgate(&["test", "bad.celgate-test.yaml"], &dir, "");
+    // The suite names the repository's examples: outside the working directory.
+    let (code, out, err) = celgate(&["test", "--root", "/", "bad.celgate-test.yaml"], &dir, "");
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains(&format!("review.txt: {AT}")), "{out}");
 }

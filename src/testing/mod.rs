@@ -312,6 +312,10 @@ pub struct Options {
     /// Write what failing cases (and cases without an expectation) observed into their
     /// suite files, then run again ([`update`]).
     pub update: bool,
+    /// Every file a suite names must lie under one of these folders, symlinks resolved
+    /// (`--root`; the CLI's default is the working directory and the paths given); none:
+    /// anywhere.
+    pub roots: Vec<PathBuf>,
     /// Largest file read (`--max-file-bytes`).
     pub max_file_bytes: u64,
 }
@@ -432,6 +436,16 @@ fn is_kyverno_file(path: &Path, name: &str, max_bytes: u64) -> bool {
 /// Runs every suite under `paths`; with `--update`, writes the observed results into the
 /// suites first and reports a second run.
 pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, String> {
+    // Containment is checked on canonical paths: the roots' too.
+    let roots = options
+        .roots
+        .iter()
+        .map(|r| std::fs::canonicalize(r).map_err(|e| format!("--root {}: {e}", r.display())))
+        .collect::<Result<_, _>>()?;
+    let options = &Options {
+        roots,
+        ..options.clone()
+    };
     if !options.update {
         return run_once(paths, options);
     }
@@ -665,6 +679,7 @@ fn run_file(
     let name = display(file);
     let base = Refs::new(
         file.parent().unwrap_or(Path::new(".")),
+        &options.roots,
         options.max_file_bytes,
     );
     let load = |rel: &str| -> Result<Vec<Json>, String> {
