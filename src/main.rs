@@ -1195,7 +1195,7 @@ fn run_eval(
     let json =
         celgate::cel::json::Doc::parse(text.as_bytes()).map_or_else(|e| e.is_data(), |_| true);
     let value: Option<Json> = if json {
-        serde_json::from_str(&text).ok()
+        celgate::cel::deep_value::from_str(&text).ok()
     } else {
         Some(
             celgate::source::folder::parse_document(Path::new(&name), &text)

@@ -442,3 +442,50 @@ fn offline_commands_read_regular_files_only() {
         "{out}{err}"
     );
 }
+
+/// JSON nested as deep as the API server accepts (far past serde_json's default of 128
+/// levels) reads in every file: a 1,000-level-deep manifest for `eval`, and a CRD whose
+/// schema nests 300 properties for `crd check`.
+#[test]
+fn deeply_nested_json_files_are_read() {
+    let dir = temp_dir("deep");
+    let mut nested = String::from("1");
+    for _ in 0..1000 {
+        nested = format!("{{\"a\": {nested}}}");
+    }
+    let manifest = format!(
+        "{{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {{\"name\": \"deep\", \"namespace\": \"default\"}}, \"data\": {{}}, \"extra\": {nested}}}"
+    );
+    std::fs::write(dir.join("deep.json"), &manifest).unwrap();
+    std::fs::write(dir.join("deep.yaml"), &manifest).unwrap();
+    let policies = repo().join("examples/policies");
+    for file in ["deep.json", "deep.yaml"] {
+        let (code, out, err) = celgate_within(
+            &[
+                "eval",
+                "--policies",
+                policies.to_str().unwrap(),
+                "--request",
+                file,
+            ],
+            &dir,
+        );
+        assert_eq!(code, 0, "{file}: {err}");
+        assert!(out.contains("\"allowed\": true"), "{file}: {out}");
+    }
+    let mut schema = String::from("{\"type\": \"string\"}");
+    for _ in 0..300 {
+        schema = format!("{{\"type\": \"object\", \"properties\": {{\"a\": {schema}}}}}");
+    }
+    let crd = format!(
+        r#"{{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {{"name": "deeps.example.com"}},
+  "spec": {{"group": "example.com", "scope": "Namespaced",
+    "names": {{"plural": "deeps", "singular": "deep", "kind": "Deep", "listKind": "DeepList"}},
+    "versions": [{{"name": "v1", "served": true, "storage": true,
+      "schema": {{"openAPIV3Schema": {{"type": "object", "properties": {{"spec": {schema}}}}}}}}}]}}}}"#
+    );
+    std::fs::write(dir.join("crd.json"), &crd).unwrap();
+    let (code, out, err) = celgate_within(&["crd", "check", "crd.json"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+}

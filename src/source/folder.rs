@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 
 use super::read::{read_text, ReadError};
+use crate::cel::deep_value::{self, DeepValue};
 
 /// How long the folder must be unchanged before a change is loaded (`--reload-settle`).
 pub const DEFAULT_SETTLE: Duration = Duration::from_secs(2);
@@ -297,14 +298,19 @@ pub enum DocError {
 /// reported by the JSON parser: the YAML parser's error on JSON text points elsewhere.
 pub fn parse_document(file: &Path, text: &str) -> Result<Json, DocError> {
     if is_json_file(file) || looks_like_json(text) {
-        match serde_json::from_str(text) {
+        match deep_value::from_str(text) {
             Ok(v) => Ok(v),
             Err(e) if is_json_file(file) => Err(DocError::Json(e)),
-            Err(e) => serde_yaml_ng::from_str(text).map_err(|_| DocError::Json(e)),
+            Err(e) => yaml_document(text).map_err(|_| DocError::Json(e)),
         }
     } else {
-        serde_yaml_ng::from_str(text).map_err(DocError::Yaml)
+        yaml_document(text).map_err(DocError::Yaml)
     }
+}
+
+/// One YAML document (YAML keeps its parser's limit of 128 levels of nesting).
+fn yaml_document(text: &str) -> Result<Json, serde_yaml_ng::Error> {
+    serde_yaml_ng::from_str::<DeepValue>(text).map(|v| v.0)
 }
 
 /// JSON documents, one after another, optionally separated by YAML's `---` lines (JSON
@@ -320,7 +326,7 @@ fn json_documents(text: &str) -> Result<Vec<Json>, (usize, serde_json::Error)> {
         }
     }
     let mut docs = Vec::new();
-    for value in serde_json::Deserializer::from_str(&blanked).into_iter::<Json>() {
+    for value in deep_value::stream(&blanked) {
         docs.push(value.map_err(|e| (docs.len() + 1, e))?);
     }
     Ok(docs)
@@ -330,11 +336,13 @@ fn yaml_documents(file: &Path, text: &str) -> Result<Vec<Json>, LoadError> {
     serde_yaml_ng::Deserializer::from_str(text)
         .enumerate()
         .map(|(i, d)| {
-            Json::deserialize(d).map_err(|source| LoadError::Yaml {
-                file: file.to_path_buf(),
-                document: i + 1,
-                source,
-            })
+            DeepValue::deserialize(d)
+                .map(|v| v.0)
+                .map_err(|source| LoadError::Yaml {
+                    file: file.to_path_buf(),
+                    document: i + 1,
+                    source,
+                })
         })
         .collect()
 }
@@ -349,7 +357,7 @@ pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError
         source,
     };
     let docs: Vec<Json> = if is_json_file(file) {
-        vec![serde_json::from_str(text).map_err(json_error)?]
+        vec![deep_value::from_str(text).map_err(json_error)?]
     } else if looks_like_json(text) {
         match json_documents(text) {
             Ok(docs) => docs,
