@@ -110,6 +110,11 @@ enum Command {
         /// namespace is served as a bare one (its name and `kubernetes.io/metadata.name` label).
         #[arg(long)]
         strict_namespaces: bool,
+        /// Largest file read from the policy folder; a larger one, or one that is not a regular file (a FIFO,
+        /// a device), is skipped, logged and counted in
+        /// celgate_config_problems (kind File); the objects it last gave stay served.
+        #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
+        max_file_bytes: u64,
         /// API server URL (`--source kubernetes`), without credentials (`kubectl proxy`);
         /// default: the in-cluster service account, or the kubeconfig.
         #[arg(long, value_name = "URL", conflicts_with = "kubeconfig")]
@@ -294,6 +299,11 @@ enum Command {
         /// Print the evaluation's cost on standard error.
         #[arg(long)]
         cost: bool,
+        /// Largest file read (a manifest, suite or policy file); a larger one, or one that is not a regular file (a FIFO,
+        /// a device), is skipped with a warning in a folder, refused when named
+        /// itself.
+        #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
+        max_file_bytes: u64,
     },
     /// Evaluate an AdmissionReview, or a plain manifest as the request the API server would
     /// send for it, against a folder of policies, bindings, params, namespaces and RBAC
@@ -337,6 +347,11 @@ enum Command {
         /// Do not add what every cluster has (namespace name labels, kube-root-ca.crt).
         #[arg(long)]
         no_cluster_defaults: bool,
+        /// Largest file read (a manifest, suite or policy file); a larger one, or one that is not a regular file (a FIFO,
+        /// a device), is skipped with a warning in a folder, refused when named
+        /// itself.
+        #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
+        max_file_bytes: u64,
     },
     /// Run policy test suites: every `*.celgate-test.yaml` (and Kyverno CLI `kyverno-test.yaml`
     /// whose policies are ValidatingAdmissionPolicies) under PATH (default `.`). Exit 0 when
@@ -366,6 +381,18 @@ enum Command {
         /// files (comments and key order kept), then run again and report that run.
         #[arg(long)]
         update: bool,
+        /// Every file a suite names (policies, resources, objects, reviews) must lie under
+        /// this folder once symlinks are resolved (default: the current directory or a PATH
+        /// given, or the folder of a suite file given), so that a suite from a pull request
+        /// cannot read files elsewhere (`/etc/...`, `../../secret.yaml`); `--root /` allows
+        /// any.
+        #[arg(long, value_name = "DIR")]
+        root: Option<PathBuf>,
+        /// Largest file read (a manifest, suite or policy file); a larger one, or one that is not a regular file (a FIFO,
+        /// a device), is skipped with a warning in a folder, refused when named
+        /// itself.
+        #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
+        max_file_bytes: u64,
     },
     /// CustomResourceDefinition validation rules, offline: whether a CRD is accepted, and
     /// the API server's answer to a custom resource. Exit 0 accepted, 1 rejected, 2 for
@@ -373,6 +400,11 @@ enum Command {
     Crd {
         #[command(subcommand)]
         command: CrdCommand,
+        /// Largest file read (a CRD or custom resource file); a larger one, or one that is not
+        /// a regular file (a FIFO, a device), is skipped with a warning in a folder, refused
+        /// when named itself.
+        #[arg(long, global = true, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
+        max_file_bytes: u64,
     },
     /// Background scan, offline: evaluate each object of --objects as the CREATE the API
     /// server would send for it (oldObject null, dryRun true, user
@@ -400,6 +432,11 @@ enum Command {
         /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
         #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
         k8s_version: String,
+        /// Largest file read (a manifest, suite or policy file); a larger one, or one that is not a regular file (a FIFO,
+        /// a device), is skipped with a warning in a folder, refused when named
+        /// itself.
+        #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
+        max_file_bytes: u64,
     },
     /// Type-check the ValidatingAdmissionPolicies of --policies as the API server does for
     /// `status.typeChecking`: each validation's expression and messageExpression against
@@ -420,6 +457,11 @@ enum Command {
         /// as field names from 1.31, `params` without a schema declared from 1.36).
         #[arg(long, value_name = "1.N", default_value_t = format!("1.{NEWEST_MINOR}"))]
         k8s_version: String,
+        /// Largest file read (a manifest, suite or policy file); a larger one, or one that is not a regular file (a FIFO,
+        /// a device), is skipped with a warning in a folder, refused when named
+        /// itself.
+        #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
+        max_file_bytes: u64,
     },
     /// Print the version.
     Version,
@@ -449,18 +491,22 @@ enum ReportKind {
 }
 
 /// `celgate scan`.
+/// `celgate scan`: `files` are the policy folder, the objects, and `--max-file-bytes`.
 fn run_scan(
-    policies: &Path,
-    objects: &Path,
+    (policies, objects, max_file_bytes): (&Path, &Path, u64),
     output: ScanOutput,
     reports: ReportKind,
     k8s_version: &str,
 ) -> ExitCode {
     use celgate::scan::report::{self, ReportApi};
-    let scanned = parse_version(k8s_version)
-        .and_then(|v| celgate::app::scan::scan_folder(policies, objects, v).map_err(Usage));
+    let scanned = parse_version(k8s_version).and_then(|v| {
+        celgate::app::scan::scan_folder(policies, objects, v, max_file_bytes).map_err(Usage)
+    });
     let scanned = match scanned {
-        Ok(s) => s,
+        Ok(s) => {
+            warn_skipped(&s.skipped);
+            s
+        }
         Err(Usage(m)) => {
             eprintln!("celgate: {m}");
             return ExitCode::from(2);
@@ -516,6 +562,26 @@ struct TestFlags {
     coverage: bool,
     min_coverage: Option<f64>,
     update: bool,
+    root: Option<PathBuf>,
+    max_file_bytes: u64,
+}
+
+/// The folders `celgate test`'s suites may read under: `--root`, else the working directory
+/// and each PATH (a suite file's folder).
+fn test_roots(root: Option<PathBuf>, paths: &[PathBuf]) -> Vec<PathBuf> {
+    if let Some(root) = root {
+        return vec![root];
+    }
+    // A PATH that does not exist is reported as such by the run, not as a bad root.
+    let given = paths
+        .iter()
+        .filter(|p| p.exists())
+        .map(|p| match p.parent() {
+            Some(parent) if p.is_file() && !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ if p.is_file() => PathBuf::from("."),
+            _ => p.clone(),
+        });
+    std::iter::once(PathBuf::from(".")).chain(given).collect()
 }
 
 /// `celgate test`.
@@ -528,6 +594,8 @@ fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
         coverage,
         min_coverage,
         update,
+        root,
+        max_file_bytes,
     } = flags;
     let options = parse_version(&k8s_version).and_then(|version| {
         let filter = filter
@@ -548,6 +616,8 @@ fn run_test(paths: &[PathBuf], flags: TestFlags) -> ExitCode {
             coverage,
             min_coverage,
             update,
+            roots: test_roots(root, paths),
+            max_file_bytes,
         })
     });
     let report = match options.and_then(|o| celgate::testing::run(paths, &o).map_err(Usage)) {
@@ -691,6 +761,7 @@ fn serve(command: Command) -> ExitCode {
         reload_settle,
         allow_empty_policies,
         strict_namespaces,
+        max_file_bytes,
         kube_api_url,
         kubeconfig,
         authz_cache_ttl,
@@ -847,6 +918,7 @@ fn serve(command: Command) -> ExitCode {
         settle,
         allow_empty: allow_empty_policies,
         strict_namespaces,
+        max_file_bytes,
     };
     if reports != ServeReports::Off && matches!(source, SourceKind::Folder) {
         eprintln!(
@@ -1090,15 +1162,15 @@ impl ManifestFlags {
     }
 }
 
+/// `celgate eval`: `files` are the policy folder, the request file, and `--max-file-bytes`.
 fn run_eval(
-    policies: &Path,
-    request: &str,
+    (policies, request, max_file_bytes): (&Path, &str, u64),
     manifest: ManifestFlags,
     k8s_version: &str,
     cluster_defaults: bool,
 ) -> Result<(), Usage> {
     let version = parse_version(k8s_version)?;
-    let mut objects = celgate::source::folder::load(policies).map_err(|e| Usage(e.to_string()))?;
+    let mut objects = load_folder(policies, max_file_bytes).map_err(Usage)?;
     if cluster_defaults {
         celgate::source::add_cluster_defaults(&mut objects);
     }
@@ -1111,12 +1183,11 @@ fn run_eval(
     let snapshot =
         celgate::source::snapshot(objects, version, true).map_err(|e| Usage(e.to_string()))?;
     let (name, text) = if request == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+        let s = celgate::source::read::read_stdin(max_file_bytes)
             .map_err(|e| Usage(format!("cannot read standard input: {e}")))?;
         ("<stdin>".to_string(), s)
     } else {
-        let t = std::fs::read_to_string(request)
+        let t = celgate::source::read::read_text(Path::new(request), max_file_bytes)
             .map_err(|e| Usage(format!("cannot read {request}: {e}")))?;
         (request.to_string(), t)
     };
@@ -1125,7 +1196,7 @@ fn run_eval(
     let json =
         celgate::cel::json::Doc::parse(text.as_bytes()).map_or_else(|e| e.is_data(), |_| true);
     let value: Option<Json> = if json {
-        serde_json::from_str(&text).ok()
+        celgate::cel::deep_value::from_str(&text).ok()
     } else {
         Some(
             celgate::source::folder::parse_document(Path::new(&name), &text)
@@ -1144,7 +1215,11 @@ fn run_eval(
         _ if is_review && json => text.into_bytes(),
         Some(v) if is_review => serde_json::to_vec(&v).map_err(|e| Usage(format!("{name}: {e}")))?,
         Some(object) => {
-            let old = manifest.old.as_deref().map(read_document).transpose()?;
+            let old = manifest
+                .old
+                .as_deref()
+                .map(|p| read_document(p, max_file_bytes))
+                .transpose()?;
             let m = celgate::review::manifest::ManifestRequest {
                 operation: manifest.operation,
                 object,
@@ -1188,19 +1263,27 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { .. } => serve(cli.command),
-        Command::Crd { command } => on_big_stack(move || run_crd(command)),
+        Command::Crd {
+            command,
+            max_file_bytes,
+        } => on_big_stack(move || run_crd(command, max_file_bytes)),
         Command::Lint {
             policies,
             output,
             k8s_version,
-        } => run_lint(&policies, output, &k8s_version),
+            max_file_bytes,
+        } => run_lint(&policies, output, &k8s_version, max_file_bytes),
         Command::Scan {
             policies,
             objects,
             output,
             reports,
             k8s_version,
-        } => on_big_stack(move || run_scan(&policies, &objects, output, reports, &k8s_version)),
+            max_file_bytes,
+        } => on_big_stack(move || {
+            let files = (policies.as_path(), objects.as_path(), max_file_bytes);
+            run_scan(files, output, reports, &k8s_version)
+        }),
         Command::Version => {
             emit_line(&format!("celgate {}", env!("CARGO_PKG_VERSION")));
             ExitCode::SUCCESS
@@ -1217,6 +1300,7 @@ fn main() -> ExitCode {
             dry_run,
             k8s_version,
             no_cluster_defaults,
+            max_file_bytes,
         } => on_big_stack(move || {
             let manifest = ManifestFlags {
                 operation,
@@ -1228,8 +1312,7 @@ fn main() -> ExitCode {
                 dry_run,
             };
             match run_eval(
-                &policies,
-                &request,
+                (&policies, &request, max_file_bytes),
                 manifest,
                 &k8s_version,
                 !no_cluster_defaults,
@@ -1249,6 +1332,8 @@ fn main() -> ExitCode {
             coverage,
             min_coverage,
             update,
+            root,
+            max_file_bytes,
         } => on_big_stack(move || {
             let flags = TestFlags {
                 filter,
@@ -1257,6 +1342,8 @@ fn main() -> ExitCode {
                 coverage,
                 min_coverage,
                 update,
+                root,
+                max_file_bytes,
             };
             run_test(&paths, flags)
         }),
@@ -1265,16 +1352,17 @@ fn main() -> ExitCode {
             vars,
             k8s_version,
             cost,
-        } => on_big_stack(move || run_expr(&expr, &vars, &k8s_version, cost)),
+            max_file_bytes,
+        } => on_big_stack(move || run_expr(&expr, &vars, &k8s_version, cost, max_file_bytes)),
     }
 }
 
-fn run_lint(policies: &Path, output: LogFormat, k8s_version: &str) -> ExitCode {
+fn run_lint(policies: &Path, output: LogFormat, k8s_version: &str, max_bytes: u64) -> ExitCode {
     let linted = parse_version(k8s_version).and_then(|version| {
         let docs = if policies.is_dir() {
-            celgate::source::folder::load(policies).map_err(|e| e.to_string())
+            load_folder(policies, max_bytes)
         } else {
-            read_loaded(policies)
+            read_loaded(policies, max_bytes)
         }
         .map_err(|e| Usage(format!("--policies: {e}")))?;
         let docs: Vec<Json> = docs.into_iter().map(|d| d.object).collect();
@@ -1299,7 +1387,7 @@ fn run_lint(policies: &Path, output: LogFormat, k8s_version: &str) -> ExitCode {
     }
 }
 
-fn run_crd(command: CrdCommand) -> ExitCode {
+fn run_crd(command: CrdCommand, max_bytes: u64) -> ExitCode {
     use celgate::crd::cli;
     let answer = match command {
         CrdCommand::Check {
@@ -1310,8 +1398,8 @@ fn run_crd(command: CrdCommand) -> ExitCode {
             costs,
         } => (|| {
             files.extend(crd);
-            let docs = read_all(&files)?;
-            let olds = read_all(&old)?;
+            let docs = read_all(&files, max_bytes)?;
+            let olds = read_all(&old, max_bytes)?;
             cli::check_all(&docs, &olds, costs, matches!(output, LogFormat::Json))
                 .ok_or_else(|| Usage("no CustomResourceDefinition in the files given".into()))
         })(),
@@ -1326,9 +1414,9 @@ fn run_crd(command: CrdCommand) -> ExitCode {
         } => (|| {
             files.extend(object);
             let docs = if crds.is_dir() {
-                celgate::source::folder::load(&crds).map_err(|e| e.to_string())
+                load_folder(&crds, max_bytes)
             } else {
-                read_loaded(&crds)
+                read_loaded(&crds, max_bytes)
             }
             .map_err(|e| Usage(format!("--crds: {e}")))?;
             let catalog = cli::Catalog::new(docs.into_iter().map(|d| d.object))
@@ -1339,8 +1427,8 @@ fn run_crd(command: CrdCommand) -> ExitCode {
                     crds.display()
                 )));
             }
-            let objects = read_all(&files)?;
-            let olds = read_all(&old)?;
+            let objects = read_all(&files, max_bytes)?;
+            let olds = read_all(&old, max_bytes)?;
             let status = status || matches!(subresource, Some(Subresource::Status));
             cli::validate_all(
                 &catalog,
@@ -1368,35 +1456,65 @@ fn run_crd(command: CrdCommand) -> ExitCode {
     }
 }
 
+/// Warns on standard error of each file a folder's load skipped.
+fn warn_skipped(skipped: &[celgate::source::folder::Skipped]) {
+    for s in skipped {
+        eprintln!("warning: {s}");
+    }
+}
+
+/// Every object of a folder (read recursively), warning of each file skipped (not a regular
+/// file, over `max_bytes`).
+fn load_folder(dir: &Path, max_bytes: u64) -> Result<Vec<celgate::source::folder::Loaded>, String> {
+    let load = celgate::source::folder::load(dir, max_bytes).map_err(|e| e.to_string())?;
+    warn_skipped(&load.skipped);
+    Ok(load.objects)
+}
+
 /// The documents of one file (`-`: standard input), multi-document YAML or JSON; a `List`
-/// gives its items.
-fn read_loaded(path: &Path) -> Result<Vec<celgate::source::folder::Loaded>, String> {
+/// gives its items. A file that is not a regular file or is over `max_bytes` is refused.
+fn read_loaded(
+    path: &Path,
+    max_bytes: u64,
+) -> Result<Vec<celgate::source::folder::Loaded>, String> {
     let text = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin())
+        celgate::source::read::read_stdin(max_bytes)
     } else {
-        std::fs::read_to_string(path)
+        celgate::source::read::read_text(path, max_bytes)
     }
     .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     celgate::source::folder::parse_documents(path, &text).map_err(|e| e.to_string())
 }
 
 /// The documents of every file, in order.
-fn read_all(paths: &[PathBuf]) -> Result<Vec<Json>, Usage> {
+fn read_all(paths: &[PathBuf], max_bytes: u64) -> Result<Vec<Json>, Usage> {
     let mut out = Vec::new();
     for p in paths {
-        out.extend(read_loaded(p).map_err(Usage)?.into_iter().map(|d| d.object));
+        out.extend(
+            read_loaded(p, max_bytes)
+                .map_err(Usage)?
+                .into_iter()
+                .map(|d| d.object),
+        );
     }
     Ok(out)
 }
 
-fn run_expr(expr: &str, vars: &[String], k8s_version: &str, show_cost: bool) -> ExitCode {
-    let loaded = match parse_version(k8s_version).and_then(|v| load_vars(vars).map(|l| (v, l))) {
-        Ok(x) => x,
-        Err(Usage(msg)) => {
-            eprintln!("celgate: {msg}");
-            return ExitCode::from(2);
-        }
-    };
+fn run_expr(
+    expr: &str,
+    vars: &[String],
+    k8s_version: &str,
+    show_cost: bool,
+    max_bytes: u64,
+) -> ExitCode {
+    let loaded =
+        match parse_version(k8s_version).and_then(|v| load_vars(vars, max_bytes).map(|l| (v, l))) {
+            Ok(x) => x,
+            Err(Usage(msg)) => {
+                eprintln!("celgate: {msg}");
+                return ExitCode::from(2);
+            }
+        };
     let (version, loaded) = loaded;
     let with_params = loaded.iter().any(|(n, _)| n == "params");
     let (mut env, slots) = vap_env(
@@ -1457,20 +1575,20 @@ fn parse_version(v: &str) -> Result<u16, Usage> {
     celgate::cel::parse_k8s_version(v).map_err(|e| Usage(format!("--k8s-version: {e}")))
 }
 
-fn load_vars(vars: &[String]) -> Result<Vec<(String, Json)>, Usage> {
+fn load_vars(vars: &[String], max_bytes: u64) -> Result<Vec<(String, Json)>, Usage> {
     vars.iter()
         .map(|spec| {
             let (name, file) = spec
                 .split_once('=')
                 .ok_or_else(|| Usage(format!("--var takes NAME=FILE, got {spec:?}")))?;
-            Ok((name.to_string(), read_document(Path::new(file))?))
+            Ok((name.to_string(), read_document(Path::new(file), max_bytes)?))
         })
         .collect()
 }
 
 /// Reads one JSON or YAML document (JSON errors for JSON text, with their position).
-fn read_document(path: &Path) -> Result<Json, Usage> {
-    let text = std::fs::read_to_string(path)
+fn read_document(path: &Path, max_bytes: u64) -> Result<Json, Usage> {
+    let text = celgate::source::read::read_text(path, max_bytes)
         .map_err(|e| Usage(format!("cannot read {}: {e}", path.display())))?;
     celgate::source::folder::parse_document(path, &text)
         .map_err(|e| Usage(format!("{}: {e}", path.display())))

@@ -94,7 +94,8 @@ fn malformed_json_is_reported_by_the_json_parser() {
         ),
     )
     .unwrap();
-    let (code, out, err) = celgate(&["test", "bad.celgate-test.yaml"], &dir, "");
+    // The suite names the repository's examples: outside the working directory.
+    let (code, out, err) = celgate(&["test", "--root", "/", "bad.celgate-test.yaml"], &dir, "");
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains(&format!("review.txt: {AT}")), "{out}");
 }
@@ -333,4 +334,158 @@ spec: {{policyName: no-latest, validationActions: [{actions}]}}
     let (code, _, err) = celgate(&args, &dir, "");
     assert_eq!(code, 2);
     assert!(err.contains("bad.yaml: document 1: "), "{err}");
+}
+
+/// Runs celgate in `cwd` without input, killed (and the test failed) if it has not ended
+/// within a minute: a command that blocks on a file must not hang the suite.
+fn celgate_within(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("celgate {args:?} did not end within a minute");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+}
+
+/// The offline commands read regular files only, each up to `--max-file-bytes`: in a folder,
+/// a FIFO, a symlink to `/dev/zero` and an oversized file are skipped with a warning naming
+/// each; a file given explicitly that is one of them is refused (exit 2). Nothing blocks.
+#[cfg(unix)]
+#[test]
+fn offline_commands_read_regular_files_only() {
+    let dir = temp_dir("special-files");
+    let policies = dir.join("policies");
+    std::fs::create_dir_all(&policies).unwrap();
+    std::fs::copy(
+        repo().join("examples/policies/deployment-labels.yaml"),
+        policies.join("deployment-labels.yaml"),
+    )
+    .unwrap();
+    mkfifo(&policies.join("fifo.yaml"));
+    std::os::unix::fs::symlink("/dev/zero", policies.join("zero.yaml")).unwrap();
+    std::fs::write(
+        policies.join("big.yaml"),
+        format!("# {}\n", "x".repeat(9 << 20)),
+    )
+    .unwrap();
+    std::fs::copy(repo().join("examples/pod.yaml"), dir.join("pod.yaml")).unwrap();
+    let eval = |args: &[&str]| {
+        let mut all = vec!["eval", "--policies", "policies"];
+        all.extend_from_slice(args);
+        celgate_within(&all, &dir)
+    };
+    let (code, out, err) = eval(&["--request", "pod.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"allowed\": true"), "{out}");
+    for (file, why) in [
+        ("fifo.yaml", "not a regular file (a FIFO)"),
+        ("zero.yaml", "not a regular file (a character device)"),
+        ("big.yaml", "larger than --max-file-bytes (8388608 bytes)"),
+    ] {
+        let line = format!("warning: policies/{file}: skipped: {why}");
+        assert!(err.contains(&line), "{line}\n{err}");
+    }
+    // Given explicitly: refused, naming the file.
+    let fifo = policies.join("fifo.yaml");
+    let (code, _, err) = eval(&["--request", fifo.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("{}: not a regular file (a FIFO)", fifo.display())),
+        "{err}"
+    );
+    let (code, _, err) = eval(&["--request", "pod.yaml", "--max-file-bytes", "100"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("pod.yaml: larger than --max-file-bytes (100 bytes)"),
+        "{err}"
+    );
+    let (code, _, err) = celgate_within(&["crd", "check", "policies/zero.yaml"], &dir);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("zero.yaml: not a regular file"), "{err}");
+    // `celgate test`: a suite naming the FIFO is invalid, and says why.
+    std::fs::write(
+        dir.join("fifo.celgate-test.yaml"),
+        "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\nmetadata: {name: fifo}\n\
+         policies: [policies/fifo.yaml]\ncases:\n- name: one\n  object: pod.yaml\n  \
+         expect: {allowed: true}\n",
+    )
+    .unwrap();
+    let (code, out, err) = celgate_within(&["test", "fifo.celgate-test.yaml"], &dir);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        out.contains("fifo.yaml: not a regular file (a FIFO)"),
+        "{out}{err}"
+    );
+}
+
+/// JSON nested as deep as the API server accepts (far past serde_json's default of 128
+/// levels) reads in every file: a 1,000-level-deep manifest for `eval`, and a CRD whose
+/// schema nests 300 properties for `crd check`.
+#[test]
+fn deeply_nested_json_files_are_read() {
+    let dir = temp_dir("deep");
+    let mut nested = String::from("1");
+    for _ in 0..1000 {
+        nested = format!("{{\"a\": {nested}}}");
+    }
+    let manifest = format!(
+        "{{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {{\"name\": \"deep\", \"namespace\": \"default\"}}, \"data\": {{}}, \"extra\": {nested}}}"
+    );
+    std::fs::write(dir.join("deep.json"), &manifest).unwrap();
+    std::fs::write(dir.join("deep.yaml"), &manifest).unwrap();
+    let policies = repo().join("examples/policies");
+    for file in ["deep.json", "deep.yaml"] {
+        let (code, out, err) = celgate_within(
+            &[
+                "eval",
+                "--policies",
+                policies.to_str().unwrap(),
+                "--request",
+                file,
+            ],
+            &dir,
+        );
+        assert_eq!(code, 0, "{file}: {err}");
+        assert!(out.contains("\"allowed\": true"), "{file}: {out}");
+    }
+    let mut schema = String::from("{\"type\": \"string\"}");
+    for _ in 0..300 {
+        schema = format!("{{\"type\": \"object\", \"properties\": {{\"a\": {schema}}}}}");
+    }
+    let crd = format!(
+        r#"{{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+  "metadata": {{"name": "deeps.example.com"}},
+  "spec": {{"group": "example.com", "scope": "Namespaced",
+    "names": {{"plural": "deeps", "singular": "deep", "kind": "Deep", "listKind": "DeepList"}},
+    "versions": [{{"name": "v1", "served": true, "storage": true,
+      "schema": {{"openAPIV3Schema": {{"type": "object", "properties": {{"spec": {schema}}}}}}}}}]}}}}"#
+    );
+    std::fs::write(dir.join("crd.json"), &crd).unwrap();
+    let (code, out, err) = celgate_within(&["crd", "check", "crd.json"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
 }

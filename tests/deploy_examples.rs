@@ -6,7 +6,9 @@ use serde_json::{json, Value as Json};
 
 fn answer(pod: Json, user: &str, groups: &[&str]) -> Json {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/examples");
-    let mut objects = folder::load(&dir).expect("examples load");
+    let mut objects = folder::load(&dir, celgate::source::read::DEFAULT_MAX_FILE_BYTES)
+        .expect("examples load")
+        .objects;
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"celgate.dev/registries": "enforced"}}});
     objects.push(folder::Loaded {
         file: "test".into(),

@@ -51,14 +51,13 @@ spec: {{policyName: {n}, validationActions: [Deny]}}
         .collect()
 }
 
-/// Starts the server on `dir`; the folder is polled every 20 ms.
-async fn serve(dir: &Path, settle: Duration, allow_empty: bool) -> Running {
-    let cfg = ServeConfig {
+/// The configuration of a server on `dir`; the folder is polled every 20 ms.
+fn config(dir: &Path, settle: Duration, allow_empty: bool) -> ServeConfig {
+    ServeConfig {
         source: PolicySource::Folder(FolderSource {
-            dir: dir.to_path_buf(),
             settle,
             allow_empty,
-            strict_namespaces: false,
+            ..FolderSource::new(dir)
         }),
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: None,
@@ -70,8 +69,14 @@ async fn serve(dir: &Path, settle: Duration, allow_empty: bool) -> Running {
         answering: Default::default(),
         poll: Duration::from_millis(20),
         version: celgate::cel::NEWEST_MINOR,
-    };
-    start(cfg).await.expect("server starts")
+    }
+}
+
+/// Starts the server on `dir`; the folder is polled every 20 ms.
+async fn serve(dir: &Path, settle: Duration, allow_empty: bool) -> Running {
+    start(config(dir, settle, allow_empty))
+        .await
+        .expect("server starts")
 }
 
 /// The names of the policies the server enforces.
@@ -429,5 +434,113 @@ async fn a_policy_the_api_server_would_refuse_keeps_its_last_good_version() {
     .unwrap();
     wait_until("the fix is loaded", || !metrics(&server).contains(problem)).await;
     assert_eq!(names(&server), ["a"]);
+    server.shutdown().await;
+}
+
+/// Makes a FIFO at `path`.
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+}
+
+/// The problem gauge's line for a file of the folder.
+fn file_problem(file: &str, reason: &str) -> String {
+    format!("celgate_config_problems{{kind=\"File\",name=\"{file}\",reason=\"{reason}\"}} 1")
+}
+
+/// Only regular files are read, each up to the size cap: a symlink to `/dev/zero` (which
+/// would grow memory without bound), a FIFO (whose open would block the load forever) and an
+/// oversized file are skipped and reported (a warning and the problem gauge, naming each),
+/// the rest of the folder loads, and later changes still load.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn special_and_oversized_files_are_skipped_and_reported() {
+    let dir = temp_dir("special");
+    std::fs::write(dir.join("a.yaml"), policies(&["a"])).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.yaml")).unwrap();
+    mkfifo(&dir.join("fifo.yaml"));
+    let big = format!("{}# {}\n", policies(&["big"]), "x".repeat(8192));
+    std::fs::write(dir.join("big.yaml"), big).unwrap();
+    let cfg = ServeConfig {
+        source: PolicySource::Folder(FolderSource {
+            max_file_bytes: 4096,
+            settle: Duration::from_millis(50),
+            ..FolderSource::new(&dir)
+        }),
+        ..config(&dir, Duration::from_millis(50), false)
+    };
+    let server = tokio::time::timeout(Duration::from_secs(60), start(cfg))
+        .await
+        .expect("the first load completes")
+        .expect("server starts");
+    assert!(ready(&server));
+    assert_eq!(names(&server), ["a"]);
+    let text = metrics(&server);
+    for file in ["big.yaml", "fifo.yaml", "zero.yaml"] {
+        assert!(
+            text.contains(&file_problem(file, "FileSkipped")),
+            "{file}: {text}"
+        );
+    }
+    std::fs::write(dir.join("b.yaml"), policies(&["b"])).unwrap();
+    wait_until("a new file loads", || names(&server) == ["a", "b"]).await;
+    // The skipped files are still reported; gone once removed.
+    assert!(metrics(&server).contains(&file_problem("fifo.yaml", "FileSkipped")));
+    std::fs::remove_file(dir.join("fifo.yaml")).unwrap();
+    wait_until("the FIFO is no longer reported", || {
+        !metrics(&server).contains("fifo.yaml")
+    })
+    .await;
+    server.shutdown().await;
+}
+
+/// A slow writer: a binding file truncated in place and rewritten after a pause longer than
+/// the settle interval. The emptied file keeps its last good objects (the binding stays
+/// enforced) and is reported; written back, it loads as usual; deleted, its objects go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emptied_file_keeps_its_objects_until_it_is_deleted() {
+    let dir = temp_dir("emptied");
+    std::fs::write(dir.join("a.yaml"), policies(&["a"])).unwrap();
+    let b = policies(&["b"]);
+    std::fs::write(dir.join("b.yaml"), &b).unwrap();
+    let server = serve(&dir, Duration::from_millis(50), false).await;
+    assert_eq!(names(&server), ["a", "b"]);
+    let bindings = |r: &Running| -> Vec<usize> {
+        r.state
+            .snapshot
+            .load()
+            .policies
+            .iter()
+            .map(|p| p.bindings.len())
+            .collect()
+    };
+    let emptied = file_problem("b.yaml", "FileEmptied");
+    for blank in ["", "\n  \n", "# being rewritten\n---\n"] {
+        std::fs::write(dir.join("b.yaml"), blank).unwrap();
+        wait_until("the emptied file is reported", || {
+            metrics(&server).contains(&emptied)
+        })
+        .await;
+        assert_eq!(names(&server), ["a", "b"], "{blank:?}");
+        assert_eq!(bindings(&server), [1, 1], "the binding is still enforced");
+        std::fs::write(dir.join("b.yaml"), &b).unwrap();
+        wait_until("the rewritten file loads", || {
+            !metrics(&server).contains("b.yaml")
+        })
+        .await;
+        assert_eq!(names(&server), ["a", "b"]);
+    }
+    // Emptied, then deleted: its objects go.
+    std::fs::write(dir.join("b.yaml"), "").unwrap();
+    wait_until("the emptied file is reported", || {
+        metrics(&server).contains(&emptied)
+    })
+    .await;
+    std::fs::remove_file(dir.join("b.yaml")).unwrap();
+    wait_until("the deleted file's objects go", || names(&server) == ["a"]).await;
+    assert!(!metrics(&server).contains("b.yaml"));
     server.shutdown().await;
 }

@@ -294,6 +294,7 @@ fn a_scan_evaluates_each_object_as_its_create() {
         &dir.join("policies"),
         &dir.join("objects"),
         celgate::cel::NEWEST_MINOR,
+        celgate::source::read::DEFAULT_MAX_FILE_BYTES,
     )
     .unwrap();
     let s = &scanned.snapshot;
@@ -351,6 +352,7 @@ fn scan_results_become_policy_reports() {
         &dir.join("policies"),
         &dir.join("objects"),
         celgate::cel::NEWEST_MINOR,
+        celgate::source::read::DEFAULT_MAX_FILE_BYTES,
     )
     .unwrap();
     let wg = reports(
@@ -492,6 +494,7 @@ metadata: {name: no-param, namespace: b}
         &dir.join("policies"),
         &dir.join("objects"),
         celgate::cel::NEWEST_MINOR,
+        celgate::source::read::DEFAULT_MAX_FILE_BYTES,
     )
     .unwrap();
     let results: Vec<Vec<(Option<usize>, &str)>> = scanned

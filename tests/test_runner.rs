@@ -34,6 +34,8 @@ fn options() -> Options {
         coverage: false,
         min_coverage: None,
         update: false,
+        roots: Vec::new(),
+        max_file_bytes: celgate::source::read::DEFAULT_MAX_FILE_BYTES,
     }
 }
 
@@ -1088,4 +1090,68 @@ fn update_rewrites_stale_crd_expectations() {
     assert_eq!(code, 0);
     assert!(!err.contains("updated"), "{err}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), want);
+}
+
+/// A suite reads only files under `--root` (default: the working directory and the PATHs
+/// given), symlinks resolved: a pull request's suite cannot print a CI secret through a param.
+/// `../`, an absolute path and a symlink that leads out are refused, naming the reference;
+/// with `--root` above them they are read.
+#[cfg(unix)]
+#[test]
+fn suite_references_stay_under_the_root() {
+    let outer = temp_dir("root");
+    let secret = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: secret, namespace: default}\ndata: {token: s3cret}\n";
+    write(&outer, "secret.yaml", secret);
+    let repo = outer.join("repo");
+    std::fs::create_dir_all(repo.join("tests")).unwrap();
+    write(&repo, "policy.yaml", POLICY);
+    std::os::unix::fs::symlink("../secret.yaml", repo.join("link.yaml")).unwrap();
+    write(&repo, "other.yaml", &secret.replace("s3cret", "public"));
+    let suite = |resource: &str| {
+        format!(
+            "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\nmetadata: {{name: s}}\n\
+             policies: [../policy.yaml]\nresources: [{resource}]\n\
+             objects: [{{apiVersion: v1, kind: Namespace, metadata: {{name: default}}}}]\ncases:\n- name: labelled pod\n  \
+             object: {{apiVersion: v1, kind: Pod, metadata: {{name: a, namespace: default, labels: {{owner: me}}}}}}\n  \
+             expect: {{allowed: true}}\n"
+        )
+    };
+    let secret_path = outer.join("secret.yaml");
+    for (reference, shown) in [
+        ("../../secret.yaml".to_string(), "../../secret.yaml"),
+        (
+            secret_path.display().to_string(),
+            secret_path.to_str().unwrap(),
+        ),
+        ("../link.yaml".to_string(), "../link.yaml"),
+    ] {
+        write(
+            &repo.join("tests"),
+            "s.celgate-test.yaml",
+            &suite(&reference),
+        );
+        let (code, out, err) = celgate(&["test", "tests"], &repo);
+        assert_eq!(code, 2, "{reference}: {out}{err}");
+        assert!(
+            out.contains(&format!("resources[0]: {shown}: outside the root"))
+                && out.contains("--root"),
+            "{reference}: {out}{err}"
+        );
+        assert!(!out.contains("s3cret"), "{out}");
+        // With --root above the secret, it is read.
+        let (code, out, err) = celgate(&["test", "tests", "--root", ".."], &repo);
+        assert_eq!(code, 0, "{reference}: {out}{err}");
+    }
+    // A review file and a case's object file are confined too.
+    write(
+        &repo.join("tests"),
+        "s.celgate-test.yaml",
+        &suite("../other.yaml").replace(
+            "  object: {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: default, labels: {owner: me}}}\n",
+            "  object: /etc/passwd\n",
+        ),
+    );
+    let (code, out, err) = celgate(&["test", "tests"], &repo);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("/etc/passwd: outside the root"), "{out}{err}");
 }

@@ -3,8 +3,14 @@
 //! what is logged and counted about it. With `--source kubernetes --policies DIR` the same
 //! watch hands the folder's policies and bindings to the cluster source (a [`PolicyFeed`])
 //! instead of installing a snapshot of its own.
+//!
+//! A file skipped by the load (not a regular file, over `--max-file-bytes`) or emptied in
+//! place keeps the objects it gave the last load ([`folder::hold_last_good`]); each such file
+//! is a problem (kind `File`, reason `FileSkipped` or `FileEmptied`), logged once and counted
+//! in `celgate_config_problems` like a misconfigured binding.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +19,9 @@ use serde_json::Value as Json;
 use tokio::sync::watch;
 
 use crate::server::AppState;
-use crate::source::folder::{self, Fingerprint, FolderSource, LoadError, NotLoaded, Settle};
+use crate::source::folder::{
+    self, ByFile, Fingerprint, FolderSource, LoadError, NotLoaded, Settle, Skipped,
+};
 use crate::source::kube::{PolicyFeed, Problem};
 use crate::source::{FolderPolicies, Served};
 
@@ -38,6 +46,8 @@ pub(super) struct FolderWatch {
     problems: BTreeSet<Problem>,
     /// The policy objects last served, by name: kept when a new version is refused.
     last_good: Arc<BTreeMap<String, Arc<Json>>>,
+    /// The objects last served, by file: kept for a file that is skipped or emptied.
+    last_files: Arc<ByFile>,
     /// Where the policies and bindings go: `None`, a snapshot of the folder installed here;
     /// `Some`, the cluster source, which builds the snapshot.
     feed: Option<Arc<PolicyFeed>>,
@@ -66,6 +76,7 @@ impl FolderWatch {
             settle: Settle::default(),
             problems: BTreeSet::new(),
             last_good: Arc::default(),
+            last_files: Arc::default(),
             feed: None,
         }
     }
@@ -103,16 +114,23 @@ impl FolderWatch {
         let (dir, version, state) = (self.source.dir.clone(), self.version, self.state.clone());
         let wanted = expected.clone();
         let last_good = self.last_good.clone();
+        let previous = self.last_files.clone();
+        let max_bytes = self.source.max_file_bytes;
         let fed = self.feed.is_some();
         let built = tokio::task::spawn_blocking(move || {
-            let objects = folder::load_settled(&dir, &wanted)?;
+            let mut load = folder::load_settled(&dir, &wanted, max_bytes)?;
+            let kept = folder::hold_last_good(&mut load, &previous);
+            let files = file_problems(&dir, &load.skipped, &kept);
+            let by_file = folder::by_file(&load.objects);
             let built = if fed {
-                crate::source::folder_policies(objects, version, &last_good).map(Built::Fed)
+                crate::source::folder_policies(load.objects, version, &last_good).map(Built::Fed)
             } else {
-                crate::source::build_for_serving(objects, version, &state.compiled, &last_good)
+                crate::source::build_for_serving(load.objects, version, &state.compiled, &last_good)
                     .map(Built::Served)
             };
-            built.map_err(NotLoaded::Invalid)
+            built
+                .map(|b| (b, files, by_file))
+                .map_err(NotLoaded::Invalid)
         })
         .await;
         let dir = self.source.dir.display();
@@ -132,7 +150,7 @@ impl FolderWatch {
             Err(e) => Err(FolderError::from(e)),
         };
         self.settle.handled(expected);
-        let built = match outcome {
+        let (built, files, by_file) = match outcome {
             Ok(built) => built,
             Err(e) => {
                 metrics.source_errors.inc();
@@ -147,12 +165,12 @@ impl FolderWatch {
         };
         let Served {
             snapshot,
-            problems,
+            mut problems,
             accepted,
             refused,
         } = match built {
             Built::Served(served) => served,
-            Built::Fed(policies) => return self.hand_over(policies),
+            Built::Fed(policies) => return self.hand_over(policies, files, by_file),
         };
         let ready = self.state.ready.load(Ordering::Acquire);
         let before = self.state.snapshot.load().policies.len();
@@ -185,14 +203,16 @@ impl FolderWatch {
         tracing::info!(policies = after, problems = problems.len(), folder = %dir, "policies loaded");
         // Problems first: whoever sees the new snapshot also sees its problems (the other
         // order left a window where a fixed binding was still reported).
+        problems.extend(files);
         self.report(problems);
         self.state.install(snapshot);
         self.last_good = Arc::new(accepted);
+        self.last_files = Arc::new(by_file);
     }
 
     /// Hands a folder state's policies and bindings to the cluster source, unless no policy
     /// is bound (as [`Self::load`] refuses an empty folder).
-    fn hand_over(&mut self, built: FolderPolicies) {
+    fn hand_over(&mut self, built: FolderPolicies, files: Vec<Problem>, by_file: ByFile) {
         let FolderPolicies {
             policies,
             bindings,
@@ -235,11 +255,12 @@ impl FolderWatch {
                 .inc_by(refusals.len() as u64);
         }
         tracing::info!(policies = accepted.len(), bindings = bindings.len(), refused = refusals.len(), folder = %dir, "policies loaded; handed to the cluster source");
-        // Logged here once each; the cluster source counts them in the problem gauge with
-        // its own.
-        self.log_problems(refusals.clone());
+        // Logged here once each; the cluster source counts the refusals in the problem gauge
+        // with its own (the files' problems are only logged: they are no objects to report).
+        self.log_problems(refusals.iter().cloned().chain(files).collect());
         feed.set(policies, bindings, refusals);
         self.last_good = Arc::new(accepted);
+        self.last_files = Arc::new(by_file);
     }
 
     /// Logs each new problem once (and each that went away), and sets the problem gauge.
@@ -260,6 +281,43 @@ impl FolderWatch {
         }
         self.problems = current;
     }
+}
+
+/// The problems of a load's files: each skipped (`FileSkipped`) and each emptied whose last
+/// objects are kept (`FileEmptied`), named by their path below `dir`.
+fn file_problems(dir: &Path, skipped: &[Skipped], kept: &[(PathBuf, usize)]) -> Vec<Problem> {
+    let kept_of = |file: &Path| kept.iter().find(|(f, _)| f == file).map(|(_, n)| *n);
+    let problem = |file: &Path, reason, message| Problem {
+        kind: "File".into(),
+        api_version: String::new(),
+        name: file.strip_prefix(dir).unwrap_or(file).display().to_string(),
+        uid: String::new(),
+        reason,
+        message,
+    };
+    let mut out: Vec<Problem> = skipped
+        .iter()
+        .map(|s| {
+            let served = match kept_of(&s.file) {
+                Some(n) => format!("the {n} objects it last gave are still served"),
+                None => "none of its objects is served".into(),
+            };
+            problem(&s.file, "FileSkipped", format!("{s}; {served}"))
+        })
+        .collect();
+    for (file, n) in kept {
+        if skipped.iter().all(|s| &s.file != file) {
+            out.push(problem(
+                file,
+                "FileEmptied",
+                format!(
+                    "{}: holds no object (emptied, or being rewritten); the {n} objects it last gave are still served until it holds objects again or is removed",
+                    file.display()
+                ),
+            ));
+        }
+    }
+    out
 }
 
 /// Reloads the policy folder once a change has settled; a broken file keeps the last good

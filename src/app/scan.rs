@@ -7,12 +7,14 @@ use serde_json::Value as Json;
 
 use crate::policy::snapshot::Snapshot;
 use crate::scan::{expand_lists, ObjectResults, Scanner};
-use crate::source::folder::Loaded;
+use crate::source::folder::{Loaded, Skipped};
 
 /// What `celgate scan` found.
 pub struct Scanned {
     pub snapshot: Snapshot,
     pub objects: Vec<ObjectResults>,
+    /// Files of the folders skipped (not regular files, over `--max-file-bytes`), to warn of.
+    pub skipped: Vec<Skipped>,
 }
 
 impl Scanned {
@@ -23,18 +25,29 @@ impl Scanned {
 }
 
 /// Reads the manifests of `path` (a file, or a folder read recursively as `celgate eval`
-/// reads one, hidden entries skipped), `List`s expanded, with where each came from.
-pub fn read_objects(path: &std::path::Path) -> Result<Vec<Loaded>, String> {
-    use crate::source::folder::{manifest_files, parse_documents};
-    let files = if path.is_dir() {
-        manifest_files(path).map_err(|e| e.to_string())?
+/// reads one, hidden entries skipped), `List`s expanded, with where each came from. In a
+/// folder, a file that is not a regular file or is over `max_bytes` is skipped (into
+/// `skipped`); given as `path`, it is an error.
+pub fn read_objects(
+    path: &std::path::Path,
+    max_bytes: u64,
+    skipped: &mut Vec<Skipped>,
+) -> Result<Vec<Loaded>, String> {
+    use crate::source::folder::{manifest_files, parse_documents, read_listed};
+    let mut texts = Vec::new();
+    if path.is_dir() {
+        for file in manifest_files(path).map_err(|e| e.to_string())? {
+            if let Some(text) = read_listed(&file, max_bytes, skipped).map_err(|e| e.to_string())? {
+                texts.push((file, text));
+            }
+        }
     } else {
-        vec![path.to_path_buf()]
-    };
+        let text = crate::source::read::read_text(path, max_bytes)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        texts.push((path.to_path_buf(), text));
+    }
     let mut out = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    for (file, text) in texts {
         for loaded in parse_documents(&file, &text).map_err(|e| e.to_string())? {
             for object in expand_lists(loaded.object) {
                 out.push(Loaded {
@@ -57,9 +70,14 @@ pub fn scan_folder(
     policies: &std::path::Path,
     objects: &std::path::Path,
     version: u16,
+    max_bytes: u64,
 ) -> Result<Scanned, String> {
-    let mut loaded = crate::source::folder::load(policies).map_err(|e| e.to_string())?;
-    let objects = read_objects(objects)?;
+    let crate::source::folder::Load {
+        objects: mut loaded,
+        mut skipped,
+        ..
+    } = crate::source::folder::load(policies, max_bytes).map_err(|e| e.to_string())?;
+    let objects = read_objects(objects, max_bytes, &mut skipped)?;
     let mut defined: std::collections::BTreeSet<String> = loaded
         .iter()
         .filter(|o| o.object["kind"] == "Namespace")
@@ -92,5 +110,6 @@ pub fn scan_folder(
     Ok(Scanned {
         snapshot,
         objects: results,
+        skipped,
     })
 }

@@ -9,6 +9,7 @@
 pub mod ast;
 mod checker;
 pub mod ctx;
+pub mod deep_value;
 pub mod env;
 pub mod error;
 pub mod eval;

@@ -5,6 +5,10 @@
 //! `..<timestamp>` directories behind the visible files, which would otherwise load every
 //! object three times.
 //!
+//! Files are read through [`super::read`]: a manifest that is not a regular file (a FIFO, a
+//! device) or is larger than `--max-file-bytes` is skipped, and the load says which
+//! ([`Load::skipped`]).
+//!
 //! For `celgate serve` it also owns change detection: a [`Fingerprint`] of the files without
 //! reading them, a [`Settle`] tracker that asks for a load only once the folder has been quiet
 //! for a while, and [`load_settled`], which refuses a read during which the folder changed.
@@ -15,6 +19,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Deserialize;
 use serde_json::Value as Json;
+
+use super::read::{read_text, ReadError};
+use crate::cel::deep_value::{self, DeepValue};
 
 /// How long the folder must be unchanged before a change is loaded (`--reload-settle`).
 pub const DEFAULT_SETTLE: Duration = Duration::from_secs(2);
@@ -36,6 +43,8 @@ pub struct FolderSource {
     /// bare one, named and labelled `kubernetes.io/metadata.name` as every namespace is: a
     /// folder seldom lists every namespace of the cluster it guards.
     pub strict_namespaces: bool,
+    /// Largest manifest file read (`--max-file-bytes`); a larger one is skipped and reported.
+    pub max_file_bytes: u64,
 }
 
 impl FolderSource {
@@ -47,6 +56,7 @@ impl FolderSource {
             settle: DEFAULT_SETTLE,
             allow_empty: false,
             strict_namespaces: false,
+            max_file_bytes: super::read::DEFAULT_MAX_FILE_BYTES,
         }
     }
 }
@@ -82,7 +92,7 @@ pub enum LoadError {
     Read {
         file: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: ReadError,
     },
     /// A `.json` file is not JSON (its one document), or a document of a file that looks
     /// like JSON is malformed.
@@ -179,10 +189,49 @@ fn list_error(path: &Path, source: std::io::Error) -> ListError {
     }
 }
 
-fn read_error(file: &Path, source: std::io::Error) -> LoadError {
+fn read_error(file: &Path, source: ReadError) -> LoadError {
     LoadError::Read {
         file: file.to_path_buf(),
         source,
+    }
+}
+
+/// A manifest file left out of a load: not a regular file, or over the size cap.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: skipped: {reason}", file.display())]
+pub struct Skipped {
+    pub file: PathBuf,
+    #[source]
+    pub reason: ReadError,
+}
+
+/// What a load of a folder found.
+#[derive(Debug, Default)]
+pub struct Load {
+    /// Every object of the files read, in file order.
+    pub objects: Vec<Loaded>,
+    /// The manifest files read (each may hold no object).
+    pub files: Vec<PathBuf>,
+    /// The manifest files left out, and why.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Reads one manifest file of a folder: `Ok(None)` when it is skipped (into `skipped`).
+pub fn read_listed(
+    file: &Path,
+    max_bytes: u64,
+    skipped: &mut Vec<Skipped>,
+) -> Result<Option<String>, LoadError> {
+    match read_text(file, max_bytes) {
+        Ok(text) => Ok(Some(text)),
+        Err(reason) if reason.is_refusal() => {
+            skipped.push(Skipped {
+                file: file.to_path_buf(),
+                reason,
+            });
+            Ok(None)
+        }
+        Err(e) => Err(read_error(file, e)),
     }
 }
 
@@ -249,14 +298,19 @@ pub enum DocError {
 /// reported by the JSON parser: the YAML parser's error on JSON text points elsewhere.
 pub fn parse_document(file: &Path, text: &str) -> Result<Json, DocError> {
     if is_json_file(file) || looks_like_json(text) {
-        match serde_json::from_str(text) {
+        match deep_value::from_str(text) {
             Ok(v) => Ok(v),
             Err(e) if is_json_file(file) => Err(DocError::Json(e)),
-            Err(e) => serde_yaml_ng::from_str(text).map_err(|_| DocError::Json(e)),
+            Err(e) => yaml_document(text).map_err(|_| DocError::Json(e)),
         }
     } else {
-        serde_yaml_ng::from_str(text).map_err(DocError::Yaml)
+        yaml_document(text).map_err(DocError::Yaml)
     }
+}
+
+/// One YAML document (YAML keeps its parser's limit of 128 levels of nesting).
+fn yaml_document(text: &str) -> Result<Json, serde_yaml_ng::Error> {
+    serde_yaml_ng::from_str::<DeepValue>(text).map(|v| v.0)
 }
 
 /// JSON documents, one after another, optionally separated by YAML's `---` lines (JSON
@@ -272,7 +326,7 @@ fn json_documents(text: &str) -> Result<Vec<Json>, (usize, serde_json::Error)> {
         }
     }
     let mut docs = Vec::new();
-    for value in serde_json::Deserializer::from_str(&blanked).into_iter::<Json>() {
+    for value in deep_value::stream(&blanked) {
         docs.push(value.map_err(|e| (docs.len() + 1, e))?);
     }
     Ok(docs)
@@ -282,11 +336,13 @@ fn yaml_documents(file: &Path, text: &str) -> Result<Vec<Json>, LoadError> {
     serde_yaml_ng::Deserializer::from_str(text)
         .enumerate()
         .map(|(i, d)| {
-            Json::deserialize(d).map_err(|source| LoadError::Yaml {
-                file: file.to_path_buf(),
-                document: i + 1,
-                source,
-            })
+            DeepValue::deserialize(d)
+                .map(|v| v.0)
+                .map_err(|source| LoadError::Yaml {
+                    file: file.to_path_buf(),
+                    document: i + 1,
+                    source,
+                })
         })
         .collect()
 }
@@ -301,7 +357,7 @@ pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError
         source,
     };
     let docs: Vec<Json> = if is_json_file(file) {
-        vec![serde_json::from_str(text).map_err(json_error)?]
+        vec![deep_value::from_str(text).map_err(json_error)?]
     } else if looks_like_json(text) {
         match json_documents(text) {
             Ok(docs) => docs,
@@ -345,14 +401,60 @@ pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError
     Ok(out)
 }
 
-/// Every object below `dir`.
-pub fn load(dir: &Path) -> Result<Vec<Loaded>, LoadError> {
-    let mut out = Vec::new();
+/// Every object below `dir`, files over `max_bytes` or not regular skipped.
+pub fn load(dir: &Path, max_bytes: u64) -> Result<Load, LoadError> {
+    let mut out = Load::default();
     for file in manifest_files(dir)? {
-        let text = std::fs::read_to_string(&file).map_err(|e| read_error(&file, e))?;
-        out.extend(parse_documents(&file, &text)?);
+        if let Some(text) = read_listed(&file, max_bytes, &mut out.skipped)? {
+            out.objects.extend(parse_documents(&file, &text)?);
+            out.files.push(file);
+        }
     }
     Ok(out)
+}
+
+/// A load's objects by file: what the next load's [`hold_last_good`] may keep.
+pub type ByFile = std::collections::BTreeMap<PathBuf, Vec<Loaded>>;
+
+/// The objects of `objects` by file.
+pub fn by_file(objects: &[Loaded]) -> ByFile {
+    let mut out = ByFile::new();
+    for o in objects {
+        out.entry(o.file.clone()).or_default().push(o.clone());
+    }
+    out
+}
+
+/// Keeps the `previous` objects of each file that gave some and now, still present, gives
+/// none: a file skipped ([`Load::skipped`]), or one that holds no object (empty, white space,
+/// comments or `---` only), which is what a file truncated in place looks like until its
+/// writer rewrites it, however long that takes. Returns each file kept, with the number of
+/// its objects kept. What is not kept: a file that still gives objects, if fewer (an edit);
+/// a file removed (its objects go with it); a file that does not parse fails the whole load
+/// before this (the last good state stays).
+pub fn hold_last_good(load: &mut Load, previous: &ByFile) -> Vec<(PathBuf, usize)> {
+    let mut now = by_file(&load.objects);
+    let present = load
+        .files
+        .iter()
+        .chain(load.skipped.iter().map(|s| &s.file));
+    let mut kept = Vec::new();
+    for file in present {
+        let Some(objects) = previous.get(file) else {
+            continue;
+        };
+        if objects.is_empty() || now.get(file).is_some_and(|o| !o.is_empty()) {
+            continue;
+        }
+        kept.push((file.clone(), objects.len()));
+        now.insert(file.clone(), objects.clone());
+    }
+    if !kept.is_empty() {
+        // In file order, as a load lists them.
+        load.objects = now.into_values().flatten().collect();
+    }
+    kept.sort();
+    kept
 }
 
 /// What a file's metadata says of its version: any write changes it. The change time and
@@ -439,13 +541,15 @@ pub enum NotLoaded {
     Invalid(LoadError),
 }
 
-/// Every object below `dir`, provided the folder's fingerprint is `expected` before the read
-/// and still is after it, so that no file changed while it was read.
-pub fn load_settled(dir: &Path, expected: &Fingerprint) -> Result<Vec<Loaded>, NotLoaded> {
+/// Every object below `dir` (files over `max_bytes` or not regular skipped), provided the
+/// folder's fingerprint is `expected` before the read and still is after it, so that no file
+/// changed while it was read.
+pub fn load_settled(dir: &Path, expected: &Fingerprint, max_bytes: u64) -> Result<Load, NotLoaded> {
     let before = fingerprint(dir);
     if before != *expected {
         return Err(NotLoaded::Changed(before));
     }
+    let mut skipped = Vec::new();
     let read: Result<Vec<(PathBuf, String)>, LoadError> = match &expected.error {
         Some(e) => Err(LoadError::Unlisted {
             dir: dir.to_path_buf(),
@@ -454,10 +558,10 @@ pub fn load_settled(dir: &Path, expected: &Fingerprint) -> Result<Vec<Loaded>, N
         None => expected
             .files
             .iter()
-            .map(|(p, _)| {
-                std::fs::read_to_string(p)
-                    .map(|t| (p.clone(), t))
-                    .map_err(|e| read_error(p, e))
+            .filter_map(|(p, _)| {
+                read_listed(p, max_bytes, &mut skipped)
+                    .map(|t| t.map(|t| (p.clone(), t)))
+                    .transpose()
             })
             .collect(),
     };
@@ -465,9 +569,14 @@ pub fn load_settled(dir: &Path, expected: &Fingerprint) -> Result<Vec<Loaded>, N
     if after != *expected {
         return Err(NotLoaded::Changed(after));
     }
-    let mut out = Vec::new();
+    let mut out = Load {
+        skipped,
+        ..Load::default()
+    };
     for (file, text) in read.map_err(NotLoaded::Invalid)? {
-        out.extend(parse_documents(&file, &text).map_err(NotLoaded::Invalid)?);
+        out.objects
+            .extend(parse_documents(&file, &text).map_err(NotLoaded::Invalid)?);
+        out.files.push(file);
     }
     Ok(out)
 }
@@ -643,15 +752,15 @@ mod tests {
         std::fs::write(d.join("a.yaml"), "kind: X\n").unwrap();
         let before = fingerprint(&d);
         assert_eq!(before.files(), 1);
-        assert_eq!(load_settled(&d, &before).unwrap().len(), 1);
+        assert_eq!(load_settled(&d, &before, 1 << 20).unwrap().objects.len(), 1);
         // Rewritten since the fingerprint: the read is refused, with the new state.
         std::fs::write(d.join("a.yaml"), "kind: X\n---\nkind: Y\n").unwrap();
-        match load_settled(&d, &before) {
+        match load_settled(&d, &before, 1 << 20) {
             Err(NotLoaded::Changed(now)) => assert_eq!(now, fingerprint(&d)),
             other => panic!("{other:?}"),
         }
         std::fs::write(d.join("b.yaml"), "[unclosed\n").unwrap();
-        match load_settled(&d, &fingerprint(&d)) {
+        match load_settled(&d, &fingerprint(&d), 1 << 20) {
             Err(NotLoaded::Invalid(e)) => assert_eq!(e.file(), d.join("b.yaml")),
             other => panic!("{other:?}"),
         }

@@ -5,6 +5,7 @@
 mod error;
 pub mod folder;
 pub mod kube;
+pub mod read;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

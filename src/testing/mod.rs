@@ -10,6 +10,7 @@
 pub mod coverage;
 pub mod crd;
 pub mod kyverno;
+mod refs;
 pub mod report;
 pub mod review;
 pub mod update;
@@ -24,6 +25,8 @@ use serde_json::Value as Json;
 use crate::admission::{AdmissionVerdict, BindingOutcome};
 use crate::policy::snapshot::Snapshot;
 use crate::source::folder::{self, Loaded};
+use crate::source::read::read_text;
+use refs::Refs;
 
 /// The suffix that makes a file a test suite.
 pub const SUFFIX: &str = ".celgate-test.yaml";
@@ -309,6 +312,12 @@ pub struct Options {
     /// Write what failing cases (and cases without an expectation) observed into their
     /// suite files, then run again ([`update`]).
     pub update: bool,
+    /// Every file a suite names must lie under one of these folders, symlinks resolved
+    /// (`--root`; the CLI's default is the working directory and the paths given); none:
+    /// anywhere.
+    pub roots: Vec<PathBuf>,
+    /// Largest file read (`--max-file-bytes`).
+    pub max_file_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -379,7 +388,7 @@ impl Report {
 }
 
 /// The suite files under `paths` (files are taken as given, folders are walked), sorted.
-pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+pub fn find_suites(paths: &[PathBuf], max_bytes: u64) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -403,7 +412,7 @@ pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
                     let path = entry.path();
                     if path.is_dir() {
                         stack.push(path);
-                    } else if name.ends_with(SUFFIX) || is_kyverno_file(&path, &name) {
+                    } else if name.ends_with(SUFFIX) || is_kyverno_file(&path, &name, max_bytes) {
                         out.push(path);
                     }
                 }
@@ -420,14 +429,23 @@ pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 }
 
 /// A `kyverno-test.yaml` that is a Kyverno CLI Test ([`kyverno`]).
-fn is_kyverno_file(path: &Path, name: &str) -> bool {
-    name == kyverno::FILE_NAME
-        && std::fs::read_to_string(path).is_ok_and(|t| kyverno::is_kyverno(&t))
+fn is_kyverno_file(path: &Path, name: &str, max_bytes: u64) -> bool {
+    name == kyverno::FILE_NAME && read_text(path, max_bytes).is_ok_and(|t| kyverno::is_kyverno(&t))
 }
 
 /// Runs every suite under `paths`; with `--update`, writes the observed results into the
 /// suites first and reports a second run.
 pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, String> {
+    // Containment is checked on canonical paths: the roots' too.
+    let roots = options
+        .roots
+        .iter()
+        .map(|r| std::fs::canonicalize(r).map_err(|e| format!("--root {}: {e}", r.display())))
+        .collect::<Result<_, _>>()?;
+    let options = &Options {
+        roots,
+        ..options.clone()
+    };
     if !options.update {
         return run_once(paths, options);
     }
@@ -510,7 +528,7 @@ fn run_once(paths: &[PathBuf], options: &Options) -> Result<Report, String> {
     let mut report = Report::default();
     let collector = (options.coverage || options.min_coverage.is_some())
         .then(|| coverage::Collector::new(options.version));
-    for file in find_suites(paths)? {
+    for file in find_suites(paths, options.max_file_bytes)? {
         run_file(&file, options, &mut report, collector.as_ref());
     }
     report.coverage = collector.map(coverage::Collector::finish);
@@ -560,24 +578,12 @@ fn display(file: &Path) -> String {
     file.display().to_string()
 }
 
-/// Loads a path (file or folder) named in a suite, relative to the suite's folder.
-fn load_path(base: &Path, rel: &str) -> Result<Vec<Loaded>, String> {
-    let path = base.join(rel);
-    if path.is_dir() {
-        folder::load(&path).map_err(|e| e.to_string())
-    } else {
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        folder::parse_documents(&path, &text).map_err(|e| e.to_string())
-    }
-}
-
 /// The objects of a case's `object`/`oldObject`: inline, or every document of a file.
-fn case_objects(base: &Path, value: &Option<Json>) -> Result<Vec<Option<Json>>, String> {
+fn case_objects(base: Refs<'_>, value: &Option<Json>) -> Result<Vec<Option<Json>>, String> {
     match value {
         None | Some(Json::Null) => Ok(vec![None]),
         Some(Json::String(rel)) => {
-            let docs = load_path(base, rel)?;
+            let docs = base.load(rel)?;
             if docs.is_empty() {
                 return Err(format!("{rel}: no object in the file"));
             }
@@ -599,14 +605,14 @@ struct Built {
 }
 
 /// The objects a suite names: an unreadable file makes the suite invalid.
-fn suite_objects(suite: &Suite, base: &Path) -> Result<Vec<Loaded>, String> {
+fn suite_objects(suite: &Suite, base: Refs<'_>) -> Result<Vec<Loaded>, String> {
     let mut objects = Vec::new();
     for (field, list) in [
         ("policies", &suite.policies),
         ("resources", &suite.resources),
     ] {
         for (i, p) in list.iter().enumerate() {
-            objects.extend(load_path(base, p).map_err(|e| format!("{field}[{i}]: {e}"))?);
+            objects.extend(base.load(p).map_err(|e| format!("{field}[{i}]: {e}"))?);
         }
     }
     for (i, o) in suite.objects.iter().enumerate() {
@@ -671,15 +677,16 @@ fn run_file(
     collector: Option<&coverage::Collector>,
 ) {
     let name = display(file);
-    let base = file.parent().unwrap_or(Path::new("."));
+    let base = Refs::new(
+        file.parent().unwrap_or(Path::new(".")),
+        &options.roots,
+        options.max_file_bytes,
+    );
     let load = |rel: &str| -> Result<Vec<Json>, String> {
-        Ok(load_path(base, rel)?
-            .into_iter()
-            .map(|l| l.object)
-            .collect())
+        Ok(base.load(rel)?.into_iter().map(|l| l.object).collect())
     };
     let mut updatable = options.update;
-    let suite = match std::fs::read_to_string(file)
+    let suite = match read_text(file, options.max_file_bytes)
         .map_err(|e| format!("{name}: {e}"))
         .and_then(|text| {
             if kyverno::is_kyverno(&text) {
@@ -775,7 +782,7 @@ fn run_file(
 /// answered) the edits that make its expectation what was observed.
 fn run_case(
     built: &Built,
-    base: &Path,
+    base: Refs<'_>,
     case: &Case,
     index: usize,
     object: Option<Json>,
@@ -832,22 +839,20 @@ fn run_case(
 /// the edits that make its expectation what was observed.
 fn run_webhook(
     built: &Built,
-    base: &Path,
+    base: Refs<'_>,
     case: &Case,
     index: usize,
     object: Option<Json>,
     probe: Option<&dyn crate::admission::probe::Probe>,
 ) -> (Vec<String>, Option<Vec<update::Edit>>) {
     let body = match &case.review {
-        Some(rel) => {
-            let path = base.join(rel);
-            std::fs::read_to_string(&path)
-                .map_err(|e| format!("review: {}: {e}", path.display()))
-                .and_then(|text| {
-                    folder::parse_document(&path, &text)
-                        .map_err(|e| format!("review: {}: {e}", path.display()))
-                })
-        }
+        Some(rel) => base
+            .read(rel)
+            .map_err(|e| format!("review: {e}"))
+            .and_then(|(path, text)| {
+                folder::parse_document(&path, &text)
+                    .map_err(|e| format!("review: {}: {e}", path.display()))
+            }),
         None => case_objects(base, &case.old_object)
             .map_err(|e| format!("oldObject: {e}"))
             .and_then(|old| {
