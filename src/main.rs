@@ -239,6 +239,12 @@ enum Command {
         /// Largest AdmissionReview body accepted.
         #[arg(long, default_value_t = 16 << 20)]
         max_body_bytes: usize,
+        /// Request and answer bytes buffered at once by all connections; a request that would
+        /// pass it is answered 503 with Retry-After. A body's bytes past its first 64 KiB may
+        /// fill only three quarters of it (the rest is kept for small reviews), so it must be
+        /// at least 4/3 of --max-body-bytes. The default is a quarter of the chart's memory limit.
+        #[arg(long, value_name = "BYTES", default_value_t = celgate::server::DEFAULT_MAX_BUFFERED)]
+        max_buffered_bytes: usize,
         /// Reviews evaluated at once; more are refused with 429.
         #[arg(long, default_value_t = 512)]
         max_inflight: usize,
@@ -723,6 +729,7 @@ fn serve(command: Command) -> ExitCode {
         log_color,
         log_level,
         max_body_bytes,
+        max_buffered_bytes,
         max_inflight,
         eval_threads,
         cel_memory_limit,
@@ -800,6 +807,13 @@ fn serve(command: Command) -> ExitCode {
         eprintln!("celgate: --cel-memory-limit must be at least 1");
         return ExitCode::from(2);
     }
+    // A body may fill three quarters of the budget (the rest is kept for small reviews).
+    if max_body_bytes > max_buffered_bytes - max_buffered_bytes / 4 {
+        eprintln!(
+            "celgate: --max-buffered-bytes must be at least 4/3 of --max-body-bytes ({max_body_bytes}), or no body that large could be read"
+        );
+        return ExitCode::from(2);
+    }
     if max_connections == 0 || metrics_max_connections == 0 {
         eprintln!("celgate: --max-connections and --metrics-max-connections must be at least 1");
         return ExitCode::from(2);
@@ -819,6 +833,7 @@ fn serve(command: Command) -> ExitCode {
     }
     let limits = Limits {
         max_body: max_body_bytes,
+        max_buffered: max_buffered_bytes,
         max_inflight,
         default_timeout,
         client_timeout,

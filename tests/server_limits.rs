@@ -77,3 +77,405 @@ fn warnings_in_an_answer_are_capped_as_the_api_server_caps_them() {
         .starts_with("Validation failed"));
     assert!(serde_json::to_vec(&a.review).unwrap().len() < 16 << 10);
 }
+
+mod harness {
+    use std::net::SocketAddr;
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
+    use celgate::server::{Answering, Limits};
+    use tokio::net::TcpStream;
+
+    pub fn temp_dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("celgate-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// Serves the policies of `dir` in-process, with a self-signed certificate for
+    /// `localhost`, on ephemeral ports.
+    pub async fn serve(dir: &Path, limits: Limits) -> Running {
+        let cfg = ServeConfig {
+            source: PolicySource::Folder(celgate::source::folder::FolderSource {
+                settle: Duration::from_millis(100),
+                ..celgate::source::folder::FolderSource::new(dir)
+            }),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+            cert: CertSource::SelfSigned {
+                names: vec!["localhost".into()],
+            },
+            client_ca: None,
+            limits,
+            answering: Answering::default(),
+            poll: Duration::from_millis(100),
+            version: celgate::cel::NEWEST_MINOR,
+        };
+        start(cfg).await.expect("server starts")
+    }
+
+    /// A TLS connection to the webhook trusting `server`'s CA, offering `alpn`; with
+    /// `receive_buffer`, a socket that receives at most about that much before the client reads.
+    pub async fn tls(
+        server: &Running,
+        alpn: &[u8],
+        receive_buffer: Option<u32>,
+    ) -> tokio_rustls::client::TlsStream<TcpStream> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, ServerName};
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(server.ca_pem.as_ref().unwrap().as_bytes()) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let mut cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        cfg.alpn_protocols = vec![alpn.to_vec()];
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        if let Some(size) = receive_buffer {
+            socket.set_recv_buffer_size(size).unwrap();
+        }
+        let tcp = socket.connect(server.bound.webhook).await.unwrap();
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap()
+    }
+
+    /// Posts `review` on an HTTP/1.1 connection; the answer's head and what came of its body.
+    pub async fn post(
+        tls: &mut tokio_rustls::client::TlsStream<TcpStream>,
+        review: &[u8],
+    ) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let head = format!(
+            "POST /validate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            review.len()
+        );
+        tls.write_all(head.as_bytes()).await.unwrap();
+        tls.write_all(review).await.unwrap();
+        tls.flush().await.unwrap();
+        let mut answer = vec![0u8; 64 << 10];
+        let n = tokio::time::timeout(Duration::from_secs(30), tls.read(&mut answer))
+            .await
+            .expect("an answer within 30 s")
+            .unwrap();
+        String::from_utf8_lossy(&answer[..n]).to_string()
+    }
+
+    /// A plain HTTP/1.1 GET; `None` when the server closed without answering.
+    pub async fn plain_get(addr: SocketAddr, path: &str) -> Option<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = TcpStream::connect(addr).await.ok()?;
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.ok()?;
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// The value of the metric sample `name` (without labels) on the metrics page.
+    pub async fn metric(addr: SocketAddr, name: &str) -> Option<f64> {
+        let text = plain_get(addr, "/metrics").await?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    }
+}
+
+/// Item 12(b): silent connections on the webhook port (and a burst on the metrics port) must
+/// not keep `/metrics` from answering. Generous bounds: the failure seen was 26 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_answer_while_the_webhook_port_has_silent_connections() {
+    use std::time::{Duration, Instant};
+    let dir = harness::temp_dir("silent-metrics");
+    std::fs::write(dir.join("policy.yaml"), failing_policy(1, 10, "Deny")).unwrap();
+    let server = harness::serve(&dir, celgate::server::Limits::default()).await;
+    let metrics = server.bound.metrics.unwrap();
+    let mut silent = Vec::new();
+    for _ in 0..250 {
+        silent.push(
+            tokio::net::TcpStream::connect(server.bound.webhook)
+                .await
+                .unwrap(),
+        );
+    }
+    let t = Instant::now();
+    let got = tokio::time::timeout(
+        Duration::from_secs(60),
+        harness::plain_get(metrics, "/metrics"),
+    )
+    .await;
+    eprintln!(
+        "webhook flood: scrape after {:?}: {:?}",
+        t.elapsed(),
+        got.as_ref().map(|g| g.is_some())
+    );
+    for _ in 0..250 {
+        silent.push(tokio::net::TcpStream::connect(metrics).await.unwrap());
+    }
+    let t = Instant::now();
+    let got = tokio::time::timeout(
+        Duration::from_secs(60),
+        harness::plain_get(metrics, "/metrics"),
+    )
+    .await;
+    eprintln!(
+        "metrics flood: scrape after {:?}: {:?}",
+        t.elapsed(),
+        got.as_ref().map(|g| g.is_some())
+    );
+    drop(silent);
+    server.shutdown().await;
+}
+
+/// Limits for the write-timeout tests: a short client timeout, a long idle timeout (so that
+/// only the write timeout can close the connection within the test's wait).
+fn write_timeout_limits() -> celgate::server::Limits {
+    celgate::server::Limits {
+        client_timeout: std::time::Duration::from_secs(2),
+        idle_timeout: std::time::Duration::from_secs(300),
+        ..Default::default()
+    }
+}
+
+/// Item 6: an HTTP/2 client whose window stays zero never takes its answer; the connection is
+/// closed after the client timeout, not kept (with the answer) until the idle timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_answer_the_client_never_takes_is_dropped() {
+    use http_body_util::{BodyExt, Full};
+    use hyper::body::Bytes;
+    use std::time::Duration;
+    let dir = harness::temp_dir("h2-zero-window");
+    std::fs::write(dir.join("policy.yaml"), failing_policy(1, 3000, "Warn")).unwrap();
+    let server = harness::serve(&dir, write_timeout_limits()).await;
+    let tls = harness::tls(&server, b"h2", None).await;
+    let (mut sender, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(0)
+            .handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .unwrap();
+    let conn = tokio::spawn(conn);
+    let body = serde_json::to_vec(&configmap_review("u-1", json!({}))).unwrap();
+    let req = hyper::Request::post(format!(
+        "https://localhost:{}/validate",
+        server.bound.webhook.port()
+    ))
+    .header("content-type", "application/json")
+    .body(Full::new(Bytes::from(body)))
+    .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200, "the head needs no window");
+    let body = tokio::spawn(resp.into_body().collect());
+    // Generous: the client timeout is 2 s, the idle timeout 300 s.
+    let closed = tokio::time::timeout(Duration::from_secs(60), conn).await;
+    assert!(closed.is_ok(), "the connection is still open after 60 s");
+    assert!(
+        body.await.unwrap().is_err(),
+        "the answer never arrived whole"
+    );
+    server.shutdown().await;
+}
+
+/// Item 6: an HTTP/1.1 client that sends reviews and never reads the answers fills the
+/// socket; the connection is closed after the client timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http1_client_that_never_reads_is_disconnected() {
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
+    let dir = harness::temp_dir("h1-never-reads");
+    std::fs::write(dir.join("policy.yaml"), failing_policy(1, 3000, "Warn")).unwrap();
+    let server = harness::serve(&dir, write_timeout_limits()).await;
+    let tls = harness::tls(&server, b"http/1.1", Some(4096)).await;
+    let (_reader, mut writer) = tokio::io::split(tls);
+    let body = serde_json::to_vec(&configmap_review("u-1", json!({}))).unwrap();
+    let mut request = format!(
+        "POST /validate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    // Each answer is over 3 kB: 5000 of them are far more than the sockets hold.
+    let pipelined = tokio::spawn(async move {
+        for _ in 0..5000 {
+            writer.write_all(&request).await?;
+        }
+        writer.flush().await?;
+        // Written whole (the server read every request): wait for it to close the
+        // connection, which a write then reports.
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            writer.write_all(b"\r\n").await?;
+            writer.flush().await?;
+        }
+        #[allow(unreachable_code)]
+        Ok::<(), std::io::Error>(())
+    });
+    let ended = tokio::time::timeout(Duration::from_secs(90), pipelined).await;
+    assert!(
+        matches!(ended, Ok(Ok(Err(_)))),
+        "the connection is still open after 90 s: {ended:?}"
+    );
+    server.shutdown().await;
+}
+
+/// One attacker: a request declaring a `length`-byte body, of which it sends all but the last
+/// byte, then waits (up to `wait`) for an answer; the status line when one came. The stream
+/// is returned so that the connection stays open.
+async fn almost_whole_body(
+    server: &celgate::app::Running,
+    length: usize,
+    wait: std::time::Duration,
+) -> (
+    Option<String>,
+    tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tls = harness::tls(server, b"http/1.1", None).await;
+    let head = format!(
+        "POST /validate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {length}\r\n\r\n"
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    let chunk = vec![b' '; 256 << 10];
+    let mut left = length - 1;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        if tls.write_all(&chunk[..n]).await.is_err() {
+            break;
+        }
+        left -= n;
+    }
+    let _ = tls.flush().await;
+    let mut answer = vec![0u8; 4096];
+    let status = match tokio::time::timeout(wait, tls.read(&mut answer)).await {
+        Ok(Ok(n)) if n > 0 => Some(String::from_utf8_lossy(&answer[..n]).to_string()),
+        _ => None,
+    };
+    (status, tls)
+}
+
+/// Samples `celgate_buffered_bytes` every 20 ms until `stop`; the highest value seen.
+fn sample_buffered(
+    metrics: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<f64> {
+    tokio::spawn(async move {
+        let mut highest = 0f64;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let v = harness::metric(metrics, "celgate_buffered_bytes")
+                .await
+                .expect("the gauge is exported");
+            highest = highest.max(v);
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        highest
+    })
+}
+
+/// Runs `attackers` connections at once, each holding a body one byte short of `length`,
+/// while the budget gauge is sampled; checks that it never passed `budget`, that the attack
+/// filled it (later attackers got 503 with Retry-After), that a normal review is still
+/// answered, and that the bytes are given back once the attackers leave.
+async fn budget_holds(limits: celgate::server::Limits, attackers: usize, name: &str) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let (budget, length) = (limits.max_buffered, limits.max_body - 1);
+    let dir = harness::temp_dir(name);
+    std::fs::write(dir.join("policy.yaml"), failing_policy(1, 10, "Deny")).unwrap();
+    let server = Arc::new(harness::serve(&dir, limits).await);
+    let metrics = server.bound.metrics.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample_buffered(metrics, stop.clone());
+    let attacks: Vec<_> = (0..attackers)
+        .map(|_| {
+            let server = server.clone();
+            tokio::spawn(async move {
+                almost_whole_body(&server, length, Duration::from_secs(10)).await
+            })
+        })
+        .collect();
+    let mut held = Vec::new();
+    for a in attacks {
+        held.push(a.await.unwrap());
+    }
+    let refused = held
+        .iter()
+        .filter_map(|(status, _)| status.as_deref())
+        .filter(|s| s.starts_with("HTTP/1.1 503") && s.to_lowercase().contains("retry-after: 1"))
+        .count();
+    let waiting = held.iter().filter(|(status, _)| status.is_none()).count();
+    assert!(
+        refused > 0 && waiting > 0 && refused + waiting == attackers,
+        "{refused} refused, {waiting} still buffered of {attackers}: {:?}",
+        held.iter()
+            .map(|(s, _)| s.as_deref().map(|s| s.lines().next()))
+            .collect::<Vec<_>>()
+    );
+    // A normal review is still answered: small requests keep a quarter of the budget.
+    let mut client = harness::tls(&server, b"http/1.1", None).await;
+    let review = serde_json::to_vec(&configmap_review("u-ok", json!({}))).unwrap();
+    let status = harness::post(&mut client, &review).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    stop.store(true, Ordering::Relaxed);
+    let highest = sampler.await.unwrap();
+    assert!(
+        highest as usize <= budget && highest as usize >= waiting * length,
+        "celgate_buffered_bytes reached {highest} (budget {budget}, {waiting} bodies of {length} held)"
+    );
+    // The attackers leave: their buffers are given back.
+    drop(held);
+    let mut left = f64::MAX;
+    for _ in 0..600 {
+        left = harness::metric(metrics, "celgate_buffered_bytes")
+            .await
+            .unwrap();
+        if left == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(left, 0.0, "bytes still buffered after the attackers left");
+    drop(client);
+    if let Ok(server) = Arc::try_unwrap(server) {
+        server.shutdown().await;
+    }
+}
+
+/// Item 6: connections holding bodies just under `--max-body-bytes` cannot buffer past
+/// `--max-buffered-bytes` (here 4 MiB, bodies of 1 MiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_held_almost_whole_stay_within_the_buffer_budget() {
+    let limits = celgate::server::Limits {
+        max_body: 1 << 20,
+        max_buffered: 4 << 20,
+        // Generous: the attackers must still be sending when the normal review comes.
+        client_timeout: std::time::Duration::from_secs(120),
+        ..Default::default()
+    };
+    budget_holds(limits, 8, "budget-small").await;
+}
+
+/// Item 6 at the chart's memory limit: the binary's defaults, which the chart keeps
+/// (`--max-body-bytes` 16 MiB, `--max-buffered-bytes` 128 MiB for a 512 MiB pod), against ten
+/// bodies of 16 MiB held one byte short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_defaults_hold_against_large_bodies_held_open() {
+    let limits = celgate::server::Limits {
+        client_timeout: std::time::Duration::from_secs(120),
+        ..Default::default()
+    };
+    assert_eq!(limits.max_buffered, 128 << 20);
+    assert_eq!(limits.max_body, 16 << 20);
+    budget_holds(limits, 10, "budget-chart").await;
+}
