@@ -97,6 +97,11 @@ mod harness {
     /// Serves the policies of `dir` in-process, with a self-signed certificate for
     /// `localhost`, on ephemeral ports.
     pub async fn serve(dir: &Path, limits: Limits) -> Running {
+        serve_answering(dir, limits, Answering::default()).await
+    }
+
+    /// [`serve`], answering as `answering` says.
+    pub async fn serve_answering(dir: &Path, limits: Limits, answering: Answering) -> Running {
         let cfg = ServeConfig {
             source: PolicySource::Folder(celgate::source::folder::FolderSource {
                 settle: Duration::from_millis(100),
@@ -109,7 +114,7 @@ mod harness {
             },
             client_ca: None,
             limits,
-            answering: Answering::default(),
+            answering,
             poll: Duration::from_millis(100),
             version: celgate::cel::NEWEST_MINOR,
         };
@@ -478,4 +483,96 @@ async fn the_chart_defaults_hold_against_large_bodies_held_open() {
     assert_eq!(limits.max_buffered, 128 << 20);
     assert_eq!(limits.max_body, 16 << 20);
     budget_holds(limits, 10, "budget-chart").await;
+}
+
+/// Log lines of this test binary, captured by a process-wide subscriber (set once).
+fn captured_logs() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        #[derive(Clone)]
+        struct Sink(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Sink {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let sink = Sink(logs.clone());
+        tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || sink.clone())
+            .init();
+        logs
+    })
+    .clone()
+}
+
+/// Item 6: strings a review carries are copied into answers and log lines. A megabyte uid is
+/// refused with 400; megabyte names and namespaces are answered, but neither the answer nor
+/// any log line carries a megabyte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn megabyte_strings_are_neither_answered_nor_logged_whole() {
+    let logs = captured_logs();
+    let dir = harness::temp_dir("megabyte-strings");
+    std::fs::write(dir.join("policy.yaml"), failing_policy(1, 10, "Deny")).unwrap();
+    let answering = celgate::server::Answering {
+        log_results: true,
+        ..Default::default()
+    };
+    let server = harness::serve_answering(&dir, Default::default(), answering).await;
+    let huge = "x".repeat(1 << 20);
+    let mut client = harness::tls(&server, b"http/1.1", None).await;
+
+    let refused = harness::post(
+        &mut client,
+        &serde_json::to_vec(&configmap_review(&huge, json!({}))).unwrap(),
+    )
+    .await;
+    assert!(
+        refused.starts_with("HTTP/1.1 400"),
+        "{}",
+        &refused[..refused.len().min(300)]
+    );
+    assert!(refused.contains("request.uid: Too long"), "{refused}");
+
+    let mut review = configmap_review("u-1", json!({}));
+    review["request"]["name"] = json!(huge);
+    review["request"]["namespace"] = json!(huge);
+    review["request"]["object"]["metadata"]["name"] = json!(huge);
+    let denied = harness::post(&mut client, &serde_json::to_vec(&review).unwrap()).await;
+    assert!(
+        denied.starts_with("HTTP/1.1 200"),
+        "{}",
+        &denied[..denied.len().min(300)]
+    );
+    assert!(denied.contains(r#""allowed":false"#));
+    let length: usize = denied
+        .lines()
+        .find_map(|l| {
+            l.to_lowercase()
+                .strip_prefix("content-length: ")
+                .map(|n| n.trim().parse().unwrap())
+        })
+        .unwrap();
+    assert!(length < 16 << 10, "a {length}-byte answer");
+
+    let text = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    assert!(
+        text.contains("policy result"),
+        "the result was logged: {text:.2000}"
+    );
+    assert!(
+        text.contains("request.uid: Too long"),
+        "the refusal was logged"
+    );
+    let longest = text.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 16 << 10, "a {longest}-byte log line");
+    drop(client);
+    server.shutdown().await;
 }

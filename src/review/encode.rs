@@ -1,7 +1,9 @@
 //! Encoding: the AdmissionReview response for a verdict (§5, §10): the denial's status with the
 //! in-tree wording and reason-to-code mapping, warnings, and audit annotations under keys a
 //! webhook can return. Warnings are cut as the API server's warning recorder cuts them
-//! (k8s.io/apiserver/pkg/endpoints/filters/warning.go): what it would drop is not sent.
+//! (k8s.io/apiserver/pkg/endpoints/filters/warning.go): what it would drop is not sent. The
+//! request's strings echoed in a denial's details are cut to [`MAX_ECHOED`] bytes, so that an
+//! answer does not grow with what a client sent.
 
 use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
@@ -30,6 +32,19 @@ const MAX_KEY: usize = 63;
 const WARNINGS_TOTAL_RUNES: usize = 4 * 1024;
 /// The runes of each warning kept once the total is past (`truncateItemRunes`).
 const WARNING_ITEM_RUNES: usize = 256;
+
+/// The most bytes of a request string (name, group, resource) a denial's details repeat:
+/// longer than any the API server accepts (names and groups are at most 253 bytes).
+pub const MAX_ECHOED: usize = 256;
+
+/// `text` cut to at most `bytes` bytes, on a character boundary.
+pub fn cut_bytes(text: &str, bytes: usize) -> &str {
+    let mut at = text.len().min(bytes);
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    &text[..at]
+}
 
 /// `text` cut to `runes` characters.
 fn cut_runes(text: &str, runes: usize) -> &str {
@@ -120,9 +135,9 @@ pub fn response(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
                 "message": first.message,
                 "reason": reason,
                 "details": {
-                    "name": req.display_name(),
-                    "group": req.attributes.group,
-                    "kind": req.attributes.resource,
+                    "name": cut_bytes(&req.display_name(), MAX_ECHOED),
+                    "group": cut_bytes(&req.attributes.group, MAX_ECHOED),
+                    "kind": cut_bytes(&req.attributes.resource, MAX_ECHOED),
                     "causes": [{"message": first.message}],
                 },
                 "code": code_for(&reason),

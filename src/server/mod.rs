@@ -490,7 +490,7 @@ async fn validate(
         .answered(&answer.operation, decision, started.elapsed());
     if let Some(first) = answer.verdict.denials.first().filter(|_| !observing) {
         tracing::info!(
-            uid = %answer.uid,
+            uid = %Clipped(&answer.uid),
             operation = %answer.operation,
             policy = %first.policy,
             binding = first.binding.as_deref().unwrap_or(""),
@@ -561,6 +561,21 @@ impl HttpBody for Reserved {
     }
 }
 
+/// A request string in a log line: at most [`crate::review::encode::MAX_ECHOED`] bytes, then
+/// how many more there were, so that a client cannot write megabyte log lines.
+struct Clipped<'a>(&'a str);
+
+impl std::fmt::Display for Clipped<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = crate::review::encode::cut_bytes(self.0, crate::review::encode::MAX_ECHOED);
+        f.write_str(kept)?;
+        match self.0.len() - kept.len() {
+            0 => Ok(()),
+            more => write!(f, "... ({more} more bytes)"),
+        }
+    }
+}
+
 /// One info line per failed or errored (policy, binding) result of a review, for log
 /// pipelines (with `--log-format json`, one JSON object each).
 fn log_results(snapshot: &Snapshot, answer: &crate::review::Answer) {
@@ -580,11 +595,11 @@ fn log_results(snapshot: &Snapshot, answer: &crate::review::Answer) {
         };
         let (policy, name) = (entry.policy.name.as_str(), binding.name.as_str());
         tracing::info!(
-            uid = %answer.uid,
+            uid = %Clipped(&answer.uid),
             operation = %answer.operation,
-            resource = %subject.resource,
-            namespace = %subject.namespace,
-            name = %subject.name,
+            resource = %Clipped(&subject.resource),
+            namespace = %Clipped(&subject.namespace),
+            name = %Clipped(&subject.name),
             policy,
             binding = name,
             actions = %binding.action_names.join(","),
