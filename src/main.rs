@@ -263,7 +263,8 @@ enum Command {
         #[arg(long, value_name = "DURATION", default_value = "10s")]
         default_timeout: String,
         /// Webhook connections open at once (lowered to fit the open-file limit). At the cap no
-        /// connection is accepted until one ends, and the one idle the longest is closed.
+        /// connection is accepted until one ends, and one without a request under way is
+        /// closed: a stalled handshake, else the one silent the longest, else a kept-alive one.
         #[arg(long, value_name = "N", default_value_t = 1024)]
         max_connections: usize,
         /// Metrics connections open at once.
@@ -273,8 +274,9 @@ enum Command {
         /// server's 90 s, so that it closes its idle connections first).
         #[arg(long, value_name = "DURATION", default_value = "120s")]
         idle_timeout: String,
-        /// Time a client has for the TLS handshake, to start its first request, and to send a
-        /// request's headers and body.
+        /// Time a client has for the TLS handshake, to start its first request, to send a
+        /// request's headers and body, and to take its answers (past it without progress, the
+        /// connection is closed).
         #[arg(long, value_name = "DURATION", default_value = "10s")]
         client_timeout: String,
         /// The Kubernetes version whose CEL libraries are available (1.N or v1.N); default:

@@ -52,7 +52,8 @@ pub struct ConnLimits {
     pub max_connections: usize,
     /// A connection without a request in flight for this long is closed.
     pub idle_timeout: Duration,
-    /// Time for the TLS handshake, for the first request to start, and for a request head.
+    /// Time for the TLS handshake, for the first request to start, for a request head, and
+    /// for answers to move (the write timeout).
     pub client_timeout: Duration,
     /// Time in-flight requests get to finish on shutdown.
     pub drain_timeout: Duration,

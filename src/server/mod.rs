@@ -68,8 +68,8 @@ pub struct Limits {
     pub max_inflight: usize,
     /// Deadline when the API server sends no `?timeout=`.
     pub default_timeout: Duration,
-    /// Time a client has to finish the TLS handshake, to start its first request, and to
-    /// send a request's headers and body.
+    /// Time a client has to finish the TLS handshake, to start its first request, to send a
+    /// request's headers and body, and to take its answers (the write timeout).
     pub client_timeout: Duration,
     /// Time in-flight requests get to finish on shutdown.
     pub drain_timeout: Duration,
