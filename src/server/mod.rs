@@ -479,6 +479,20 @@ async fn validate(
             .answered(&answer.operation, "timeout", started.elapsed());
         return timed_out(timeout);
     }
+    // The answer is buffered until written: within the budget, or not sent (and not counted
+    // as answered).
+    let body = serde_json::to_vec(&answer.review).unwrap_or_default();
+    let mut reservation = s.budget.reservation();
+    if reservation
+        .grow_to(body.len(), budget::Share::Whole)
+        .is_err()
+    {
+        return over_budget(&s);
+    }
+    let body = Body::new(Reserved {
+        rest: Bytes::from(body),
+        _reservation: reservation,
+    });
     // What was answered: in observe mode, always allowed.
     let observing = s.answering.mode == crate::review::Mode::Observe;
     let decision = if observing || answer.verdict.allowed() {
@@ -498,18 +512,6 @@ async fn validate(
             "request denied"
         );
     }
-    let body = serde_json::to_vec(&answer.review).unwrap_or_default();
-    let mut reservation = s.budget.reservation();
-    if reservation
-        .grow_to(body.len(), budget::Share::Whole)
-        .is_err()
-    {
-        return over_budget(&s);
-    }
-    let body = Body::new(Reserved {
-        rest: Bytes::from(body),
-        _reservation: reservation,
-    });
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
