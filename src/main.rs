@@ -245,6 +245,10 @@ enum Command {
         /// at least 4/3 of --max-body-bytes. The default is a quarter of the chart's memory limit.
         #[arg(long, value_name = "BYTES", default_value_t = celgate::server::DEFAULT_MAX_BUFFERED)]
         max_buffered_bytes: usize,
+        /// Largest request head (HTTP/1.1: also each connection's read and write buffers;
+        /// HTTP/2: the header list); a larger head is refused with 431. At least 8192.
+        #[arg(long, value_name = "BYTES", default_value_t = 32 << 10)]
+        max_header_bytes: usize,
         /// Reviews evaluated at once; more are refused with 429.
         #[arg(long, default_value_t = 512)]
         max_inflight: usize,
@@ -732,6 +736,7 @@ fn serve(command: Command) -> ExitCode {
         log_level,
         max_body_bytes,
         max_buffered_bytes,
+        max_header_bytes,
         max_inflight,
         eval_threads,
         cel_memory_limit,
@@ -816,6 +821,13 @@ fn serve(command: Command) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if max_header_bytes < celgate::server::conn::MIN_HEADER_BYTES {
+        eprintln!(
+            "celgate: --max-header-bytes must be at least {}",
+            celgate::server::conn::MIN_HEADER_BYTES
+        );
+        return ExitCode::from(2);
+    }
     if max_connections == 0 || metrics_max_connections == 0 {
         eprintln!("celgate: --max-connections and --metrics-max-connections must be at least 1");
         return ExitCode::from(2);
@@ -836,6 +848,7 @@ fn serve(command: Command) -> ExitCode {
     let limits = Limits {
         max_body: max_body_bytes,
         max_buffered: max_buffered_bytes,
+        max_header_bytes,
         max_inflight,
         default_timeout,
         client_timeout,

@@ -595,15 +595,56 @@ async fn megabyte_strings_are_neither_answered_nor_logged_whole() {
     server.shutdown().await;
 }
 
-/// `--max-buffered-bytes` shows its default, and refuses a budget no largest body fits in.
+/// `--max-buffered-bytes` and `--max-header-bytes` show their defaults, and refuse a budget no
+/// largest body fits in and a head bound under hyper's least.
 #[test]
-fn the_buffer_budget_flag() {
-    serve_flags::serve_help_shows(&[("--max-buffered-bytes", "[default: 134217728]")]);
+fn the_buffer_flags() {
+    serve_flags::serve_help_shows(&[
+        ("--max-buffered-bytes", "[default: 134217728]"),
+        ("--max-header-bytes", "[default: 32768]"),
+    ]);
     serve_flags::serve_refuses(&[
         (&["--max-buffered-bytes", "0"][..], "--max-buffered-bytes"),
+        (
+            &["--max-header-bytes", "8191"][..],
+            "--max-header-bytes must be at least 8192",
+        ),
         (
             &["--max-body-bytes", "1000", "--max-buffered-bytes", "1000"][..],
             "--max-buffered-bytes must be at least 4/3 of --max-body-bytes",
         ),
     ]);
+}
+
+/// Item 6: an HTTP/1.1 request head is buffered whole before it is answered; hyper's own
+/// bound (about 400 KiB a connection) times `--max-connections` was far past the budget.
+/// Heads are bounded by `--max-header-bytes` (32 KiB): a larger one is a 431.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_request_head_is_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = harness::temp_dir("large-head");
+    std::fs::write(dir.join("policy.yaml"), failing_policy(1, 10, "Deny")).unwrap();
+    let server = harness::serve(&dir, Default::default()).await;
+    let review = serde_json::to_vec(&configmap_review("u-1", json!({}))).unwrap();
+    for (padding, want) in [(1 << 10, "HTTP/1.1 200"), (40 << 10, "HTTP/1.1 431")] {
+        let mut tls = harness::tls(&server, b"http/1.1", None).await;
+        let head = format!(
+            "POST /validate HTTP/1.1\r\nhost: localhost\r\nx-padding: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            "p".repeat(padding),
+            review.len()
+        );
+        tls.write_all(head.as_bytes()).await.unwrap();
+        let _ = tls.write_all(&review).await;
+        let mut answer = vec![0u8; 4096];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(30), tls.read(&mut answer))
+            .await
+            .expect("an answer within 30 s")
+            .unwrap_or(0);
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(
+            answer.starts_with(want),
+            "{padding}-byte header: {answer:?}"
+        );
+    }
+    server.shutdown().await;
 }

@@ -57,7 +57,13 @@ pub struct ConnLimits {
     pub client_timeout: Duration,
     /// Time in-flight requests get to finish on shutdown.
     pub drain_timeout: Duration,
+    /// Bytes of a request head (HTTP/1.1: also the connection's read and write buffers;
+    /// HTTP/2: the header list); at least [`MIN_HEADER_BYTES`].
+    pub max_header_bytes: usize,
 }
+
+/// hyper's least HTTP/1.1 buffer (it panics below it).
+pub const MIN_HEADER_BYTES: usize = 8192;
 
 /// Why a connection whose answers do not move is closed (at once: a graceful close would
 /// wait for them).
@@ -529,8 +535,12 @@ async fn connection<H, F, S>(
         Protocol::Http1 => {
             // The watchdog times request heads: hyper's own header timer would also run
             // between requests and cut keep-alive at the client timeout.
+            // hyper's buffer would otherwise grow to about 400 KiB for a head, on every
+            // connection at once: far past --max-buffered-bytes.
             let conn = hyper::server::conn::http1::Builder::new()
                 .header_read_timeout(None)
+                .max_header_size(limits.max_header_bytes)
+                .max_buf_size(limits.max_header_bytes.max(MIN_HEADER_BYTES))
                 .serve_connection(io, service);
             drive(
                 conn,
@@ -545,6 +555,7 @@ async fn connection<H, F, S>(
             let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .keep_alive_interval(Some(H2_PING))
+                .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
                 .serve_connection(io, service);
             drive(
                 conn,
@@ -869,6 +880,7 @@ mod tests {
             idle_timeout: Duration::from_secs(100),
             client_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(1),
+            max_header_bytes: MIN_HEADER_BYTES,
         };
         let a = Activity::new(Instant::now());
         a.handshaken(Protocol::Http1);

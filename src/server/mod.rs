@@ -64,6 +64,9 @@ pub struct Limits {
     /// snapshot, the parsed reviews and their evaluation (up to `--cel-memory-limit` per
     /// expression on each evaluating thread).
     pub max_buffered: usize,
+    /// Bytes of a request head, and of each HTTP/1.1 connection's buffers (see
+    /// [`conn::ConnLimits::max_header_bytes`]).
+    pub max_header_bytes: usize,
     /// Reviews evaluated at once; more get 429 at once rather than queueing.
     pub max_inflight: usize,
     /// Deadline when the API server sends no `?timeout=`.
@@ -93,6 +96,7 @@ impl Default for Limits {
         Limits {
             max_body: 16 << 20,
             max_buffered: DEFAULT_MAX_BUFFERED,
+            max_header_bytes: 32 << 10,
             max_inflight: 512,
             default_timeout: Duration::from_secs(10),
             client_timeout: Duration::from_secs(10),
@@ -113,6 +117,7 @@ impl Limits {
             idle_timeout: self.idle_timeout,
             client_timeout: self.client_timeout,
             drain_timeout: self.drain_timeout,
+            max_header_bytes: self.max_header_bytes,
         }
     }
 }
