@@ -244,6 +244,16 @@ enum Command {
         /// Largest AdmissionReview body accepted.
         #[arg(long, default_value_t = 16 << 20)]
         max_body_bytes: usize,
+        /// Request and answer bytes buffered at once by all connections; a request that would
+        /// pass it is answered 503 with Retry-After. A body's bytes past its first 64 KiB may
+        /// fill only three quarters of it (the rest is kept for small reviews), so it must be
+        /// at least 4/3 of --max-body-bytes. The default is a quarter of the chart's memory limit.
+        #[arg(long, value_name = "BYTES", default_value_t = celgate::server::DEFAULT_MAX_BUFFERED)]
+        max_buffered_bytes: usize,
+        /// Largest request head (HTTP/1.1: also each connection's read and write buffers;
+        /// HTTP/2: the header list); a larger head is refused with 431. At least 8192.
+        #[arg(long, value_name = "BYTES", default_value_t = 32 << 10)]
+        max_header_bytes: usize,
         /// Reviews evaluated at once; more are refused with 429.
         #[arg(long, default_value_t = 512)]
         max_inflight: usize,
@@ -263,7 +273,8 @@ enum Command {
         #[arg(long, value_name = "DURATION", default_value = "10s")]
         default_timeout: String,
         /// Webhook connections open at once (lowered to fit the open-file limit). At the cap no
-        /// connection is accepted until one ends, and the one idle the longest is closed.
+        /// connection is accepted until one ends, and one without a request under way is
+        /// closed: a stalled handshake, else the one silent the longest, else a kept-alive one.
         #[arg(long, value_name = "N", default_value_t = 1024)]
         max_connections: usize,
         /// Metrics connections open at once.
@@ -273,8 +284,9 @@ enum Command {
         /// server's 90 s, so that it closes its idle connections first).
         #[arg(long, value_name = "DURATION", default_value = "120s")]
         idle_timeout: String,
-        /// Time a client has for the TLS handshake, to start its first request, and to send a
-        /// request's headers and body.
+        /// Time a client has for the TLS handshake, to start its first request, to send a
+        /// request's headers and body, and to take its answers (past it without progress, the
+        /// connection is closed).
         #[arg(long, value_name = "DURATION", default_value = "10s")]
         client_timeout: String,
         /// The Kubernetes version whose CEL libraries are available (1.N or v1.N); default:
@@ -795,6 +807,8 @@ fn serve(command: Command) -> ExitCode {
         log_color,
         log_level,
         max_body_bytes,
+        max_buffered_bytes,
+        max_header_bytes,
         max_inflight,
         eval_threads,
         cel_memory_limit,
@@ -872,6 +886,20 @@ fn serve(command: Command) -> ExitCode {
         eprintln!("celgate: --cel-memory-limit must be at least 1");
         return ExitCode::from(2);
     }
+    // A body may fill three quarters of the budget (the rest is kept for small reviews).
+    if max_body_bytes > max_buffered_bytes - max_buffered_bytes / 4 {
+        eprintln!(
+            "celgate: --max-buffered-bytes must be at least 4/3 of --max-body-bytes ({max_body_bytes}), or no body that large could be read"
+        );
+        return ExitCode::from(2);
+    }
+    if max_header_bytes < celgate::server::conn::MIN_HEADER_BYTES {
+        eprintln!(
+            "celgate: --max-header-bytes must be at least {}",
+            celgate::server::conn::MIN_HEADER_BYTES
+        );
+        return ExitCode::from(2);
+    }
     if max_connections == 0 || metrics_max_connections == 0 {
         eprintln!("celgate: --max-connections and --metrics-max-connections must be at least 1");
         return ExitCode::from(2);
@@ -891,6 +919,8 @@ fn serve(command: Command) -> ExitCode {
     }
     let limits = Limits {
         max_body: max_body_bytes,
+        max_buffered: max_buffered_bytes,
+        max_header_bytes,
         max_inflight,
         default_timeout,
         client_timeout,

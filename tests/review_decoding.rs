@@ -480,3 +480,56 @@ fn a_refused_value_is_quoted_short() {
     );
     assert!(e.len() < 200, "{} bytes", e.len());
 }
+
+/// Issue 24 item 12(c): a resource name holding a slash names a subresource in the wrong
+/// field; the API server never sends one (resource names are path segments), and one matched
+/// no policy and was allowed.
+#[test]
+fn a_resource_holding_a_slash_is_refused() {
+    let s = policies();
+    for (path, want) in [
+        (
+            &["resource", "resource"][..],
+            r#"request.resource.resource: Invalid value: "pods/status": may not contain '/'"#,
+        ),
+        (
+            &["requestResource", "resource"][..],
+            r#"request.requestResource.resource: Invalid value: "pods/status": may not contain '/'"#,
+        ),
+    ] {
+        let mut r = review();
+        r["request"]["requestResource"] = r["request"]["resource"].clone();
+        let mut at = &mut r["request"];
+        for p in path {
+            at = &mut at[*p];
+        }
+        *at = json!("pods/status");
+        match run(&s, &serde_json::to_vec(&r).unwrap()) {
+            Err(e) => assert_eq!(e, want),
+            Ok(a) => panic!("{path:?}: answered {}", a.review["response"]),
+        }
+    }
+}
+
+/// Issue 24 item 6: the uid is copied into the answer and the logs; the API server's is a
+/// UUID (36 bytes). A megabyte one is refused, and the error does not repeat it.
+#[test]
+fn a_uid_longer_than_256_bytes_is_refused_without_repeating_it() {
+    let s = policies();
+    let ok = "u".repeat(256);
+    assert!(run(&s, &with(&["uid"], Some(json!(ok)))).is_ok());
+    for len in [257, 1 << 20] {
+        let e = run(&s, &with(&["uid"], Some(json!("u".repeat(len))))).unwrap_err();
+        assert_eq!(e, "request.uid: Too long: may not be more than 256 bytes");
+    }
+    // Other refused values are quoted in the error, cut to 256 bytes.
+    let huge = "X".repeat(1 << 20);
+    for (path, value) in [
+        (&["operation"][..], json!(huge)),
+        (&["resource", "resource"][..], json!(format!("a/{huge}"))),
+        (&["userInfo", "extra"][..], json!({huge.clone(): 1})),
+    ] {
+        let e = run(&s, &with(path, Some(value))).unwrap_err();
+        assert!(e.len() < 1024, "{path:?}: {} bytes", e.len());
+    }
+}

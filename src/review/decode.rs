@@ -16,7 +16,10 @@
 //! never sends: a required object (`kind`, `resource`, `userInfo`) that is `null` is
 //! refused as missing, and `uid`, the versions, `kind.kind` and `resource.resource` must not
 //! be empty (an empty resource matched no policy, as a missing one did). Unknown fields are
-//! ignored, as Go ignores them.
+//! ignored, as Go ignores them. Two bounds the API server's own reviews always meet: a
+//! resource name holds no `/` (it is a path segment, apimachinery's
+//! `path.ValidatePathSegmentName`; a subresource has its own field), and the `uid`, copied
+//! into the answer and the logs, is at most [`MAX_UID_BYTES`] (the API server's is a UUID).
 
 use std::collections::BTreeMap;
 
@@ -35,7 +38,7 @@ pub enum ReviewError {
     #[error("the body is not a JSON object")]
     NotAnObject,
     /// `apiVersion` is neither `admission.k8s.io/v1` nor `admission.k8s.io/v1beta1` (the
-    /// version, Go-quoted).
+    /// version, Go-quoted and cut as [`Invalid`](ReviewError::Invalid) values are).
     #[error("unsupported AdmissionReview apiVersion {0} (expected admission.k8s.io/v1 or admission.k8s.io/v1beta1)")]
     UnsupportedVersion(String),
     /// `kind` is sent and is not `AdmissionReview` (the kind, Go-quoted).
@@ -55,10 +58,31 @@ pub enum ReviewError {
         expected: &'static str,
         got: &'static str,
     },
+    /// A string the API server never sends this way (the path, the value Go-quoted and cut
+    /// to [`MAX_SHOWN`] bytes, why).
+    #[error("{path}: Invalid value: {value}: {detail}")]
+    Invalid {
+        path: String,
+        value: String,
+        detail: &'static str,
+    },
+    /// A string longer than the API server ever sends (the path, the most bytes allowed); the
+    /// value is not repeated.
+    #[error("{path}: Too long: may not be more than {max} bytes")]
+    TooLong { path: String, max: usize },
     /// `request.operation` is not one of the four (the operation, Go-quoted).
     #[error("request.operation: Unsupported value: {0}: supported values: \"CREATE\", \"UPDATE\", \"DELETE\", \"CONNECT\"")]
     UnsupportedOperation(String),
 }
+
+/// The longest `request.uid` accepted. The API server's is a UUID (36 bytes,
+/// `types.UID` filled by `uuid.NewUUID` in k8s.io/apiserver's admission webhook request
+/// builder); the uid is echoed in every answer and log line, so a megabyte one is refused
+/// rather than copied.
+pub const MAX_UID_BYTES: usize = 256;
+
+/// The most bytes of a refused value an error repeats.
+const MAX_SHOWN: usize = 256;
 
 /// The operations an AdmissionRequest carries (`admission/v1` `Operation`).
 const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
@@ -88,13 +112,13 @@ impl std::fmt::Display for Path<'_> {
     }
 }
 
-/// A key quoted as Go quotes it, formatted only when an error is written: paths are built
-/// for every label of every review, errors for few.
+/// A key quoted as Go quotes it (cut as [`shown`] cuts it), formatted only when an error is
+/// written: paths are built for every label of every review, errors for few.
 struct Quoted<'k>(&'k str);
 
 impl std::fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&quoted(self.0))
+        f.write_str(&shown(self.0))
     }
 }
 
@@ -177,6 +201,27 @@ fn strings(
             .collect(),
         other => Err(wrong_type(path, "a list of strings", &other)),
     }
+}
+
+/// `value` Go-quoted, cut to [`MAX_SHOWN`] bytes (on a character boundary) first.
+fn shown(value: &str) -> String {
+    let mut cut = value.len().min(MAX_SHOWN);
+    while !value.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    quoted(&value[..cut])
+}
+
+/// A resource name: a path segment, so no `/` (apimachinery's `ValidatePathSegmentName`).
+fn resource_name<'d>(path: &str, name: &'d str) -> Result<&'d str, ReviewError> {
+    if name.contains('/') {
+        return Err(ReviewError::Invalid {
+            path: format!("{path}.resource"),
+            value: shown(name),
+            detail: "may not contain '/'",
+        });
+    }
+    Ok(name)
 }
 
 /// A group/version/kind or group/version/resource: every member present and a string, the
@@ -348,21 +393,28 @@ pub fn request<'d>(doc: &'d Doc<'d>) -> Result<Request<'d>, ReviewError> {
     }
     let api_version = string("apiVersion", api_version)?;
     if api_version != "admission.k8s.io/v1" && api_version != "admission.k8s.io/v1beta1" {
-        return Err(ReviewError::UnsupportedVersion(quoted(api_version)));
+        return Err(ReviewError::UnsupportedVersion(shown(api_version)));
     }
     match string("kind", kind)? {
         // TypeMeta's fields may be omitted; when sent, the kind is this one.
         "" | "AdmissionReview" => {}
-        other => return Err(ReviewError::UnsupportedKind(quoted(other))),
+        other => return Err(ReviewError::UnsupportedKind(shown(other))),
     }
     let request = optional_object(Path("", "request"), request)?.ok_or(ReviewError::NoRequest)?;
     let f = Fields::of(request);
     const P: &str = "request";
     let uid = non_empty(Path(P, "uid"), f.uid)?;
+    if uid.len() > MAX_UID_BYTES {
+        return Err(ReviewError::TooLong {
+            path: Path(P, "uid").to_string(),
+            max: MAX_UID_BYTES,
+        });
+    }
     let kind_node = required_object(Path(P, "kind"), f.kind)?;
     let (_, _, kind) = group_version("request.kind", kind_node, "kind")?;
     let resource_node = required_object(Path(P, "resource"), f.resource)?;
     let (group, version, resource) = group_version("request.resource", resource_node, "resource")?;
+    let resource = resource_name("request.resource", resource)?;
     if let Some(k) = optional_object(Path(P, "requestKind"), f.request_kind)? {
         group_version("request.requestKind", k, "kind")?;
     }
@@ -370,7 +422,7 @@ pub fn request<'d>(doc: &'d Doc<'d>) -> Result<Request<'d>, ReviewError> {
         match optional_object(Path(P, "requestResource"), f.request_resource)? {
             Some(r) => {
                 let (g, _, r) = group_version("request.requestResource", r, "resource")?;
-                (g, r)
+                (g, resource_name("request.requestResource", r)?)
             }
             None => (group, resource),
         };
@@ -383,7 +435,7 @@ pub fn request<'d>(doc: &'d Doc<'d>) -> Result<Request<'d>, ReviewError> {
         return Err(required(Path(P, "operation")));
     }
     if !OPERATIONS.contains(&operation) {
-        return Err(ReviewError::UnsupportedOperation(quoted(operation)));
+        return Err(ReviewError::UnsupportedOperation(shown(operation)));
     }
     let user = user_info(required_object(Path(P, "userInfo"), f.user_info)?)?;
     let object = optional_object(Path(P, "object"), f.object)?;

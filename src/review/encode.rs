@@ -1,6 +1,9 @@
 //! Encoding: the AdmissionReview response for a verdict (§5, §10): the denial's status with the
 //! in-tree wording and reason-to-code mapping, warnings, and audit annotations under keys a
-//! webhook can return.
+//! webhook can return. Warnings are cut as the API server's warning recorder cuts them
+//! (k8s.io/apiserver/pkg/endpoints/filters/warning.go): what it would drop is not sent. The
+//! request's strings echoed in a denial's details are cut to [`MAX_ECHOED`] bytes, so that an
+//! answer does not grow with what a client sent.
 
 use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
@@ -22,6 +25,72 @@ pub fn code_for(reason: &str) -> u16 {
 const MAX_AUDITED: usize = 50;
 /// The name part of an audit annotation key.
 const MAX_KEY: usize = 63;
+
+/// The API server keeps warnings of at most this many runes in all; past it, each is cut to
+/// [`WARNING_ITEM_RUNES`] (`truncateAtTotalRunes` in k8s.io/apiserver's
+/// pkg/endpoints/filters/warning.go).
+const WARNINGS_TOTAL_RUNES: usize = 4 * 1024;
+/// The runes of each warning kept once the total is past (`truncateItemRunes`).
+const WARNING_ITEM_RUNES: usize = 256;
+
+/// The most bytes of a request string (name, group, resource) a denial's details repeat:
+/// longer than any the API server accepts (names and groups are at most 253 bytes).
+pub const MAX_ECHOED: usize = 256;
+
+/// `text` cut to at most `bytes` bytes, on a character boundary.
+pub fn cut_bytes(text: &str, bytes: usize) -> &str {
+    let mut at = text.len().min(bytes);
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    &text[..at]
+}
+
+/// `text` cut to `runes` characters.
+fn cut_runes(text: &str, runes: usize) -> &str {
+    text.char_indices()
+        .nth(runes)
+        .map_or(text, |(at, _)| &text[..at])
+}
+
+/// The warnings the API server's recorder would keep of `warnings`, in order: empty and
+/// repeated texts dropped; while their runes fit [`WARNINGS_TOTAL_RUNES`] all whole; once one
+/// does not, every warning kept so far and each later one cut to [`WARNING_ITEM_RUNES`],
+/// and later ones added only while the total is under the limit. 10,000 failing Warn
+/// validations make a few kilobytes of answer, not tens of megabytes.
+pub fn recorded_warnings(warnings: &[String]) -> Vec<&str> {
+    let mut seen = std::collections::HashSet::new();
+    let mut kept: Vec<&str> = Vec::new();
+    let (mut written, mut truncating) = (0usize, false);
+    for text in warnings {
+        if truncating && written >= WARNINGS_TOTAL_RUNES {
+            break;
+        }
+        if text.is_empty() || !seen.insert(text.as_str()) {
+            continue;
+        }
+        if truncating {
+            let cut = cut_runes(text, WARNING_ITEM_RUNES);
+            written += cut.chars().count();
+            kept.push(cut);
+            continue;
+        }
+        let runes = text.chars().count();
+        if written + runes <= WARNINGS_TOTAL_RUNES {
+            written += runes;
+            kept.push(text);
+            continue;
+        }
+        // Over the limit: the recorder starts again with every warning so far cut.
+        truncating = true;
+        kept.push(text);
+        for w in &mut kept {
+            *w = cut_runes(w, WARNING_ITEM_RUNES);
+        }
+        written = kept.iter().map(|w| w.chars().count()).sum();
+    }
+    kept
+}
 
 /// `<policy>_<key>`. The API server prefixes webhook annotation keys with the webhook's name
 /// and allows one `/`, so the in-tree `<policy>/<key>` cannot be returned. When the result
@@ -66,16 +135,19 @@ pub fn response(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
                 "message": first.message,
                 "reason": reason,
                 "details": {
-                    "name": req.display_name(),
-                    "group": req.attributes.group,
-                    "kind": req.attributes.resource,
+                    "name": cut_bytes(&req.display_name(), MAX_ECHOED),
+                    "group": cut_bytes(&req.attributes.group, MAX_ECHOED),
+                    "kind": cut_bytes(&req.attributes.resource, MAX_ECHOED),
                     "causes": [{"message": first.message}],
                 },
                 "code": code_for(&reason),
             }),
         );
     }
-    r.insert("warnings".into(), json!(verdict.warnings));
+    r.insert(
+        "warnings".into(),
+        json!(recorded_warnings(&verdict.warnings)),
+    );
     let mut annotations = Map::new();
     for (policy, key, values) in &verdict.annotations {
         annotations.insert(annotation_key(policy, key), Json::String(values.join(", ")));
@@ -118,6 +190,35 @@ mod tests {
             annotation_key(&format!("{long}x"), "key"),
             k,
             "distinct policies keep distinct keys"
+        );
+    }
+
+    /// The behaviour of the API server's recorder (its warning_test.go TestTruncation), at
+    /// its real limits.
+    #[test]
+    fn warnings_are_cut_as_the_api_server_cuts_them() {
+        let w = |c: char, n: usize| c.to_string().repeat(n);
+        let owned = |v: &[String]| v.to_vec();
+        // Under the total: all kept whole, repeats and empty texts dropped.
+        let few = owned(&[w('a', 300), w('a', 300), String::new(), w('b', 2)]);
+        assert_eq!(recorded_warnings(&few), [w('a', 300), w('b', 2)]);
+        // Past it: every one cut to 256 runes, later ones added while under 4096 runes.
+        let many: Vec<String> = (0..10_000)
+            .map(|i| format!("{i:05}{}", "é".repeat(1000)))
+            .collect();
+        let kept = recorded_warnings(&many);
+        assert!(kept.iter().all(|k| k.chars().count() == 256));
+        assert_eq!(
+            kept.len(),
+            16,
+            "4 whole ones fit, the 5th starts cutting: 16 * 256 = 4096"
+        );
+        assert!(kept[15].starts_with("00015"));
+        // The first one that does not fit starts the cutting; later ones come while under.
+        let mixed = owned(&[w('a', 4000), w('b', 200), w('c', 1)]);
+        assert_eq!(
+            recorded_warnings(&mixed),
+            [w('a', 256), w('b', 200), w('c', 1)]
         );
     }
 

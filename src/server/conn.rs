@@ -2,16 +2,24 @@
 //! loop that survives running out of file descriptors.
 //!
 //! - A cap on open connections. At the cap the listener accepts nothing (new connections wait
-//!   in the kernel's backlog, no descriptor is used) and asks the connection idle the longest
-//!   to close, so that connections that send nothing cannot lock the API server out. A
-//!   connection still in its TLS handshake is left alone for its first second: in a burst of
-//!   new connections, closing the oldest handshakes would fail good clients one after another
-//!   while the ones that finished sit idle.
+//!   in the kernel's backlog, no descriptor is used) and asks one connection to close, so that
+//!   connections that send nothing cannot lock the API server out. Never one with a request
+//!   under way (its head arriving, the request being answered, or its answer not yet written):
+//!   first a TLS handshake older than a second, then the connection that never sent a
+//!   request the longest, and a kept-alive connection (idle between requests, as the API
+//!   server's are) only when no handshake is about to come of age. A connection still in its
+//!   TLS handshake is left alone for its first second: in a burst of new connections, closing
+//!   the oldest handshakes would fail good clients one after another while the ones that
+//!   finished sit idle.
 //! - Per connection, a watchdog that requests and reads keep informed: the TLS handshake and
 //!   the first request must come within the client timeout; an HTTP/1.1 request head within
 //!   the client timeout of its first byte; and a connection without a request in flight for the
 //!   idle timeout is closed gracefully (HTTP/1.1: closed; HTTP/2: GOAWAY), forcibly if it has not
 //!   ended one client timeout later. The protocol comes from ALPN (HTTP/2 over TLS requires it).
+//! - A write timeout: an answer the client does not take for the client timeout (HTTP/1.1:
+//!   the socket does not accept bytes; HTTP/2: the stream's or the connection's window stays
+//!   zero, so the answer is not even sent) closes the connection at once, which drops what it
+//!   buffered.
 //! - Accept errors (EMFILE, ENFILE: out of descriptors) pause the loop, 10 ms doubling up to
 //!   1 s, and are logged at most once a second with the number left unlogged.
 
@@ -44,12 +52,22 @@ pub struct ConnLimits {
     pub max_connections: usize,
     /// A connection without a request in flight for this long is closed.
     pub idle_timeout: Duration,
-    /// Time for the TLS handshake, for the first request to start, and for a request head.
+    /// Time for the TLS handshake, for the first request to start, for a request head, and
+    /// for answers to move (the write timeout).
     pub client_timeout: Duration,
     /// Time in-flight requests get to finish on shutdown.
     pub drain_timeout: Duration,
+    /// Bytes of a request head (HTTP/1.1: also the connection's read and write buffers;
+    /// HTTP/2: the header list); at least [`MIN_HEADER_BYTES`].
+    pub max_header_bytes: usize,
 }
 
+/// hyper's least HTTP/1.1 buffer (it panics below it).
+pub const MIN_HEADER_BYTES: usize = 8192;
+
+/// Why a connection whose answers do not move is closed (at once: a graceful close would
+/// wait for them).
+const ANSWER_NOT_TAKEN: &str = "answer not taken in time";
 /// How often, at the cap, one more idle connection is asked to close while none has ended.
 const EVICT_EVERY: Duration = Duration::from_millis(100);
 /// How long, at the cap, a connection in its TLS handshake is not picked to close.
@@ -78,7 +96,26 @@ struct Activity {
     evicted: AtomicBool,
     /// The TLS handshake has not finished.
     handshaking: AtomicBool,
+    /// One more than the time a write to the client was refused (the socket full) with no
+    /// write accepted since; 0 when none.
+    write_blocked: AtomicU64,
+    /// Answers produced but not yet taken whole by the connection ([`Sending`]).
+    unsent: AtomicU32,
+    /// When an answer last started or one of its frames was taken.
+    answer_progress: AtomicU64,
     close: Notify,
+}
+
+/// Where a connection stands for the cap, in the order it is picked to close (the
+/// `Option` in [`Activity::standing`] is `None` for a connection never picked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Standing {
+    /// In its TLS handshake for longer than [`HANDSHAKE_GRACE_MS`].
+    StalledHandshake,
+    /// Handshaken, and no request ever started.
+    Silent,
+    /// Idle between requests.
+    KeptAlive,
 }
 
 impl Activity {
@@ -92,6 +129,9 @@ impl Activity {
             served: AtomicBool::new(false),
             evicted: AtomicBool::new(false),
             handshaking: AtomicBool::new(true),
+            write_blocked: AtomicU64::new(0),
+            unsent: AtomicU32::new(0),
+            answer_progress: AtomicU64::new(0),
             close: Notify::new(),
         };
         a.last.store(a.now(), Ordering::Relaxed);
@@ -113,14 +153,53 @@ impl Activity {
         self.handshaking.store(false, Ordering::Relaxed);
     }
 
-    /// Whether the cap may pick this connection to close: idle, not picked yet, and not in a
-    /// handshake that started less than a second ago.
-    fn evictable(&self) -> bool {
-        self.idle()
-            && !self.evicted.load(Ordering::Relaxed)
-            && (!self.handshaking.load(Ordering::Relaxed)
-                || self.now().saturating_sub(self.last.load(Ordering::Relaxed))
-                    >= HANDSHAKE_GRACE_MS)
+    /// Whether the handshake has not finished and started less than a second ago.
+    fn young_handshake(&self) -> bool {
+        self.handshaking.load(Ordering::Relaxed)
+            && self.now().saturating_sub(self.last.load(Ordering::Relaxed)) < HANDSHAKE_GRACE_MS
+    }
+
+    /// Whether a request is under way: being answered, its head arriving (HTTP/1.1), or its
+    /// answer not yet written.
+    fn mid_request(&self) -> bool {
+        !self.idle()
+            || self.head.load(Ordering::Relaxed) != 0
+            || self.unsent.load(Ordering::Relaxed) != 0
+            || self.write_blocked.load(Ordering::Relaxed) != 0
+    }
+
+    /// Where the cap may pick this connection to close; `None`: never (picked already, mid
+    /// request, or a young handshake).
+    fn standing(&self) -> Option<Standing> {
+        if self.evicted.load(Ordering::Relaxed) || self.mid_request() || self.young_handshake() {
+            return None;
+        }
+        Some(if self.handshaking.load(Ordering::Relaxed) {
+            Standing::StalledHandshake
+        } else if !self.served.load(Ordering::Relaxed) {
+            Standing::Silent
+        } else {
+            Standing::KeptAlive
+        })
+    }
+
+    /// A write to the client was refused (`blocked`) or accepted.
+    fn wrote(&self, blocked: bool) {
+        if !blocked {
+            self.write_blocked.store(0, Ordering::Relaxed);
+        } else if self.write_blocked.load(Ordering::Relaxed) == 0 {
+            self.write_blocked.store(self.now() + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// When the answers stopped moving (a write refused, or no frame of an unsent answer
+    /// taken since); `None` while they move or there are none.
+    fn stalled_since(&self) -> Option<u64> {
+        match self.write_blocked.load(Ordering::Relaxed) {
+            0 if self.unsent.load(Ordering::Relaxed) == 0 => None,
+            0 => Some(self.answer_progress.load(Ordering::Relaxed)),
+            blocked => Some(blocked - 1),
+        }
     }
 
     fn begin(&self) {
@@ -150,8 +229,11 @@ impl Activity {
     }
 
     /// When the connection times out as it stands, and why; `None` while a request is in
-    /// flight.
+    /// flight and its answers move.
     fn deadline(&self, limits: &ConnLimits) -> Option<(Instant, &'static str)> {
+        if let Some(since) = self.stalled_since() {
+            return Some((self.at(since) + limits.client_timeout, ANSWER_NOT_TAKEN));
+        }
         if !self.idle() {
             return None;
         }
@@ -228,15 +310,28 @@ impl Registry {
         )
     }
 
-    /// Asks the connection idle the longest (not asked yet) to close; false when every
-    /// connection has a request in flight or a young handshake.
+    /// Asks one connection (not asked yet) to close, in the order of [`Standing`], the one
+    /// in it the longest first; false when none may be picked now. A kept-alive connection
+    /// is picked only when no handshake is young: closing one risks the request its client
+    /// may be sending at that moment, while a young handshake is picked within a second.
     fn evict_one(&self) -> bool {
         let open = self.lock();
-        let oldest = open
-            .values()
-            .filter(|a| a.evictable())
-            .min_by_key(|a| a.last.load(Ordering::Relaxed));
-        match oldest {
+        let mut young = false;
+        let mut best: Option<(Standing, u64, &Arc<Activity>)> = None;
+        for a in open.values() {
+            young |= a.young_handshake();
+            let Some(standing) = a.standing() else {
+                continue;
+            };
+            let key = (standing, a.last.load(Ordering::Relaxed));
+            if best.is_none_or(|(s, l, _)| key < (s, l)) {
+                best = Some((key.0, key.1, a));
+            }
+        }
+        let pick = best
+            .filter(|(standing, _, _)| !(young && *standing == Standing::KeptAlive))
+            .map(|(_, _, a)| a);
+        match pick {
             Some(a) => {
                 a.evicted.store(true, Ordering::Relaxed);
                 a.close.notify_one();
@@ -440,8 +535,12 @@ async fn connection<H, F, S>(
         Protocol::Http1 => {
             // The watchdog times request heads: hyper's own header timer would also run
             // between requests and cut keep-alive at the client timeout.
+            // hyper's buffer would otherwise grow to about 400 KiB for a head, on every
+            // connection at once: far past --max-buffered-bytes.
             let conn = hyper::server::conn::http1::Builder::new()
                 .header_read_timeout(None)
+                .max_header_size(limits.max_header_bytes)
+                .max_buf_size(limits.max_header_bytes.max(MIN_HEADER_BYTES))
                 .serve_connection(io, service);
             drive(
                 conn,
@@ -456,6 +555,7 @@ async fn connection<H, F, S>(
             let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .keep_alive_interval(Some(H2_PING))
+                .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
                 .serve_connection(io, service);
             drive(
                 conn,
@@ -490,8 +590,13 @@ where
         tokio::select! {
             r = conn.as_mut() => return r,
             _ = tokio::time::sleep_until(wake.into()) => {
-                if let Some(why) = activity.expired(limits) {
-                    break (why, limits.client_timeout);
+                match activity.expired(limits) {
+                    Some(ANSWER_NOT_TAKEN) => {
+                        tracing::debug!(why = ANSWER_NOT_TAKEN, "closing connection");
+                        return Ok(());
+                    }
+                    Some(why) => break (why, limits.client_timeout),
+                    None => {}
                 }
             }
             _ = activity.close.notified() => break ("connection limit", limits.client_timeout),
@@ -531,11 +636,17 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.activity.wrote(r.is_pending());
+        r
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_flush(cx);
+        this.activity.wrote(r.is_pending());
+        r
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -547,7 +658,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.activity.wrote(r.is_pending());
+        r
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -577,11 +691,11 @@ impl Drop for Busy {
     }
 }
 
-impl<S, R> hyper::service::Service<R> for Tracked<S>
+impl<S, R, B> hyper::service::Service<R> for Tracked<S>
 where
-    S: hyper::service::Service<R>,
+    S: hyper::service::Service<R, Response = axum::http::Response<B>>,
 {
-    type Response = S::Response;
+    type Response = axum::http::Response<Sending<B>>;
     type Error = S::Error;
     type Future = TrackedFuture<S::Future>;
 
@@ -601,11 +715,83 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<F: Future> Future for TrackedFuture<F> {
-    type Output = F::Output;
+impl<F, B, E> Future for TrackedFuture<F>
+where
+    F: Future<Output = Result<axum::http::Response<B>, E>>,
+{
+    type Output = Result<axum::http::Response<Sending<B>>, E>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.project().inner.poll(cx)
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let activity = &this.busy.0;
+        this.inner
+            .poll(cx)
+            .map_ok(|r| r.map(|body| Sending::new(body, activity.clone())))
+    }
+}
+
+/// An answer's body, telling the watchdog that an answer is not yet taken whole and when
+/// the connection last took a frame of it (the write timeout of HTTP/2, whose connection
+/// does not ask for the body while the client's window is zero).
+pub struct Sending<B> {
+    inner: B,
+    activity: Arc<Activity>,
+    done: bool,
+}
+
+impl<B> Sending<B> {
+    fn new(inner: B, activity: Arc<Activity>) -> Sending<B> {
+        activity.unsent.fetch_add(1, Ordering::Relaxed);
+        activity
+            .answer_progress
+            .store(activity.now(), Ordering::Relaxed);
+        Sending {
+            inner,
+            activity,
+            done: false,
+        }
+    }
+
+    fn finish(&mut self) {
+        if !std::mem::replace(&mut self.done, true) {
+            self.activity.unsent.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl<B> Drop for Sending<B> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Sending<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_frame(cx);
+        match &r {
+            Poll::Ready(Some(_)) => this
+                .activity
+                .answer_progress
+                .store(this.activity.now(), Ordering::Relaxed),
+            Poll::Ready(None) => this.finish(),
+            Poll::Pending => {}
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -694,6 +880,7 @@ mod tests {
             idle_timeout: Duration::from_secs(100),
             client_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(1),
+            max_header_bytes: MIN_HEADER_BYTES,
         };
         let a = Activity::new(Instant::now());
         a.handshaken(Protocol::Http1);
@@ -753,6 +940,70 @@ mod tests {
         );
         drop(_e2);
         assert_eq!(r.lock().len(), 2);
+    }
+
+    /// Issue 24 item 12(d): a burst of silent TLS connections evicted keep-alive connections
+    /// in the middle of a request. Never a connection with a request under way (its head
+    /// arriving, or its answer not yet written); handshakes past their grace first, then
+    /// connections that never sent a request, and a kept-alive one only when no handshake is
+    /// about to come of age.
+    #[test]
+    fn the_cap_never_closes_a_connection_mid_request() {
+        let Some(epoch) = Instant::now().checked_sub(Duration::from_secs(50)) else {
+            return; // a machine up for less than 50 s: nothing to test against
+        };
+        let r = Arc::new(Registry {
+            epoch,
+            ..Registry::new()
+        });
+        let kept_alive = |since: u64| {
+            let (a, e) = r.add();
+            a.handshaken(Protocol::Http1);
+            a.begin();
+            a.end();
+            a.last.store(since, Ordering::Relaxed);
+            (a, e)
+        };
+        // Idle since 10 s after the epoch: the longest idle, but a request head is arriving.
+        let (heading, _e1) = kept_alive(10_000);
+        heading.read();
+        // Its answer produced but not yet taken by the connection.
+        let (answering, _e2) = kept_alive(11_000);
+        let sending = Sending::new(
+            http_body_util::Empty::<axum::body::Bytes>::new(),
+            answering.clone(),
+        );
+        // Between two requests.
+        let (idle, _e3) = kept_alive(12_000);
+        // A handshake that has just started.
+        let (young, _e4) = r.add();
+        assert!(
+            !r.evict_one(),
+            "a kept-alive connection waits while a handshake comes of age"
+        );
+        // Handshakes past their grace, and connections that never sent a request, go first.
+        let (stalled, _e5) = r.add();
+        stalled.last.store(20_000, Ordering::Relaxed);
+        let (silent, _e6) = r.add();
+        silent.handshaken(Protocol::Http2);
+        silent.last.store(5_000, Ordering::Relaxed);
+        assert!(r.evict_one());
+        assert!(stalled.evicted.load(Ordering::Relaxed));
+        assert!(r.evict_one());
+        assert!(silent.evicted.load(Ordering::Relaxed));
+        young.handshaken(Protocol::Http1);
+        young.last.store(30_000, Ordering::Relaxed);
+        assert!(r.evict_one());
+        assert!(young.evicted.load(Ordering::Relaxed));
+        // No handshake left: the idle kept-alive one, never the two mid-request.
+        assert!(r.evict_one());
+        assert!(idle.evicted.load(Ordering::Relaxed));
+        assert!(!r.evict_one());
+        assert!(!heading.evicted.load(Ordering::Relaxed));
+        assert!(!answering.evicted.load(Ordering::Relaxed));
+        drop(sending);
+        assert!(r.evict_one(), "once its answer is taken, idle again");
+        assert!(answering.evicted.load(Ordering::Relaxed));
     }
 
     #[test]

@@ -65,6 +65,8 @@ pub struct Metrics {
     pub request_seconds: HistogramVec<2>,
     pub bad_requests: IntCounterVec<1>,
     pub policies: IntGauge,
+    /// Request and answer bytes buffered (set from the budget when the metrics are read).
+    pub buffered_bytes: IntGauge,
     pub bindings: IntGauge,
     pub compile_errors: IntGauge,
     pub source_errors: IntCounter,
@@ -240,6 +242,7 @@ impl Metrics {
             requests: counter(&r, "celgate_requests_total", "AdmissionReview requests answered, by operation (CREATE, UPDATE, DELETE, CONNECT or other) and decision (allowed, denied, or timeout: 504 past the request's deadline).", ["operation", "decision"]),
             request_seconds: histogram(&r, "celgate_request_duration_seconds", "Time to answer an AdmissionReview, from the request to the answer.", ["operation", "decision"], REQUEST_BUCKETS),
             bad_requests: counter(&r, "celgate_bad_requests_total", "Requests refused before evaluation, by reason.", ["reason"]),
+            buffered_bytes: gauge("celgate_buffered_bytes", "Request and answer bytes buffered now, within --max-buffered-bytes; a request that would pass it is answered 503 (celgate_bad_requests_total{reason=\"buffer_budget\"})."),
             policies: gauge("celgate_policies_loaded", "ValidatingAdmissionPolicies with at least one binding in the current snapshot."),
             bindings: gauge("celgate_bindings_loaded", "ValidatingAdmissionPolicyBindings of loaded policies in the current snapshot."),
             compile_errors: gauge("celgate_policy_compile_errors", "Expressions of loaded policies that do not compile, and policies or bindings that fail validation."),

@@ -8,12 +8,14 @@
 //! reviews soon after. Bad input gets a clear
 //! HTTP answer: 415 for a wrong content type, 413 over the body limit, 400 for malformed JSON
 //! or a review without a request, 429 when too many reviews are in flight, 503 before the
-//! policy source first loaded, 504 past the API server's `?timeout=`. Connections are capped
-//! and timed by [`conn`].
+//! policy source first loaded or when buffered bytes would pass the [`budget`] (with
+//! `Retry-After`), 504 past the API server's `?timeout=`. Connections are capped and timed by
+//! [`conn`].
 //!
 //! The server knows no policy source: the composition root ([`crate::app`]) fills the
 //! [`AppState`] (snapshot handle, readiness, metrics) and calls [`listen`].
 
+pub mod budget;
 pub mod conn;
 pub mod metrics;
 pub mod pool;
@@ -42,17 +44,35 @@ use crate::admission::{AdmitContext, EvalLimits, Services};
 use crate::policy::snapshot::Snapshot;
 use metrics::Metrics;
 
+/// `--max-buffered-bytes`'s default: 128 MiB.
+pub const DEFAULT_MAX_BUFFERED: usize = 128 << 20;
+
+/// What a refusal for the buffer budget asks the client to wait, in seconds.
+const RETRY_AFTER_SECONDS: &str = "1";
+
+/// The frames an answer is handed to the connection in: it asks for more only as it writes,
+/// so that the answer's reservation is held until it is about written.
+const ANSWER_FRAME: usize = 16 << 10;
+
 /// Limits and timeouts of the service.
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Largest request body; the default fits a 3 MiB object with its old object.
     pub max_body: usize,
+    /// Request and answer bytes buffered at once, by all connections ([`budget`]). The
+    /// default is a quarter of the chart's 512 MiB memory limit: the rest is for the
+    /// snapshot, the parsed reviews and their evaluation (up to `--cel-memory-limit` per
+    /// expression on each evaluating thread).
+    pub max_buffered: usize,
+    /// Bytes of a request head, and of each HTTP/1.1 connection's buffers (see
+    /// [`conn::ConnLimits::max_header_bytes`]).
+    pub max_header_bytes: usize,
     /// Reviews evaluated at once; more get 429 at once rather than queueing.
     pub max_inflight: usize,
     /// Deadline when the API server sends no `?timeout=`.
     pub default_timeout: Duration,
-    /// Time a client has to finish the TLS handshake, to start its first request, and to
-    /// send a request's headers and body.
+    /// Time a client has to finish the TLS handshake, to start its first request, to send a
+    /// request's headers and body, and to take its answers (the write timeout).
     pub client_timeout: Duration,
     /// Time in-flight requests get to finish on shutdown.
     pub drain_timeout: Duration,
@@ -75,6 +95,8 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_body: 16 << 20,
+            max_buffered: DEFAULT_MAX_BUFFERED,
+            max_header_bytes: 32 << 10,
             max_inflight: 512,
             default_timeout: Duration::from_secs(10),
             client_timeout: Duration::from_secs(10),
@@ -98,6 +120,7 @@ impl Limits {
             idle_timeout: self.idle_timeout,
             client_timeout: self.client_timeout,
             drain_timeout: self.drain_timeout,
+            max_header_bytes: self.max_header_bytes,
         }
     }
 }
@@ -143,6 +166,8 @@ pub struct AppState {
     sink: std::sync::OnceLock<Arc<dyn ResultSink>>,
     inflight: Arc<Semaphore>,
     evaluators: pool::EvalPool,
+    /// Request and answer bytes buffered now, within `--max-buffered-bytes`.
+    budget: Arc<budget::Budget>,
 }
 
 impl AppState {
@@ -159,6 +184,7 @@ impl AppState {
             ),
             compiled: Default::default(),
             services: std::sync::OnceLock::new(),
+            budget: budget::Budget::new(limits.max_buffered),
             limits,
             answering,
         })
@@ -251,6 +277,9 @@ async fn readyz(State(s): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {
+    s.metrics
+        .buffered_bytes
+        .set(i64::try_from(s.budget.used()).unwrap_or(i64::MAX));
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.metrics.encode(),
@@ -324,35 +353,41 @@ async fn validate(
     }
     let limit = s.limits.max_body;
     let mut body = body;
-    let bytes: Bytes =
-        match tokio::time::timeout(s.limits.client_timeout, read_body(&mut body, limit)).await {
-            Err(_) => {
-                return refuse(
-                    &s,
-                    StatusCode::REQUEST_TIMEOUT,
-                    "slow_client",
-                    "the request body was not received in time".into(),
-                )
-            }
-            Ok(Err(BodyError::TooLarge)) => {
-                drain(&s, body);
-                return refuse(
-                    &s,
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
-                    format!("the request body exceeds {limit} bytes"),
-                );
-            }
-            Ok(Err(BodyError::Read(e))) => {
-                return refuse(
-                    &s,
-                    StatusCode::BAD_REQUEST,
-                    "body",
-                    format!("cannot read the request body: {e}"),
-                )
-            }
-            Ok(Ok(b)) => b,
-        };
+    let mut reservation = s.budget.reservation();
+    let read = read_body(&mut body, limit, &mut reservation);
+    let bytes: Bytes = match tokio::time::timeout(s.limits.client_timeout, read).await {
+        Err(_) => {
+            return refuse(
+                &s,
+                StatusCode::REQUEST_TIMEOUT,
+                "slow_client",
+                "the request body was not received in time".into(),
+            )
+        }
+        Ok(Err(BodyError::TooLarge)) => {
+            drain(&s, body);
+            return refuse(
+                &s,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!("the request body exceeds {limit} bytes"),
+            );
+        }
+        Ok(Err(BodyError::Budget)) => {
+            drop(reservation);
+            drain(&s, body);
+            return over_budget(&s);
+        }
+        Ok(Err(BodyError::Read(e))) => {
+            return refuse(
+                &s,
+                StatusCode::BAD_REQUEST,
+                "body",
+                format!("cannot read the request body: {e}"),
+            )
+        }
+        Ok(Ok(b)) => b,
+    };
     let Ok(permit) = s.inflight.clone().try_acquire_owned() else {
         return refuse(
             &s,
@@ -367,6 +402,8 @@ async fn validate(
         // Held while the evaluation runs, past a 504 too: max_inflight bounds the threads
         // really busy.
         let _permit = permit;
+        // The body's bytes stay buffered until the evaluation is done with them.
+        let _reservation = reservation;
         // Waited in the pool's queue past the deadline: nobody waits for the answer.
         if Instant::now() >= deadline_at {
             return None;
@@ -450,6 +487,20 @@ async fn validate(
             .answered(&answer.operation, "timeout", started.elapsed());
         return timed_out(timeout);
     }
+    // The answer is buffered until written: within the budget, or not sent (and not counted
+    // as answered).
+    let body = serde_json::to_vec(&answer.review).unwrap_or_default();
+    let mut reservation = s.budget.reservation();
+    if reservation
+        .grow_to(body.len(), budget::Share::Whole)
+        .is_err()
+    {
+        return over_budget(&s);
+    }
+    let body = Body::new(Reserved {
+        rest: Bytes::from(body),
+        _reservation: reservation,
+    });
     // What was answered: in observe mode, always allowed.
     let observing = s.answering.mode == crate::review::Mode::Observe;
     let decision = if observing || answer.verdict.allowed() {
@@ -461,7 +512,7 @@ async fn validate(
         .answered(&answer.operation, decision, started.elapsed());
     if let Some(first) = answer.verdict.denials.first().filter(|_| !observing) {
         tracing::info!(
-            uid = %answer.uid,
+            uid = %Clipped(&answer.uid),
             operation = %answer.operation,
             policy = %first.policy,
             binding = first.binding.as_deref().unwrap_or(""),
@@ -469,8 +520,70 @@ async fn validate(
             "request denied"
         );
     }
-    let body = serde_json::to_vec(&answer.review).unwrap_or_default();
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// 503 with `Retry-After`: buffering the request or its answer would pass
+/// `--max-buffered-bytes` (counted as `celgate_bad_requests_total{reason="buffer_budget"}`).
+fn over_budget(s: &AppState) -> Response {
+    let mut r = refuse(
+        s,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "buffer_budget",
+        "too many bytes buffered for other requests; retry".into(),
+    );
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        header::HeaderValue::from_static(RETRY_AFTER_SECONDS),
+    );
+    r
+}
+
+/// An answer's bytes and their reservation, held until the connection has taken the last
+/// frame (and so has written all but its own buffer of them).
+struct Reserved {
+    rest: Bytes,
+    _reservation: budget::Reservation,
+}
+
+impl HttpBody for Reserved {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if this.rest.is_empty() {
+            return std::task::Poll::Ready(None);
+        }
+        let frame = this.rest.split_to(this.rest.len().min(ANSWER_FRAME));
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(frame))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.rest.len() as u64)
+    }
+}
+
+/// A request string in a log line: at most [`crate::review::encode::MAX_ECHOED`] bytes, then
+/// how many more there were, so that a client cannot write megabyte log lines.
+struct Clipped<'a>(&'a str);
+
+impl std::fmt::Display for Clipped<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = crate::review::encode::cut_bytes(self.0, crate::review::encode::MAX_ECHOED);
+        f.write_str(kept)?;
+        match self.0.len() - kept.len() {
+            0 => Ok(()),
+            more => write!(f, "... ({more} more bytes)"),
+        }
+    }
 }
 
 /// One info line per failed or errored (policy, binding) result of a review, for log
@@ -492,11 +605,11 @@ fn log_results(snapshot: &Snapshot, answer: &crate::review::Answer) {
         };
         let (policy, name) = (entry.policy.name.as_str(), binding.name.as_str());
         tracing::info!(
-            uid = %answer.uid,
+            uid = %Clipped(&answer.uid),
             operation = %answer.operation,
-            resource = %subject.resource,
-            namespace = %subject.namespace,
-            name = %subject.name,
+            resource = %Clipped(&subject.resource),
+            namespace = %Clipped(&subject.namespace),
+            name = %Clipped(&subject.name),
             policy,
             binding = name,
             actions = %binding.action_names.join(","),
@@ -547,13 +660,33 @@ fn failure_message<'v>(
 enum BodyError {
     /// It is longer than the limit (what was read of it is gone; the rest is not read).
     TooLarge,
+    /// Buffering more of it would pass `--max-buffered-bytes` (what was read of it is gone).
+    Budget,
     /// The client went away or broke the framing.
     Read(axum::Error),
 }
 
-/// Reads a request body of at most `limit` bytes. A body that arrives in one frame (the
-/// usual case) is kept as it came, without a copy.
-async fn read_body(body: &mut Body, limit: usize) -> Result<Bytes, BodyError> {
+/// Holds `total` bytes of a request body in `reservation`: its first [`budget::SMALL_REQUEST`]
+/// bytes from the whole budget, more from the bulk share.
+fn reserve_body(reservation: &mut budget::Reservation, total: usize) -> Result<(), BodyError> {
+    let share = if total <= budget::SMALL_REQUEST {
+        budget::Share::Whole
+    } else {
+        budget::Share::Bulk
+    };
+    reservation
+        .grow_to(total, share)
+        .map_err(|_| BodyError::Budget)
+}
+
+/// Reads a request body of at most `limit` bytes, reserving every byte in `reservation`
+/// before it is buffered. A body that arrives in one frame (the usual case) is kept as it
+/// came, without a copy.
+async fn read_body(
+    body: &mut Body,
+    limit: usize,
+    reservation: &mut budget::Reservation,
+) -> Result<Bytes, BodyError> {
     let mut first: Option<Bytes> = None;
     let mut more: Option<Vec<u8>> = None;
     let mut total = 0usize;
@@ -566,15 +699,29 @@ async fn read_body(body: &mut Body, limit: usize) -> Result<Bytes, BodyError> {
             return Err(BodyError::TooLarge);
         }
         match (&mut first, &mut more) {
-            (None, _) => first = Some(data),
+            (None, _) => {
+                reserve_body(reservation, total)?;
+                first = Some(data);
+            }
             (Some(head), None) => {
+                // The declared length is reserved up front, as it is allocated.
                 let hint = usize::try_from(HttpBody::size_hint(&*body).lower()).unwrap_or(0);
-                let mut buf = Vec::with_capacity(total.saturating_add(hint).min(limit));
+                let capacity = total.saturating_add(hint).min(limit);
+                reserve_body(reservation, capacity)?;
+                let mut buf = Vec::with_capacity(capacity);
                 buf.extend_from_slice(head);
                 buf.extend_from_slice(&data);
                 more = Some(buf);
             }
-            (Some(_), Some(buf)) => buf.extend_from_slice(&data),
+            (Some(_), Some(buf)) => {
+                if total > buf.capacity() {
+                    // Doubling, as Vec would, but reserved first.
+                    let capacity = total.max(buf.capacity().saturating_mul(2)).min(limit);
+                    reserve_body(reservation, capacity)?;
+                    buf.reserve_exact(capacity - buf.len());
+                }
+                buf.extend_from_slice(&data);
+            }
         }
     }
     Ok(match (first, more) {
