@@ -147,14 +147,19 @@ impl Default for ReportStore {
     }
 }
 
-/// The report a resource's results go to: its namespace, or the cluster report for a
-/// cluster-scoped object (a Namespace included, whose requests name it as their namespace).
-fn report_namespace(r: &Resource) -> &str {
+/// `r` as reports list it: a Namespace, whose admission requests name it as their
+/// namespace, is cluster-scoped and has none (as the background scans list it).
+fn normalized(mut r: Resource) -> Resource {
     if r.kind == "Namespace" && r.api_version == "v1" {
-        ""
-    } else {
-        &r.namespace
+        r.namespace.clear();
     }
+    r
+}
+
+/// The report a (normalized) resource's results go to: its namespace, or the cluster
+/// report (`""`) for a cluster-scoped object.
+fn report_namespace(r: &Resource) -> &str {
+    &r.namespace
 }
 
 fn resource_key(r: &Resource) -> String {
@@ -218,6 +223,7 @@ impl ReportStore {
 
     /// `resource`'s results are now `results` (none: it has no result left).
     pub fn record(&self, resource: Resource, results: Vec<ReportResult>) {
+        let resource = normalized(resource);
         let namespace = report_namespace(&resource).to_string();
         let key = resource_key(&resource);
         let mut state = self.lock();
@@ -863,6 +869,10 @@ mod tests {
         let report = dirty[0].1.as_ref().unwrap();
         assert_eq!(report["kind"], "ClusterPolicyReport");
         assert!(report["metadata"].get("namespace").is_none());
+        // Cluster-scoped: its reference has no namespace, as a background scan lists it.
+        let reference = &report["results"][0]["resources"][0];
+        assert_eq!(reference["name"], "team");
+        assert!(reference.get("namespace").is_none(), "{reference}");
     }
 
     #[test]
