@@ -263,6 +263,9 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
     let identity = Identity::new(key);
     let tls_config = tls::server_config(identity.clone(), cfg.client_ca.as_deref())?;
     let state = AppState::new(cfg.limits.clone(), cfg.answering);
+    state
+        .metrics
+        .set_problem_reasons(&crate::source::kube::feedback::REASONS);
     if cfg.answering.mode == crate::review::Mode::Observe {
         tracing::info!("observe mode: every review is answered allowed; results are recorded");
     }
