@@ -280,6 +280,21 @@ async fn a_burst_is_batched_and_a_large_report_capped() {
     server.shutdown().await;
 }
 
+/// The names of the resources of `report`'s results with their result, sorted.
+fn listed(report: &Json) -> Vec<(String, String)> {
+    let mut n: Vec<(String, String)> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let name = r["resources"][0]["name"].as_str().unwrap().to_string();
+            (name, r["result"].as_str().unwrap().to_string())
+        })
+        .collect();
+    n.sort();
+    n
+}
+
 /// Of two replicas, only the Lease holder writes; when it goes away, the other takes the
 /// Lease over and writes what it has seen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -323,6 +338,49 @@ async fn only_the_lease_holder_writes() {
         .object("leases", "celgate-system", "celgate-events")
         .unwrap();
     assert_eq!(lease["spec"]["holderIdentity"], "celgate-b");
+    b.shutdown().await;
+}
+
+/// A holder that shuts down releases the Lease: the other replica takes it over and
+/// publishes well before the Lease (60 s here) would have expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_is_released_on_shutdown() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    with_policy(&fake);
+    let replica = |identity: &str| {
+        let mut cfg = config(api, options(100, 100), Some(identity));
+        if let PolicySource::Kubernetes { options, .. } = &mut cfg.source {
+            if let Some(lease) = &mut options.events_lease {
+                lease.duration = Duration::from_secs(60);
+            }
+        }
+        cfg
+    };
+    let a = start(replica("celgate-a")).await.unwrap();
+    ready(&a).await;
+    let holder = || {
+        fake.object("leases", "celgate-system", "celgate-events")
+            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+    };
+    eventually("a holds the lease", || {
+        holder().as_deref() == Some("celgate-a")
+    })
+    .await;
+    let b = start(replica("celgate-b")).await.unwrap();
+    ready(&b).await;
+    let mut to_b = Webhook::connect(&b).await;
+    to_b.review(review("CREATE", Some(pod("seen-by-b", true)), None))
+        .await;
+    a.shutdown().await;
+    eventually("b holds the lease", || {
+        holder().as_deref() == Some("celgate-b")
+    })
+    .await;
+    eventually("b writes", || team_report(&fake).is_some()).await;
+    assert_eq!(
+        listed(&team_report(&fake).unwrap()),
+        [("seen-by-b".to_string(), "fail".to_string())]
+    );
     b.shutdown().await;
 }
 

@@ -221,8 +221,13 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops accepting, lets in-flight requests finish, and waits for the listeners.
+    /// Releases the cluster source's Lease (another replica takes over Events, reports and
+    /// scans at once), stops accepting, lets in-flight requests finish, and waits for the
+    /// listeners.
     pub async fn shutdown(self) {
+        if let Some(cluster) = &self.cluster {
+            cluster.release_lease().await;
+        }
         let _ = self.shutdown.send(true);
         for t in self.tasks {
             let _ = t.await;
