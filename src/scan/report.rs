@@ -183,6 +183,51 @@ impl ReportResult {
     }
 }
 
+impl ReportResult {
+    /// A result as a report lists it, read back (the inverse of [`Self::to_json`]): its
+    /// resource and the result; `None` when it is not one celgate writes. The reason is
+    /// not listed, only the severity it gave: it comes back as a reason of that severity.
+    pub fn from_json(result: &Json) -> Option<(Resource, ReportResult)> {
+        let text = |v: &Json| v.as_str().map(str::to_string);
+        let r = &result["resources"][0];
+        let resource = Resource {
+            api_version: text(&r["apiVersion"])?,
+            kind: text(&r["kind"])?,
+            namespace: text(&r["namespace"]).unwrap_or_default(),
+            name: text(&r["name"])?,
+            uid: text(&r["uid"]).unwrap_or_default(),
+        };
+        let properties = &result["properties"];
+        let outcome = match result["result"].as_str()? {
+            "pass" => PolicyResult::Pass,
+            "fail" => PolicyResult::Fail,
+            "error" => PolicyResult::Error,
+            "skip" => PolicyResult::Skip,
+            _ => return None,
+        };
+        let reason = match result["severity"].as_str() {
+            Some("high") => Some("Forbidden".to_string()),
+            Some("low") => Some("RequestEntityTooLarge".to_string()),
+            _ => None,
+        };
+        let validation = match properties.get("validationIndex") {
+            Some(i) => Some(i.as_str()?.parse().ok()?),
+            None => None,
+        };
+        let parsed = ReportResult {
+            policy: text(&result["policy"])?,
+            binding: text(&properties["binding"])?,
+            validation,
+            actions: text(&properties["validationActions"]).unwrap_or_default(),
+            result: outcome,
+            message: text(&result["message"]).unwrap_or_default(),
+            reason: reason.filter(|_| outcome == PolicyResult::Fail),
+            timestamp: result["timestamp"]["seconds"].as_i64().unwrap_or(0),
+        };
+        Some((resource, parsed))
+    }
+}
+
 /// What a report is named and labelled, and how many results it lists at most.
 #[derive(Debug, Clone, Copy)]
 pub struct ReportMeta<'a> {

@@ -286,6 +286,18 @@ impl KubeSource {
             .reports
             .as_ref()
             .map(|o| Arc::new(reports::ReportStore::admission(o.max_resources)));
+        // The admission results follow the snapshots (a removed policy's go), and are
+        // adopted from existing reports against the latest one.
+        let publish: Publish = match &store {
+            Some(store) => {
+                let store = store.clone();
+                Arc::new(move |snapshot| {
+                    store.retain(&snapshot);
+                    publish(snapshot)
+                })
+            }
+            None => publish,
+        };
         // Held for Events (unless the policies come from a folder: no Event is posted
         // about them), policy reports and background scans.
         let events = options.events && feed.is_none();
