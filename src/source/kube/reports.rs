@@ -20,10 +20,10 @@
 //! for (a report left without results is deleted), and confirms that each adopted resource
 //! still exists with a GET by name, one per resource and once per takeover: a 404, an
 //! object of another uid, or a kind no longer served drops its results (unless admitted
-//! again since); a GET that fails otherwise keeps them. A GET is used rather than a
-//! background scan's listing because scans may be off, and do not list every kind an
-//! admission reports (an UPDATE-only binding's). A capped report's dropped results cannot
-//! be adopted (they were never written).
+//! again since); a GET that fails otherwise (a 403 included) keeps them. A GET is used
+//! rather than a background scan's listing because scans may be off, and do not list every
+//! kind an admission reports (an UPDATE-only binding's). A capped report's dropped results
+//! cannot be adopted (they were never written).
 //!
 //! The admission state is bounded: at most `max_resources` resources
 //! (`--reports-max-resources`), the one recorded longest ago evicted first; and after a
