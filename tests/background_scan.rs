@@ -465,13 +465,22 @@ async fn a_takeover_deletes_stale_background_reports() {
         "background",
         "celgate",
     ));
-    fake.apply(left_report(
+    // The admission report is adopted by the admission writer (its result is of a pod
+    // that exists, so it stays), never swept by the background one.
+    let mut admission = left_report(
         "PolicyReport",
-        Some("old"),
+        Some("team"),
         "celgate-admission",
         "admission",
         "celgate",
-    ));
+    );
+    admission["results"] = json!([{
+        "source": "celgate", "policy": "no-bad-label", "rule": "no-bad-label-all/validations[0]",
+        "result": "fail", "timestamp": {"seconds": 1, "nanos": 0},
+        "resources": [{"apiVersion": "v1", "kind": "Pod", "name": "bad-0", "namespace": "team", "uid": "uid-pods-bad-0"}],
+        "properties": {"binding": "no-bad-label-all", "validationIndex": "0", "validationActions": "Deny"}
+    }]);
+    fake.apply(admission);
     fake.apply(left_report(
         "PolicyReport",
         Some("old"),
@@ -505,7 +514,7 @@ async fn a_takeover_deletes_stale_background_reports() {
         ]
     );
     assert!(fake
-        .object("policyreports", "old", "celgate-admission")
+        .object("policyreports", "team", "celgate-admission")
         .is_some());
     assert!(fake
         .object("policyreports", "old", "kyverno-thing")

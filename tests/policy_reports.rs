@@ -280,11 +280,29 @@ async fn a_burst_is_batched_and_a_large_report_capped() {
     server.shutdown().await;
 }
 
+/// The names of the resources of `report`'s results with their result, sorted.
+fn listed(report: &Json) -> Vec<(String, String)> {
+    let mut n: Vec<(String, String)> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let name = r["resources"][0]["name"].as_str().unwrap().to_string();
+            (name, r["result"].as_str().unwrap().to_string())
+        })
+        .collect();
+    n.sort();
+    n
+}
+
 /// Of two replicas, only the Lease holder writes; when it goes away, the other takes the
-/// Lease over and writes what it has seen.
+/// Lease over and writes what it has seen merged with the report the first one wrote: a
+/// failing pod it never saw stays (it still exists), a pod deleted since goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_lease_holder_writes() {
-    let (fake, api) = Fake::start(&kinds()).await;
+    let mut k = kinds();
+    k.push(Kind::new("v1", "Pod", "pods", true));
+    let (fake, api) = Fake::start(&k).await;
     with_policy(&fake);
     let a = start(config(api, options(100, 100), Some("celgate-a")))
         .await
@@ -305,24 +323,138 @@ async fn only_the_lease_holder_writes() {
         .await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert!(fake.applies.lock().unwrap().is_empty());
-    // a, the holder, writes what it sees.
+    // a, the holder, writes what it sees: two failing pods, one deleted after (its DELETE
+    // reaches neither replica).
     let mut to_a = Webhook::connect(&a).await;
-    to_a.review(review("CREATE", Some(pod("seen-by-a", false)), None))
-        .await;
-    eventually("a writes", || team_report(&fake).is_some()).await;
-    let report = team_report(&fake).unwrap();
-    assert_eq!(summary(&report), (1, 0));
-    assert_eq!(report["results"][0]["resources"][0]["name"], "seen-by-a");
-    // a goes away; once the Lease expires, b takes it over and writes its own state.
+    for name in ["seen-by-a", "deleted-later"] {
+        fake.apply(pod(name, true));
+        to_a.review(review("CREATE", Some(pod(name, true)), None))
+            .await;
+    }
+    eventually("a writes", || {
+        team_report(&fake).is_some_and(|r| summary(&r) == (0, 2))
+    })
+    .await;
+    let fail = |name: &str| (name.to_string(), "fail".to_string());
+    assert_eq!(
+        listed(&team_report(&fake).unwrap()),
+        [fail("deleted-later"), fail("seen-by-a")]
+    );
+    fake.delete(pod("deleted-later", true));
+    // a goes away; b takes the Lease over and writes its state merged with a's report.
     a.shutdown().await;
     eventually("b writes", || {
-        team_report(&fake).is_some_and(|r| r["results"][0]["resources"][0]["name"] == "seen-by-b")
+        team_report(&fake).is_some_and(|r| listed(&r) == [fail("seen-by-a"), fail("seen-by-b")])
     })
     .await;
     let lease = fake
         .object("leases", "celgate-system", "celgate-events")
         .unwrap();
     assert_eq!(lease["spec"]["holderIdentity"], "celgate-b");
+    b.shutdown().await;
+}
+
+/// A result as celgate lists it in a report: `policy` (its binding `<policy>-all`) failed
+/// on the pod `name` of `namespace`.
+fn listed_result(policy: &str, namespace: &str, name: &str) -> Json {
+    json!({
+        "source": "celgate", "policy": policy, "rule": format!("{policy}-all/validations[0]"),
+        "severity": "high", "timestamp": {"seconds": 1, "nanos": 0}, "result": "fail",
+        "scored": true, "message": "no bad pods",
+        "resources": [{"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": format!("uid-{name}")}],
+        "properties": {"binding": format!("{policy}-all"), "validationIndex": "0", "validationActions": "Deny"}
+    })
+}
+
+/// An admission report of `namespace` as a previous holder left it, listing `results`.
+fn left_report(namespace: &str, results: Vec<Json>) -> Json {
+    json!({
+        "apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
+        "metadata": {"name": REPORT, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "celgate", "celgate.io/source": "admission"}},
+        "summary": {"pass": 0, "fail": results.len(), "warn": 0, "error": 0, "skip": 0},
+        "results": results
+    })
+}
+
+/// After a restart, the admission reports left by the previous holder converge before
+/// anything new is admitted: a removed policy's results go (and a report holding only
+/// those is deleted), a failing pod that still exists keeps its result, a deleted pod's
+/// goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_reconciles_the_existing_reports() {
+    let mut k = kinds();
+    k.push(Kind::new("v1", "Pod", "pods", true));
+    let (fake, api) = Fake::start(&k).await;
+    with_policy(&fake);
+    fake.apply(pod("kept", true));
+    fake.apply(left_report(
+        "team",
+        vec![
+            listed_result("removed", "team", "kept"),
+            listed_result("no-bad-label", "team", "kept"),
+            listed_result("no-bad-label", "team", "deleted"),
+        ],
+    ));
+    fake.apply(left_report(
+        "other",
+        vec![listed_result("removed", "other", "elsewhere")],
+    ));
+    let server = start(config(api, options(100, 100), None)).await.unwrap();
+    ready(&server).await;
+    eventually("the team report reconciled", || {
+        team_report(&fake).is_some_and(|r| listed(&r) == [("kept".into(), "fail".into())])
+    })
+    .await;
+    let report = team_report(&fake).unwrap();
+    assert_eq!(report["results"][0]["policy"], "no-bad-label");
+    assert_eq!(summary(&report), (0, 1));
+    eventually("the other report deleted", || {
+        fake.object("policyreports", "other", REPORT).is_none()
+    })
+    .await;
+    server.shutdown().await;
+}
+
+/// A holder that shuts down releases the Lease: the other replica takes it over and
+/// publishes well before the Lease (60 s here) would have expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_is_released_on_shutdown() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    with_policy(&fake);
+    let replica = |identity: &str| {
+        let mut cfg = config(api, options(100, 100), Some(identity));
+        if let PolicySource::Kubernetes { options, .. } = &mut cfg.source {
+            if let Some(lease) = &mut options.events_lease {
+                lease.duration = Duration::from_secs(60);
+            }
+        }
+        cfg
+    };
+    let a = start(replica("celgate-a")).await.unwrap();
+    ready(&a).await;
+    let holder = || {
+        fake.object("leases", "celgate-system", "celgate-events")
+            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_string))
+    };
+    eventually("a holds the lease", || {
+        holder().as_deref() == Some("celgate-a")
+    })
+    .await;
+    let b = start(replica("celgate-b")).await.unwrap();
+    ready(&b).await;
+    let mut to_b = Webhook::connect(&b).await;
+    to_b.review(review("CREATE", Some(pod("seen-by-b", true)), None))
+        .await;
+    a.shutdown().await;
+    eventually("b holds the lease", || {
+        holder().as_deref() == Some("celgate-b")
+    })
+    .await;
+    eventually("b writes", || team_report(&fake).is_some()).await;
+    assert_eq!(
+        listed(&team_report(&fake).unwrap()),
+        [("seen-by-b".to_string(), "fail".to_string())]
+    );
     b.shutdown().await;
 }
 

@@ -437,6 +437,29 @@ async fn bad_input_gets_a_clear_answer() {
     server.shutdown().await;
 }
 
+/// A fresh server exports the series of the dashboard's "Refused requests" and
+/// "Configuration problems" panels at 0 (one per reason), so they show a flat line rather
+/// than "No data" before the first refusal or problem.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn problem_and_refusal_series_start_at_zero() {
+    let dir = temp_dir("zero-series");
+    write_policy(&dir, "Deny");
+    let server = serve_self_signed(&dir, Limits::default()).await;
+    let text = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    for line in [
+        r#"celgate_bad_requests_total{reason="too_large"} 0"#,
+        r#"celgate_bad_requests_total{reason="overloaded"} 0"#,
+        r#"celgate_config_problems{kind="",name="",reason="PolicyNotFound"} 0"#,
+        r#"celgate_config_problems{kind="",name="",reason="InvalidPolicy"} 0"#,
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line} missing from\n{text}"
+        );
+    }
+    server.shutdown().await;
+}
+
 /// An HTTP/2 request whose body is sent in two parts: `head` with the headers, then, once the
 /// answer is in and `pause` has passed, `tail` with END_STREAM. Returns the answer and
 /// whether the stream was reset before the client had sent its whole body (what curl reports
@@ -1089,7 +1112,7 @@ async fn cluster_source_end_to_end() {
     let mut text = String::new();
     for _ in 0..50 {
         text = plain_get(metrics, "/metrics").await;
-        if text.contains("celgate_config_problems{") {
+        if text.contains("name=\"orphan\"") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -58,7 +58,8 @@ pub(super) async fn start(
 
 /// The server's admission results go to the cluster source's policy reports (the server
 /// and the source know nothing of each other); a new snapshot drops the results of removed
-/// policies and bindings from the background reports too.
+/// policies and bindings from the background reports (the source does it for the admission
+/// reports as it publishes the snapshot).
 struct Reports {
     admission: Arc<kube::reports::ReportStore>,
     background: Option<Arc<kube::reports::ReportStore>>,
@@ -74,7 +75,6 @@ impl crate::server::ResultSink for Reports {
     }
 
     fn installed(&self, snapshot: &crate::policy::snapshot::Snapshot) {
-        self.admission.retain(snapshot);
         if let Some(b) = &self.background {
             b.retain(snapshot);
         }

@@ -223,8 +223,13 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops accepting, lets in-flight requests finish, and waits for the listeners.
+    /// Releases the cluster source's Lease (another replica takes over Events, reports and
+    /// scans at once), stops accepting, lets in-flight requests finish, and waits for the
+    /// listeners.
     pub async fn shutdown(self) {
+        if let Some(cluster) = &self.cluster {
+            cluster.release_lease().await;
+        }
         let _ = self.shutdown.send(true);
         for t in self.tasks {
             let _ = t.await;
@@ -265,6 +270,9 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
     let identity = Identity::new(key);
     let tls_config = tls::server_config(identity.clone(), cfg.client_ca.as_deref())?;
     let state = AppState::new(cfg.limits.clone(), cfg.answering);
+    state
+        .metrics
+        .set_problem_reasons(&crate::source::kube::feedback::REASONS);
     if cfg.answering.mode == crate::review::Mode::Observe {
         tracing::info!("observe mode: every review is answered allowed; results are recorded");
     }

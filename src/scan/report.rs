@@ -183,6 +183,51 @@ impl ReportResult {
     }
 }
 
+impl ReportResult {
+    /// A result as a report lists it, read back (the inverse of [`Self::to_json`]): its
+    /// resource and the result; `None` when it is not one celgate writes. The reason is
+    /// not listed, only the severity it gave: it comes back as a reason of that severity.
+    pub fn from_json(result: &Json) -> Option<(Resource, ReportResult)> {
+        let text = |v: &Json| v.as_str().map(str::to_string);
+        let r = &result["resources"][0];
+        let resource = Resource {
+            api_version: text(&r["apiVersion"])?,
+            kind: text(&r["kind"])?,
+            namespace: text(&r["namespace"]).unwrap_or_default(),
+            name: text(&r["name"])?,
+            uid: text(&r["uid"]).unwrap_or_default(),
+        };
+        let properties = &result["properties"];
+        let outcome = match result["result"].as_str()? {
+            "pass" => PolicyResult::Pass,
+            "fail" => PolicyResult::Fail,
+            "error" => PolicyResult::Error,
+            "skip" => PolicyResult::Skip,
+            _ => return None,
+        };
+        let reason = match result["severity"].as_str() {
+            Some("high") => Some("Forbidden".to_string()),
+            Some("low") => Some("RequestEntityTooLarge".to_string()),
+            _ => None,
+        };
+        let validation = match properties.get("validationIndex") {
+            Some(i) => Some(i.as_str()?.parse().ok()?),
+            None => None,
+        };
+        let parsed = ReportResult {
+            policy: text(&result["policy"])?,
+            binding: text(&properties["binding"])?,
+            validation,
+            actions: text(&properties["validationActions"]).unwrap_or_default(),
+            result: outcome,
+            message: text(&result["message"]).unwrap_or_default(),
+            reason: reason.filter(|_| outcome == PolicyResult::Fail),
+            timestamp: result["timestamp"]["seconds"].as_i64().unwrap_or(0),
+        };
+        Some((resource, parsed))
+    }
+}
+
 /// What a report is named and labelled, and how many results it lists at most.
 #[derive(Debug, Clone, Copy)]
 pub struct ReportMeta<'a> {
@@ -190,8 +235,9 @@ pub struct ReportMeta<'a> {
     /// The `celgate.io/source` label: `scan` or `admission`.
     pub source: &'a str,
     /// Results listed at most (the API server refuses objects over 1.5 MiB): beyond it,
-    /// failures and errors are kept first, and the annotation [`DROPPED_ANNOTATION`] says
-    /// how many were left out; the summary still counts every result.
+    /// failures and errors are kept (and listed) first, and the annotation
+    /// [`DROPPED_ANNOTATION`] says how many were left out; the summary still counts every
+    /// result.
     pub max_results: usize,
 }
 
@@ -199,8 +245,19 @@ pub struct ReportMeta<'a> {
 /// [`ReportMeta::max_results`]).
 pub const DROPPED_ANNOTATION: &str = "celgate.io/results-dropped";
 
+/// How urgent a result is in a capped report, most urgent first: `fail` and `error`, then
+/// the reports' `warn` (which celgate does not emit: a failure of a `Warn` binding is a
+/// `fail`), then `pass` and `skip`.
+fn rank(result: PolicyResult) -> u8 {
+    match result {
+        PolicyResult::Fail | PolicyResult::Error => 0,
+        PolicyResult::Pass | PolicyResult::Skip => 2,
+    }
+}
+
 /// One report object: of `namespace` (`None`: the cluster report), listing `results` sorted
-/// by policy, binding, validation and resource, with their summary.
+/// by policy, binding, validation and resource (when capped, failures and errors first), with
+/// their summary.
 pub fn report<'r>(
     api: ReportApi,
     namespace: Option<&str>,
@@ -222,16 +279,19 @@ pub fn report<'r>(
     };
     let mut dropped = 0;
     if results.len() > meta.max_results {
-        // Failures and errors first, then the rest in order; the cut keeps the former.
+        // The most urgent first, then the rest in order: the cut drops passes and skips
+        // first, and what is kept is listed in that order too (a reader of a capped report
+        // sees its failures at the top).
         results.sort_by(|a, b| {
-            (b.1.result >= PolicyResult::Fail)
-                .cmp(&(a.1.result >= PolicyResult::Fail))
+            rank(a.1.result)
+                .cmp(&rank(b.1.result))
                 .then_with(|| order(a, b))
         });
         dropped = results.len() - meta.max_results;
         results.truncate(meta.max_results);
+    } else {
+        results.sort_by(order);
     }
-    results.sort_by(order);
     let mut metadata = Map::new();
     metadata.insert("name".into(), json!(meta.name));
     if let Some(ns) = namespace {

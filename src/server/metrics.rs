@@ -43,6 +43,20 @@ pub struct ProblemLabels<'a> {
     pub reason: &'a str,
 }
 
+/// Every reason a request is refused before evaluation (the `reason` label of
+/// `celgate_bad_requests_total`): each series is exported from the start, at zero.
+pub const REFUSAL_REASONS: [&str; 9] = [
+    "not_ready",
+    "content_type",
+    "slow_client",
+    "too_large",
+    "body",
+    "overloaded",
+    "internal",
+    "malformed",
+    "buffer_budget",
+];
+
 /// 50 µs to 10 s, so that p99 alerts on webhook latency work.
 const REQUEST_BUCKETS: &[f64] = &[
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -86,6 +100,8 @@ pub struct Metrics {
     pub background_incomplete: IntCounter,
     /// Admission report state: resources evicted for `--reports-max-resources`.
     pub report_evicted: IntCounter,
+    /// The reasons of configuration problems, each exported at zero while it has none.
+    problem_reasons: std::sync::OnceLock<&'static [&'static str]>,
 }
 
 /// Where a result comes from: the `source` label of `celgate_policy_results_total`.
@@ -227,7 +243,19 @@ impl Metrics {
         .expect("metric definitions are constants");
         r.register(Box::new(report_evicted.clone()))
             .expect("each metric is registered once");
+        let bad_requests = counter(
+            &r,
+            "celgate_bad_requests_total",
+            "Requests refused before evaluation, by reason.",
+            ["reason"],
+        );
+        // At zero from the start: a dashboard shows a flat line, not "No data".
+        for reason in REFUSAL_REASONS {
+            bad_requests.with_label_values(&[reason]);
+        }
         Metrics {
+            bad_requests,
+            problem_reasons: std::sync::OnceLock::new(),
             background_scan_seconds,
             background_incomplete,
             report_evicted,
@@ -235,13 +263,12 @@ impl Metrics {
             source_stale,
             source_synced: vec(&r, "celgate_source_synced", "1 once a watched resource's initial list completed.", ["source"]),
             source_objects: vec(&r, "celgate_source_objects", "Objects held for each watched resource.", ["source"]),
-            config_problems: vec(&r, "celgate_config_problems", "Misconfigured policies and bindings (also reported as Events): 1 per current problem.", ["kind", "name", "reason"]),
+            config_problems: vec(&r, "celgate_config_problems", "Misconfigured policies and bindings (also reported as Events): 1 per current problem; a reason without a problem has one series at 0 with empty kind and name.", ["kind", "name", "reason"]),
             check_total: counter(&r, "celgate_validating_admission_policy_check_total", "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.", check_labels),
             check_duration: histogram(&r, "celgate_validating_admission_policy_check_duration_seconds", "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.", check_labels, CHECK_BUCKETS),
             match_condition_errors: counter(&r, "celgate_admission_match_condition_evaluation_errors_total", "Admission match condition evaluation errors count, identified by name of resource containing the match condition and broken out for each kind containing matchConditions (webhook or policy), operation and admission type (validate or admit).", mc_labels),
             requests: counter(&r, "celgate_requests_total", "AdmissionReview requests answered, by operation (CREATE, UPDATE, DELETE, CONNECT or other) and decision (allowed, denied, or timeout: 504 past the request's deadline).", ["operation", "decision"]),
             request_seconds: histogram(&r, "celgate_request_duration_seconds", "Time to answer an AdmissionReview, from the request to the answer.", ["operation", "decision"], REQUEST_BUCKETS),
-            bad_requests: counter(&r, "celgate_bad_requests_total", "Requests refused before evaluation, by reason.", ["reason"]),
             buffered_bytes: gauge("celgate_buffered_bytes", "Request and answer bytes buffered now, within --max-buffered-bytes; a request that would pass it is answered 503 (celgate_bad_requests_total{reason=\"buffer_budget\"})."),
             policies: gauge("celgate_policies_loaded", "ValidatingAdmissionPolicies with at least one binding in the current snapshot."),
             bindings: gauge("celgate_bindings_loaded", "ValidatingAdmissionPolicyBindings of loaded policies in the current snapshot."),
@@ -342,13 +369,30 @@ impl Metrics {
         }
     }
 
+    /// The reasons a configuration problem can have: from now on, each reason without a
+    /// problem is exported at 0 (kind and name empty), so that a dashboard shows a flat line
+    /// rather than "No data" before the first problem.
+    pub fn set_problem_reasons(&self, reasons: &'static [&'static str]) {
+        let _ = self.problem_reasons.set(reasons);
+        self.problems(std::iter::empty());
+    }
+
     /// Sets the problem gauge to the current problems.
     pub fn problems<'a>(&self, problems: impl IntoIterator<Item = ProblemLabels<'a>>) {
         self.config_problems.reset();
+        let mut seen: Vec<&str> = Vec::new();
         for p in problems {
             self.config_problems
                 .with_label_values(&[p.kind, p.name, p.reason])
                 .set(1);
+            seen.push(p.reason);
+        }
+        for reason in self.problem_reasons.get().copied().unwrap_or_default() {
+            if !seen.contains(reason) {
+                self.config_problems
+                    .with_label_values(&["", "", reason])
+                    .set(0);
+            }
         }
     }
 

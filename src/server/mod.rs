@@ -288,6 +288,10 @@ async fn metrics_text(State(s): State<Arc<AppState>>) -> Response {
 }
 
 fn refuse(s: &AppState, status: StatusCode, reason: &'static str, message: String) -> Response {
+    debug_assert!(
+        metrics::REFUSAL_REASONS.contains(&reason),
+        "{reason} is not in REFUSAL_REASONS"
+    );
     s.metrics.bad_requests.with_label_values(&[reason]).inc();
     // No field is called `message`: the JSON log already has the event's message under that
     // key, and would repeat it.

@@ -22,8 +22,7 @@ pub struct Problem {
     pub api_version: String,
     pub name: String,
     pub uid: String,
-    /// `PolicyNotFound`, `ParamNotFound`, `ParamNamespaceNotWatched`, `ParamKindNotFound`,
-    /// `ParamKindNotListed` or `InvalidPolicy`.
+    /// One of [`REASONS`].
     pub reason: &'static str,
     pub message: String,
 }
@@ -49,7 +48,18 @@ fn note(text: String) -> String {
     format!("{}... ({} more bytes)", &text[..end], text.len() - end)
 }
 
+/// Every problem's reason: the metrics export each at zero while it has no problem.
+pub const REASONS: [&str; 6] = [
+    "PolicyNotFound",
+    "ParamNotFound",
+    NAMESPACE_NOT_WATCHED,
+    "ParamKindNotFound",
+    "ParamKindNotListed",
+    "InvalidPolicy",
+];
+
 pub(crate) fn problem(object: &Json, reason: &'static str, message: String) -> Problem {
+    debug_assert!(REASONS.contains(&reason), "{reason} is not in REASONS");
     let text = |v: &Json| v.as_str().unwrap_or("").to_string();
     Problem {
         kind: text(&object["kind"]),

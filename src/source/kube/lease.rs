@@ -2,6 +2,12 @@
 //! Every replica watches and serves; only the Lease holder publishes, so that two replicas do
 //! not post every Warning twice. A holder that stops renewing loses the Lease once it expires,
 //! and another replica takes over (and reports the current problems once more).
+//!
+//! As client-go's leader election with `ReleaseOnCancel`, a holder that shuts down
+//! gracefully releases the Lease: it clears `holderIdentity` and sets
+//! `leaseDurationSeconds` to 1, with a replace conditioned on the resourceVersion it read
+//! (so it never clears another holder's record). A Lease without a holder is free: another
+//! replica takes it at its next renewal instead of waiting for the duration to expire.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::PostParams;
 use kube::{Api, Client};
+use tokio::sync::watch;
 
 /// The Lease and how it is held.
 #[derive(Debug, Clone)]
@@ -46,8 +53,14 @@ impl Leadership {
     }
 }
 
-/// Tries to acquire and keep the Lease until the task is aborted.
-pub async fn hold(client: Client, options: LeaseOptions, leadership: Arc<Leadership>) {
+/// Tries to acquire and keep the Lease until `stop` turns true (or its sender is dropped),
+/// then stops leading and releases the Lease if it held it; or until the task is aborted.
+pub async fn hold(
+    client: Client,
+    options: LeaseOptions,
+    leadership: Arc<Leadership>,
+    mut stop: watch::Receiver<bool>,
+) {
     let api: Api<Lease> = Api::namespaced(client, &options.namespace);
     loop {
         let leader = match tokio::time::timeout(options.renew, try_hold(&api, &options)).await {
@@ -63,8 +76,49 @@ pub async fn hold(client: Client, options: LeaseOptions, leadership: Arc<Leaders
         }
         leadership.leader.store(leader, Ordering::Release);
         leadership.rounds.fetch_add(1, Ordering::Release);
-        tokio::time::sleep(options.renew).await;
+        tokio::select! {
+            _ = stop.wait_for(|stopped| *stopped) => break,
+            _ = tokio::time::sleep(options.renew) => {}
+        }
     }
+    // Stop leading first: nothing is published once another replica may hold the Lease.
+    let was_leader = leadership.leader.swap(false, Ordering::AcqRel);
+    leadership.rounds.fetch_add(1, Ordering::Release);
+    if !was_leader {
+        return;
+    }
+    match tokio::time::timeout(options.renew, release(&api, &options)).await {
+        Ok(Ok(true)) => tracing::info!(lease = %options.name, "lease released"),
+        Ok(Ok(false)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, lease = %options.name, "lease not released; another replica takes it over once it expires")
+        }
+        Err(_) => {
+            tracing::warn!(lease = %options.name, "lease not released in time; another replica takes it over once it expires")
+        }
+    }
+}
+
+/// Releases the Lease if this replica holds it (as client-go's `ReleaseOnCancel`): no
+/// holder, a duration of one second; `Ok(true)` once released.
+async fn release(api: &Api<Lease>, o: &LeaseOptions) -> Result<bool, kube::Error> {
+    let Some(mut lease) = api.get_opt(&o.name).await? else {
+        return Ok(false);
+    };
+    let Some(spec) = lease.spec.as_mut() else {
+        return Ok(false);
+    };
+    if spec.holder_identity.as_deref() != Some(o.identity.as_str()) {
+        return Ok(false);
+    }
+    let now = MicroTime(Timestamp::now());
+    spec.holder_identity = None;
+    spec.lease_duration_seconds = Some(1);
+    spec.acquire_time = Some(now.clone());
+    spec.renew_time = Some(now);
+    // Conditioned on the resourceVersion read above: a replica that took the Lease over
+    // meanwhile keeps it (a conflict).
+    conflict_is_false(api.replace(&o.name, &PostParams::default(), &lease).await)
 }
 
 /// One round: create, renew or take over the Lease; `Ok(true)` when this replica holds it.
@@ -94,12 +148,14 @@ async fn try_hold(api: &Api<Lease>, o: &LeaseOptions) -> Result<bool, kube::Erro
     };
     let spec = lease.spec.clone().unwrap_or_default();
     let held_by_me = spec.holder_identity.as_deref() == Some(o.identity.as_str());
+    // Released by its last holder: free at once.
+    let free = spec.holder_identity.as_deref().is_none_or(str::is_empty);
     let expired = spec.renew_time.as_ref().is_none_or(|t| {
         let duration =
             SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(seconds)));
         t.0.checked_add(duration).map_or(true, |end| end < now)
     });
-    if !held_by_me && !expired {
+    if !held_by_me && !free && !expired {
         return Ok(false);
     }
     let transitions = spec.lease_transitions.unwrap_or(0) + i32::from(!held_by_me);

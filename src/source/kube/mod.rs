@@ -237,6 +237,8 @@ pub struct KubeSource {
     background_store: std::sync::OnceLock<Arc<reports::ReportStore>>,
     /// The background scans and their report writer.
     background_tasks: Mutex<Vec<Task>>,
+    /// Holds the Lease (when there is one and something needs it), until released.
+    lease: tokio::sync::Mutex<Option<LeaseTask>>,
     _task: Task,
     _reports_task: Option<Task>,
 }
@@ -284,6 +286,35 @@ impl KubeSource {
             .reports
             .as_ref()
             .map(|o| Arc::new(reports::ReportStore::admission(o.max_resources)));
+        // The admission results follow the snapshots (a removed policy's go), and are
+        // adopted from existing reports against the latest one.
+        let publish: Publish = match &store {
+            Some(store) => {
+                let store = store.clone();
+                Arc::new(move |snapshot| {
+                    store.retain(&snapshot);
+                    publish(snapshot)
+                })
+            }
+            None => publish,
+        };
+        // Held for Events (unless the policies come from a folder: no Event is posted
+        // about them), policy reports and background scans.
+        let events = options.events && feed.is_none();
+        let leased = events || options.reports.is_some() || options.background.is_some();
+        let lease = options.events_lease.clone().filter(|_| leased).map(|l| {
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let task = tokio::spawn(lease::hold(
+                client.clone(),
+                l,
+                shared.leadership.clone(),
+                stopped,
+            ));
+            LeaseTask {
+                stop,
+                task: Task(task),
+            }
+        });
         let reports_task = options
             .reports
             .clone()
@@ -310,8 +341,30 @@ impl KubeSource {
             options,
             background_store: std::sync::OnceLock::new(),
             background_tasks: Mutex::default(),
+            lease: tokio::sync::Mutex::new(lease),
             _task: Task(task),
             _reports_task: reports_task,
+        }
+    }
+
+    /// Graceful shutdown: stops leading and releases the Lease if this replica holds it, so
+    /// that another replica takes over at once (waits for the release, a few renewal
+    /// periods at most). Watches and writers stop when the source is dropped.
+    pub async fn release_lease(&self) {
+        let Some(mut lease) = self.lease.lock().await.take() else {
+            return;
+        };
+        let _ = lease.stop.send(true);
+        let limit = self
+            .options
+            .events_lease
+            .as_ref()
+            .map_or(Duration::ZERO, |l| l.renew * 3);
+        if tokio::time::timeout(limit, &mut lease.task.0)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the lease was not released in time");
         }
     }
 
@@ -868,16 +921,6 @@ async fn run(
     let mut feedback = (options.events && !fed)
         .then(|| feedback::Reporter::new(client.clone(), &options.instance));
     let leadership = shared.leadership.clone();
-    // Aborted with this task; held for Events and for policy reports.
-    let leased = feedback.is_some() || options.reports.is_some() || options.background.is_some();
-    let _lease = match (leased, &options.events_lease) {
-        (true, Some(l)) => Some(Task(tokio::spawn(lease::hold(
-            client.clone(),
-            l.clone(),
-            leadership.clone(),
-        )))),
-        _ => None,
-    };
     let reports =
         |leadership: &lease::Leadership| options.events_lease.is_none() || leadership.is_leader();
     let mut last_built: Option<Vec<u64>> = None;
@@ -1026,6 +1069,12 @@ impl Drop for Task {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// The task holding the Lease, and what tells it to stop and release it.
+struct LeaseTask {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: Task,
 }
 
 /// Time allowed for one discovery request.

@@ -10,26 +10,43 @@
 //! manager `celgate`, forced), or deletes it once it has no result left. So a burst of any
 //! number of admissions makes at most one write per report per interval.
 //!
-//! Each replica keeps the results of the admissions it answered; the writer reports what it
-//! saw (a replica that takes the Lease over writes its whole state at once). The admission
-//! state is bounded: at most `max_resources` resources (`--reports-max-resources`), the one
-//! recorded longest ago evicted first; and after a complete background scan, a resource of
-//! a scanned kind that the scan did not list is gone and loses its results
-//! ([`ReportStore::prune_absent`]).
+//! Each replica keeps the results of the admissions it answered. A replica that becomes
+//! the writer (at start, or taking the Lease over) writes nothing before it has adopted
+//! the existing reports ([`ReportStore::adopt`]): it lists the `celgate-admission` reports
+//! by their labels and merges their results into its state (it did not see those
+//! admissions, but they were true when written), except the results of policies and
+//! bindings the current snapshot does not have, and except where its own results of a
+//! resource are as recent or more. It then writes every report it listed or has results
+//! for (a report left without results is deleted), and confirms that each adopted resource
+//! still exists with a GET by name, one per resource and once per takeover: a 404, an
+//! object of another uid, or a kind no longer served drops its results (unless admitted
+//! again since); a GET that fails otherwise (a 403 included) keeps them. A GET is used
+//! rather than a background scan's listing because scans may be off, and do not list every
+//! kind an admission reports (an UPDATE-only binding's). A capped report's dropped results
+//! cannot be adopted (they were never written).
+//!
+//! The admission state is bounded: at most `max_resources` resources
+//! (`--reports-max-resources`), the one recorded longest ago evicted first; and after a
+//! complete background scan, a resource of a scanned kind that the scan did not list is
+//! gone and loses its results ([`ReportStore::prune_absent`]).
 //!
 //! Background scans ([`super::background`]) have a store of their own, written the same way
 //! as the reports `celgate-background` (label `celgate.io/source: background`); each scan
 //! replaces its whole state ([`ReportStore::replace`]). After a complete scan, the writer
 //! also lists the background reports by their labels and deletes those the new state does
-//! not have (a previous Lease holder's), see [`ReportStore::request_sweep`]. Admission
-//! reports get no such sweep: a new holder's admission state is only what it answered.
+//! not have (a previous Lease holder's), see [`ReportStore::request_sweep`]. A new holder
+//! scans at once, so its background reports need no adoption.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use kube::discovery::Scope;
+use kube::error::DiscoveryError;
 use kube::{Api, Client};
 use serde_json::Value as Json;
 
@@ -74,6 +91,15 @@ impl Default for ReportOptions {
     }
 }
 
+/// A resource whose results were adopted from an existing report, as recorded then.
+#[derive(Debug, Clone)]
+pub struct Adopted {
+    namespace: String,
+    key: String,
+    seq: u64,
+    pub resource: Resource,
+}
+
 /// One resource's current results.
 #[derive(Debug)]
 struct Entry {
@@ -95,6 +121,9 @@ struct State {
     dirty: BTreeSet<String>,
     /// Stale reports are looked for at the next flush (see [`ReportStore::request_sweep`]).
     sweep: bool,
+    /// The policies and bindings of the last snapshot [`ReportStore::retain`] saw; `None`
+    /// before the first, when existing reports cannot be adopted yet.
+    known: Option<Known>,
 }
 
 impl State {
@@ -138,6 +167,9 @@ pub struct ReportStore {
     max_resources: usize,
     /// Resources evicted so far for `max_resources`.
     evicted: AtomicU64,
+    /// Whether a writer taking over first adopts the results of the existing reports
+    /// ([`Self::adopt`]): the admission reports, whose state each replica only partly saw.
+    adopts: bool,
 }
 
 /// The admission results' store, unbounded.
@@ -147,14 +179,19 @@ impl Default for ReportStore {
     }
 }
 
-/// The report a resource's results go to: its namespace, or the cluster report for a
-/// cluster-scoped object (a Namespace included, whose requests name it as their namespace).
-fn report_namespace(r: &Resource) -> &str {
+/// `r` as reports list it: a Namespace, whose admission requests name it as their
+/// namespace, is cluster-scoped and has none (as the background scans list it).
+fn normalized(mut r: Resource) -> Resource {
     if r.kind == "Namespace" && r.api_version == "v1" {
-        ""
-    } else {
-        &r.namespace
+        r.namespace.clear();
     }
+    r
+}
+
+/// The report a (normalized) resource's results go to: its namespace, or the cluster
+/// report (`""`) for a cluster-scoped object.
+fn report_namespace(r: &Resource) -> &str {
+    &r.namespace
 }
 
 fn resource_key(r: &Resource) -> String {
@@ -174,6 +211,7 @@ impl ReportStore {
             source: "admission",
             max_resources,
             evicted: AtomicU64::new(0),
+            adopts: true,
         }
     }
 
@@ -187,6 +225,7 @@ impl ReportStore {
             source: "background",
             max_resources: usize::MAX,
             evicted: AtomicU64::new(0),
+            adopts: false,
         }
     }
 
@@ -218,6 +257,7 @@ impl ReportStore {
 
     /// `resource`'s results are now `results` (none: it has no result left).
     pub fn record(&self, resource: Resource, results: Vec<ReportResult>) {
+        let resource = normalized(resource);
         let namespace = report_namespace(&resource).to_string();
         let key = resource_key(&resource);
         let mut state = self.lock();
@@ -250,6 +290,11 @@ impl ReportStore {
         if !unchanged {
             state.dirty.insert(namespace);
         }
+        self.evict_over_bound(state);
+    }
+
+    /// Past `max_resources`, drops the entries recorded longest ago, counted.
+    fn evict_over_bound(&self, state: &mut State) {
         let mut evicted = 0u64;
         while state.len() > self.max_resources {
             let Some((_, (ns, key))) = state.order.pop_first() else {
@@ -304,27 +349,36 @@ impl ReportStore {
         gone.len()
     }
 
-    /// Drops the results of policies and bindings `snapshot` no longer has.
+    /// Drops the results of policies and bindings `snapshot` no longer has; results
+    /// adopted later are checked against it too.
     pub fn retain(&self, snapshot: &Snapshot) {
-        let known: BTreeSet<(&str, &str)> = snapshot
-            .policies
-            .iter()
-            .flat_map(|p| {
-                p.bindings
-                    .iter()
-                    .map(|b| (p.policy.name.as_str(), b.name.as_str()))
-            })
-            .collect();
+        self.retain_known(
+            snapshot
+                .policies
+                .iter()
+                .map(|p| {
+                    let bindings = p.bindings.iter().map(|b| b.name.clone()).collect();
+                    (p.policy.name.clone(), bindings)
+                })
+                .collect(),
+        );
+    }
+
+    /// [`Self::retain`] of the policies and bindings named in `known`.
+    fn retain_known(&self, known: Known) {
         let mut state = self.lock();
         let State {
-            namespaces, dirty, ..
+            namespaces,
+            dirty,
+            known: kept,
+            ..
         } = &mut *state;
+        let known = kept.insert(known);
         for (namespace, objects) in namespaces.iter_mut() {
             let mut changed = false;
             objects.retain(|_, e| {
                 let before = e.results.len();
-                e.results
-                    .retain(|r| known.contains(&(r.policy.as_str(), r.binding.as_str())));
+                e.results.retain(|r| is_known(known, r));
                 changed |= e.results.len() != before;
                 !e.results.is_empty()
             });
@@ -333,6 +387,89 @@ impl ReportStore {
             }
         }
         state.reindex();
+    }
+
+    /// A writer taking over adopts the results of the existing reports `reports` (each
+    /// report's namespace, `""` for the cluster report, with its results): it did not see
+    /// those admissions, but they were true when written. Results of policies and bindings
+    /// the last snapshot does not have are left out; a resource this store recorded more
+    /// recently (its newest result's timestamp not older) keeps its own results. Every
+    /// report listed is rewritten at the next flush (deleted when nothing is left in it).
+    /// Returns the resources adopted, whose existence the writer confirms
+    /// ([`Self::forget`]); `None`, adopting nothing, before the first snapshot.
+    pub fn adopt(
+        &self,
+        reports: impl IntoIterator<Item = (String, Vec<(Resource, ReportResult)>)>,
+    ) -> Option<Vec<Adopted>> {
+        let mut state = self.lock();
+        let state = &mut *state;
+        let known = state.known.as_ref()?;
+        let mut found: BTreeMap<(String, String), (Resource, Vec<ReportResult>)> = BTreeMap::new();
+        for (namespace, results) in reports {
+            state.dirty.insert(namespace);
+            for (resource, result) in results {
+                if !is_known(known, &result) {
+                    continue;
+                }
+                let resource = normalized(resource);
+                let at = (
+                    report_namespace(&resource).to_string(),
+                    resource_key(&resource),
+                );
+                found
+                    .entry(at)
+                    .or_insert_with(|| (resource, Vec::new()))
+                    .1
+                    .push(result);
+            }
+        }
+        let newest = |results: &[ReportResult]| results.iter().map(|r| r.timestamp).max();
+        let mut adopted = Vec::new();
+        for ((namespace, key), (resource, results)) in found {
+            let objects = state.namespaces.entry(namespace.clone()).or_default();
+            if let Some(ours) = objects.get(&key) {
+                if newest(&ours.results) >= newest(&results) {
+                    continue;
+                }
+                state.order.remove(&ours.seq);
+            }
+            let seq = state.next_seq;
+            state.next_seq += 1;
+            let entry = Entry {
+                resource: resource.clone(),
+                results,
+                seq,
+            };
+            objects.insert(key.clone(), entry);
+            state.order.insert(seq, (namespace.clone(), key.clone()));
+            state.dirty.insert(namespace.clone());
+            adopted.push(Adopted {
+                namespace,
+                key,
+                seq,
+                resource,
+            });
+        }
+        self.evict_over_bound(state);
+        Some(adopted)
+    }
+
+    /// Drops the adopted resources found `gone`, unless recorded again since (a newer
+    /// admission's results stay); how many were dropped.
+    pub fn forget<'a>(&self, gone: impl IntoIterator<Item = &'a Adopted>) -> usize {
+        let mut state = self.lock();
+        let mut dropped = 0;
+        for a in gone {
+            let unchanged = state
+                .namespaces
+                .get(&a.namespace)
+                .and_then(|m| m.get(&a.key))
+                .is_some_and(|e| e.seq == a.seq);
+            if unchanged && state.remove(&a.namespace, &a.key) {
+                dropped += 1;
+            }
+        }
+        dropped
     }
 
     /// A complete state at once (a background scan's): every resource's results are now
@@ -475,6 +612,16 @@ impl ReportStore {
     }
 }
 
+/// Policy name -> the names of its bindings, in a snapshot.
+type Known = BTreeMap<String, BTreeSet<String>>;
+
+/// Whether `r`'s policy and binding are among `known`.
+fn is_known(known: &Known, r: &ReportResult) -> bool {
+    known
+        .get(r.policy.as_str())
+        .is_some_and(|b| b.contains(r.binding.as_str()))
+}
+
 /// Two results that report the same (the timestamp aside): an unchanged admission does not
 /// rewrite its report.
 fn same_outcome(a: &ReportResult, b: &ReportResult) -> bool {
@@ -544,11 +691,28 @@ pub async fn write(
     is_writer: impl Fn() -> bool + Send + 'static,
 ) {
     let mut was_writer = false;
+    // Confirmations of adopted resources, beside the writes (dropped, hence aborted, with
+    // this task).
+    let mut confirming = tokio::task::JoinSet::new();
     loop {
         tokio::time::sleep(options.interval).await;
+        while confirming.try_join_next().is_some() {}
         let writer = is_writer();
+        let mut adopted = Vec::new();
         if writer && !was_writer {
-            tracing::info!("writing policy reports");
+            // Nothing is written before the existing reports are adopted: a partial view
+            // would replace what others saw.
+            if store.adopts {
+                match adopt(&client, options.api, &store).await {
+                    Ok(Some(a)) => adopted = a,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "existing policy reports not listed; nothing written until they are (tried again at the next interval)");
+                        continue;
+                    }
+                }
+            }
+            tracing::info!(adopted = adopted.len(), "writing policy reports");
             store.mark_all();
         }
         was_writer = writer;
@@ -562,6 +726,9 @@ pub async fn write(
                 store.mark([namespace]);
             }
         }
+        if !adopted.is_empty() {
+            confirming.spawn(confirm(client.clone(), store.clone(), adopted));
+        }
         if store.take_sweep() {
             if let Err(e) = sweep(&client, options.api, &store).await {
                 tracing::warn!(error = %e, "stale policy reports not listed; looked for again at the next interval");
@@ -571,15 +738,131 @@ pub async fn write(
     }
 }
 
+/// The label selector of the reports of `store`'s source that celgate wrote.
+fn selector(store: &ReportStore) -> String {
+    format!(
+        "app.kubernetes.io/managed-by={FIELD_MANAGER},celgate.io/source={}",
+        store.source
+    )
+}
+
+/// Lists `store`'s existing reports (namespaced and cluster) and adopts their results
+/// ([`ReportStore::adopt`]).
+async fn adopt(
+    client: &Client,
+    api: ReportApi,
+    store: &ReportStore,
+) -> Result<Option<Vec<Adopted>>, kube::Error> {
+    let params = ListParams::default().labels(&selector(store));
+    let mut found = Vec::new();
+    for cluster in [false, true] {
+        let reports: Api<DynamicObject> =
+            Api::all_with(client.clone(), &api_resource(api, cluster));
+        for report in reports.list(&params).await? {
+            if report.metadata.name.as_deref() != Some(store.name) {
+                continue;
+            }
+            let namespace = report.metadata.namespace.clone().unwrap_or_default();
+            let results = match report.data.get("results") {
+                Some(Json::Array(results)) => {
+                    results.iter().filter_map(ReportResult::from_json).collect()
+                }
+                _ => Vec::new(),
+            };
+            found.push((namespace, results));
+        }
+    }
+    Ok(store.adopt(found))
+}
+
+/// Drops the adopted resources that no longer exist ([`absent`]) from `store`; their
+/// reports are rewritten at the next flush.
+async fn confirm(client: Client, store: Arc<ReportStore>, adopted: Vec<Adopted>) {
+    let gone = absent(&client, &adopted).await;
+    let dropped = store.forget(gone);
+    if dropped > 0 {
+        tracing::info!(
+            resources = dropped,
+            "admission reports: adopted results of resources that no longer exist dropped"
+        );
+    }
+}
+
+/// Whether an object's kind is served, and where.
+enum Served {
+    At(ApiResource, bool),
+    /// Not served: no object of it exists.
+    Not,
+    /// Discovery failed: existence is not known.
+    Unknown,
+}
+
+/// The adopted resources that no longer exist: a GET by name (one per resource, once per
+/// takeover, one at a time so as not to load the API server) answers 404, or finds an
+/// object of another uid, or the kind is no longer served. A resource whose GET fails
+/// otherwise is kept (it existed when reported).
+async fn absent<'a>(client: &Client, adopted: &'a [Adopted]) -> Vec<&'a Adopted> {
+    let mut kinds: BTreeMap<(String, String), Served> = BTreeMap::new();
+    let mut gone = Vec::new();
+    for a in adopted {
+        let r = &a.resource;
+        let kind = (r.api_version.clone(), r.kind.clone());
+        if !kinds.contains_key(&kind) {
+            let served = served(client, r).await;
+            kinds.insert(kind.clone(), served);
+        }
+        let (resource, namespaced) = match kinds.get(&kind) {
+            Some(Served::At(resource, namespaced)) => (resource, *namespaced),
+            Some(Served::Not) => {
+                gone.push(a);
+                continue;
+            }
+            _ => continue,
+        };
+        let objects: Api<DynamicObject> = match (namespaced, r.namespace.as_str()) {
+            (true, "") => continue,
+            (true, ns) => Api::namespaced_with(client.clone(), ns, resource),
+            (false, _) => Api::all_with(client.clone(), resource),
+        };
+        match objects.get_opt(&r.name).await {
+            Ok(None) => gone.push(a),
+            Ok(Some(o)) => {
+                let uid = o.metadata.uid.as_deref().unwrap_or_default();
+                if !r.uid.is_empty() && !uid.is_empty() && uid != r.uid {
+                    gone.push(a);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(resource = %r.display(), error = %e, "admission reports: cannot tell whether an adopted resource exists; kept")
+            }
+        }
+    }
+    gone
+}
+
+/// Where `r`'s kind is served (discovery of its group version).
+async fn served(client: &Client, r: &Resource) -> Served {
+    let (group, version) = match r.api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", r.api_version.as_str()),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, &r.kind);
+    match kube::discovery::pinned_kind(client, &gvk).await {
+        Ok((resource, caps)) => Served::At(resource, caps.scope == Scope::Namespaced),
+        Err(kube::Error::Discovery(DiscoveryError::MissingKind(_))) => Served::Not,
+        Err(kube::Error::Api(s)) if s.code == 404 => Served::Not,
+        Err(e) => {
+            tracing::debug!(api_version = %r.api_version, kind = %r.kind, error = %e, "admission reports: discovery failed; adopted results of this kind kept");
+            Served::Unknown
+        }
+    }
+}
+
 /// Deletes the reports of `store`'s source that celgate wrote and `store` has no results
 /// for (namespaced and cluster reports); a failed delete is logged and left to the next
 /// sweep.
 async fn sweep(client: &Client, api: ReportApi, store: &ReportStore) -> Result<(), kube::Error> {
-    let selector = format!(
-        "app.kubernetes.io/managed-by={FIELD_MANAGER},celgate.io/source={}",
-        store.source
-    );
-    let params = ListParams::default().labels(&selector);
+    let params = ListParams::default().labels(&selector(store));
     for cluster in [false, true] {
         let reports: Api<DynamicObject> =
             Api::all_with(client.clone(), &api_resource(api, cluster));
@@ -863,6 +1146,98 @@ mod tests {
         let report = dirty[0].1.as_ref().unwrap();
         assert_eq!(report["kind"], "ClusterPolicyReport");
         assert!(report["metadata"].get("namespace").is_none());
+        // Cluster-scoped: its reference has no namespace, as a background scan lists it.
+        let reference = &report["results"][0]["resources"][0];
+        assert_eq!(reference["name"], "team");
+        assert!(reference.get("namespace").is_none(), "{reference}");
+    }
+
+    fn known(pairs: &[(&str, &str)]) -> Known {
+        let mut k = Known::new();
+        for (p, b) in pairs {
+            k.entry(p.to_string()).or_default().insert(b.to_string());
+        }
+        k
+    }
+
+    /// The results of `store`'s reports as a writer taking over reads them back.
+    fn read_back(store: &ReportStore) -> Vec<(String, Vec<(Resource, ReportResult)>)> {
+        store
+            .take_dirty(&options(100))
+            .into_iter()
+            .filter_map(|(ns, report)| {
+                let results = report?["results"]
+                    .as_array()?
+                    .iter()
+                    .map(|r| ReportResult::from_json(r).unwrap())
+                    .collect();
+                Some((ns, results))
+            })
+            .collect()
+    }
+
+    /// A writer taking over adopts the results of existing reports: read back as written,
+    /// a removed policy's left out, a resource it recorded more recently keeps its own,
+    /// a report left without results is deleted; an adopted resource found gone is
+    /// forgotten unless recorded again since. Nothing is adopted before a snapshot.
+    #[test]
+    fn existing_reports_are_adopted() {
+        let previous = ReportStore::default();
+        let mut fail = result("x", PolicyResult::Fail);
+        fail.reason = Some("Forbidden".into());
+        fail.timestamp = 5;
+        previous.record(resource("a", "p1", "u1"), vec![fail.clone()]);
+        previous.record(resource("a", "p2", "u2"), vec![fail.clone()]);
+        previous.record(
+            resource("a", "p3", "u3"),
+            vec![fail.clone(), result("gone", PolicyResult::Fail)],
+        );
+        previous.record(
+            resource("b", "p4", "u4"),
+            vec![result("gone", PolicyResult::Fail)],
+        );
+        let reports = read_back(&previous);
+        let p2 = reports[0].1.iter().find(|(r, _)| r.name == "p2").unwrap();
+        assert_eq!((&p2.0, &p2.1), (&resource("a", "p2", "u2"), &fail));
+
+        let store = ReportStore::default();
+        assert!(store.adopt(reports.clone()).is_none(), "no snapshot yet");
+        store.retain_known(known(&[("x", "x-binding")]));
+        // This replica saw p1 pass after the report was written; p2 fail before.
+        let mut pass = result("x", PolicyResult::Pass);
+        pass.timestamp = 9;
+        store.record(resource("a", "p1", "u1"), vec![pass]);
+        let mut old = result("x", PolicyResult::Pass);
+        old.timestamp = 1;
+        store.record(resource("a", "p2", "u2"), vec![old]);
+        let _ = store.take_dirty(&options(100));
+        let adopted = store.adopt(reports).unwrap();
+        let mut names: Vec<&str> = adopted.iter().map(|a| a.resource.name.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["p2", "p3"]);
+        let dirty = store.take_dirty(&options(100));
+        assert_eq!(dirty.len(), 2);
+        assert_eq!(dirty[1], ("b".to_string(), None), "only a removed policy's");
+        let report = dirty[0].1.as_ref().unwrap();
+        assert_eq!(report["summary"]["pass"], 1, "p1: its own, newer");
+        assert_eq!(
+            report["summary"]["fail"], 2,
+            "p2 adopted, p3 without `gone`"
+        );
+        assert_eq!(report["results"].as_array().unwrap().len(), 3);
+        // p3 is gone; p2 too, but admitted again since: it stays.
+        store.record(
+            resource("a", "p2", "u2"),
+            vec![result("x", PolicyResult::Pass)],
+        );
+        assert_eq!(store.forget(&adopted), 1);
+        assert_eq!(names_of(&store), ["p1", "p2"]);
+    }
+
+    fn names_of(store: &ReportStore) -> Vec<String> {
+        let mut n = names(store);
+        n.sort();
+        n
     }
 
     #[test]
@@ -883,8 +1258,8 @@ mod tests {
         let report = dirty[0].1.as_ref().unwrap();
         let results = report["results"].as_array().unwrap();
         assert_eq!(results.len(), 3);
-        let fails = results.iter().filter(|r| r["result"] == "fail").count();
-        assert_eq!(fails, 2, "both failures kept");
+        let listed: Vec<&Json> = results.iter().map(|r| &r["result"]).collect();
+        assert_eq!(listed, ["fail", "fail", "pass"], "failures kept, and first");
         assert_eq!(
             report["metadata"]["annotations"][report::DROPPED_ANNOTATION],
             "7"
