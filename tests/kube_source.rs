@@ -3,8 +3,10 @@
 //! dropped watches, 410 Gone), param kinds start and stop, namespace labels change matching,
 //! readiness waits for the initial lists, the v1beta1 fallback, staleness while the API
 //! server is down, prompt recovery after an outage (and after a late start) with staleness
-//! counted until the re-list, SubjectAccessReview checks, Events for misconfigured objects, and
-//! the cluster's CRDs in the resource registry (or, forbidden, lenient matching).
+//! counted until the re-list, SubjectAccessReview checks, Events for misconfigured objects,
+//! the cluster's CRDs in the resource registry (or, forbidden, lenient matching), an etcd
+//! wiped or restored (history going back, a new cluster identity), and the periodic re-list
+//! that finds what a watch missed.
 
 mod fake_apiserver;
 #[path = "common/fixtures.rs"]
@@ -1165,4 +1167,172 @@ async fn forbidden_crds_leave_matching_lenient() {
         .status()
         .iter()
         .all(|s| !s.name.starts_with("customresourcedefinitions")));
+}
+
+/// How many history resets the source counted for `reason`.
+fn resets(source: &KubeSource, reason: &str) -> u64 {
+    source
+        .history_resets()
+        .into_iter()
+        .find(|(r, _)| r == reason)
+        .map_or(0, |(_, n)| n)
+}
+
+/// The drift the periodic re-lists found in the stores whose names start with `prefix`.
+fn drift(source: &KubeSource, prefix: &str) -> u64 {
+    source
+        .resync_drift()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with(prefix))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// etcd is replaced (or restored from a backup): resourceVersions start again far below
+/// those celgate has seen, the old policy is gone and a new one exists. The API server
+/// accepts the watches resumed from the old resourceVersions and sends nothing on them;
+/// celgate sees the list's resourceVersion go back, lists every resource again, stops
+/// enforcing the deleted policy and enforces the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_wipe_is_detected_and_every_resource_listed_again() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    with_no_bad_in_prod(&fake);
+    for i in 0..20 {
+        fake.apply(namespace(&format!("filler-{i}"), "dev"));
+    }
+    let (source, latest) = start_ready(addr, false).await;
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+    let before = fake.resource_version();
+
+    fake.wipe(3);
+    fake.apply(namespace("team", "prod"));
+    deny_pods_named(&fake, "worse");
+    assert!(fake.resource_version() < before);
+    fake.drop_watches();
+    fake_apiserver::eventually_within(
+        Duration::from_secs(30),
+        "the deleted policy no longer enforced, the new one enforced",
+        || {
+            allowed(&latest, review("team", "bad", 1)) == Some(true)
+                && allowed(&latest, review("team", "worse", 1)) == Some(false)
+        },
+    )
+    .await;
+    assert!(
+        resets(&source, "list_went_back") >= 1,
+        "{:?}",
+        source.history_resets()
+    );
+    // Every store was listed again, namespaces included: the fillers are gone.
+    eventually("namespaces listed again", || {
+        latest
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|s| !s.namespaces.contains_key("filler-0"))
+    })
+    .await;
+    eventually("every copy current again", || {
+        source.status().iter().all(|s| s.stale.is_zero())
+    })
+    .await;
+}
+
+/// After a wipe the open watches stay open and send nothing but bookmarks, whose
+/// resourceVersion went back: that alone starts the re-list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bookmark_going_back_starts_a_relist() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    with_no_bad_in_prod(&fake);
+    let (source, latest) = start_ready(addr, false).await;
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+
+    fake.wipe(3);
+    fake.apply(namespace("team", "prod"));
+    fake.bookmark();
+    fake_apiserver::eventually_within(
+        Duration::from_secs(30),
+        "the deleted policy no longer enforced",
+        || allowed(&latest, review("team", "bad", 1)) == Some(true),
+    )
+    .await;
+    assert!(
+        resets(&source, "bookmark_went_back") >= 1,
+        "{:?}",
+        source.history_resets()
+    );
+}
+
+/// A kube-system namespace with another uid is another cluster: every resource is listed
+/// again, here finding a policy whose creation no watch delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_cluster_identity_starts_a_relist() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    let mut kube_system = namespace("kube-system", "system");
+    kube_system["metadata"]["uid"] = json!("cluster-a");
+    fake.apply(kube_system.clone());
+    fake.apply(namespace("team", "prod"));
+    with_no_bad_in_prod(&fake);
+    let (source, latest) = start_ready(addr, false).await;
+
+    fake.mute("validatingadmissionpolicies");
+    fake.mute("validatingadmissionpolicybindings");
+    deny_pods_named(&fake, "worse");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(allowed(&latest, review("team", "worse", 1)), Some(true));
+    kube_system["metadata"]["uid"] = json!("cluster-b");
+    fake.apply(kube_system);
+    fake_apiserver::eventually_within(
+        Duration::from_secs(30),
+        "the policy no watch delivered enforced",
+        || allowed(&latest, review("team", "worse", 1)) == Some(false),
+    )
+    .await;
+    assert_eq!(
+        resets(&source, "cluster_identity"),
+        1,
+        "{:?}",
+        source.history_resets()
+    );
+}
+
+/// The periodic re-list finds what the watch missed (changes it never delivered), puts it
+/// right and counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_periodic_relist_finds_what_the_watch_missed() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    with_no_bad_in_prod(&fake);
+    let options = KubeOptions {
+        resync: Some(Duration::from_secs(1)),
+        ..options()
+    };
+    let (source, latest) = start(addr, options, false);
+    eventually("ready", || source.ready()).await;
+    // Nothing missed yet: a few re-lists find nothing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(drift(&source, "validatingadmissionpolicies"), 0);
+
+    fake.mute("validatingadmissionpolicies");
+    fake.mute("validatingadmissionpolicybindings");
+    deny_pods_named(&fake, "worse");
+    fake.delete(policy("no-bad", false));
+    fake_apiserver::eventually_within(
+        Duration::from_secs(30),
+        "what the watch missed is found",
+        || {
+            allowed(&latest, review("team", "worse", 1)) == Some(false)
+                && allowed(&latest, review("team", "bad", 1)) == Some(true)
+        },
+    )
+    .await;
+    eventually("the drift counted", || {
+        drift(&source, "validatingadmissionpolicies.") == 2
+            && drift(&source, "validatingadmissionpolicybindings.") == 1
+    })
+    .await;
+    assert_eq!(drift(&source, "namespaces"), 0);
+    assert_eq!(resets(&source, "list_went_back"), 0);
 }

@@ -1,7 +1,7 @@
-//! Policies from a Kubernetes cluster: kube-runtime watchers keep local copies of the
-//! ValidatingAdmissionPolicies, their bindings, the Namespaces, and every param kind that some
-//! policy names; each change rebuilds the snapshot (debounced; unchanged policies keep their
-//! compiled form through the [`CompileCache`]).
+//! Policies from a Kubernetes cluster: list-then-watch loops ([`watch`]) keep local copies of
+//! the ValidatingAdmissionPolicies, their bindings, the Namespaces, and every param kind that
+//! some policy names; each change rebuilds the snapshot (debounced; unchanged policies keep
+//! their compiled form through the [`CompileCache`]).
 //!
 //! - Policies and bindings are read as `admissionregistration.k8s.io/v1`, or `v1beta1` where
 //!   discovery shows v1 is not served. Or, with a [`PolicyFeed`] ([`KubeSource::start_fed`],
@@ -34,12 +34,17 @@
 //!   for how long each copy may be behind, until its watch is current again (after a
 //!   `410 Gone`, until the re-list has completed). Once the API server answers again, the
 //!   source follows within about `retry_max` plus a re-list.
+//! - When the history goes back (etcd replaced or restored: a list or bookmark older than
+//!   what a watch saw, or a kube-system namespace with another uid), every watch lists again
+//!   ([`history`]); every [`KubeOptions::resync`] each resource is also listed in full and
+//!   compared with its copy, to put right what a watch missed.
 
 pub mod authorizer;
 pub mod background;
 mod blocking;
 mod error;
 pub mod feedback;
+mod history;
 pub mod lease;
 pub mod namespaces;
 pub mod reports;
@@ -106,6 +111,9 @@ pub struct KubeOptions {
     /// through a [`PolicyFeed`] ([`KubeSource::start_fed`]); the cluster's own are not
     /// watched. Everything else still comes from the cluster.
     pub policy_folder: Option<crate::source::folder::FolderSource>,
+    /// How often every watched resource is listed again in full and compared with its copy
+    /// (`None`: never).
+    pub resync: Option<Duration>,
 }
 
 impl Default for KubeOptions {
@@ -124,6 +132,7 @@ impl Default for KubeOptions {
             reports: None,
             background: None,
             policy_folder: None,
+            resync: Some(Duration::from_secs(600)),
         }
     }
 }
@@ -259,6 +268,8 @@ struct Shared {
     /// Bumped after each published snapshot whose policies or bindings changed (the first
     /// included): background scans follow it.
     policy_changes: tokio::sync::watch::Sender<u64>,
+    /// Shared by the watches: history resets, drift.
+    history: Arc<history::History>,
 }
 
 /// The status reported before discovery has answered: the watches do not exist yet, and an
@@ -416,6 +427,19 @@ impl KubeSource {
         *lock(&self.shared.cel_version)
     }
 
+    /// The times the cluster's history was seen going back (etcd replaced or restored, a
+    /// new cluster) and every resource listed again, by reason (`list_went_back`,
+    /// `bookmark_went_back`, `cluster_identity`).
+    pub fn history_resets(&self) -> Vec<(String, u64)> {
+        self.shared.history.resets()
+    }
+
+    /// Objects the periodic re-lists found different from the copies (changes the watches
+    /// missed), by store name.
+    pub fn resync_drift(&self) -> Vec<(String, u64)> {
+        self.shared.history.drift()
+    }
+
     /// `v1` or `v1beta1` once discovery answered.
     pub fn policy_api_version(&self) -> Option<String> {
         lock(&self.shared.vap_version).clone()
@@ -451,9 +475,9 @@ impl Watched {
         namespace: Option<String>,
         label: String,
         changed: &Arc<Notify>,
-        retry_max: Duration,
+        settings: &watch::Settings,
     ) -> Self {
-        Self::start_trimmed(client, resource, namespace, label, changed, retry_max, None)
+        Self::start_trimmed(client, resource, namespace, label, changed, settings, None)
     }
 
     /// [`Self::start`], the store keeping what `trim` leaves of each object.
@@ -463,7 +487,7 @@ impl Watched {
         namespace: Option<String>,
         label: String,
         changed: &Arc<Notify>,
-        retry_max: Duration,
+        settings: &watch::Settings,
         trim: watch::Trim,
     ) -> Self {
         let (writer, store) = store::store(label);
@@ -473,7 +497,7 @@ impl Watched {
             namespace.clone(),
             writer,
             changed.clone(),
-            retry_max,
+            settings.clone(),
             trim,
         ));
         Watched {
@@ -639,7 +663,11 @@ fn trim_crd(crd: &mut Json) {
 
 /// The CRDs' watch; `None` when they cannot be listed (403: RBAC does not grant it; 404: not
 /// served), logged once: custom resources then keep the lenient matching rule.
-async fn crd_watch(client: &Client, changed: &Arc<Notify>, retry_max: Duration) -> Option<Watched> {
+async fn crd_watch(
+    client: &Client,
+    changed: &Arc<Notify>,
+    settings: &watch::Settings,
+) -> Option<Watched> {
     let crds = resource(
         CRD_GROUP,
         "v1",
@@ -663,7 +691,7 @@ async fn crd_watch(client: &Client, changed: &Arc<Notify>, retry_max: Duration) 
         None,
         "customresourcedefinitions.v1".into(),
         changed,
-        retry_max,
+        settings,
         Some(trim_crd),
     ))
 }
@@ -752,6 +780,11 @@ async fn run(
     feed: Option<Arc<PolicyFeed>>,
 ) {
     let changed = Arc::new(Notify::new());
+    let settings = watch::Settings {
+        retry_max: options.retry_max,
+        resync: options.resync,
+        history: shared.history.clone(),
+    };
     // Started before the API server (or while it is down): ready within about `retry_max`
     // once it answers.
     let mut backoff = Backoff::new(options.retry_max);
@@ -819,7 +852,7 @@ async fn run(
                     None,
                     format!("validatingadmissionpolicies.{version}"),
                     &changed,
-                    options.retry_max,
+                    &settings,
                 ),
                 bindings: Watched::start(
                     &client,
@@ -832,7 +865,7 @@ async fn run(
                     None,
                     format!("validatingadmissionpolicybindings.{version}"),
                     &changed,
-                    options.retry_max,
+                    &settings,
                 ),
             }
         }
@@ -843,7 +876,7 @@ async fn run(
         None,
         "namespaces.v1".into(),
         &changed,
-        options.retry_max,
+        &settings,
     );
     // The cluster's watches: policies and bindings (unless fed), namespaces.
     let core: Vec<&Watched> = input
@@ -851,7 +884,7 @@ async fn run(
         .into_iter()
         .chain(std::iter::once(&namespaces))
         .collect();
-    let crds = crd_watch(&client, &changed, options.retry_max).await;
+    let crds = crd_watch(&client, &changed, &settings).await;
     // Visible in status (and metrics) from the start: a list that never completes shows.
     *lock(&shared.stores) = core
         .iter()
@@ -885,6 +918,8 @@ async fn run(
     let mut last_policies: Option<(u64, u64)> = None;
     // Wakes the loop when a param kind's discovery has answered.
     let resolved = Arc::new(Notify::new());
+    // The uid of the kube-system namespace, once listed.
+    let mut cluster: Option<String> = None;
     loop {
         // Also awake when a failed lookup is due again, and when the grace for param kinds
         // ends before the first snapshot.
@@ -915,6 +950,7 @@ async fn run(
             }
             _ = tokio::time::sleep(wait) => {}
         }
+        check_cluster_identity(&namespaces.store, &mut cluster, &shared.history);
         // A failing CRD watch does not hold the snapshot back: without CRDs, custom
         // resources are matched leniently.
         let crds_listed = crds
@@ -931,6 +967,7 @@ async fn run(
             &Wakers {
                 changed: &changed,
                 resolved: &resolved,
+                settings: &settings,
             },
             &options,
         );
@@ -1019,6 +1056,27 @@ async fn run(
     }
 }
 
+/// A kube-system namespace with another uid than before is another cluster (a new etcd,
+/// whose resourceVersions may not even have gone below those seen): every watch lists again.
+/// `cluster` keeps the uid seen last.
+fn check_cluster_identity(
+    namespaces: &Reader,
+    cluster: &mut Option<String>,
+    history: &history::History,
+) {
+    let uid = namespaces
+        .get("", "kube-system")
+        .and_then(|ns| ns["metadata"]["uid"].as_str().map(str::to_string));
+    let Some(uid) = uid else {
+        return;
+    };
+    if let Some(before) = cluster.as_ref().filter(|before| **before != uid) {
+        tracing::warn!(%before, now = %uid, "the kube-system namespace has another uid: another cluster (etcd replaced); every resource is listed again");
+        history.reset(history::Reset::ClusterIdentity);
+    }
+    *cluster = Some(uid);
+}
+
 /// A task aborted when dropped.
 struct Task(JoinHandle<()>);
 
@@ -1092,6 +1150,8 @@ fn param_lookup(
 struct Wakers<'a> {
     changed: &'a Arc<Notify>,
     resolved: &'a Arc<Notify>,
+    /// What the watches started are given.
+    settings: &'a watch::Settings,
 }
 
 /// When the next failed discovery is due again, if one failed.
@@ -1211,7 +1271,7 @@ fn resolved(
                     namespace,
                     label,
                     wakers.changed,
-                    options.retry_max,
+                    wakers.settings,
                 )
             };
             let watches = if scope == Scope::Namespaced && !options.param_namespaces.is_empty() {
