@@ -5,8 +5,8 @@
 //! server is down, prompt recovery after an outage (and after a late start) with staleness
 //! counted until the re-list, SubjectAccessReview checks, Events for misconfigured objects,
 //! the cluster's CRDs in the resource registry (or, forbidden, lenient matching), an etcd
-//! wiped or restored (history going back, a new cluster identity), and the periodic re-list
-//! that finds what a watch missed.
+//! wiped or restored (history going back, a new cluster identity), the periodic re-list that
+//! finds what a watch missed, and rebuilds only for param changes a binding can see.
 
 mod fake_apiserver;
 #[path = "common/fixtures.rs"]
@@ -30,6 +30,8 @@ use serde_json::{json, Value as Json};
 struct Latest {
     snapshot: Arc<Mutex<Option<Arc<Snapshot>>>>,
     services: Services,
+    /// Snapshots published so far (each one a rebuild).
+    published: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::ops::Deref for Latest {
@@ -80,12 +82,16 @@ fn start(addr: std::net::SocketAddr, options: KubeOptions, sar: bool) -> (KubeSo
             authorizer,
             namespace_lookup: Some(Arc::new(ClusterNamespaces::new(client.clone()))),
         },
+        published: Arc::default(),
     };
-    let sink = latest.snapshot.clone();
+    let (sink, published) = (latest.snapshot.clone(), latest.published.clone());
     let source = KubeSource::start(
         client,
         options,
-        Arc::new(move |s| *sink.lock().unwrap() = Some(Arc::new(s))),
+        Arc::new(move |s| {
+            *sink.lock().unwrap() = Some(Arc::new(s));
+            published.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }),
     );
     (source, latest)
 }
@@ -1335,4 +1341,40 @@ async fn the_periodic_relist_finds_what_the_watch_missed() {
     .await;
     assert_eq!(drift(&source, "namespaces"), 0);
     assert_eq!(resets(&source, "list_went_back"), 0);
+}
+
+/// A change to a ConfigMap no binding can select rebuilds nothing; a change to the param a
+/// binding names does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_param_changes_a_binding_can_see_rebuild() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    with_limits(&fake, "1");
+    let (source, latest) = start_ready(addr, false).await;
+    let params = || {
+        source
+            .status()
+            .into_iter()
+            .find(|s| s.name.starts_with("configmaps"))
+            .map_or(0, |s| s.objects)
+    };
+    assert_eq!(params(), 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let built = latest.published.load(std::sync::atomic::Ordering::SeqCst);
+    for i in 0..5 {
+        fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("unrelated-{i}"), "namespace": "team", "labels": {"x": "y"}}, "data": {"max": "9"}}));
+    }
+    eventually("the unrelated ConfigMaps in the store", || params() == 6).await;
+    // Many debounces later, still the same snapshot.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        latest.published.load(std::sync::atomic::Ordering::SeqCst),
+        built,
+        "rebuilt for ConfigMaps no binding can select"
+    );
+    fake.apply(limits("2"));
+    eventually("the param change rebuilt", || {
+        allowed(&latest, review("team", "p", 2)) == Some(true)
+    })
+    .await;
+    assert!(latest.published.load(std::sync::atomic::Ordering::SeqCst) > built);
 }

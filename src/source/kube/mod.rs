@@ -1,7 +1,8 @@
 //! Policies from a Kubernetes cluster: list-then-watch loops ([`watch`]) keep local copies of
 //! the ValidatingAdmissionPolicies, their bindings, the Namespaces, and every param kind that
 //! some policy names; each change rebuilds the snapshot (debounced; unchanged policies keep
-//! their compiled form through the [`CompileCache`]).
+//! their compiled form through the [`CompileCache`]). A param kind's change rebuilds only when
+//! it touches an object some binding can select ([`param_refs`]).
 //!
 //! - Policies and bindings are read as `admissionregistration.k8s.io/v1`, or `v1beta1` where
 //!   discovery shows v1 is not served. Or, with a [`PolicyFeed`] ([`KubeSource::start_fed`],
@@ -47,6 +48,7 @@ pub mod feedback;
 mod history;
 pub mod lease;
 pub mod namespaces;
+mod param_refs;
 pub mod reports;
 mod retry;
 mod store;
@@ -920,6 +922,11 @@ async fn run(
     let resolved = Arc::new(Notify::new());
     // The uid of the kube-system namespace, once listed.
     let mut cluster: Option<String> = None;
+    // What the bindings' paramRefs can select, as of these policy and binding generations,
+    // and each param store's fingerprint of it as of its own generation.
+    let mut refs = param_refs::ParamRefs::default();
+    let mut refs_at: Option<(u64, u64)> = None;
+    let mut fingerprints: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     loop {
         // Also awake when a failed lookup is due again, and when the grace for param kinds
         // ends before the first snapshot.
@@ -987,9 +994,26 @@ async fn run(
         if !ready && pending && started.elapsed() < options.param_grace {
             continue;
         }
-        // Rebuild only when some store changed (or the param kinds did).
-        let mut generation = generation(core.iter().copied().chain(&crds), &params);
+        // Rebuild only when some store changed (or the param kinds did); for param stores,
+        // only when an object some binding can select did (see `param_refs`).
         let policies_now = input.generation();
+        if refs_at != Some(policies_now) {
+            refs = param_refs::ParamRefs::new(&policy_objects, &binding_objects);
+            fingerprints.clear();
+            refs_at = Some(policies_now);
+        }
+        let visible = |kind: &(String, String), store: &Reader| {
+            let at = store.generation();
+            match fingerprints.get(store.name()) {
+                Some((seen_at, fingerprint)) if *seen_at == at => *fingerprint,
+                _ => {
+                    let fingerprint = refs.fingerprint(kind, &store.objects());
+                    fingerprints.insert(store.name().to_string(), (at, fingerprint));
+                    fingerprint
+                }
+            }
+        };
+        let mut generation = generation(core.iter().copied().chain(&crds), &params, visible);
         generation.extend([policies_now.0, policies_now.1]);
         if last_built.as_ref() != Some(&generation) {
             let inputs = Inputs::collect(
@@ -1028,11 +1052,14 @@ async fn run(
                 &options.param_namespaces,
             );
             problems.extend(fed_problems);
-            tracing::info!(
-                policies = snapshot.policies.len(),
-                problems = problems.len(),
-                "cluster snapshot built"
-            );
+            // The first at info (the chart's NOTES look for it); later ones at debug: a busy
+            // cluster rebuilds often, and their effect shows in the metrics.
+            let (policies, problem_count) = (snapshot.policies.len(), problems.len());
+            if shared.ready.load(Ordering::Acquire) {
+                tracing::debug!(policies, problems = problem_count, "cluster snapshot built");
+            } else {
+                tracing::info!(policies, problems = problem_count, "cluster snapshot built");
+            }
             publish(snapshot);
             shared.ready.store(true, Ordering::Release);
             *lock(&shared.problems) = problems;
@@ -1101,18 +1128,20 @@ fn all_synced(watches: &[Watched]) -> bool {
     watches.iter().all(|w| w.store.synced())
 }
 
-/// A fingerprint of every store's contents: the change counters.
+/// A fingerprint of every store's contents: the change counters, and for the param kinds'
+/// stores (`visible`) a fingerprint of the objects some binding can select.
 fn generation<'a>(
     core: impl Iterator<Item = &'a Watched>,
     params: &BTreeMap<(String, String), ParamKind>,
+    mut visible: impl FnMut(&(String, String), &Reader) -> u64,
 ) -> Vec<u64> {
     let mut g: Vec<u64> = core.map(|w| w.store.generation()).collect();
-    for p in params.values() {
+    for (kind, p) in params {
         match p {
             ParamKind::Watched { watches, .. } => g.extend(
                 watches
                     .iter()
-                    .map(|w| w.store.generation() * 2 + u64::from(w.store.synced())),
+                    .flat_map(|w| [visible(kind, &w.store), u64::from(w.store.synced())]),
             ),
             ParamKind::NotServed { .. } => g.push(u64::MAX),
             ParamKind::Resolving { .. } | ParamKind::Unresolved { .. } => g.push(u64::MAX - 1),
