@@ -1215,7 +1215,16 @@ async fn an_etcd_wipe_is_detected_and_every_resource_listed_again() {
     fake.apply(namespace("team", "prod"));
     deny_pods_named(&fake, "worse");
     assert!(fake.resource_version() < before);
+    // The policies' lists hang: their copy is stale from the reset until its list is in.
+    fake.stall("validatingadmissionpolicies");
     fake.drop_watches();
+    fake_apiserver::eventually_within(
+        Duration::from_secs(30),
+        "the policies' copy stale while it is listed again",
+        || !policy_store(&source).stale.is_zero(),
+    )
+    .await;
+    fake.release("validatingadmissionpolicies");
     fake_apiserver::eventually_within(
         Duration::from_secs(30),
         "the deleted policy no longer enforced, the new one enforced",

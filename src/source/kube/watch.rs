@@ -327,6 +327,8 @@ impl Follower {
         let params = WatchParams::default().timeout(WATCH_TIMEOUT);
         let stream = match self.api.watch(&params, &rv).await {
             Ok(s) => s,
+            // Some API servers refuse the watch itself rather than send the event.
+            Err(kube::Error::Api(s)) if s.code == 410 => return (rv, Ended::Gone(s.message)),
             Err(e) => return (rv, Ended::Failed(e.to_string())),
         };
         futures::pin_mut!(stream);
