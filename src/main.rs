@@ -135,6 +135,13 @@ enum Command {
         /// this long, plus a re-list.
         #[arg(long, value_name = "DURATION", default_value = "1s")]
         kube_retry_max: String,
+        /// Every this long (`--source kubernetes`) each watched resource is listed again in
+        /// full beside its watch and compared with celgate's copy: objects that differ (changes
+        /// the watch missed) are put right, counted in
+        /// celgate_source_resync_drift_objects_total and logged; a list older than what was
+        /// seen (etcd replaced or restored) lists every resource again. `0` turns it off.
+        #[arg(long, value_name = "DURATION", default_value = "10m")]
+        resync_interval: String,
         /// List and watch namespaced param kinds only in these namespaces (`--source
         /// kubernetes`), for RBAC that grants them there only (Roles); a param elsewhere counts
         /// as missing and its binding is reported (ParamNamespaceNotWatched). Cluster-scoped
@@ -779,6 +786,7 @@ fn serve(command: Command) -> ExitCode {
         authz_cache_ttl,
         authz_timeout,
         kube_retry_max,
+        resync_interval,
         param_namespaces,
         no_events,
         pod_name,
@@ -968,17 +976,20 @@ fn serve(command: Command) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            let (cache_ttl, timeout, retry_max) = match (
+            let (cache_ttl, timeout, retry_max, resync) = match (
                 duration("--authz-cache-ttl", &authz_cache_ttl),
                 duration("--authz-timeout", &authz_timeout),
                 positive("--kube-retry-max", &kube_retry_max),
+                duration("--resync-interval", &resync_interval),
             ) {
-                (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
+                (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
                     eprintln!("celgate: {e}");
                     return ExitCode::from(2);
                 }
             };
+            // 0: off.
+            let resync = (!resync.is_zero()).then_some(resync);
             let param_namespaces = match param_namespaces.as_deref().map(kube::param_namespaces) {
                 None => Vec::new(),
                 Some(Ok(list)) => list,
@@ -1049,6 +1060,7 @@ fn serve(command: Command) -> ExitCode {
                     events_lease,
                     instance: pod_name,
                     retry_max,
+                    resync,
                     param_namespaces,
                     reports,
                     background,

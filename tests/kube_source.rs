@@ -3,8 +3,10 @@
 //! dropped watches, 410 Gone), param kinds start and stop, namespace labels change matching,
 //! readiness waits for the initial lists, the v1beta1 fallback, staleness while the API
 //! server is down, prompt recovery after an outage (and after a late start) with staleness
-//! counted until the re-list, SubjectAccessReview checks, Events for misconfigured objects, and
-//! the cluster's CRDs in the resource registry (or, forbidden, lenient matching).
+//! counted until the re-list, SubjectAccessReview checks, Events for misconfigured objects,
+//! the cluster's CRDs in the resource registry (or, forbidden, lenient matching), an etcd
+//! wiped or restored (history going back, a new cluster identity), the periodic re-list that
+//! finds what a watch missed, and rebuilds only for param changes a binding can see.
 
 mod fake_apiserver;
 #[path = "common/fixtures.rs"]
@@ -28,6 +30,8 @@ use serde_json::{json, Value as Json};
 struct Latest {
     snapshot: Arc<Mutex<Option<Arc<Snapshot>>>>,
     services: Services,
+    /// Snapshots published so far (each one a rebuild).
+    published: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::ops::Deref for Latest {
@@ -78,12 +82,16 @@ fn start(addr: std::net::SocketAddr, options: KubeOptions, sar: bool) -> (KubeSo
             authorizer,
             namespace_lookup: Some(Arc::new(ClusterNamespaces::new(client.clone()))),
         },
+        published: Arc::default(),
     };
-    let sink = latest.snapshot.clone();
+    let (sink, published) = (latest.snapshot.clone(), latest.published.clone());
     let source = KubeSource::start(
         client,
         options,
-        Arc::new(move |s| *sink.lock().unwrap() = Some(Arc::new(s))),
+        Arc::new(move |s| {
+            *sink.lock().unwrap() = Some(Arc::new(s));
+            published.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }),
     );
     (source, latest)
 }
@@ -1165,4 +1173,217 @@ async fn forbidden_crds_leave_matching_lenient() {
         .status()
         .iter()
         .all(|s| !s.name.starts_with("customresourcedefinitions")));
+}
+
+/// How many history resets the source counted for `reason`.
+fn resets(source: &KubeSource, reason: &str) -> u64 {
+    source
+        .history_resets()
+        .into_iter()
+        .find(|(r, _)| r == reason)
+        .map_or(0, |(_, n)| n)
+}
+
+/// The drift the periodic re-lists found in the stores whose names start with `prefix`.
+fn drift(source: &KubeSource, prefix: &str) -> u64 {
+    source
+        .resync_drift()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with(prefix))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// etcd is replaced (or restored from a backup): resourceVersions start again far below
+/// those celgate has seen, the old policy is gone and a new one exists. The API server
+/// accepts the watches resumed from the old resourceVersions and sends nothing on them;
+/// celgate sees the list's resourceVersion go back, lists every resource again, stops
+/// enforcing the deleted policy and enforces the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_wipe_is_detected_and_every_resource_listed_again() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    with_no_bad_in_prod(&fake);
+    for i in 0..20 {
+        fake.apply(namespace(&format!("filler-{i}"), "dev"));
+    }
+    let (source, latest) = start_ready(addr, false).await;
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+    let before = fake.resource_version();
+
+    fake.wipe(3);
+    fake.apply(namespace("team", "prod"));
+    deny_pods_named(&fake, "worse");
+    assert!(fake.resource_version() < before);
+    // The policies' lists hang: their copy is stale from the reset until its list is in.
+    fake.stall("validatingadmissionpolicies");
+    fake.drop_watches();
+    fake_apiserver::eventually_within(
+        Duration::from_secs(30),
+        "the policies' copy stale while it is listed again",
+        || !policy_store(&source).stale.is_zero(),
+    )
+    .await;
+    fake.release("validatingadmissionpolicies");
+    fake_apiserver::eventually_within(
+        Duration::from_secs(30),
+        "the deleted policy no longer enforced, the new one enforced",
+        || {
+            allowed(&latest, review("team", "bad", 1)) == Some(true)
+                && allowed(&latest, review("team", "worse", 1)) == Some(false)
+        },
+    )
+    .await;
+    assert!(
+        resets(&source, "list_went_back") >= 1,
+        "{:?}",
+        source.history_resets()
+    );
+    // Every store was listed again, namespaces included: the fillers are gone.
+    eventually("namespaces listed again", || {
+        latest
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|s| !s.namespaces.contains_key("filler-0"))
+    })
+    .await;
+    eventually("every copy current again", || {
+        source.status().iter().all(|s| s.stale.is_zero())
+    })
+    .await;
+}
+
+/// After a wipe the open watches stay open and send nothing but bookmarks, whose
+/// resourceVersion went back: that alone starts the re-list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bookmark_going_back_starts_a_relist() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    with_no_bad_in_prod(&fake);
+    let (source, latest) = start_ready(addr, false).await;
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+
+    fake.wipe(3);
+    fake.apply(namespace("team", "prod"));
+    fake.bookmark();
+    fake_apiserver::eventually_within(
+        Duration::from_secs(30),
+        "the deleted policy no longer enforced",
+        || allowed(&latest, review("team", "bad", 1)) == Some(true),
+    )
+    .await;
+    assert!(
+        resets(&source, "bookmark_went_back") >= 1,
+        "{:?}",
+        source.history_resets()
+    );
+}
+
+/// A kube-system namespace with another uid is another cluster: every resource is listed
+/// again, here finding a policy whose creation no watch delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_cluster_identity_starts_a_relist() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    let mut kube_system = namespace("kube-system", "system");
+    kube_system["metadata"]["uid"] = json!("cluster-a");
+    fake.apply(kube_system.clone());
+    fake.apply(namespace("team", "prod"));
+    with_no_bad_in_prod(&fake);
+    let (source, latest) = start_ready(addr, false).await;
+
+    fake.mute("validatingadmissionpolicies");
+    fake.mute("validatingadmissionpolicybindings");
+    deny_pods_named(&fake, "worse");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(allowed(&latest, review("team", "worse", 1)), Some(true));
+    kube_system["metadata"]["uid"] = json!("cluster-b");
+    fake.apply(kube_system);
+    fake_apiserver::eventually_within(
+        Duration::from_secs(30),
+        "the policy no watch delivered enforced",
+        || allowed(&latest, review("team", "worse", 1)) == Some(false),
+    )
+    .await;
+    assert_eq!(
+        resets(&source, "cluster_identity"),
+        1,
+        "{:?}",
+        source.history_resets()
+    );
+}
+
+/// The periodic re-list finds what the watch missed (changes it never delivered), puts it
+/// right and counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_periodic_relist_finds_what_the_watch_missed() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    with_no_bad_in_prod(&fake);
+    let options = KubeOptions {
+        resync: Some(Duration::from_secs(1)),
+        ..options()
+    };
+    let (source, latest) = start(addr, options, false);
+    eventually("ready", || source.ready()).await;
+    // Nothing missed yet: a few re-lists find nothing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(drift(&source, "validatingadmissionpolicies"), 0);
+
+    fake.mute("validatingadmissionpolicies");
+    fake.mute("validatingadmissionpolicybindings");
+    deny_pods_named(&fake, "worse");
+    fake.delete(policy("no-bad", false));
+    fake_apiserver::eventually_within(
+        Duration::from_secs(30),
+        "what the watch missed is found",
+        || {
+            allowed(&latest, review("team", "worse", 1)) == Some(false)
+                && allowed(&latest, review("team", "bad", 1)) == Some(true)
+        },
+    )
+    .await;
+    eventually("the drift counted", || {
+        drift(&source, "validatingadmissionpolicies.") == 2
+            && drift(&source, "validatingadmissionpolicybindings.") == 1
+    })
+    .await;
+    assert_eq!(drift(&source, "namespaces"), 0);
+    assert_eq!(resets(&source, "list_went_back"), 0);
+}
+
+/// A change to a ConfigMap no binding can select rebuilds nothing; a change to the param a
+/// binding names does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_param_changes_a_binding_can_see_rebuild() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    with_limits(&fake, "1");
+    let (source, latest) = start_ready(addr, false).await;
+    let params = || {
+        source
+            .status()
+            .into_iter()
+            .find(|s| s.name.starts_with("configmaps"))
+            .map_or(0, |s| s.objects)
+    };
+    assert_eq!(params(), 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let built = latest.published.load(std::sync::atomic::Ordering::SeqCst);
+    for i in 0..5 {
+        fake.apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("unrelated-{i}"), "namespace": "team", "labels": {"x": "y"}}, "data": {"max": "9"}}));
+    }
+    eventually("the unrelated ConfigMaps in the store", || params() == 6).await;
+    // Many debounces later, still the same snapshot.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        latest.published.load(std::sync::atomic::Ordering::SeqCst),
+        built,
+        "rebuilt for ConfigMaps no binding can select"
+    );
+    fake.apply(limits("2"));
+    eventually("the param change rebuilt", || {
+        allowed(&latest, review("team", "p", 2)) == Some(true)
+    })
+    .await;
+    assert!(latest.published.load(std::sync::atomic::Ordering::SeqCst) > built);
 }

@@ -2144,5 +2144,9 @@ fn limit_flags_refuse_zero() {
             &["--source", "kubernetes", "--kube-retry-max", "soon"][..],
             "--kube-retry-max",
         ),
+        (
+            &["--source", "kubernetes", "--resync-interval", "soon"][..],
+            "--resync-interval",
+        ),
     ]);
 }

@@ -1,7 +1,7 @@
 //! The cluster source while serving (its policies and bindings from the cluster, or from a
 //! folder's watch through a feed): the Kubernetes client, the SubjectAccessReview
-//! authorizer, snapshots installed as they come, the source's health copied into the
-//! metrics, admission results handed to the policy reports, and the background scans.
+//! authorizer, snapshots installed as they come, the source's health (history resets and
+//! drift included) copied into the metrics, admission results handed to the policy reports, and the background scans.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,6 +130,11 @@ pub(super) async fn report(
         state
             .metrics
             .problems(super::problem_labels(&source.problems()));
+        let (resets, drift) = (source.history_resets(), source.resync_drift());
+        state.metrics.history(
+            resets.iter().map(|(r, n)| (r.as_str(), *n)),
+            drift.iter().map(|(s, n)| (s.as_str(), *n)),
+        );
         if let Some(store) = source.report_store() {
             // The store counts; the metric follows (a counter only goes up).
             let counted = state.metrics.report_evicted.get();

@@ -93,6 +93,8 @@ pub struct Metrics {
     pub source_stale: GaugeVec<1>,
     pub source_synced: IntGaugeVec<1>,
     pub source_objects: IntGaugeVec<1>,
+    pub source_history_resets: IntCounterVec<1>,
+    pub source_resync_drift: IntCounterVec<1>,
     pub config_problems: IntGaugeVec<3>,
     pub policy_results: IntCounterVec<5>,
     pub background_scan_seconds: Histogram,
@@ -263,6 +265,8 @@ impl Metrics {
             source_stale,
             source_synced: vec(&r, "celgate_source_synced", "1 once a watched resource's initial list completed.", ["source"]),
             source_objects: vec(&r, "celgate_source_objects", "Objects held for each watched resource.", ["source"]),
+            source_history_resets: counter(&r, "celgate_source_history_resets_total", "Times the cluster's history was seen going back (etcd replaced or restored from a backup, another cluster), after which every watched resource was listed again, by reason: list_went_back (a list older than what was seen), bookmark_went_back, cluster_identity (the kube-system namespace has another uid).", ["reason"]),
+            source_resync_drift: counter(&r, "celgate_source_resync_drift_objects_total", "Objects the periodic full re-list (--resync-interval) found different from the watched copy (added, changed or deleted without the watch telling), then put right, by watched resource.", ["source"]),
             config_problems: vec(&r, "celgate_config_problems", "Misconfigured policies and bindings (also reported as Events): 1 per current problem; a reason without a problem has one series at 0 with empty kind and name.", ["kind", "name", "reason"]),
             check_total: counter(&r, "celgate_validating_admission_policy_check_total", "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.", check_labels),
             check_duration: histogram(&r, "celgate_validating_admission_policy_check_duration_seconds", "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.", check_labels, CHECK_BUCKETS),
@@ -369,6 +373,28 @@ impl Metrics {
         }
     }
 
+    /// Brings the history counters up to the source's totals (`reason`, count) and
+    /// (`source`, objects): a counter only goes up, so a total below the count (a source
+    /// started again) adds nothing.
+    pub fn history<'a>(
+        &self,
+        resets: impl IntoIterator<Item = (&'a str, u64)>,
+        drift: impl IntoIterator<Item = (&'a str, u64)>,
+    ) {
+        for (metric, totals) in [
+            (
+                &self.source_history_resets,
+                resets.into_iter().collect::<Vec<_>>(),
+            ),
+            (&self.source_resync_drift, drift.into_iter().collect()),
+        ] {
+            for (label, total) in totals {
+                let counter = metric.with_label_values(&[label]);
+                counter.inc_by(total.saturating_sub(counter.get()));
+            }
+        }
+    }
+
     /// The reasons a configuration problem can have: from now on, each reason without a
     /// problem is exported at 0 (kind and name empty), so that a dashboard shows a flat line
     /// rather than "No data" before the first problem.
@@ -449,6 +475,24 @@ mod tests {
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
         assert!(count >= 1, "{line:?}");
+    }
+
+    #[test]
+    fn history_counters_follow_the_totals() {
+        let metrics = Metrics::new();
+        metrics.history([("list_went_back", 1)], [("namespaces.v1", 2)]);
+        metrics.history(
+            [("list_went_back", 3), ("cluster_identity", 1)],
+            [("namespaces.v1", 2)],
+        );
+        let text = String::from_utf8(metrics.encode()).unwrap_or_default();
+        for line in [
+            r#"celgate_source_history_resets_total{reason="list_went_back"} 3"#,
+            r#"celgate_source_history_resets_total{reason="cluster_identity"} 1"#,
+            r#"celgate_source_resync_drift_objects_total{source="namespaces.v1"} 2"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
     }
 
     /// Policy `ab` with binding `c` and policy `a` with binding `bc` are two series (the

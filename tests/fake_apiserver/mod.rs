@@ -6,7 +6,7 @@
 //! list (`/api`, `/apis`); lists in pages (`limit` and `continue`, a continue token that
 //! can be made to expire with `410 Gone`; `labelSelector` equality terms). Tests drive
 //! it (`apply`, `delete`, `drop_watches`, `expire_watches`, `set_down`, `set_unreachable`,
-//! `stall`) and inspect what the client asked for.
+//! `stall`, `wipe`) and inspect what the client asked for.
 
 #![allow(dead_code)]
 
@@ -312,6 +312,26 @@ impl Fake {
             r.compacted = now;
         }
         let _ = self.close.send(true);
+    }
+
+    /// etcd replaced, or restored from a backup: every object and all history are gone and
+    /// resourceVersions start again from `rv` (below those handed out before). Open watches
+    /// stay open and, as a real API server does, a watch from a resourceVersion of the old
+    /// etcd is accepted and sends nothing: every later change is older than it (bookmarks
+    /// excepted, which carry the new, lower resourceVersion).
+    pub fn wipe(&self, rv: u64) {
+        let mut resources = self.resources.lock().unwrap();
+        self.rv.store(rv, Ordering::SeqCst);
+        for r in resources.values_mut() {
+            r.objects.clear();
+            r.history.clear();
+            r.compacted = 0;
+        }
+    }
+
+    /// The resourceVersion of the latest change.
+    pub fn resource_version(&self) -> u64 {
+        self.rv.load(Ordering::SeqCst)
     }
 
     /// Sends a bookmark on every open watch.

@@ -1,7 +1,8 @@
-//! Policies from a Kubernetes cluster: kube-runtime watchers keep local copies of the
-//! ValidatingAdmissionPolicies, their bindings, the Namespaces, and every param kind that some
-//! policy names; each change rebuilds the snapshot (debounced; unchanged policies keep their
-//! compiled form through the [`CompileCache`]).
+//! Policies from a Kubernetes cluster: list-then-watch loops ([`watch`]) keep local copies of
+//! the ValidatingAdmissionPolicies, their bindings, the Namespaces, and every param kind that
+//! some policy names; each change rebuilds the snapshot (debounced; unchanged policies keep
+//! their compiled form through the [`CompileCache`]). A param kind's change rebuilds only when
+//! it touches an object some binding can select ([`param_refs`]).
 //!
 //! - Policies and bindings are read as `admissionregistration.k8s.io/v1`, or `v1beta1` where
 //!   discovery shows v1 is not served. Or, with a [`PolicyFeed`] ([`KubeSource::start_fed`],
@@ -34,14 +35,20 @@
 //!   for how long each copy may be behind, until its watch is current again (after a
 //!   `410 Gone`, until the re-list has completed). Once the API server answers again, the
 //!   source follows within about `retry_max` plus a re-list.
+//! - When the history goes back (etcd replaced or restored: a list or bookmark older than
+//!   what a watch saw, or a kube-system namespace with another uid), every watch lists again
+//!   ([`history`]); every [`KubeOptions::resync`] each resource is also listed in full and
+//!   compared with its copy, to put right what a watch missed.
 
 pub mod authorizer;
 pub mod background;
 mod blocking;
 mod error;
 pub mod feedback;
+mod history;
 pub mod lease;
 pub mod namespaces;
+mod param_refs;
 pub mod reports;
 mod retry;
 mod store;
@@ -106,6 +113,9 @@ pub struct KubeOptions {
     /// through a [`PolicyFeed`] ([`KubeSource::start_fed`]); the cluster's own are not
     /// watched. Everything else still comes from the cluster.
     pub policy_folder: Option<crate::source::folder::FolderSource>,
+    /// How often every watched resource is listed again in full and compared with its copy
+    /// (`None`: never).
+    pub resync: Option<Duration>,
 }
 
 impl Default for KubeOptions {
@@ -124,6 +134,7 @@ impl Default for KubeOptions {
             reports: None,
             background: None,
             policy_folder: None,
+            resync: Some(Duration::from_secs(600)),
         }
     }
 }
@@ -261,6 +272,8 @@ struct Shared {
     /// Bumped after each published snapshot whose policies or bindings changed (the first
     /// included): background scans follow it.
     policy_changes: tokio::sync::watch::Sender<u64>,
+    /// Shared by the watches: history resets, drift.
+    history: Arc<history::History>,
 }
 
 /// The status reported before discovery has answered: the watches do not exist yet, and an
@@ -469,6 +482,19 @@ impl KubeSource {
         *lock(&self.shared.cel_version)
     }
 
+    /// The times the cluster's history was seen going back (etcd replaced or restored, a
+    /// new cluster) and every resource listed again, by reason (`list_went_back`,
+    /// `bookmark_went_back`, `cluster_identity`).
+    pub fn history_resets(&self) -> Vec<(String, u64)> {
+        self.shared.history.resets()
+    }
+
+    /// Objects the periodic re-lists found different from the copies (changes the watches
+    /// missed), by store name.
+    pub fn resync_drift(&self) -> Vec<(String, u64)> {
+        self.shared.history.drift()
+    }
+
     /// `v1` or `v1beta1` once discovery answered.
     pub fn policy_api_version(&self) -> Option<String> {
         lock(&self.shared.vap_version).clone()
@@ -504,9 +530,9 @@ impl Watched {
         namespace: Option<String>,
         label: String,
         changed: &Arc<Notify>,
-        retry_max: Duration,
+        settings: &watch::Settings,
     ) -> Self {
-        Self::start_trimmed(client, resource, namespace, label, changed, retry_max, None)
+        Self::start_trimmed(client, resource, namespace, label, changed, settings, None)
     }
 
     /// [`Self::start`], the store keeping what `trim` leaves of each object.
@@ -516,7 +542,7 @@ impl Watched {
         namespace: Option<String>,
         label: String,
         changed: &Arc<Notify>,
-        retry_max: Duration,
+        settings: &watch::Settings,
         trim: watch::Trim,
     ) -> Self {
         let (writer, store) = store::store(label);
@@ -526,7 +552,7 @@ impl Watched {
             namespace.clone(),
             writer,
             changed.clone(),
-            retry_max,
+            settings.clone(),
             trim,
         ));
         Watched {
@@ -692,7 +718,11 @@ fn trim_crd(crd: &mut Json) {
 
 /// The CRDs' watch; `None` when they cannot be listed (403: RBAC does not grant it; 404: not
 /// served), logged once: custom resources then keep the lenient matching rule.
-async fn crd_watch(client: &Client, changed: &Arc<Notify>, retry_max: Duration) -> Option<Watched> {
+async fn crd_watch(
+    client: &Client,
+    changed: &Arc<Notify>,
+    settings: &watch::Settings,
+) -> Option<Watched> {
     let crds = resource(
         CRD_GROUP,
         "v1",
@@ -716,7 +746,7 @@ async fn crd_watch(client: &Client, changed: &Arc<Notify>, retry_max: Duration) 
         None,
         "customresourcedefinitions.v1".into(),
         changed,
-        retry_max,
+        settings,
         Some(trim_crd),
     ))
 }
@@ -805,6 +835,11 @@ async fn run(
     feed: Option<Arc<PolicyFeed>>,
 ) {
     let changed = Arc::new(Notify::new());
+    let settings = watch::Settings {
+        retry_max: options.retry_max,
+        resync: options.resync,
+        history: shared.history.clone(),
+    };
     // Started before the API server (or while it is down): ready within about `retry_max`
     // once it answers.
     let mut backoff = Backoff::new(options.retry_max);
@@ -872,7 +907,7 @@ async fn run(
                     None,
                     format!("validatingadmissionpolicies.{version}"),
                     &changed,
-                    options.retry_max,
+                    &settings,
                 ),
                 bindings: Watched::start(
                     &client,
@@ -885,7 +920,7 @@ async fn run(
                     None,
                     format!("validatingadmissionpolicybindings.{version}"),
                     &changed,
-                    options.retry_max,
+                    &settings,
                 ),
             }
         }
@@ -896,7 +931,7 @@ async fn run(
         None,
         "namespaces.v1".into(),
         &changed,
-        options.retry_max,
+        &settings,
     );
     // The cluster's watches: policies and bindings (unless fed), namespaces.
     let core: Vec<&Watched> = input
@@ -904,7 +939,7 @@ async fn run(
         .into_iter()
         .chain(std::iter::once(&namespaces))
         .collect();
-    let crds = crd_watch(&client, &changed, options.retry_max).await;
+    let crds = crd_watch(&client, &changed, &settings).await;
     // Visible in status (and metrics) from the start: a list that never completes shows.
     *lock(&shared.stores) = core
         .iter()
@@ -928,6 +963,13 @@ async fn run(
     let mut last_policies: Option<(u64, u64)> = None;
     // Wakes the loop when a param kind's discovery has answered.
     let resolved = Arc::new(Notify::new());
+    // The uid of the kube-system namespace, once listed.
+    let mut cluster: Option<String> = None;
+    // What the bindings' paramRefs can select, as of these policy and binding generations,
+    // and each param store's fingerprint of it as of its own generation.
+    let mut refs = param_refs::ParamRefs::default();
+    let mut refs_at: Option<(u64, u64)> = None;
+    let mut fingerprints: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     loop {
         // Also awake when a failed lookup is due again, and when the grace for param kinds
         // ends before the first snapshot.
@@ -958,6 +1000,7 @@ async fn run(
             }
             _ = tokio::time::sleep(wait) => {}
         }
+        check_cluster_identity(&namespaces.store, &mut cluster, &shared.history);
         // A failing CRD watch does not hold the snapshot back: without CRDs, custom
         // resources are matched leniently.
         let crds_listed = crds
@@ -974,6 +1017,7 @@ async fn run(
             &Wakers {
                 changed: &changed,
                 resolved: &resolved,
+                settings: &settings,
             },
             &options,
         );
@@ -993,9 +1037,26 @@ async fn run(
         if !ready && pending && started.elapsed() < options.param_grace {
             continue;
         }
-        // Rebuild only when some store changed (or the param kinds did).
-        let mut generation = generation(core.iter().copied().chain(&crds), &params);
+        // Rebuild only when some store changed (or the param kinds did); for param stores,
+        // only when an object some binding can select did (see `param_refs`).
         let policies_now = input.generation();
+        if refs_at != Some(policies_now) {
+            refs = param_refs::ParamRefs::new(&policy_objects, &binding_objects);
+            fingerprints.clear();
+            refs_at = Some(policies_now);
+        }
+        let visible = |kind: &(String, String), store: &Reader| {
+            let at = store.generation();
+            match fingerprints.get(store.name()) {
+                Some((seen_at, fingerprint)) if *seen_at == at => *fingerprint,
+                _ => {
+                    let fingerprint = refs.fingerprint(kind, &store.objects());
+                    fingerprints.insert(store.name().to_string(), (at, fingerprint));
+                    fingerprint
+                }
+            }
+        };
+        let mut generation = generation(core.iter().copied().chain(&crds), &params, visible);
         generation.extend([policies_now.0, policies_now.1]);
         if last_built.as_ref() != Some(&generation) {
             let inputs = Inputs::collect(
@@ -1034,11 +1095,14 @@ async fn run(
                 &options.param_namespaces,
             );
             problems.extend(fed_problems);
-            tracing::info!(
-                policies = snapshot.policies.len(),
-                problems = problems.len(),
-                "cluster snapshot built"
-            );
+            // The first at info (the chart's NOTES look for it); later ones at debug: a busy
+            // cluster rebuilds often, and their effect shows in the metrics.
+            let (policies, problem_count) = (snapshot.policies.len(), problems.len());
+            if shared.ready.load(Ordering::Acquire) {
+                tracing::debug!(policies, problems = problem_count, "cluster snapshot built");
+            } else {
+                tracing::info!(policies, problems = problem_count, "cluster snapshot built");
+            }
             publish(snapshot);
             shared.ready.store(true, Ordering::Release);
             *lock(&shared.problems) = problems;
@@ -1060,6 +1124,27 @@ async fn run(
                 .store(rounds, Ordering::Release);
         }
     }
+}
+
+/// A kube-system namespace with another uid than before is another cluster (a new etcd,
+/// whose resourceVersions may not even have gone below those seen): every watch lists again.
+/// `cluster` keeps the uid seen last.
+fn check_cluster_identity(
+    namespaces: &Reader,
+    cluster: &mut Option<String>,
+    history: &history::History,
+) {
+    let uid = namespaces
+        .get("", "kube-system")
+        .and_then(|ns| ns["metadata"]["uid"].as_str().map(str::to_string));
+    let Some(uid) = uid else {
+        return;
+    };
+    if let Some(before) = cluster.as_ref().filter(|before| **before != uid) {
+        tracing::warn!(%before, now = %uid, "the kube-system namespace has another uid: another cluster (etcd replaced); every resource is listed again");
+        history.reset(history::Reset::ClusterIdentity);
+    }
+    *cluster = Some(uid);
 }
 
 /// A task aborted when dropped.
@@ -1092,18 +1177,20 @@ fn all_synced(watches: &[Watched]) -> bool {
     watches.iter().all(|w| w.store.synced())
 }
 
-/// A fingerprint of every store's contents: the change counters.
+/// A fingerprint of every store's contents: the change counters, and for the param kinds'
+/// stores (`visible`) a fingerprint of the objects some binding can select.
 fn generation<'a>(
     core: impl Iterator<Item = &'a Watched>,
     params: &BTreeMap<(String, String), ParamKind>,
+    mut visible: impl FnMut(&(String, String), &Reader) -> u64,
 ) -> Vec<u64> {
     let mut g: Vec<u64> = core.map(|w| w.store.generation()).collect();
-    for p in params.values() {
+    for (kind, p) in params {
         match p {
             ParamKind::Watched { watches, .. } => g.extend(
                 watches
                     .iter()
-                    .map(|w| w.store.generation() * 2 + u64::from(w.store.synced())),
+                    .flat_map(|w| [visible(kind, &w.store), u64::from(w.store.synced())]),
             ),
             ParamKind::NotServed { .. } => g.push(u64::MAX),
             ParamKind::Resolving { .. } | ParamKind::Unresolved { .. } => g.push(u64::MAX - 1),
@@ -1141,6 +1228,8 @@ fn param_lookup(
 struct Wakers<'a> {
     changed: &'a Arc<Notify>,
     resolved: &'a Arc<Notify>,
+    /// What the watches started are given.
+    settings: &'a watch::Settings,
 }
 
 /// When the next failed discovery is due again, if one failed.
@@ -1260,7 +1349,7 @@ fn resolved(
                     namespace,
                     label,
                     wakers.changed,
-                    options.retry_max,
+                    wakers.settings,
                 )
             };
             let watches = if scope == Scope::Namespaced && !options.param_namespaces.is_empty() {

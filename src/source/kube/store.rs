@@ -43,7 +43,8 @@ pub struct SourceStatus {
     pub objects: usize,
 }
 
-fn key_of(object: &Json) -> ObjectKey {
+/// The key of an object: its namespace (empty if none) and name.
+pub fn key_of(object: &Json) -> ObjectKey {
     let meta = &object["metadata"];
     let text = |k: &str| meta[k].as_str().unwrap_or("").to_string();
     (text("namespace"), text("name"))
@@ -165,6 +166,14 @@ impl Reader {
 
     pub fn objects(&self) -> Vec<Arc<Json>> {
         read(&self.store.objects).values().cloned().collect()
+    }
+
+    /// Every object with its key.
+    pub fn entries(&self) -> Vec<(ObjectKey, Arc<Json>)> {
+        read(&self.store.objects)
+            .iter()
+            .map(|(k, o)| (k.clone(), o.clone()))
+            .collect()
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Json>> {
