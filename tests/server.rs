@@ -2051,7 +2051,9 @@ async fn limit_stops_have_their_own_error_type() {
     .await;
     assert!(counted, "{text}");
     assert!(
-        text.contains(r#"error_type="deadline_exceeded",policy="slow",policy_binding="slow-0"}"#),
+        // The binding the deadline caught: the first in a debug build, a later one in an
+        // optimised build (where the first ends at its cost limit within 300 ms).
+        text.contains(r#"error_type="deadline_exceeded",policy="slow",policy_binding="slow-"#),
         "{text}"
     );
     assert!(!text.contains(r#"error_type="invalid_error""#), "{text}");
