@@ -458,6 +458,59 @@ async fn the_lease_is_released_on_shutdown() {
     b.shutdown().await;
 }
 
+/// The Lease record of another replica, held for a minute from now.
+fn lease_held_by(identity: &str) -> Json {
+    let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    ))
+    .unwrap();
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "celgate-events", "namespace": "celgate-system"},
+        "spec": {"holderIdentity": identity, "leaseDurationSeconds": 60, "acquireTime": now, "renewTime": now}
+    })
+}
+
+/// A writer that loses the Lease while it adopts the existing reports (a list across all
+/// namespaces, which may be slow) writes nothing after it: the new holder's reports are
+/// not overwritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_loses_the_lease_while_adopting_writes_nothing() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    with_policy(&fake);
+    fake.stall("policyreports");
+    let a = start(config(api, options(100, 100), Some("celgate-a")))
+        .await
+        .unwrap();
+    ready(&a).await;
+    let mut to_a = Webhook::connect(&a).await;
+    to_a.review(review("CREATE", Some(pod("seen-by-a", true)), None))
+        .await;
+    eventually("a adopts (its list of the reports waits)", || {
+        fake.count("policyreports") > 0
+    })
+    .await;
+    // Another replica takes the Lease over while a's list waits.
+    fake.apply(lease_held_by("celgate-other"));
+    let cluster = a.cluster.clone().unwrap();
+    eventually("a no longer holds the lease", || !cluster.is_leader()).await;
+    fake.release("policyreports");
+    eventually("a's adoption lists the cluster reports", || {
+        fake.count("clusterpolicyreports") > 0
+    })
+    .await;
+    // Several write intervals (100 ms) after the adoption.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let applies = fake.applies.lock().unwrap().clone();
+    assert!(
+        applies
+            .iter()
+            .all(|(at, _, _)| !at.contains("policyreports")),
+        "written after losing the lease: {applies:?}"
+    );
+    a.shutdown().await;
+}
+
 /// The report flags refuse what would disable them or cannot work, before anything starts,
 /// naming the flag; their defaults are off, 10s, 2000 and 100000.
 #[test]

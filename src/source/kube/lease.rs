@@ -40,11 +40,19 @@ pub struct Leadership {
     /// Rounds of [`hold`] completed, each after `leader` was updated: a reader that sees `n`
     /// rounds then reads `leader` gets the outcome of round `n` or a later one.
     rounds: AtomicU64,
+    /// Times this replica acquired the Lease: a writer that sees another term than the one it
+    /// started with lost the Lease in between, even if it holds it again.
+    terms: AtomicU64,
 }
 
 impl Leadership {
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Acquire)
+    }
+
+    /// The current term while this replica holds the Lease (see [`Leadership::terms`]).
+    pub fn term(&self) -> Option<u64> {
+        self.is_leader().then(|| self.terms.load(Ordering::Acquire))
     }
 
     /// How many rounds of trying to hold the Lease have completed.
@@ -73,6 +81,10 @@ pub async fn hold(
         };
         if leader != leadership.is_leader() {
             tracing::info!(leader, lease = %options.name, "event reporting leadership changed");
+        }
+        if leader && !leadership.is_leader() {
+            // Before `leader`: whoever sees it set sees the new term.
+            leadership.terms.fetch_add(1, Ordering::Release);
         }
         leadership.leader.store(leader, Ordering::Release);
         leadership.rounds.fetch_add(1, Ordering::Release);

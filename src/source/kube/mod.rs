@@ -324,7 +324,7 @@ impl KubeSource {
                     client.clone(),
                     store,
                     o,
-                    writer(&shared, &options),
+                    writer_term(&shared, &options),
                 )))
             });
         let task = tokio::spawn(run(
@@ -390,12 +390,12 @@ impl KubeSource {
                 .background_store
                 .get_or_init(|| Arc::new(reports::ReportStore::background()))
                 .clone();
-            let writer = writer(&self.shared, &self.options);
+            let term = writer_term(&self.shared, &self.options);
             tasks.push(Task(tokio::spawn(reports::write(
                 self.client.clone(),
                 store.clone(),
                 o,
-                writer,
+                term,
             ))));
             store
         });
@@ -481,6 +481,17 @@ fn writer(shared: &Shared, options: &KubeOptions) -> impl Fn() -> bool + Send + 
     let leadership = shared.leadership.clone();
     let leased = options.events_lease.is_some();
     move || !leased || leadership.is_leader()
+}
+
+/// The term this replica writes reports in ([`lease::Leadership::term`]), `None` while it
+/// does not; always the same term without a Lease.
+fn writer_term(
+    shared: &Shared,
+    options: &KubeOptions,
+) -> impl Fn() -> Option<u64> + Send + Sync + 'static {
+    let leadership = shared.leadership.clone();
+    let leased = options.events_lease.is_some();
+    move || if leased { leadership.term() } else { Some(0) }
 }
 
 // The guarded values are replaced whole, so a poisoned lock still holds a consistent value.
