@@ -31,6 +31,9 @@ pub struct LeaseOptions {
     pub duration: Duration,
     /// How often the holder renews, and the others check.
     pub renew: Duration,
+    /// How long a graceful shutdown waits for the release (`--lease-release-timeout`):
+    /// well below the pod's grace period, since the drain runs beside it.
+    pub release_timeout: Duration,
 }
 
 /// Whether this replica holds the Lease; updated by [`hold`].
@@ -99,7 +102,7 @@ pub async fn hold(
     if !was_leader {
         return;
     }
-    match tokio::time::timeout(options.renew, release(&api, &options)).await {
+    match tokio::time::timeout(options.release_timeout, release(&api, &options)).await {
         Ok(Ok(true)) => tracing::info!(lease = %options.name, "lease released"),
         Ok(Ok(false)) => {}
         Ok(Err(e)) => {

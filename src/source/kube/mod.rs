@@ -348,8 +348,8 @@ impl KubeSource {
     }
 
     /// Graceful shutdown: stops leading and releases the Lease if this replica holds it, so
-    /// that another replica takes over at once (waits for the release, a few renewal
-    /// periods at most). Watches and writers stop when the source is dropped.
+    /// that another replica takes over at once (waits for the release up to the Lease's
+    /// `release_timeout`; past it the Lease expires on its own). Watches and writers stop when the source is dropped.
     pub async fn release_lease(&self) {
         let Some(mut lease) = self.lease.lock().await.take() else {
             return;
@@ -359,7 +359,7 @@ impl KubeSource {
             .options
             .events_lease
             .as_ref()
-            .map_or(Duration::ZERO, |l| l.renew * 3);
+            .map_or(Duration::ZERO, |l| l.release_timeout);
         if tokio::time::timeout(limit, &mut lease.task.0)
             .await
             .is_err()
