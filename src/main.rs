@@ -161,6 +161,11 @@ enum Command {
         /// Name of that Lease (it also picks the one replica writing policy reports).
         #[arg(long, default_value = "celgate-events")]
         lease_name: String,
+        /// On SIGTERM, the Lease holder releases the Lease (another replica takes over at
+        /// once) beside the drain, and gives up after this long (the Lease then expires);
+        /// keep it well below the pod's terminationGracePeriodSeconds.
+        #[arg(long, value_name = "DURATION", default_value = "5s")]
+        lease_release_timeout: String,
         /// Write admission results as policy reports (`--source kubernetes`): `wgpolicy`
         /// (wgpolicyk8s.io/v1alpha2 PolicyReport and ClusterPolicyReport), `openreports`
         /// (openreports.io/v1alpha1 Report and ClusterReport) or `off`. One report per
@@ -792,6 +797,7 @@ fn serve(command: Command) -> ExitCode {
         pod_name,
         lease_namespace,
         lease_name,
+        lease_release_timeout,
         reports,
         reports_interval,
         reports_max_results,
@@ -1039,6 +1045,14 @@ fn serve(command: Command) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            let release_timeout = match positive("--lease-release-timeout", &lease_release_timeout)
+            {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("celgate: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             // One replica reports Events; it needs a name and a namespace for the Lease.
             let events_lease =
                 (!lease_namespace.is_empty() && !pod_name.is_empty()).then(|| LeaseOptions {
@@ -1047,6 +1061,7 @@ fn serve(command: Command) -> ExitCode {
                     identity: pod_name.clone(),
                     duration: Duration::from_secs(15),
                     renew: Duration::from_secs(5),
+                    release_timeout,
                 });
             PolicySource::Kubernetes {
                 api_url,

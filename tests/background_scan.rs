@@ -113,6 +113,7 @@ fn config(api: SocketAddr, background: BackgroundOptions, lease: Option<&str>) -
                     identity: identity.into(),
                     duration: Duration::from_secs(1),
                     renew: Duration::from_millis(100),
+                    release_timeout: Duration::from_secs(5),
                 }),
                 reports: Some(ReportOptions {
                     api: ReportApi::WgPolicy,

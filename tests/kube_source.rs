@@ -632,6 +632,7 @@ async fn one_replica_reports_events() {
             identity: identity.into(),
             duration: Duration::from_secs(1),
             renew: Duration::from_millis(100),
+            release_timeout: Duration::from_secs(5),
         });
         start(addr, o, false)
     };

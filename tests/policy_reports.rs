@@ -84,6 +84,7 @@ fn config(api: SocketAddr, reports: ReportOptions, lease: Option<&str>) -> Serve
                     identity: identity.into(),
                     duration: Duration::from_secs(1),
                     renew: Duration::from_millis(100),
+                    release_timeout: Duration::from_secs(5),
                 }),
                 reports: Some(reports),
                 ..Default::default()
@@ -458,8 +459,102 @@ async fn the_lease_is_released_on_shutdown() {
     b.shutdown().await;
 }
 
-/// The report flags refuse what would disable them or cannot work, before anything starts,
-/// naming the flag; their defaults are off, 10s, 2000 and 100000.
+/// The Lease record of another replica, held for a minute from now.
+fn lease_held_by(identity: &str) -> Json {
+    let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    ))
+    .unwrap();
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "celgate-events", "namespace": "celgate-system"},
+        "spec": {"holderIdentity": identity, "leaseDurationSeconds": 60, "acquireTime": now, "renewTime": now}
+    })
+}
+
+/// A writer that loses the Lease while it adopts the existing reports (a list across all
+/// namespaces, which may be slow) writes nothing after it: the new holder's reports are
+/// not overwritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_that_loses_the_lease_while_adopting_writes_nothing() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    with_policy(&fake);
+    fake.stall("policyreports");
+    let a = start(config(api, options(100, 100), Some("celgate-a")))
+        .await
+        .unwrap();
+    ready(&a).await;
+    let mut to_a = Webhook::connect(&a).await;
+    to_a.review(review("CREATE", Some(pod("seen-by-a", true)), None))
+        .await;
+    eventually("a adopts (its list of the reports waits)", || {
+        fake.count("policyreports") > 0
+    })
+    .await;
+    // Another replica takes the Lease over while a's list waits.
+    fake.apply(lease_held_by("celgate-other"));
+    let cluster = a.cluster.clone().unwrap();
+    eventually("a no longer holds the lease", || !cluster.is_leader()).await;
+    fake.release("policyreports");
+    eventually("a's adoption lists the cluster reports", || {
+        fake.count("clusterpolicyreports") > 0
+    })
+    .await;
+    // Several write intervals (100 ms) after the adoption.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let applies = fake.applies.lock().unwrap().clone();
+    assert!(
+        applies
+            .iter()
+            .all(|(at, _, _)| !at.contains("policyreports")),
+        "written after losing the lease: {applies:?}"
+    );
+    a.shutdown().await;
+}
+
+/// Shutdown does not wait on an API server that does not answer: the Lease release runs
+/// beside the drain and is given up after `release_timeout`, well before three renewal
+/// periods (here a minute), and the listeners stop accepting at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_on_an_unanswering_api_server() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    with_policy(&fake);
+    let mut cfg = config(api, options(100, 100), Some("celgate-a"));
+    if let PolicySource::Kubernetes { options, .. } = &mut cfg.source {
+        if let Some(lease) = &mut options.events_lease {
+            lease.duration = Duration::from_secs(60);
+            lease.renew = Duration::from_secs(20);
+            lease.release_timeout = Duration::from_secs(1);
+        }
+    }
+    let a = start(cfg).await.unwrap();
+    ready(&a).await;
+    let cluster = a.cluster.clone().unwrap();
+    eventually("a holds the lease", || cluster.is_leader()).await;
+    let webhook = a.bound.webhook;
+    fake.set_hanging(true);
+    let started = Instant::now();
+    let shutdown = tokio::spawn(a.shutdown());
+    eventually("the listener stops accepting", || {
+        std::net::TcpStream::connect(webhook).is_err()
+    })
+    .await;
+    tokio::time::timeout(Duration::from_secs(40), shutdown)
+        .await
+        .expect("shutdown finished")
+        .unwrap();
+    // Three renewal periods would be 60 s; the drain has nothing to wait for.
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+    fake.set_hanging(false);
+}
+
+/// The report flags (and the Lease release timeout) refuse what would disable them or cannot
+/// work, before anything starts, naming the flag; their defaults are off, 10s, 2000, 100000
+/// and 5s.
 #[test]
 fn report_flags_refuse_bad_values() {
     let kube = [
@@ -468,7 +563,11 @@ fn report_flags_refuse_bad_values() {
         "--kube-api-url",
         "http://127.0.0.1:9",
     ];
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &[&kube[..], &["--lease-release-timeout", "0s"]].concat(),
+            "--lease-release-timeout",
+        ),
         (
             &["--reports", "wgpolicy"],
             "--reports needs --source kubernetes",
@@ -513,6 +612,7 @@ fn report_flags_refuse_bad_values() {
         ("--reports-interval <DURATION>", "[default: 10s]"),
         ("--reports-max-results <N>", "[default: 2000]"),
         ("--reports-max-resources <N>", "[default: 100000]"),
+        ("--lease-release-timeout <DURATION>", "[default: 5s]"),
     ]);
 }
 

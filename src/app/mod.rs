@@ -223,18 +223,32 @@ pub struct Running {
 }
 
 impl Running {
-    /// Releases the cluster source's Lease (another replica takes over Events, reports and
-    /// scans at once), stops accepting, lets in-flight requests finish, and waits for the
-    /// listeners.
+    /// Stops accepting and lets in-flight requests finish, and meanwhile releases the cluster
+    /// source's Lease (another replica takes over Events, reports and scans at once); waits
+    /// for both. The release is not waited on first: with the API server unreachable it may
+    /// take its whole `--lease-release-timeout`, and the drain must fit in the pod's grace
+    /// period.
     pub async fn shutdown(self) {
-        if let Some(cluster) = &self.cluster {
-            cluster.release_lease().await;
-        }
-        let _ = self.shutdown.send(true);
-        for t in self.tasks {
-            let _ = t.await;
-        }
-        drop(self.certs);
+        let Running {
+            shutdown,
+            tasks,
+            cluster,
+            certs,
+            ..
+        } = self;
+        let _ = shutdown.send(true);
+        let release = async {
+            if let Some(cluster) = &cluster {
+                cluster.release_lease().await;
+            }
+        };
+        let drain = async {
+            for t in tasks {
+                let _ = t.await;
+            }
+        };
+        tokio::join!(release, drain);
+        drop(certs);
     }
 }
 

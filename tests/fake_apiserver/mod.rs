@@ -83,6 +83,7 @@ pub struct Fake {
     open_watches: Mutex<HashMap<String, Arc<AtomicUsize>>>,
     down: AtomicBool,
     unreachable: AtomicBool,
+    hanging: AtomicBool,
     /// Bumped to cut every open connection.
     cut: watch::Sender<u64>,
     /// Connections accepted so far (also those closed at once while unreachable).
@@ -148,6 +149,7 @@ impl Fake {
             open_watches: Mutex::default(),
             down: AtomicBool::new(false),
             unreachable: AtomicBool::new(false),
+            hanging: AtomicBool::new(false),
             cut: watch::channel(0).0,
             connections: AtomicUsize::new(0),
             failing_discovery: Mutex::default(),
@@ -347,6 +349,12 @@ impl Fake {
         }
     }
 
+    /// While hanging, every request is read and never answered: an API server behind a
+    /// network that drops its answers (the client waits for its own timeouts).
+    pub fn set_hanging(&self, hanging: bool) {
+        self.hanging.store(hanging, Ordering::SeqCst);
+    }
+
     /// While down, every request gets 500 (an API server that cannot reach etcd; kube's
     /// client retries 503s itself for minutes) and open watches end.
     pub fn set_down(&self, down: bool) {
@@ -487,6 +495,9 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
         .unwrap()
         .push((std::time::Instant::now(), line.clone()));
     fake.requests.lock().unwrap().push(line);
+    if fake.hanging.load(Ordering::SeqCst) {
+        std::future::pending::<()>().await;
+    }
     if fake.down.load(Ordering::SeqCst) {
         return status(StatusCode::INTERNAL_SERVER_ERROR, "the server is down");
     }

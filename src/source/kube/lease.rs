@@ -31,6 +31,9 @@ pub struct LeaseOptions {
     pub duration: Duration,
     /// How often the holder renews, and the others check.
     pub renew: Duration,
+    /// How long a graceful shutdown waits for the release (`--lease-release-timeout`):
+    /// well below the pod's grace period, since the drain runs beside it.
+    pub release_timeout: Duration,
 }
 
 /// Whether this replica holds the Lease; updated by [`hold`].
@@ -40,11 +43,19 @@ pub struct Leadership {
     /// Rounds of [`hold`] completed, each after `leader` was updated: a reader that sees `n`
     /// rounds then reads `leader` gets the outcome of round `n` or a later one.
     rounds: AtomicU64,
+    /// Times this replica acquired the Lease: a writer that sees another term than the one it
+    /// started with lost the Lease in between, even if it holds it again.
+    terms: AtomicU64,
 }
 
 impl Leadership {
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Acquire)
+    }
+
+    /// The current term while this replica holds the Lease (see [`Leadership::terms`]).
+    pub fn term(&self) -> Option<u64> {
+        self.is_leader().then(|| self.terms.load(Ordering::Acquire))
     }
 
     /// How many rounds of trying to hold the Lease have completed.
@@ -74,6 +85,10 @@ pub async fn hold(
         if leader != leadership.is_leader() {
             tracing::info!(leader, lease = %options.name, "event reporting leadership changed");
         }
+        if leader && !leadership.is_leader() {
+            // Before `leader`: whoever sees it set sees the new term.
+            leadership.terms.fetch_add(1, Ordering::Release);
+        }
         leadership.leader.store(leader, Ordering::Release);
         leadership.rounds.fetch_add(1, Ordering::Release);
         tokio::select! {
@@ -87,7 +102,7 @@ pub async fn hold(
     if !was_leader {
         return;
     }
-    match tokio::time::timeout(options.renew, release(&api, &options)).await {
+    match tokio::time::timeout(options.release_timeout, release(&api, &options)).await {
         Ok(Ok(true)) => tracing::info!(lease = %options.name, "lease released"),
         Ok(Ok(false)) => {}
         Ok(Err(e)) => {

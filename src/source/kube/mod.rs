@@ -337,7 +337,7 @@ impl KubeSource {
                     client.clone(),
                     store,
                     o,
-                    writer(&shared, &options),
+                    writer_term(&shared, &options),
                 )))
             });
         let task = tokio::spawn(run(
@@ -361,8 +361,8 @@ impl KubeSource {
     }
 
     /// Graceful shutdown: stops leading and releases the Lease if this replica holds it, so
-    /// that another replica takes over at once (waits for the release, a few renewal
-    /// periods at most). Watches and writers stop when the source is dropped.
+    /// that another replica takes over at once (waits for the release up to the Lease's
+    /// `release_timeout`; past it the Lease expires on its own). Watches and writers stop when the source is dropped.
     pub async fn release_lease(&self) {
         let Some(mut lease) = self.lease.lock().await.take() else {
             return;
@@ -372,7 +372,7 @@ impl KubeSource {
             .options
             .events_lease
             .as_ref()
-            .map_or(Duration::ZERO, |l| l.renew * 3);
+            .map_or(Duration::ZERO, |l| l.release_timeout);
         if tokio::time::timeout(limit, &mut lease.task.0)
             .await
             .is_err()
@@ -403,12 +403,12 @@ impl KubeSource {
                 .background_store
                 .get_or_init(|| Arc::new(reports::ReportStore::background()))
                 .clone();
-            let writer = writer(&self.shared, &self.options);
+            let term = writer_term(&self.shared, &self.options);
             tasks.push(Task(tokio::spawn(reports::write(
                 self.client.clone(),
                 store.clone(),
                 o,
-                writer,
+                term,
             ))));
             store
         });
@@ -507,6 +507,17 @@ fn writer(shared: &Shared, options: &KubeOptions) -> impl Fn() -> bool + Send + 
     let leadership = shared.leadership.clone();
     let leased = options.events_lease.is_some();
     move || !leased || leadership.is_leader()
+}
+
+/// The term this replica writes reports in ([`lease::Leadership::term`]), `None` while it
+/// does not; always the same term without a Lease.
+fn writer_term(
+    shared: &Shared,
+    options: &KubeOptions,
+) -> impl Fn() -> Option<u64> + Send + Sync + 'static {
+    let leadership = shared.leadership.clone();
+    let leased = options.events_lease.is_some();
+    move || if leased { leadership.term() } else { Some(0) }
 }
 
 // The guarded values are replaced whole, so a poisoned lock still holds a consistent value.

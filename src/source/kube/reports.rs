@@ -682,24 +682,33 @@ fn api_resource(api: ReportApi, cluster: bool) -> ApiResource {
     }
 }
 
-/// Writes the dirty reports every `options.interval` while `is_writer` says this replica
-/// writes; runs until aborted.
+/// Writes the dirty reports every `options.interval` while `term` says this replica writes
+/// (the Lease term it holds, `None` while it does not); runs until aborted. The term is
+/// checked again after adopting and before each write and delete: a replica that lost the
+/// Lease meanwhile (the adoption lists across all namespaces, and may be slow) must not
+/// write over the new holder's reports, and one that lost and regained it adopts again.
 pub async fn write(
     client: Client,
     store: Arc<ReportStore>,
     options: ReportOptions,
-    is_writer: impl Fn() -> bool + Send + 'static,
+    term: impl Fn() -> Option<u64> + Send + 'static,
 ) {
-    let mut was_writer = false;
+    // The term whose reports were adopted, hence that this replica writes in.
+    let mut writing = None;
     // Confirmations of adopted resources, beside the writes (dropped, hence aborted, with
     // this task).
     let mut confirming = tokio::task::JoinSet::new();
     loop {
         tokio::time::sleep(options.interval).await;
         while confirming.try_join_next().is_some() {}
-        let writer = is_writer();
+        let now = term();
+        if now.is_none() {
+            writing = None;
+            continue;
+        }
         let mut adopted = Vec::new();
-        if writer && !was_writer {
+        if now != writing {
+            writing = None;
             // Nothing is written before the existing reports are adopted: a partial view
             // would replace what others saw.
             if store.adopts {
@@ -712,14 +721,23 @@ pub async fn write(
                     }
                 }
             }
+            if term() != now {
+                // Lost during the adoption: adopted again once regained.
+                continue;
+            }
             tracing::info!(adopted = adopted.len(), "writing policy reports");
             store.mark_all();
+            writing = now;
         }
-        was_writer = writer;
-        if !writer {
-            continue;
-        }
-        for (namespace, report) in store.take_dirty(&options) {
+        let mut dirty = store.take_dirty(&options).into_iter();
+        while let Some((namespace, report)) = dirty.next() {
+            if term() != writing {
+                // Written by whoever holds the Lease now, or by this replica once it holds
+                // it again (after adopting).
+                store.mark(std::iter::once(namespace).chain(dirty.map(|(ns, _)| ns)));
+                writing = None;
+                break;
+            }
             let written = write_one(&client, options.api, store.name, &namespace, report);
             if let Err(e) = written.await {
                 tracing::warn!(namespace, error = %e, "policy report not written; retried at the next interval");
@@ -729,8 +747,9 @@ pub async fn write(
         if !adopted.is_empty() {
             confirming.spawn(confirm(client.clone(), store.clone(), adopted));
         }
-        if store.take_sweep() {
-            if let Err(e) = sweep(&client, options.api, &store).await {
+        if writing.is_some() && store.take_sweep() {
+            let still_writing = || writing.is_some() && term() == writing;
+            if let Err(e) = sweep(&client, options.api, &store, &still_writing).await {
                 tracing::warn!(error = %e, "stale policy reports not listed; looked for again at the next interval");
                 store.request_sweep();
             }
@@ -861,7 +880,12 @@ async fn served(client: &Client, r: &Resource) -> Served {
 /// Deletes the reports of `store`'s source that celgate wrote and `store` has no results
 /// for (namespaced and cluster reports); a failed delete is logged and left to the next
 /// sweep.
-async fn sweep(client: &Client, api: ReportApi, store: &ReportStore) -> Result<(), kube::Error> {
+async fn sweep(
+    client: &Client,
+    api: ReportApi,
+    store: &ReportStore,
+    is_writer: &impl Fn() -> bool,
+) -> Result<(), kube::Error> {
     let params = ListParams::default().labels(&selector(store));
     for cluster in [false, true] {
         let reports: Api<DynamicObject> =
@@ -871,6 +895,11 @@ async fn sweep(client: &Client, api: ReportApi, store: &ReportStore) -> Result<(
             let name = report.metadata.name.clone().unwrap_or_default();
             if store.has_report(&namespace, &name) {
                 continue;
+            }
+            if !is_writer() {
+                // The new holder sweeps; this replica sweeps again once it holds the Lease.
+                store.request_sweep();
+                return Ok(());
             }
             let deleted = write_one(client, api, &name, &namespace, None).await;
             match deleted {
