@@ -648,3 +648,79 @@ async fn a_large_request_head_is_refused() {
     }
     server.shutdown().await;
 }
+
+/// Review item 2: the HTTP/2 write timeout was per connection. One stream whose window stays
+/// zero held its answer (and its share of the budget) while requests on other streams kept
+/// the connection's one "answers moved" time fresh, so it was never closed. The stall is now
+/// measured from the oldest answer not taken: the connection is closed after the client
+/// timeout and the stalled answer's bytes leave the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_stream_never_read_is_dropped_while_other_streams_stay_busy() {
+    use std::time::Duration;
+    let dir = harness::temp_dir("h2-one-stream-stalled");
+    std::fs::write(dir.join("policy.yaml"), failing_policy(1, 3000, "Warn")).unwrap();
+    let server = harness::serve(&dir, write_timeout_limits()).await;
+    let metrics = server.bound.metrics.unwrap();
+    let tls = harness::tls(&server, b"h2", None).await;
+    // Every stream's window is zero: an answer with a body is never sent; the busy streams
+    // ask for answers without one (405: /validate takes only POST).
+    let (mut client, conn) = h2::client::Builder::new()
+        .initial_window_size(0)
+        .handshake::<_, hyper::body::Bytes>(tls)
+        .await
+        .unwrap();
+    let conn = tokio::spawn(conn);
+    let uri = format!("https://localhost:{}/validate", server.bound.webhook.port());
+    let review = serde_json::to_vec(&configmap_review("u-1", json!({}))).unwrap();
+    let req = hyper::Request::post(&uri)
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let (answer, mut body) = client.send_request(req, false).unwrap();
+    body.send_data(review.into(), true).unwrap();
+    let stalled = answer.await.unwrap();
+    assert_eq!(stalled.status(), 200, "the head needs no window");
+    let mut held = 0.0;
+    for _ in 0..100 {
+        held = harness::metric(metrics, "celgate_buffered_bytes")
+            .await
+            .unwrap_or(0.0);
+        if held > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(held > 0.0, "the stalled answer is in the budget");
+    // Other streams keep answering, well within the client timeout (2 s) of each other.
+    let busy = tokio::spawn(async move {
+        loop {
+            let req = hyper::Request::get(&uri).body(()).unwrap();
+            let (answer, _) = client.send_request(req, true)?;
+            assert_eq!(answer.await?.status(), 405);
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            client = client.ready().await?;
+        }
+        #[allow(unreachable_code)]
+        Ok::<(), h2::Error>(())
+    });
+    // Generous: the client timeout is 2 s, the idle timeout 300 s.
+    let closed = tokio::time::timeout(Duration::from_secs(45), conn).await;
+    assert!(
+        closed.is_ok(),
+        "the connection is still open after 45 s of one stream stalled"
+    );
+    assert!(busy.await.unwrap().is_err(), "the busy streams end with it");
+    drop(stalled);
+    let mut left = f64::NAN;
+    for _ in 0..200 {
+        left = harness::metric(metrics, "celgate_buffered_bytes")
+            .await
+            .unwrap_or(f64::NAN);
+        if left == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, 0.0, "the stalled answer's bytes left the budget");
+    server.shutdown().await;
+}

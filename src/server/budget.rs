@@ -4,6 +4,14 @@
 //! buffer is reserved before it is filled ([`Reservation`], given back when dropped), so the
 //! sum never passes the budget; a request that would pass it is answered 503.
 //!
+//! What the budget does not see: an HTTP/2 answer leaves it once hyper has taken its last
+//! frame, but h2 keeps the bytes the client's window does not admit yet until the window
+//! opens or the stream ends. That is at most the rest of one answer per open stream (an
+//! answer is one buffer, small: warnings and messages are capped), and no longer than the
+//! connection lives: with its answers taken, it counts as idle, so the idle timeout (then
+//! the client timeout of the graceful close) ends it. Counting them would mean following
+//! h2's send buffers, which hyper does not expose.
+//!
 //! A quarter of the budget is kept for small requests: past [`SMALL_REQUEST`] bytes a body
 //! may fill only three quarters of it, so that clients holding large bodies cannot keep the
 //! API server's usual reviews (a few kilobytes) out.

@@ -19,7 +19,8 @@
 //! - A write timeout: an answer the client does not take for the client timeout (HTTP/1.1:
 //!   the socket does not accept bytes; HTTP/2: the stream's or the connection's window stays
 //!   zero, so the answer is not even sent) closes the connection at once, which drops what it
-//!   buffered.
+//!   buffered. Each answer's progress is timed on its own ([`Answers`]): on HTTP/2, answers
+//!   moving on other streams do not hide one stream that takes nothing.
 //! - Accept errors (EMFILE, ENFILE: out of descriptors) pause the loop, 10 ms doubling up to
 //!   1 s, and are logged at most once a second with the number left unlogged.
 
@@ -100,9 +101,7 @@ struct Activity {
     /// write accepted since; 0 when none.
     write_blocked: AtomicU64,
     /// Answers produced but not yet taken whole by the connection ([`Sending`]).
-    unsent: AtomicU32,
-    /// When an answer last started or one of its frames was taken.
-    answer_progress: AtomicU64,
+    answers: Answers,
     close: Notify,
 }
 
@@ -130,8 +129,7 @@ impl Activity {
             evicted: AtomicBool::new(false),
             handshaking: AtomicBool::new(true),
             write_blocked: AtomicU64::new(0),
-            unsent: AtomicU32::new(0),
-            answer_progress: AtomicU64::new(0),
+            answers: Answers::default(),
             close: Notify::new(),
         };
         a.last.store(a.now(), Ordering::Relaxed);
@@ -164,7 +162,7 @@ impl Activity {
     fn mid_request(&self) -> bool {
         !self.idle()
             || self.head.load(Ordering::Relaxed) != 0
-            || self.unsent.load(Ordering::Relaxed) != 0
+            || self.answers.oldest_progress().is_some()
             || self.write_blocked.load(Ordering::Relaxed) != 0
     }
 
@@ -192,12 +190,12 @@ impl Activity {
         }
     }
 
-    /// When the answers stopped moving (a write refused, or no frame of an unsent answer
-    /// taken since); `None` while they move or there are none.
+    /// When the answers stopped moving (a write refused, or the answer that moved the least
+    /// recently: no frame of it taken since); `None` while there are none. The oldest, not
+    /// the latest: on HTTP/2 other streams may move while one stream's answer never does.
     fn stalled_since(&self) -> Option<u64> {
         match self.write_blocked.load(Ordering::Relaxed) {
-            0 if self.unsent.load(Ordering::Relaxed) == 0 => None,
-            0 => Some(self.answer_progress.load(Ordering::Relaxed)),
+            0 => self.answers.oldest_progress(),
             blocked => Some(blocked - 1),
         }
     }
@@ -730,31 +728,82 @@ where
     }
 }
 
+/// The answers of one connection not yet taken whole: for each, when the connection last
+/// took a frame of it (or when it was produced). A slot per answer, reused once it is taken;
+/// there are at most as many as requests in flight (HTTP/2: the concurrent streams).
+#[derive(Default)]
+struct Answers {
+    slots: Mutex<Vec<Option<u64>>>,
+}
+
+impl Answers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Option<u64>>> {
+        // Every update is a single store: a panic while holding the lock leaves it consistent.
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new answer, produced at `now`; its slot.
+    fn add(&self, now: u64) -> usize {
+        let mut slots = self.lock();
+        match slots.iter().position(Option::is_none) {
+            Some(free) => {
+                slots[free] = Some(now);
+                free
+            }
+            None => {
+                slots.push(Some(now));
+                slots.len() - 1
+            }
+        }
+    }
+
+    /// A frame of the answer in `slot` was taken at `now`.
+    fn moved(&self, slot: usize, now: u64) {
+        if let Some(progress) = self.lock().get_mut(slot) {
+            *progress = Some(now);
+        }
+    }
+
+    /// The answer in `slot` was taken whole (or dropped).
+    fn remove(&self, slot: usize) {
+        if let Some(progress) = self.lock().get_mut(slot) {
+            *progress = None;
+        }
+    }
+
+    /// When the answer that moved the least recently last moved; `None` when there are none.
+    fn oldest_progress(&self) -> Option<u64> {
+        self.lock().iter().flatten().min().copied()
+    }
+}
+
 /// An answer's body, telling the watchdog that an answer is not yet taken whole and when
 /// the connection last took a frame of it (the write timeout of HTTP/2, whose connection
 /// does not ask for the body while the client's window is zero).
+///
+/// On HTTP/2 "taken" means taken by h2, which may still hold the last frames until the
+/// client's window opens; those bytes are then out of both the watchdog's and the budget's
+/// view (see [`super::budget`]).
 pub struct Sending<B> {
     inner: B,
     activity: Arc<Activity>,
-    done: bool,
+    /// This answer's place in [`Activity::answers`]; `None` once taken whole.
+    slot: Option<usize>,
 }
 
 impl<B> Sending<B> {
     fn new(inner: B, activity: Arc<Activity>) -> Sending<B> {
-        activity.unsent.fetch_add(1, Ordering::Relaxed);
-        activity
-            .answer_progress
-            .store(activity.now(), Ordering::Relaxed);
+        let slot = activity.answers.add(activity.now());
         Sending {
             inner,
             activity,
-            done: false,
+            slot: Some(slot),
         }
     }
 
     fn finish(&mut self) {
-        if !std::mem::replace(&mut self.done, true) {
-            self.activity.unsent.fetch_sub(1, Ordering::Relaxed);
+        if let Some(slot) = self.slot.take() {
+            self.activity.answers.remove(slot);
         }
     }
 }
@@ -776,10 +825,11 @@ impl<B: hyper::body::Body + Unpin> hyper::body::Body for Sending<B> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_frame(cx);
         match &r {
-            Poll::Ready(Some(_)) => this
-                .activity
-                .answer_progress
-                .store(this.activity.now(), Ordering::Relaxed),
+            Poll::Ready(Some(_)) => {
+                if let Some(slot) = this.slot {
+                    this.activity.answers.moved(slot, this.activity.now());
+                }
+            }
             Poll::Ready(None) => this.finish(),
             Poll::Pending => {}
         }
@@ -1004,6 +1054,30 @@ mod tests {
         drop(sending);
         assert!(r.evict_one(), "once its answer is taken, idle again");
         assert!(answering.evicted.load(Ordering::Relaxed));
+    }
+
+    /// Review item 2: the write timeout runs from the answer that moved the least recently,
+    /// not the latest, so one HTTP/2 stream taking nothing is not hidden by busy ones.
+    #[test]
+    fn the_write_timeout_runs_from_the_oldest_answer() {
+        let a = Arc::new(Activity::new(Instant::now()));
+        a.handshaken(Protocol::Http2);
+        assert_eq!(a.stalled_since(), None);
+        let body = || http_body_util::Full::new(axum::body::Bytes::from_static(b"x"));
+        let stalled = Sending::new(body(), a.clone());
+        let stalled_at = a.answers.oldest_progress();
+        std::thread::sleep(Duration::from_millis(5));
+        let mut busy = Sending::new(body(), a.clone());
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        use hyper::body::Body;
+        while let Poll::Ready(Some(_)) = Pin::new(&mut busy).poll_frame(&mut cx) {}
+        drop(busy);
+        assert_eq!(a.stalled_since(), stalled_at, "the stalled answer's time");
+        assert!(a.mid_request());
+        drop(stalled);
+        assert_eq!(a.stalled_since(), None);
+        assert!(!a.mid_request());
     }
 
     #[test]
