@@ -3,7 +3,8 @@
 //! programs up to 128 MB, 32M runes) and Go's ASCII Perl classes, Go's error texts, and the
 //! per-evaluation cache of patterns compiled at run time.
 //!
-//! Every pattern within Go's limits compiles. Rust's automata work on UTF-8 bytes and build a
+//! Every pattern within Go's limits compiles, except a constant whose VM program would pass
+//! [`CONSTANT_VM_LIMIT`] (a policy's constants are charged to no evaluation). Rust's automata work on UTF-8 bytes and build a
 //! large Unicode class anew for each copy (`\pL{1000}`: 48 MB, seconds to build), so a
 //! pattern whose automata would be large runs on [`super::regex_vm`], a VM over the pattern's
 //! tree the size of Go's program.
