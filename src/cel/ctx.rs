@@ -50,9 +50,11 @@ impl<'c> Ctx<'c> {
         self.meter.alloc((n as u64).saturating_mul(VALUE_BYTES))
     }
 
-    /// A deadline check for a loop of `every` steps between two looks at the clock.
+    /// A deadline check for a loop of `every` steps between two looks at the clock, knowing
+    /// the room left under the memory ceiling (for a regex search's lists).
     pub fn ticker(&self, every: u32) -> Ticker {
         Ticker::new(self.meter.deadline, every)
+            .with_memory_room(self.meter.memory_limit.saturating_sub(self.meter.memory))
     }
 
     pub fn check_deadline(&self) -> Result<(), EvalError> {

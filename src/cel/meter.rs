@@ -117,6 +117,9 @@ pub struct Ticker {
     deadline: Option<Instant>,
     left: u32,
     every: u32,
+    /// The bytes left under the memory ceiling, for a temporary a scan allocates and frees
+    /// (a regex search's thread lists): unbounded unless set.
+    room: u64,
 }
 
 impl Ticker {
@@ -126,7 +129,22 @@ impl Ticker {
             deadline,
             left: every,
             every,
+            room: u64::MAX,
         }
+    }
+
+    /// The same, with `room` bytes left under the memory ceiling.
+    pub fn with_memory_room(self, room: u64) -> Self {
+        Ticker { room, ..self }
+    }
+
+    /// Whether a temporary of `bytes` fits beside what the evaluation has built: the memory
+    /// error if not. Not counted cumulatively, since it is freed when the scan ends.
+    pub fn room_for(&self, bytes: u64) -> Result<(), EvalError> {
+        if bytes > self.room {
+            return Err(EvalError::memory_limit());
+        }
+        Ok(())
     }
 
     /// One step.

@@ -3,7 +3,8 @@
 //! programs up to 128 MB, 32M runes) and Go's ASCII Perl classes, Go's error texts, and the
 //! per-evaluation cache of patterns compiled at run time.
 //!
-//! Every pattern within Go's limits compiles. Rust's automata work on UTF-8 bytes and build a
+//! Every pattern within Go's limits compiles, except a constant whose VM program would pass
+//! [`CONSTANT_VM_LIMIT`] (a policy's constants are charged to no evaluation). Rust's automata work on UTF-8 bytes and build a
 //! large Unicode class anew for each copy (`\pL{1000}`: 48 MB, seconds to build), so a
 //! pattern whose automata would be large runs on [`super::regex_vm`], a VM over the pattern's
 //! tree the size of Go's program.
@@ -86,10 +87,12 @@ impl Regex {
     }
 }
 
-/// The longest pattern compiled at run time, in bytes: a ConfigMap's whole data (Go has no
-/// bound of its own on a pattern's length). Parsing is linear, about a microsecond per byte
-/// at worst, and the deadline is looked at before each parse.
-pub const MAX_RUNTIME_PATTERN: usize = 1 << 20;
+/// The longest pattern compiled at run time, in bytes. Go has no bound of its own on a
+/// pattern's length (only on its program), so this one is ours: a parse cannot be
+/// interrupted and takes about a microsecond per byte at worst, so 64 KiB keeps one to a few
+/// milliseconds (the deadline is looked at before each). Go's size limit is reachable well
+/// within it (`[a-z]{1000}` is 11 bytes for 1000 instructions).
+pub const MAX_RUNTIME_PATTERN: usize = 64 << 10;
 
 /// Go's `maxSize` (`regexp/syntax/parse.go`): a pattern whose compiled program would take
 /// more than 128 MB of 40-byte instructions is `expression too large`.
@@ -121,9 +124,19 @@ pub const MAX_RUNTIME_STATES: u64 = 25_000;
 /// The automaton's own bound, above the estimates (which are approximate).
 const NFA_SIZE_LIMIT: usize = 64 << 20;
 
-/// The most instructions of the VM's program: Go's bound with room for the few places where
-/// the two programs differ in size.
+/// The most instructions of the VM's program for a run-time pattern: Go's bound with room
+/// for the few places where the two programs differ in size. What the program and each
+/// search take is counted against the evaluation's memory ceiling.
 const VM_LIMIT: usize = 2 * GO_MAX_SIZE as usize;
+
+/// The most instructions of a constant pattern's VM program, far below Go's 3,355,443: a
+/// constant's program lives as long as its policy and is charged to no evaluation, and a
+/// program of Go's size takes 80 MB, its search lists 200 MB more, so a few in a policy
+/// would exceed the chart's 512 MiB. At 65,536 instructions the program is 1.5 MiB and one
+/// search's lists at most 4 MiB (which each search still checks against the memory
+/// ceiling). Past it, Go's `expression too large` at compile; the same pattern read at run
+/// time is taken up to Go's limit, within the memory ceiling.
+const CONSTANT_VM_LIMIT: usize = 1 << 16;
 
 /// Go's largest count in `x{n,m}`, which is also the bound on the product of nested counts
 /// (`maxRepeat` of `regexp/syntax`).
@@ -138,7 +151,7 @@ const REGEX_STATE_BYTES: u64 = 16;
 /// error texts.
 pub fn compile_regex(pattern: &str) -> Result<Regex, EvalError> {
     let hir = parse(pattern).map_err(EvalError::new)?;
-    build(&hir, pattern, MAX_CONSTANT_STATES).map_err(EvalError::new)
+    build(&hir, pattern, MAX_CONSTANT_STATES, CONSTANT_VM_LIMIT).map_err(EvalError::new)
 }
 
 /// Compiles a pattern met at run time, refusing one longer than [`MAX_RUNTIME_PATTERN`].
@@ -147,7 +160,7 @@ pub fn compile_runtime_regex(pattern: &str) -> Result<(Regex, u64), EvalError> {
     let hir = parse_runtime(pattern)?;
     let bytes = runtime_bytes(&hir);
     Ok((
-        build(&hir, pattern, MAX_RUNTIME_STATES).map_err(EvalError::new)?,
+        build(&hir, pattern, MAX_RUNTIME_STATES, VM_LIMIT).map_err(EvalError::new)?,
         bytes,
     ))
 }
@@ -200,7 +213,7 @@ impl RegexCache {
                 // ceiling, not a compile error.
                 meter.alloc(runtime_bytes(&hir))?;
                 meter.check_deadline()?;
-                build(&hir, pattern, MAX_RUNTIME_STATES)
+                build(&hir, pattern, MAX_RUNTIME_STATES, VM_LIMIT)
                     .map(Arc::new)
                     .map_err(EvalError::new)
             }
@@ -294,8 +307,9 @@ fn go_runes(hir: &Hir) -> u64 {
 }
 
 /// Builds the matcher: the automata when their estimated size is within `max_states` (the
-/// lazy DFA's cache as `regex::Regex::new` sets it), else the VM.
-fn build(hir: &Hir, pattern: &str, max_states: u64) -> Result<Regex, String> {
+/// lazy DFA's cache as `regex::Regex::new` sets it), else the VM of at most `vm_limit`
+/// instructions.
+fn build(hir: &Hir, pattern: &str, max_states: u64, vm_limit: usize) -> Result<Regex, String> {
     with_stack(|| {
         if estimate(hir) <= max_states {
             let built = meta::Builder::new()
@@ -314,7 +328,7 @@ fn build(hir: &Hir, pattern: &str, max_states: u64) -> Result<Regex, String> {
                 Err(_) => {}
             }
         }
-        match Program::new(hir, VM_LIMIT) {
+        match Program::new(hir, vm_limit) {
             Ok(vm) => Ok(Regex(Engine::Vm(vm))),
             Err(Unsupported::TooLarge) => Err(too_large(pattern)),
             Err(Unsupported::Look) => Err(format!(
@@ -722,13 +736,58 @@ mod tests {
         assert!(re.on_vm());
         assert_eq!(re.is_match(&"é".repeat(5000), &mut ticker()), Ok(true));
         assert_eq!(re.is_match(&"é".repeat(4999), &mut ticker()), Ok(false));
-        // Go's program size limit: 3,355,443 instructions.
+        // Go's program size limit: 3,355,443 instructions (a run-time pattern; a constant's
+        // VM is bounded lower, see `CONSTANT_VM_LIMIT`).
         let at_size = "[a-z]{1000}".repeat(3355);
-        let re = compile_regex(&format!("^{at_size}$")).expect("3,355,000 instructions");
+        let (re, _) =
+            compile_runtime_regex(&format!("^{at_size}$")).expect("3,355,000 instructions");
         assert!(re.on_vm());
         let text = "a".repeat(3_355_000);
         assert_eq!(re.is_match(&text, &mut ticker()), Ok(true));
         assert_eq!(re.is_match(&text[1..], &mut ticker()), Ok(false));
+    }
+
+    /// Reviewer item 3: a constant pattern's VM program is bounded far below Go's size, so
+    /// that its program and one search's lists stay a few MiB; past it, Go's error text.
+    #[test]
+    fn a_constant_pattern_past_the_vm_bound_is_refused_at_compile() {
+        let within = format!("^{}$", r"\pL{1000}".repeat(60));
+        assert!(compile_regex(&within).expect("60,000 instructions").on_vm());
+        let past = format!("^{}$", r"\pL{1000}".repeat(70));
+        assert_eq!(
+            compile_regex(&past).unwrap_err().message(),
+            format!("error parsing regexp: expression too large: `{past}`")
+        );
+        // At run time, Go's size, its memory counted against the ceiling.
+        assert!(compile_runtime_regex(&past).is_ok());
+    }
+
+    /// Reviewer item 3: a search's thread lists are counted against the memory ceiling
+    /// before they are allocated.
+    #[test]
+    fn a_search_past_the_memory_ceiling_fails_with_the_memory_error() {
+        let (re, _) = compile_runtime_regex(&"[a-z]{1000}".repeat(100)).unwrap();
+        assert!(re.on_vm());
+        let text = "a".repeat(100);
+        let mut small = Ticker::new(None, 1024).with_memory_room(1 << 20);
+        assert_eq!(
+            re.is_match(&text, &mut small),
+            Err(EvalError::memory_limit())
+        );
+        assert_eq!(re.find(&text, &mut small), Err(EvalError::memory_limit()));
+        let mut roomy = Ticker::new(None, 1024).with_memory_room(64 << 20);
+        assert_eq!(re.is_match(&text, &mut roomy), Ok(false));
+    }
+
+    /// Reviewer item 5: a run-time pattern is at most 64 KiB (one parse of a few ms).
+    #[test]
+    fn a_runtime_pattern_over_64_kib_is_refused() {
+        assert!(compile_runtime_regex(&"a".repeat(64 << 10)).is_ok());
+        let long = "a".repeat((64 << 10) + 1);
+        assert_eq!(
+            compile_runtime_regex(&long).unwrap_err().message(),
+            format!("error parsing regexp: expression too large: `{long}`")
+        );
     }
 
     /// Just past Go's limits: Go's error texts.
@@ -815,7 +874,7 @@ mod tests {
         ];
         for p in patterns {
             let hir = parse(p).unwrap();
-            let automata = build(&hir, p, u64::MAX).unwrap();
+            let automata = build(&hir, p, u64::MAX, VM_LIMIT).unwrap();
             let vm = Regex(Engine::Vm(Program::new(&hir, VM_LIMIT).unwrap()));
             assert!(!automata.on_vm());
             for text in texts {

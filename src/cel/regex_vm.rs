@@ -47,8 +47,27 @@ pub enum Unsupported {
     TooLarge,
 }
 
-/// The bytes one instruction takes (the program, and the search's two thread lists).
-pub const INST_BYTES: u64 = (std::mem::size_of::<Inst>() + 2 * 16) as u64;
+/// The bytes one instruction of the program takes.
+pub const PROGRAM_INST_BYTES: u64 = std::mem::size_of::<Inst>() as u64;
+
+/// The bytes a search takes per instruction at most: two thread lists, each a sparse entry
+/// and a dense one, and the stack `add` follows (each instruction pushes at most two).
+pub const SEARCH_INST_BYTES: u64 = (2
+    * (std::mem::size_of::<u32>() + std::mem::size_of::<(u32, usize)>())
+    + 2 * std::mem::size_of::<usize>()) as u64;
+
+/// The bytes one instruction takes: the program and a search over it.
+pub const INST_BYTES: u64 = PROGRAM_INST_BYTES + SEARCH_INST_BYTES;
+
+/// The largest program whose search lists a thread keeps for its next search (about 4 MiB
+/// of lists): a constant pattern's program is at most this, so searches over constants do
+/// not allocate and zero their lists each time; a larger run-time one's are freed.
+const KEEP_LISTS_UP_TO: usize = 1 << 16;
+
+thread_local! {
+    /// The lists of this thread's last search, kept for the next (see [`KEEP_LISTS_UP_TO`]).
+    static SPARE: std::cell::RefCell<Option<Searcher>> = const { std::cell::RefCell::new(None) };
+}
 
 impl Program {
     /// Compiles `hir` into at most `limit` instructions.
@@ -65,10 +84,9 @@ impl Program {
 
     /// Whether the pattern matches somewhere in `text`.
     pub fn is_match(&self, text: &str, ticker: &mut Ticker) -> Result<bool, EvalError> {
-        Ok(self
-            .searcher()
-            .search(self, text, 0, true, ticker)?
-            .is_some())
+        self.with_searcher(ticker, |s, ticker| {
+            Ok(s.search(self, text, 0, true, ticker)?.is_some())
+        })
     }
 
     /// The leftmost-first match.
@@ -77,7 +95,7 @@ impl Program {
         text: &str,
         ticker: &mut Ticker,
     ) -> Result<Option<(usize, usize)>, EvalError> {
-        self.searcher().search(self, text, 0, false, ticker)
+        self.with_searcher(ticker, |s, ticker| s.search(self, text, 0, false, ticker))
     }
 
     /// The successive matches, as Go's `FindAll` (and the automata's iterator) take them: an
@@ -88,7 +106,18 @@ impl Program {
         ticker: &mut Ticker,
         mut f: impl FnMut(usize, usize) -> Result<bool, EvalError>,
     ) -> Result<(), EvalError> {
-        let mut searcher = self.searcher();
+        self.with_searcher(ticker, |searcher, ticker| {
+            self.each_match(searcher, text, ticker, &mut f)
+        })
+    }
+
+    fn each_match(
+        &self,
+        searcher: &mut Searcher,
+        text: &str,
+        ticker: &mut Ticker,
+        f: &mut impl FnMut(usize, usize) -> Result<bool, EvalError>,
+    ) -> Result<(), EvalError> {
         let mut at = 0;
         let mut last_end = None;
         while at <= text.len() {
@@ -112,11 +141,25 @@ impl Program {
         Ok(())
     }
 
-    fn searcher(&self) -> Searcher {
-        Searcher {
-            now: Threads::new(self.insts.len()),
-            next: Threads::new(self.insts.len()),
+    /// Runs `f` with lists for a search over this program: their size checked against the
+    /// room under the memory ceiling before they are allocated (or grown from this thread's
+    /// spare ones), then kept for the thread's next search if small.
+    fn with_searcher<R>(
+        &self,
+        ticker: &mut Ticker,
+        f: impl FnOnce(&mut Searcher, &mut Ticker) -> Result<R, EvalError>,
+    ) -> Result<R, EvalError> {
+        let n = self.insts.len();
+        ticker.room_for((n as u64).saturating_mul(SEARCH_INST_BYTES))?;
+        let mut searcher = SPARE
+            .with(|spare| spare.borrow_mut().take())
+            .unwrap_or_default();
+        searcher.fit(n);
+        let result = f(&mut searcher, ticker);
+        if n <= KEEP_LISTS_UP_TO {
+            SPARE.with(|spare| *spare.borrow_mut() = Some(searcher));
         }
+        result
     }
 }
 
@@ -128,13 +171,24 @@ fn next_char(text: &str, at: usize) -> usize {
         .map_or(1, char::len_utf8)
 }
 
-/// The thread lists of a search, kept from one match to the next.
+/// The thread lists of a search, kept from one match to the next, and `add`'s stack.
+#[derive(Default)]
 struct Searcher {
     now: Threads,
     next: Threads,
+    stack: Vec<usize>,
 }
 
 impl Searcher {
+    /// Lists for a program of `n` instructions. The sparse entries are not cleared: a stale
+    /// one is told apart by the dense list (see [`Threads::insert`]).
+    fn fit(&mut self, n: usize) {
+        for t in [&mut self.now, &mut self.next] {
+            t.sparse.resize(n, 0);
+            t.dense.clear();
+        }
+    }
+
     fn search(
         &mut self,
         prog: &Program,
@@ -143,7 +197,7 @@ impl Searcher {
         any: bool,
         ticker: &mut Ticker,
     ) -> Result<Option<(usize, usize)>, EvalError> {
-        let (now, next) = (&mut self.now, &mut self.next);
+        let (now, next, stack) = (&mut self.now, &mut self.next, &mut self.stack);
         now.clear();
         next.clear();
         let mut found = None;
@@ -151,7 +205,7 @@ impl Searcher {
         loop {
             // A thread starting here, after (below) the ones already running.
             if found.is_none() {
-                prog.add(now, 0, pos, pos, text);
+                prog.add(now, stack, 0, pos, pos, text);
             }
             if now.is_empty() {
                 break;
@@ -163,7 +217,7 @@ impl Searcher {
                 match &prog.insts[pc] {
                     Inst::Class(ranges) => {
                         if let Some(c) = c.filter(|c| in_ranges(ranges, *c)) {
-                            prog.add(next, pc + 1, start, pos + c.len_utf8(), text);
+                            prog.add(next, stack, pc + 1, start, pos + c.len_utf8(), text);
                         }
                     }
                     Inst::Match => {
@@ -191,8 +245,17 @@ impl Searcher {
 impl Program {
     /// Adds the thread at `pc` and every instruction it reaches without reading, in order of
     /// preference (an explicit stack: a chain of splits can be as long as the program).
-    fn add(&self, list: &mut Threads, pc: usize, start: usize, pos: usize, text: &str) {
-        let mut stack = vec![pc];
+    fn add(
+        &self,
+        list: &mut Threads,
+        stack: &mut Vec<usize>,
+        pc: usize,
+        start: usize,
+        pos: usize,
+        text: &str,
+    ) {
+        stack.clear();
+        stack.push(pc);
         while let Some(pc) = stack.pop() {
             if !list.insert(pc, start) {
                 continue;
@@ -216,19 +279,15 @@ impl Program {
 
 /// The threads of one step: a sparse set of instructions in order, each with its match's
 /// start.
+#[derive(Default)]
 struct Threads {
     dense: Vec<(u32, usize)>,
     sparse: Vec<u32>,
 }
 
 impl Threads {
-    fn new(n: usize) -> Self {
-        Threads {
-            dense: Vec::new(),
-            sparse: vec![0; n],
-        }
-    }
-
+    /// Adds `pc` unless present. A sparse entry may be stale (left by an earlier search): it
+    /// counts only when it points into the dense list at `pc` itself.
     fn insert(&mut self, pc: usize, start: usize) -> bool {
         let at = self.sparse[pc] as usize;
         if at < self.dense.len() && self.dense[at].0 as usize == pc {
