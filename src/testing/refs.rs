@@ -31,14 +31,16 @@ impl<'a> Refs<'a> {
         }
     }
 
-    /// Refuses `path` unless it lies under a root (`shown` names it in the error).
-    fn confined(&self, shown: &str, path: &Path) -> Result<(), String> {
+    /// The path to read for `path`: its canonical form, refused unless it lies under a root
+    /// (`shown` names it in the error). Reading the canonical path, not `path`, leaves no
+    /// window in which a symlink swapped into `path` after the check leads out of the root.
+    fn confined(&self, shown: &str, path: &Path) -> Result<PathBuf, String> {
         if self.roots.is_empty() {
-            return Ok(());
+            return Ok(path.to_path_buf());
         }
         let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
         if self.roots.iter().any(|root| real.starts_with(root)) {
-            return Ok(());
+            return Ok(real);
         }
         let roots: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
         Err(format!(
@@ -50,13 +52,14 @@ impl<'a> Refs<'a> {
     /// The text of the file `rel` names, and its path.
     pub(super) fn read(&self, rel: &str) -> Result<(PathBuf, String), String> {
         let path = self.dir.join(rel);
-        self.confined(rel, &path)?;
-        let text = self.read_file(&path)?;
+        let real = self.confined(rel, &path)?;
+        let text = self.read_file(&real, &path)?;
         Ok((path, text))
     }
 
-    fn read_file(&self, path: &Path) -> Result<String, String> {
-        read_text(path, self.max_bytes).map_err(|e| format!("{}: {e}", path.display()))
+    /// The text of `real`, errors naming `path` (as the suite or folder named it).
+    fn read_file(&self, real: &Path, path: &Path) -> Result<String, String> {
+        read_text(real, self.max_bytes).map_err(|e| format!("{}: {e}", path.display()))
     }
 
     /// Every object of the file or folder (read recursively) `rel` names. In a folder, each
@@ -64,15 +67,15 @@ impl<'a> Refs<'a> {
     /// fails the suite, as a file named directly does.
     pub(super) fn load(&self, rel: &str) -> Result<Vec<Loaded>, String> {
         let path = self.dir.join(rel);
-        self.confined(rel, &path)?;
-        if !path.is_dir() {
-            let text = self.read_file(&path)?;
+        let real = self.confined(rel, &path)?;
+        if !real.is_dir() {
+            let text = self.read_file(&real, &path)?;
             return folder::parse_documents(&path, &text).map_err(|e| e.to_string());
         }
         let mut out = Vec::new();
         for file in folder::manifest_files(&path).map_err(|e| e.to_string())? {
-            self.confined(&file.display().to_string(), &file)?;
-            let text = self.read_file(&file)?;
+            let real = self.confined(&file.display().to_string(), &file)?;
+            let text = self.read_file(&real, &file)?;
             out.extend(folder::parse_documents(&file, &text).map_err(|e| e.to_string())?);
         }
         Ok(out)
