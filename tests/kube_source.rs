@@ -1353,6 +1353,69 @@ async fn the_periodic_relist_finds_what_the_watch_missed() {
     assert_eq!(resets(&source, "list_went_back"), 0);
 }
 
+/// On a busy resource the watch delivers changes written after a list beside it (a periodic
+/// re-list, a probe) was read and before it was answered: that list is older than what the
+/// watch delivered meanwhile, which is not the history going back. Nothing is reset or
+/// listed again, and the periodic re-list does not put the watch's newer copy back to the
+/// list's older one (no drift).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_while_a_list_is_on_its_way_are_not_a_reset() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    fake.apply(namespace("busy", "dev"));
+    with_no_bad_in_prod(&fake);
+    let options = KubeOptions {
+        resync: Some(Duration::from_secs(1)),
+        ..options()
+    };
+    let (source, latest) = start(addr, options, false);
+    eventually("ready", || source.ready()).await;
+    let changes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = changes.clone();
+    fake.on_list(move |fake, plural| {
+        if plural == "namespaces" {
+            let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            let mut busy = namespace("busy", "dev");
+            busy["metadata"]["labels"]["changed"] = json!(n.to_string());
+            fake.apply(busy);
+        }
+    });
+    let lists = |fake: &Fake| fake.count("namespaces?&limit=500");
+    let probes = |fake: &Fake| fake.count("namespaces?&limit=1");
+    let (lists_before, probes_before) = (lists(&fake), probes(&fake));
+    // Two periodic lists: the first one's comparison (and its grace) is over.
+    fake_apiserver::eventually_within(
+        Duration::from_secs(60),
+        "two periodic lists of the namespaces",
+        || lists(&fake) >= lists_before + 2,
+    )
+    .await;
+    let no_resets = |source: &KubeSource| source.history_resets().iter().all(|(_, n)| *n == 0);
+    assert!(no_resets(&source), "{:?}", source.history_resets());
+    // A resumed watch is probed.
+    fake.drop_watches();
+    fake_apiserver::eventually_within(
+        Duration::from_secs(60),
+        "the resumed namespace watch probed, then listed periodically again",
+        || probes(&fake) > probes_before && lists(&fake) >= lists_before + 3,
+    )
+    .await;
+    assert!(no_resets(&source), "{:?}", source.history_resets());
+    assert_eq!(drift(&source, "namespaces"), 0);
+    // The last change is the one kept.
+    let last = changes
+        .load(std::sync::atomic::Ordering::SeqCst)
+        .to_string();
+    eventually("the newest copy of the busy namespace", || {
+        latest.lock().unwrap().as_ref().is_some_and(|s| {
+            s.namespaces
+                .get("busy")
+                .is_some_and(|n| n.labels.get("changed") == Some(&last))
+        })
+    })
+    .await;
+}
+
 /// A change to a ConfigMap no binding can select rebuilds nothing; a change to the param a
 /// binding names does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

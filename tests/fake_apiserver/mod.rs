@@ -72,6 +72,7 @@ struct Resource {
 
 type Sar = Box<dyn Fn(&Json) -> Result<Json, StatusCode> + Send + Sync>;
 type Hook = Box<dyn Fn(&Fake) + Send + Sync>;
+type ListHook = Box<dyn Fn(&Fake, &str) + Send + Sync>;
 
 pub struct Fake {
     rv: AtomicU64,
@@ -104,6 +105,9 @@ pub struct Fake {
     expire_continue: Mutex<BTreeMap<String, usize>>,
     /// Run after each such `410 Gone` (what changed while the list was paused).
     on_expire: Mutex<Option<Hook>>,
+    /// Run on each list of a resource, with its plural, once the list's resourceVersion and
+    /// items are read and before it is answered (what changed while the list was on its way).
+    on_list: Mutex<Option<ListHook>>,
     pub reviews: Mutex<Vec<Json>>,
     pub posted_events: Mutex<Vec<Json>>,
     /// Successful replaces (PUT) of cluster-scoped objects, as `plural/name`.
@@ -160,6 +164,7 @@ impl Fake {
             request_times: Mutex::default(),
             expire_continue: Mutex::default(),
             on_expire: Mutex::default(),
+            on_list: Mutex::default(),
             reviews: Mutex::default(),
             posted_events: Mutex::default(),
             replaces: Mutex::default(),
@@ -376,6 +381,12 @@ impl Fake {
     /// Runs `f` after each expired continue token's `410 Gone`.
     pub fn on_expire(&self, f: impl Fn(&Fake) + Send + Sync + 'static) {
         *self.on_expire.lock().unwrap() = Some(Box::new(f));
+    }
+
+    /// Runs `f` (given the plural) on each list, after the list is read and before it is
+    /// answered; the answer then waits a little, so that a watch delivers the change first.
+    pub fn on_list(&self, f: impl Fn(&Fake, &str) + Send + Sync + 'static) {
+        *self.on_list.lock().unwrap() = Some(Box::new(f));
     }
 
     /// Lists of `plural` hang until [`Fake::release`].
@@ -740,43 +751,53 @@ async fn collection(
             }
         }
     };
-    let r = fake.resources.lock().unwrap();
-    let res = &r[&kind.key()];
-    let limit: Option<usize> = query
-        .get("limit")
-        .and_then(|l| l.parse().ok())
-        .filter(|l| *l > 0);
-    // `labelSelector`: equality terms (`k=v`, comma-separated) only.
-    let selector: Vec<(String, String)> = query
-        .get("labelSelector")
-        .map(|s| percent_decode(s))
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|t| t.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let matching: Vec<&Json> = res
-        .objects
-        .iter()
-        .filter(|((ns, _), _)| namespace.as_ref().is_none_or(|n| n == ns))
-        .filter(|(_, o)| {
-            selector
-                .iter()
-                .all(|(k, v)| o["metadata"]["labels"][k].as_str() == Some(v))
-        })
-        .map(|(_, o)| o)
-        .collect();
-    let end = limit.map_or(matching.len(), |l| (offset + l).min(matching.len()));
-    let items: Vec<Json> = matching
-        .get(offset.min(end)..end)
-        .unwrap_or_default()
-        .iter()
-        .map(|o| without_type((*o).clone()))
-        .collect();
-    let mut metadata = json!({"resourceVersion": fake.rv.load(Ordering::SeqCst).to_string()});
-    if end < matching.len() {
-        metadata["continue"] = json!(end.to_string());
-        metadata["remainingItemCount"] = json!(matching.len() - end);
+    let (items, metadata) = {
+        let r = fake.resources.lock().unwrap();
+        let res = &r[&kind.key()];
+        let limit: Option<usize> = query
+            .get("limit")
+            .and_then(|l| l.parse().ok())
+            .filter(|l| *l > 0);
+        // `labelSelector`: equality terms (`k=v`, comma-separated) only.
+        let selector: Vec<(String, String)> = query
+            .get("labelSelector")
+            .map(|s| percent_decode(s))
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|t| t.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let matching: Vec<&Json> = res
+            .objects
+            .iter()
+            .filter(|((ns, _), _)| namespace.as_ref().is_none_or(|n| n == ns))
+            .filter(|(_, o)| {
+                selector
+                    .iter()
+                    .all(|(k, v)| o["metadata"]["labels"][k].as_str() == Some(v))
+            })
+            .map(|(_, o)| o)
+            .collect();
+        let end = limit.map_or(matching.len(), |l| (offset + l).min(matching.len()));
+        let items: Vec<Json> = matching
+            .get(offset.min(end)..end)
+            .unwrap_or_default()
+            .iter()
+            .map(|o| without_type((*o).clone()))
+            .collect();
+        let mut metadata = json!({"resourceVersion": fake.rv.load(Ordering::SeqCst).to_string()});
+        if end < matching.len() {
+            metadata["continue"] = json!(end.to_string());
+            metadata["remainingItemCount"] = json!(matching.len() - end);
+        }
+        (items, metadata)
+    };
+    let hooked = {
+        let hook = fake.on_list.lock().unwrap();
+        hook.as_ref().map(|f| f(&fake, &kind.plural)).is_some()
+    };
+    if hooked {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
     ok(json!({
         "kind": format!("{}List", kind.kind),

@@ -6,8 +6,9 @@
 //! An API server on a new or restored etcd accepts a watch resumed from a resourceVersion of
 //! the old etcd and sends nothing on it (every later change is older than it): without these
 //! checks the copies would keep deleted objects for as long as the process runs. The signs:
-//! a list, or a bookmark, whose resourceVersion is lower than one already seen, and a
-//! kube-system namespace with another uid (another cluster).
+//! a list whose resourceVersion is lower than one seen before the list was sent (the watch
+//! may deliver newer ones while it is on its way), a bookmark lower than one the watch
+//! delivered, and a kube-system namespace with another uid (another cluster).
 //!
 //! resourceVersions are opaque strings in the API contract, but etcd-backed API servers hand
 //! out etcd's revision, an integer that only grows within one etcd: they are compared only
@@ -138,15 +139,34 @@ impl Seen {
         }
     }
 
-    /// Whether a list at `rv` is older than what was seen.
-    pub fn list_went_back(&self, rv: &str) -> bool {
-        number(rv).is_some_and(|n| n < self.observed)
+    /// What was seen as a list is sent: its answer is checked against this, not against
+    /// what the watch delivers while the list is on its way (changes written after the list
+    /// was read are newer than it).
+    pub fn sending(&self) -> Sent {
+        Sent(self.observed)
     }
 
     /// Whether a bookmark at `rv` is older than what the watch delivered.
     pub fn bookmark_went_back(&self, rv: &str) -> bool {
         number(rv).is_some_and(|n| n < self.delivered)
     }
+}
+
+/// What a watch had seen when it sent a list (see [`Seen::sending`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sent(u64);
+
+impl Sent {
+    /// Whether the list, answered at `rv`, is older than what was seen when it was sent: an
+    /// API server reads a list after it is sent, so only another history gives that.
+    pub fn went_back(self, rv: &str) -> bool {
+        number(rv).is_some_and(|n| n < self.0)
+    }
+}
+
+/// Whether resourceVersion `a` is newer than `b` (both integers: otherwise not known).
+pub fn newer(a: &str, b: &str) -> bool {
+    matches!((number(a), number(b)), (Some(a), Some(b)) if a > b)
 }
 
 #[cfg(test)]
@@ -156,17 +176,23 @@ mod tests {
     #[test]
     fn lists_and_bookmarks_going_back() {
         let mut seen = Seen::listed("100");
-        assert!(!seen.list_went_back("100"));
-        assert!(seen.list_went_back("99"));
+        assert!(!seen.sending().went_back("100"));
+        assert!(seen.sending().went_back("99"));
+        // A list sent at 100 and answered at 110, while the watch delivered 120 (written
+        // after the list was read): not a reset.
+        let sent = seen.sending();
         seen.deliver("120");
+        assert!(!sent.went_back("110"));
+        assert!(seen.sending().went_back("110"));
         assert!(seen.bookmark_went_back("110"));
         // A probe may be ahead of the watch: bookmarks below it are not a reset.
         seen.observe("200");
         assert!(!seen.bookmark_went_back("150"));
-        assert!(seen.list_went_back("150"));
+        assert!(seen.sending().went_back("150"));
         // Not integers: not compared.
-        assert!(!seen.list_went_back("abc"));
-        assert!(!Seen::listed("x").list_went_back("1"));
+        assert!(!seen.sending().went_back("abc"));
+        assert!(!Seen::listed("x").sending().went_back("1"));
+        assert!(newer("11", "9") && !newer("9", "11") && !newer("x", "1"));
     }
 
     #[test]

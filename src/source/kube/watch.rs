@@ -15,14 +15,18 @@
 //! list). A watch that must list again stays stale until the list has completed.
 //!
 //! The history went back (etcd replaced or restored) when a list, the probe's included, is
-//! older than what the watch saw, or a bookmark is older than what it delivered: the store is
+//! older than what the watch had seen when the list was sent (not what it delivered while
+//! the list was on its way: changes written after the list was read), or a bookmark is
+//! older than what it delivered: the store is
 //! stale and listed again, and every other watch of the source too. Every watch started
 //! again (each ends after [`WATCH_TIMEOUT`]) is probed, so that a wipe is found within about
 //! that time even when no connection broke.
 //!
 //! Every `resync` the resource is also listed in full beside the watch and compared with the
 //! store: an object that differs, and that the watch did not touch within [`RESYNC_GRACE`]
-//! (its event was not merely on its way), is drift: put right, counted and logged.
+//! (its event was not merely on its way), is drift: put right, counted and logged. Objects
+//! the watch changed or deleted after the list was read (newer than the list) are not
+//! compared: the watch is ahead of the list there.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -36,7 +40,7 @@ use kube::{Api, Client};
 use serde_json::Value as Json;
 use tokio::sync::{watch, Notify};
 
-use super::history::{History, Reset, Seen};
+use super::history::{newer, History, Reset, Seen, Sent};
 use super::retry::Backoff;
 use super::store::{key_of, ObjectKey, Writer};
 
@@ -117,11 +121,23 @@ fn list_all(api: Api<DynamicObject>, resource: ApiResource, trim: Trim) -> ListF
 type ListFuture = Pin<Box<dyn Future<Output = Listed> + Send>>;
 type Check = Pin<Box<dyn Future<Output = Option<String>> + Send>>;
 
-/// After [`SETTLE`], the resourceVersion of a one-item list of the resource, if the API
-/// server answers.
-fn settle_then_probe(api: Api<DynamicObject>) -> Check {
+/// Where the probe of a resumed watch stands.
+enum Probe {
+    /// Waiting for the watch to stay up for [`SETTLE`].
+    Settling(Pin<Box<tokio::time::Sleep>>),
+    /// Sent with what was seen then.
+    Asking(Sent, Check),
+}
+
+impl Probe {
+    fn settling() -> Probe {
+        Probe::Settling(Box::pin(tokio::time::sleep(SETTLE)))
+    }
+}
+
+/// The resourceVersion of a one-item list of the resource, if the API server answers.
+fn list_one(api: Api<DynamicObject>) -> Check {
     Box::pin(async move {
-        tokio::time::sleep(SETTLE).await;
         let params = ListParams::default().limit(1);
         match tokio::time::timeout(Duration::from_secs(5), api.list(&params)).await {
             Ok(Ok(list)) => Some(list.metadata.resource_version.unwrap_or_default()),
@@ -136,7 +152,8 @@ enum Resync {
     Off,
     /// Next due then.
     Idle(Instant),
-    Listing(ListFuture),
+    /// Sent with what was seen then.
+    Listing(Sent, ListFuture),
     /// Objects that differed from the list, with the store's copy of each at the time: at
     /// `due`, those the watch has not touched since are drift.
     Comparing {
@@ -149,7 +166,7 @@ enum Resync {
 /// What a periodic re-list step came to.
 enum Resynced {
     Due,
-    Listed(Listed),
+    Listed(Sent, Listed),
     Compare,
 }
 
@@ -170,7 +187,8 @@ enum Ended {
 #[allow(clippy::large_enum_variant)]
 enum Step {
     Event(Option<kube::Result<WatchEvent<DynamicObject>>>),
-    Checked(Option<String>),
+    Settled,
+    Checked(Sent, Option<String>),
     Signalled,
     Resync(Resynced),
 }
@@ -201,6 +219,7 @@ pub async fn run(
         changed,
         settings,
         seen: Seen::default(),
+        deleted: BTreeMap::new(),
         listed_at: None,
     };
     // `Some`: watch from there; `None`: list first.
@@ -273,6 +292,9 @@ struct Follower {
     backoff: Backoff,
     epoch: watch::Receiver<u64>,
     seen: Seen,
+    /// What the watch deleted while a periodic list was on its way, at which
+    /// resourceVersion: an object the list still holds may be gone since.
+    deleted: BTreeMap<ObjectKey, String>,
     listed_at: Option<Instant>,
     resync: Resync,
 }
@@ -286,10 +308,11 @@ impl Follower {
     async fn list(&mut self) -> Result<String, kube::Error> {
         // A list started now is fresh for every reset signalled so far.
         self.epoch.borrow_and_update();
+        let sent = self.seen.sending();
         let (items, rv) = list_all(self.api.clone(), self.resource.clone(), self.trim).await?;
         // A re-list (after a 410) older than what was seen: the API server runs on another
         // etcd. This watch has its fresh list; the others list again.
-        if self.seen.list_went_back(&rv) {
+        if sent.went_back(&rv) {
             tracing::warn!(source = %self.name(), resource_version = %rv, "listed again, older than what was seen: etcd was replaced or restored; every resource is listed again");
             self.settings.history.reset(Reset::ListWentBack);
             self.epoch.borrow_and_update();
@@ -332,16 +355,20 @@ impl Follower {
             Err(e) => return (rv, Ended::Failed(e.to_string())),
         };
         futures::pin_mut!(stream);
-        let mut check = probe.then(|| settle_then_probe(self.api.clone()));
+        let mut check = probe.then(Probe::settling);
         loop {
             let step = tokio::select! {
                 event = stream.next() => Step::Event(event),
-                answer = async {
+                checked = async {
                     match check.as_mut() {
-                        Some(c) => c.await,
+                        Some(Probe::Settling(settle)) => {
+                            settle.await;
+                            Step::Settled
+                        }
+                        Some(Probe::Asking(sent, answer)) => Step::Checked(*sent, answer.await),
                         None => std::future::pending().await,
                     }
-                } => Step::Checked(answer),
+                } => checked,
                 signalled = self.epoch.changed() => match signalled {
                     Ok(()) => Step::Signalled,
                     // The source is going away.
@@ -380,6 +407,9 @@ impl Follower {
                     self.seen.deliver(&rv);
                     self.news();
                     if deleted {
+                        if matches!(self.resync, Resync::Listing(..)) {
+                            self.deleted.insert(key_of(&json), rv.clone());
+                        }
                         self.store.delete(&json);
                     } else {
                         self.store.apply(json);
@@ -387,10 +417,16 @@ impl Follower {
                     check = None;
                     self.changed.notify_one();
                 }
-                Step::Checked(None) => check = Some(settle_then_probe(self.api.clone())),
-                Step::Checked(Some(at)) => {
+                Step::Settled => {
+                    check = Some(Probe::Asking(
+                        self.seen.sending(),
+                        list_one(self.api.clone()),
+                    ));
+                }
+                Step::Checked(_, None) => check = Some(Probe::settling()),
+                Step::Checked(sent, Some(at)) => {
                     check = None;
-                    if self.seen.list_went_back(&at) {
+                    if sent.went_back(&at) {
                         let why = format!("list at resourceVersion {at}, older than what was seen: etcd was replaced or restored");
                         return (rv, self.went_back(Reset::ListWentBack, why));
                     }
@@ -402,8 +438,8 @@ impl Follower {
                     tracing::info!(source = %self.name(), "{why}; listing again");
                     return (rv, Ended::Relist(why.into()));
                 }
-                Step::Resync(Resynced::Listed(listed)) => {
-                    if let Some(at) = self.compare(listed) {
+                Step::Resync(Resynced::Listed(sent, listed)) => {
+                    if let Some(at) = self.compare(sent, listed) {
                         let why = format!("periodic list at resourceVersion {at}, older than what was seen: etcd was replaced or restored");
                         return (rv, self.went_back(Reset::ListWentBack, why));
                     }
@@ -413,7 +449,8 @@ impl Follower {
                     let current = self.store.read().error().is_none();
                     self.resync = if current {
                         let (api, resource) = (self.api.clone(), self.resource.clone());
-                        Resync::Listing(list_all(api, resource, self.trim))
+                        self.deleted.clear();
+                        Resync::Listing(self.seen.sending(), list_all(api, resource, self.trim))
                     } else {
                         next_resync(&self.settings)
                     };
@@ -443,8 +480,10 @@ impl Follower {
     }
 
     /// Compares a periodic list with the store: the list's resourceVersion if it is older
-    /// than what was seen, else `None` (the differing objects wait for [`RESYNC_GRACE`]).
-    fn compare(&mut self, listed: Listed) -> Option<String> {
+    /// than what was seen when it was sent, else `None` (the differing objects wait for
+    /// [`RESYNC_GRACE`]). Objects the watch changed or deleted after the list was read are
+    /// left to it: the store is ahead of the list there.
+    fn compare(&mut self, sent: Sent, listed: Listed) -> Option<String> {
         let (items, at) = match listed {
             Ok(l) => l,
             Err(e) => {
@@ -453,7 +492,8 @@ impl Follower {
                 return None;
             }
         };
-        if self.seen.list_went_back(&at) {
+        let deleted = std::mem::take(&mut self.deleted);
+        if sent.went_back(&at) {
             return Some(at);
         }
         self.seen.observe(&at);
@@ -464,14 +504,20 @@ impl Follower {
             .iter()
             .filter_map(|(key, object)| {
                 let held = reader.get(&key.0, &key.1);
-                (held.as_deref() != Some(object)).then(|| (key.clone(), held))
+                let ahead = match &held {
+                    Some(held) => newer(resource_version(held), &at),
+                    None => deleted.get(key).is_some_and(|rv| newer(rv, &at)),
+                };
+                (!ahead && held.as_deref() != Some(object)).then(|| (key.clone(), held))
             })
             .collect();
         differing.extend(
             reader
                 .entries()
                 .into_iter()
-                .filter(|(key, _)| !listed.contains_key(key))
+                .filter(|(key, held)| {
+                    !listed.contains_key(key) && !newer(resource_version(held), &at)
+                })
                 .map(|(key, held)| (key, Some(held))),
         );
         self.resync = if differing.is_empty() {
@@ -531,7 +577,7 @@ async fn resync_step(resync: &mut Resync) -> Resynced {
             tokio::time::sleep_until((*due).into()).await;
             Resynced::Due
         }
-        Resync::Listing(list) => Resynced::Listed(list.await),
+        Resync::Listing(sent, list) => Resynced::Listed(*sent, list.await),
         Resync::Comparing { due, .. } => {
             tokio::time::sleep_until((*due).into()).await;
             Resynced::Compare
