@@ -1606,3 +1606,20 @@ fn a_conversion_resolved_to_one_overload_guards_its_argument_at_run_time() {
     );
     assert_eq!(eval_with("int('12')", object), Ok(json!(12)));
 }
+
+/// Reviewer item 3b: a regex search on the VM checks its thread lists (56 bytes an
+/// instruction) against the room under the memory ceiling before allocating them: a constant
+/// of 60,000 instructions (3.4 MB of lists) fails under a 1 MiB ceiling with the memory
+/// error, and evaluates under the default one.
+#[test]
+fn a_regex_search_is_checked_against_the_memory_ceiling() {
+    let object = json!({"s": "a"});
+    let expr = format!("!object.s.matches('^{}$')", r"\\pL{1000}".repeat(60));
+    let (r, _) = eval_metered(&expr, &object, |m| m.memory_limit = 1 << 20);
+    assert_eq!(
+        r.expect_err("under 1 MiB").to_string(),
+        "operation cancelled: memory limit exceeded"
+    );
+    let (r, _) = eval_metered(&expr, &object, |_| {});
+    assert_eq!(r.unwrap(), json!(true));
+}
