@@ -7,6 +7,7 @@ build:
 
 test:
 	cargo test --all-targets
+	cargo test --doc
 	bash .ci/chart-test
 
 # Regenerate deploy/celgate.yaml (the chart rendered) and charts/celgate/README.md (from

@@ -1,50 +1,49 @@
-//! celgate: Kubernetes ValidatingAdmissionPolicy, enforced by an external validating
-//! admission webhook.
+//! celgate: Kubernetes' native admission policies (ValidatingAdmissionPolicy), run outside
+//! the API server by an external admission webhook, with the API server's semantics.
 //!
-//! Layers, each using only those above it (checked by `tests/layers.rs`):
+//! This package is the outer floor of the workspace: everything that does I/O. The engine
+//! below it is two crates that do none:
 //!
-//! - [`apimachinery`]: Kubernetes and Go conventions that every layer shares (object-name
-//!   validation with apimachinery's messages, Go durations, calendar arithmetic); it uses
-//!   nothing of the crate;
-//! - the engine, which does no I/O and knows no HTTP server, Kubernetes client or async
-//!   runtime, so that it is testable on its own and reusable from any entry point:
-//!   - [`cel`]: the CEL language and the Kubernetes CEL libraries;
-//!   - [`policy`] (compile a policy, the [`policy::snapshot::Snapshot`]), [`matching`]
-//!     (which requests a policy or binding applies to), [`admission`] (evaluate a request
-//!     against a snapshot, and the AdmissionReview codec), [`crd`] (CRD validation rules);
+//! - `celgate-cel` (re-exported as [`cel`], its Kubernetes and Go conventions as
+//!   [`apimachinery`]): the CEL language, cel-go's cost and errors, the Kubernetes libraries;
+//! - `celgate-engine` (re-exported at [`model`], [`matching`], [`policy`], [`admission`],
+//!   [`review`], [`crd`], [`lint`], [`scan`]): what the API server decides for a request,
+//!   the AdmissionReview codec, CRD validation rules, type checking, scans.
+//!
+//! Layers of this package, each using only those above it (checked by `tests/layers.rs`):
+//!
+//! - [`x509`]: the validity window of a certificate, shared by the server and the
+//!   certificate controller;
 //! - [`source`]: where the objects come from (a folder, or the cluster's watchers and the
-//!   SubjectAccessReview authorizer); it builds snapshots with the engine;
+//!   SubjectAccessReview authorizer); it builds snapshots with the engine, and writes the
+//!   policy reports and Events of the cluster mode;
 //! - [`certs`]: the certificate controller, which keeps the serving certificate in a Secret,
 //!   its CA in the webhook configuration, and rotates both; it hands the server PEM only;
 //! - [`server`]: the webhook's HTTP service over a snapshot handle, a readiness flag and the
 //!   metrics; it knows no source;
 //! - [`testing`]: `celgate test`, policy test suites run on the engine over folder sources;
-//! - [`scan`]: `celgate scan`, stored objects evaluated as their CREATE, and the policy
-//!   reports of the results;
-//! - [`lint`]: `celgate lint`, the API server's type checking of policies against the
-//!   schemas of the kinds they match, offline;
-//! - [`app`]: the composition root of `celgate serve`, the only layer that wires a source to
-//!   the server (used by `main.rs` and the integration tests).
+//! - [`app`]: the composition root of `celgate serve` and `celgate scan`, the only layer that
+//!   wires a source to the server (used by `main.rs` and the integration tests).
 //!
 //! Data flows one way: source -> policy (compile) -> snapshot -> matching -> admission ->
-//! server codec.
+//! review codec -> server.
 
 // Unsafe code only where an item allows it (each block with its `SAFETY:` comment).
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub mod admission;
-pub mod apimachinery;
+// The engine crates at the paths the package had before the workspace split: the CLI, the
+// sources and the tests name `celgate::cel::...` and `celgate::admission::...`.
+#[doc(no_inline)]
+pub use celgate_cel as cel;
+#[doc(no_inline)]
+pub use celgate_cel::apimachinery;
+#[doc(no_inline)]
+pub use celgate_engine::{admission, crd, lint, matching, model, policy, review, scan};
+
 pub mod app;
-pub mod cel;
 pub mod certs;
-pub mod crd;
-pub mod lint;
-pub mod matching;
-pub mod model;
-pub mod policy;
-pub mod review;
-pub mod scan;
 pub mod server;
 pub mod source;
 pub mod testing;
+pub mod x509;

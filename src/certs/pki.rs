@@ -15,7 +15,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
-use crate::apimachinery::x509;
+use crate::x509;
 
 /// A CA certificate of the bundle.
 #[derive(Debug, Clone)]

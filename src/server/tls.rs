@@ -120,7 +120,7 @@ impl ResolvesServerCert for Identity {
 
 /// The `notAfter` of a DER certificate, as Unix seconds.
 fn not_after(der: &[u8]) -> Option<f64> {
-    crate::apimachinery::x509::validity(der).map(|v| v.not_after as f64)
+    crate::x509::validity(der).map(|v| v.not_after as f64)
 }
 
 /// Builds the server configuration around `identity`.

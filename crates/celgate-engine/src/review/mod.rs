@@ -1,0 +1,177 @@
+//! The AdmissionReview codec: decodes a v1/v1beta1 review into the engine's request model
+//! ([`crate::admission::request::Request`]) and encodes the engine's verdict as the review to
+//! send back. The server and the CLI use it; the engine (`admission`) never does: data flows
+//! review -> admission -> review, and `admission` knows no wire format.
+
+pub mod decode;
+pub mod encode;
+pub mod manifest;
+
+use serde_json::Value as Json;
+
+use crate::admission::{admit, AdmissionVerdict, AdmitContext, PolicyResult};
+use crate::policy::snapshot::Snapshot;
+pub use decode::{request, ReviewError};
+
+/// An answered review: the AdmissionReview to send back, and what was decided (for logs and
+/// metrics).
+#[derive(Debug)]
+pub struct Answer {
+    pub review: Json,
+    pub verdict: AdmissionVerdict,
+    pub uid: String,
+    pub operation: String,
+    /// What the request was about; filled only when a result failed or errored (for the
+    /// result log lines), so that the usual review copies nothing for it.
+    pub subject: Option<Subject>,
+    /// The object a stored-object admission was about, for policy reports: filled only by
+    /// [`answer_traced`] (then with [`AdmissionVerdict::results`] traced too), for a request
+    /// without a subresource and not a dry run.
+    pub reported: Option<ObjectRef>,
+}
+
+/// The object a request was about, for log lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    /// `resource` or `resource.group`, with `/subresource` when there is one.
+    pub resource: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// A stored object as policy reports reference it (`celgate scan`'s objects and the
+/// cluster's admissions).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    /// Empty for a cluster-scoped object.
+    pub namespace: String,
+    pub name: String,
+    /// Empty when unknown (a manifest never applied).
+    pub uid: String,
+}
+
+/// How the verdict becomes the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// The verdict's answer: denials, warnings and audit annotations (the in-tree answer).
+    #[default]
+    Enforce,
+    /// Every policy is evaluated as in `Enforce`, but the answer is always `allowed: true`,
+    /// without warnings or audit annotations: where the API server enforces the same
+    /// policies in-tree, it adds its own; celgate only records the results.
+    Observe,
+}
+
+/// Parses an AdmissionReview body (JSON) and answers it: the whole request path, shared by
+/// `celgate eval` and the server. Evaluation stops at the deadline of `context` (then the
+/// verdict says `timed_out`).
+pub fn answer(
+    snapshot: &Snapshot,
+    body: &[u8],
+    context: &AdmitContext<'_>,
+) -> Result<Answer, ReviewError> {
+    answer_in(snapshot, body, context, Mode::Enforce)
+}
+
+/// [`answer`], answering as `mode` says.
+pub fn answer_in(
+    snapshot: &Snapshot,
+    body: &[u8],
+    context: &AdmitContext<'_>,
+    mode: Mode,
+) -> Result<Answer, ReviewError> {
+    answer_traced(snapshot, body, context, mode, false)
+}
+
+/// [`answer_in`]; when `trace`, also each validation's result and the object reported on
+/// (for the cluster's policy reports, which cost this extra work only when written).
+pub fn answer_traced(
+    snapshot: &Snapshot,
+    body: &[u8],
+    context: &AdmitContext<'_>,
+    mode: Mode,
+    trace: bool,
+) -> Result<Answer, ReviewError> {
+    let doc = celgate_cel::json::Doc::parse(body).map_err(ReviewError::MalformedJson)?;
+    let req = request(&doc)?;
+    let verdict = if trace {
+        crate::admission::admit_traced(snapshot, &req, context)
+    } else {
+        admit(snapshot, &req, context)
+    };
+    let reported = if trace { reported(&req) } else { None };
+    let review = match mode {
+        Mode::Enforce => encode::review(&req, &verdict),
+        Mode::Observe => encode::observed(&req),
+    };
+    let subject = verdict
+        .evaluated
+        .iter()
+        .any(|e| e.result >= PolicyResult::Fail)
+        .then(|| subject(&req));
+    Ok(Answer {
+        review,
+        verdict,
+        uid: req.uid.clone(),
+        operation: req.attributes.operation.clone(),
+        subject,
+        reported,
+    })
+}
+
+/// The stored object `req` is about: the new object, or the old one of a DELETE; `None` for
+/// a subresource, a dry run, or a request without an object.
+fn reported(req: &crate::admission::request::Request<'_>) -> Option<ObjectRef> {
+    let a = &req.attributes;
+    let dry_run = req
+        .request
+        .get("dryRun")
+        .is_some_and(|d| matches!(d.item(), celgate_cel::json::Item::Bool(true)));
+    if !a.subresource.is_empty() || dry_run {
+        return None;
+    }
+    let object = match a.operation.as_str() {
+        "DELETE" => req.old_object,
+        _ => req.object,
+    }?;
+    let text = |r: Option<celgate_cel::json::Ref<'_, '_>>| {
+        r.and_then(|r| r.str_chars())
+            .map_or(String::new(), |(s, _)| s.to_string())
+    };
+    let metadata = object.get("metadata");
+    let name = match &req.request_name {
+        n if !n.is_empty() => n.clone(),
+        _ => text(metadata.and_then(|m| m.get("name"))),
+    };
+    Some(ObjectRef {
+        api_version: text(object.get("apiVersion")),
+        kind: text(object.get("kind")),
+        namespace: a.namespace.clone(),
+        name,
+        uid: text(metadata.and_then(|m| m.get("uid"))),
+    })
+}
+
+fn subject(req: &crate::admission::request::Request<'_>) -> Subject {
+    let a = &req.attributes;
+    let mut resource = a.resource.clone();
+    if !a.group.is_empty() {
+        resource = format!("{resource}.{}", a.group);
+    }
+    if !a.subresource.is_empty() {
+        resource = format!("{resource}/{}", a.subresource);
+    }
+    Subject {
+        resource,
+        namespace: a.namespace.clone(),
+        name: req.display_name(),
+    }
+}
+
+/// [`answer`] with no services and the default limits (no deadline), keeping only the
+/// AdmissionReview.
+pub fn review_answer(snapshot: &Snapshot, body: &[u8]) -> Result<Json, ReviewError> {
+    answer(snapshot, body, &AdmitContext::default()).map(|a| a.review)
+}
