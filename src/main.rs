@@ -33,7 +33,8 @@ fn main() -> ExitCode {
 }
 
 /// The exit code of how a command ended, after saying why it stopped, if it did: 1 for a CEL
-/// error of `celgate expr` and a failure of the service, 2 for bad usage or input.
+/// error of `celgate expr`, a failure of the service or of writing the result, 2 for bad
+/// usage or input.
 fn exit(result: Result<Outcome, CliError>) -> ExitCode {
     let error = match result {
         Ok(outcome) => return ExitCode::from(outcome as u8),
@@ -48,7 +49,9 @@ fn exit(result: Result<Outcome, CliError>) -> ExitCode {
         CliError::Serve(ServeError::CaOut { path, source }) => {
             tracing::error!(error = %source, path = %path.display(), "cannot write the CA bundle");
         }
-        e @ (CliError::Serve(_) | CliError::Thread(_)) => eprintln!("celgate: {e}"),
+        e @ (CliError::Serve(_) | CliError::Thread(_) | CliError::Json(_) | CliError::Yaml(_)) => {
+            eprintln!("celgate: {e}")
+        }
         // The panic message is printed already.
         CliError::Panicked => {}
         usage => {

@@ -115,7 +115,7 @@ pub fn run(args: CrdArgs) -> Result<Outcome, CliError> {
             files.extend(object);
             let docs = load_path(&crds, max_bytes).map_err(|source| CliError::FlagFile {
                 flag: "--crds",
-                source,
+                source: Box::new(source),
             })?;
             let catalog = cli::Catalog::new(docs.into_iter().map(|d| d.object)).map_err(|e| {
                 CliError::FlagInput {

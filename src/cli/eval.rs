@@ -158,6 +158,6 @@ pub fn run(args: EvalArgs) -> Result<Outcome, CliError> {
         None => text.into_bytes(),
     };
     let answer = celgate::review::review_answer(&snapshot, &body).map_err(|e| refused(e.into()))?;
-    emit_line(&serde_json::to_string_pretty(&answer).unwrap_or_default());
+    emit_line(&serde_json::to_string_pretty(&answer).map_err(CliError::Json)?);
     Ok(Outcome::Success)
 }

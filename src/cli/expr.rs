@@ -99,6 +99,6 @@ pub fn run(args: ExprArgs) -> Result<Outcome, CliError> {
         eprintln!("cost: {}", meter.cost);
     }
     let value = result.map_err(CliError::Evaluation)?;
-    emit_line(&serde_json::to_string_pretty(&value.to_json()).unwrap_or_else(|_| "null".into()));
+    emit_line(&serde_json::to_string_pretty(&value.to_json()).map_err(CliError::Json)?);
     Ok(Outcome::Success)
 }

@@ -36,7 +36,7 @@ pub fn run(args: LintArgs) -> Result<Outcome, CliError> {
     let docs =
         load_path(&args.policies, args.max_file_bytes).map_err(|source| CliError::FlagFile {
             flag: "--policies",
-            source,
+            source: Box::new(source),
         })?;
     let docs: Vec<Json> = docs.into_iter().map(|d| d.object).collect();
     let results = celgate::lint::lint_documents(&docs, args.k8s_version.0)

@@ -90,20 +90,21 @@ pub enum Outcome {
 }
 
 /// Why a command stopped before its end. `main` prints each and picks its exit code: 1 for
-/// a CEL error and a failure of the service, 2 for anything else (bad usage, unreadable or
-/// invalid input).
+/// a CEL error, a failure of the service or of writing the result, 2 for anything else (bad
+/// usage, unreadable or invalid input).
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// A flag's value that only the values of other flags make wrong.
     #[error(transparent)]
     Flag(#[from] FlagError),
+    /// A file named cannot be read (boxed, as a load error is large beside the others).
     #[error(transparent)]
-    File(#[from] FileError),
+    File(Box<FileError>),
     /// A file named by a flag cannot be read.
     #[error("{flag}: {source}")]
     FlagFile {
         flag: &'static str,
-        source: FileError,
+        source: Box<FileError>,
     },
     /// The input of a flag is refused (the library's message).
     #[error("{flag}: {source}")]
@@ -136,6 +137,12 @@ pub enum CliError {
     /// `celgate expr`: the evaluation ends in an error (exit 1).
     #[error("evaluation error: {0}")]
     Evaluation(#[source] celgate::cel::EvalError),
+    /// The result cannot be written as JSON (exit 1).
+    #[error("cannot write the result as JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// The result cannot be written as YAML (exit 1).
+    #[error("cannot write the result as YAML: {0}")]
+    Yaml(#[source] serde_yaml_ng::Error),
     /// `celgate serve` could not start or stopped with an error (exit 1).
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -145,6 +152,12 @@ pub enum CliError {
     /// The command panicked; the panic said why (exit 1).
     #[error("the command panicked")]
     Panicked,
+}
+
+impl From<FileError> for CliError {
+    fn from(e: FileError) -> Self {
+        CliError::File(Box::new(e))
+    }
 }
 
 /// Runs `work` on a thread with a stack that does not depend on the platform's default: the

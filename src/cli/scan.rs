@@ -79,13 +79,14 @@ pub fn run(args: ScanArgs) -> Result<Outcome, CliError> {
                 let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
                 format!(
                     "{}\n",
-                    serde_json::to_string_pretty(&list).unwrap_or_default()
+                    serde_json::to_string_pretty(&list).map_err(CliError::Json)?
                 )
             } else {
                 // Each report is turned into text and dropped before the next is built.
                 items
-                    .map(|r| format!("---\n{}", serde_yaml_ng::to_string(&r).unwrap_or_default()))
-                    .collect()
+                    .map(|r| serde_yaml_ng::to_string(&r).map(|text| format!("---\n{text}")))
+                    .collect::<Result<String, _>>()
+                    .map_err(CliError::Yaml)?
             }
         }
     };

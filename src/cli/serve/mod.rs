@@ -102,7 +102,7 @@ pub fn run(args: ServeArgs) -> Result<Outcome, CliError> {
             });
             let (user, groups) = service_account_identity(&service_account, &lease_namespace)?;
             // 0: off.
-            let background = (!background_interval.is_zero()).then(|| BackgroundOptions {
+            let background = (!background_interval.is_zero()).then_some(BackgroundOptions {
                 interval: background_interval,
                 debounce: background_debounce,
                 page_size: background_page_size,
