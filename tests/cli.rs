@@ -493,3 +493,58 @@ fn deeply_nested_json_files_are_read() {
     let (code, out, err) = celgate_within(&["crd", "check", "crd.json"], &dir);
     assert_eq!(code, 0, "{out}{err}");
 }
+
+/// A bad flag value is clap's usage error, whichever flag and command: exit 2, `error:`
+/// with celgate's words naming the flag and the value, the command's usage, and nothing
+/// started (a Go duration, a Kubernetes version, a socket address).
+#[test]
+fn bad_flag_values_are_usage_errors() {
+    let dir = temp_dir("usage");
+    let serve = ["serve", "--self-signed", "--metrics-listen", "off"];
+    let cases: [(Vec<&str>, &str, &str); 6] = [
+        (
+            [&serve[..], &["--reload-settle", "soon"]].concat(),
+            "--reload-settle \"soon\": not a duration such as 10s or 500ms",
+            "Usage: celgate serve",
+        ),
+        (
+            [&serve[..], &["--default-timeout", "0s"]].concat(),
+            "--default-timeout \"0s\": must be more than zero",
+            "Usage: celgate serve",
+        ),
+        (
+            vec!["expr", "--k8s-version", "1.0", "1"],
+            "--k8s-version: Kubernetes 1.0 is not supported: celgate knows 1.27 to 1.37",
+            "Usage: celgate expr",
+        ),
+        (
+            vec!["lint", "--policies", ".", "--k8s-version", "x"],
+            "--k8s-version: \"x\" is not a Kubernetes version",
+            "Usage: celgate lint",
+        ),
+        (
+            [&serve[..], &["--listen", "localhost"]].concat(),
+            "--listen \"localhost\": invalid socket address syntax",
+            "Usage: celgate serve",
+        ),
+        (
+            vec!["serve", "--self-signed", "--metrics-listen", "9090"],
+            "--metrics-listen \"9090\": invalid socket address syntax",
+            "Usage: celgate serve",
+        ),
+    ];
+    for (args, message, usage) in cases {
+        let (code, out, err) = celgate_within(&args, &dir);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert!(
+            err.starts_with(&format!("error: {message}")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains(usage), "{args:?}: {err}");
+        assert!(
+            err.contains("For more information, try '--help'."),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -1,0 +1,163 @@
+//! `celgate eval`: one AdmissionReview, or a plain manifest turned into the request the API
+//! server would send for it (`celgate::review::manifest`), answered offline against a policy
+//! folder as the webhook would answer it; the AdmissionReview answer printed.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+
+use crate::cli::files::{load_folder, read_document, FileError};
+use crate::cli::flags::K8sVersion;
+use crate::cli::{emit_line, CliError, Outcome};
+
+#[derive(clap::Args)]
+pub struct EvalArgs {
+    /// Folder (read recursively) of YAML or JSON manifests, multi-document allowed.
+    #[arg(long, value_name = "DIR")]
+    policies: PathBuf,
+    /// The AdmissionReview (v1 or v1beta1; JSON or YAML), or any other Kubernetes object
+    /// (a plain manifest, described by --operation, --old, --user, --group); `-` for
+    /// standard input.
+    #[arg(long, visible_alias = "object", value_name = "FILE")]
+    request: String,
+    #[command(flatten)]
+    manifest: ManifestFlags,
+    /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
+    #[arg(long, value_name = "1.N", default_value_t = K8sVersion::NEWEST)]
+    k8s_version: K8sVersion,
+    /// Do not add what every cluster has (namespace name labels, kube-root-ca.crt).
+    #[arg(long)]
+    no_cluster_defaults: bool,
+    /// Largest file read (a manifest, suite or policy file); a larger one, or one that is not a regular file (a FIFO,
+    /// a device), is skipped with a warning in a folder, refused when named
+    /// itself.
+    #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
+    max_file_bytes: u64,
+}
+
+/// `celgate eval`'s flags that describe a plain manifest's request.
+#[derive(clap::Args)]
+struct ManifestFlags {
+    /// With a manifest: CREATE (default), UPDATE (needs --old) or DELETE (the manifest is
+    /// the object deleted).
+    #[arg(long, value_name = "OP")]
+    operation: Option<String>,
+    /// With a manifest: the object as it was (for UPDATE).
+    #[arg(long, value_name = "FILE")]
+    old: Option<PathBuf>,
+    /// With a manifest: the requesting user (default `celgate-test-user`).
+    #[arg(long, value_name = "NAME")]
+    user: Option<String>,
+    /// With a manifest: a group of the user (repeatable); `system:authenticated` is
+    /// always added.
+    #[arg(long = "group", value_name = "GROUP")]
+    groups: Vec<String>,
+    /// With a manifest: the request namespace (default: the manifest's, else `default`).
+    #[arg(long, value_name = "NS")]
+    namespace: Option<String>,
+    /// With a manifest: the subresource (e.g. `status`).
+    #[arg(long, value_name = "NAME")]
+    subresource: Option<String>,
+    /// With a manifest: a dry-run request.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl ManifestFlags {
+    fn given(&self) -> bool {
+        self.operation.is_some()
+            || self.old.is_some()
+            || self.user.is_some()
+            || !self.groups.is_empty()
+            || self.namespace.is_some()
+            || self.subresource.is_some()
+            || self.dry_run
+    }
+}
+
+/// `celgate eval`.
+pub fn run(args: EvalArgs) -> Result<Outcome, CliError> {
+    let EvalArgs {
+        policies,
+        request,
+        manifest,
+        k8s_version,
+        no_cluster_defaults,
+        max_file_bytes,
+    } = args;
+    let mut objects = load_folder(&policies, max_file_bytes)?;
+    if !no_cluster_defaults {
+        celgate::source::add_cluster_defaults(&mut objects);
+    }
+    // The CRDs tell a manifest's resource and scope.
+    let crds: Vec<Json> = objects
+        .iter()
+        .filter(|o| o.object["kind"] == "CustomResourceDefinition")
+        .map(|o| o.object.clone())
+        .collect();
+    let snapshot = celgate::source::snapshot(objects, k8s_version.0, true)
+        .map_err(|e| CliError::Input(e.into()))?;
+    let (name, text) = if request == "-" {
+        let s = celgate::source::read::read_stdin(max_file_bytes).map_err(CliError::Stdin)?;
+        ("<stdin>".to_string(), s)
+    } else {
+        let path = Path::new(&request);
+        let t = celgate::source::read::read_text(path, max_file_bytes).map_err(|source| {
+            FileError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        (request.clone(), t)
+    };
+    let refused = |e: Box<dyn std::error::Error + Send + Sync>| CliError::InputIn {
+        name: name.clone(),
+        source: e,
+    };
+    // JSON as it is (also when too deep or with a repeated key: the review's error to
+    // report); anything else is read as YAML and re-encoded.
+    let json =
+        celgate::cel::json::Doc::parse(text.as_bytes()).map_or_else(|e| e.is_data(), |_| true);
+    let value: Option<Json> = if json {
+        celgate::cel::deep_value::from_str(&text).ok()
+    } else {
+        Some(
+            celgate::source::folder::parse_document(Path::new(&name), &text)
+                .map_err(|e| refused(e.into()))?,
+        )
+    };
+    let is_review = value
+        .as_ref()
+        .is_none_or(|v| v["kind"] == "AdmissionReview" || v.get("request").is_some());
+    let body = match value {
+        _ if is_review && manifest.given() => {
+            return Err(CliError::ManifestFlagsOnReview { name });
+        }
+        _ if is_review && json => text.into_bytes(),
+        Some(v) if is_review => serde_json::to_vec(&v).map_err(|e| refused(e.into()))?,
+        Some(object) => {
+            let old = manifest
+                .old
+                .as_deref()
+                .map(|p| read_document(p, max_file_bytes))
+                .transpose()?;
+            let m = celgate::review::manifest::ManifestRequest {
+                operation: manifest.operation,
+                object,
+                old,
+                user: manifest.user,
+                groups: manifest.groups,
+                namespace: manifest.namespace,
+                sub_resource: manifest.subresource,
+                dry_run: manifest.dry_run,
+            };
+            let review = celgate::review::manifest::manifest_review(crds.iter(), m)
+                .map_err(|e| refused(e.into()))?;
+            serde_json::to_vec(&review).map_err(|e| refused(e.into()))?
+        }
+        None => text.into_bytes(),
+    };
+    let answer = celgate::review::review_answer(&snapshot, &body).map_err(|e| refused(e.into()))?;
+    emit_line(&serde_json::to_string_pretty(&answer).map_err(CliError::Json)?);
+    Ok(Outcome::Success)
+}
