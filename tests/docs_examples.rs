@@ -113,8 +113,7 @@ fn split(file: &str) -> (Vec<Block>, String) {
                 prose.push_str(line);
                 prose.push('\n');
             }
-            Some((start, ind, info, body)) if trimmed == "```" => {
-                let _ = ind;
+            Some((start, _, info, body)) if trimmed == "```" => {
                 blocks.push(Block {
                     file: file.to_string(),
                     line: start,
