@@ -5,6 +5,7 @@
 mod error;
 pub mod folder;
 pub mod kube;
+pub mod problems;
 pub mod read;
 
 use std::collections::BTreeMap;
@@ -178,7 +179,7 @@ pub struct Served {
     pub snapshot: Snapshot,
     /// The folder's misconfigured policies and bindings (a binding naming no policy, a
     /// missing param, a policy refused...), with the cluster source's reasons.
-    pub problems: Vec<kube::Problem>,
+    pub problems: Vec<problems::Problem>,
     /// The policy objects served, by name: the next load's last good versions.
     pub accepted: BTreeMap<String, Arc<Json>>,
     /// Policies refused as the API server would refuse to create them.
@@ -231,7 +232,7 @@ pub fn build_for_serving(
         })?;
     }
     let snapshot = b.build_cached(version, cache);
-    let mut problems = kube::feedback::problems(
+    let mut problems = problems::problems(
         &policies,
         &bindings,
         &snapshot,
@@ -257,7 +258,7 @@ fn accept_policy(
     object: Arc<Json>,
     version: u16,
     last_good: &BTreeMap<String, Arc<Json>>,
-    refusals: &mut Vec<kube::Problem>,
+    refusals: &mut Vec<problems::Problem>,
 ) -> Result<Option<(String, Arc<Json>)>, LoadError> {
     let policy = Policy::deserialize(&*object).map_err(|e| LoadError::Object {
         file: file.to_path_buf(),
@@ -275,7 +276,7 @@ fn accept_policy(
     } else {
         "not served (no earlier version was loaded)"
     };
-    refusals.push(kube::feedback::problem(
+    refusals.push(problems::problem(
         &object,
         "InvalidPolicy",
         format!(
@@ -292,7 +293,7 @@ pub struct FolderPolicies {
     pub policies: Vec<Arc<Json>>,
     pub bindings: Vec<Arc<Json>>,
     /// Policies refused as the API server would refuse to create them (`InvalidPolicy`).
-    pub refusals: Vec<kube::Problem>,
+    pub refusals: Vec<problems::Problem>,
     /// The policy objects served, by name: the next load's last good versions.
     pub accepted: BTreeMap<String, Arc<Json>>,
     /// The folder's other objects, which are not used (namespaces, params and RBAC come from
@@ -360,7 +361,7 @@ pub fn folder_policies(
 /// nothing is known of the kind (the policy's own problem).
 fn folder_param(
     snapshot: &Snapshot,
-    key: &kube::feedback::ParamKey<'_>,
+    key: &problems::ParamKey<'_>,
 ) -> Option<(crate::policy::snapshot::Scope, bool)> {
     let kind = (
         crate::policy::snapshot::group_of(key.api_version).to_string(),
