@@ -1,15 +1,12 @@
-//! Policy status feedback (kubernetes/kubernetes#117263): what is wrong with the cluster's
-//! policies and bindings, found when a snapshot is built and reported as Warning Events on
-//! the objects themselves (and, by the server, as a metric). The API server only reports
-//! these at admission time, request by request; here the author sees them on `kubectl
-//! describe` as soon as the object is applied.
+//! What is wrong with a set of policies and bindings (kubernetes/kubernetes#117263's policy
+//! status), found when a snapshot is built: a binding naming no policy, a missing param, a
+//! param kind not served or not listed, a policy that does not compile. The API server only
+//! reports these at admission time, request by request; both sources report them as soon as
+//! the object is loaded (the folder in its log and metrics, the cluster source also as
+//! Warning Events). Names no Kubernetes client: the folder source builds on it.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter as EventReporter};
-use kube::Client;
 use serde_json::Value as Json;
 
 use crate::policy::snapshot::{group_of, Scope, Snapshot};
@@ -260,62 +257,6 @@ fn unwatched_selected<'a>(
         })
         .map(|(name, _)| name.as_str())
         .collect()
-}
-
-/// Publishes each new problem once as a Warning Event on its object.
-pub struct Reporter {
-    recorder: Recorder,
-    reported: BTreeSet<Problem>,
-}
-
-impl Reporter {
-    pub fn new(client: Client, instance: &str) -> Reporter {
-        let reporter = EventReporter {
-            controller: "celgate".into(),
-            instance: (!instance.is_empty()).then(|| instance.to_string()),
-        };
-        Reporter {
-            recorder: Recorder::new(client, reporter),
-            reported: BTreeSet::new(),
-        }
-    }
-
-    /// Reports the problems not reported yet; a problem that went away and comes back is
-    /// reported again.
-    pub async fn report(&mut self, problems: &[Problem]) {
-        let current: BTreeSet<Problem> = problems.iter().cloned().collect();
-        for p in current.difference(&self.reported) {
-            let reference = ObjectReference {
-                api_version: Some(p.api_version.clone()),
-                kind: Some(p.kind.clone()),
-                name: Some(p.name.clone()),
-                uid: (!p.uid.is_empty()).then(|| p.uid.clone()),
-                ..Default::default()
-            };
-            let event = Event {
-                type_: EventType::Warning,
-                reason: p.reason.into(),
-                note: Some(p.message.clone()),
-                action: "Compile".into(),
-                secondary: None,
-            };
-            match tokio::time::timeout(
-                std::time::Duration::from_secs(5),
-                self.recorder.publish(&event, &reference),
-            )
-            .await
-            {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::warn!(object = %p.name, reason = p.reason, error = %e, "cannot publish event")
-                }
-                Err(_) => {
-                    tracing::warn!(object = %p.name, reason = p.reason, "publishing an event timed out")
-                }
-            }
-        }
-        self.reported = current;
-    }
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@ pub mod authorizer;
 pub mod background;
 mod blocking;
 mod error;
+pub mod feedback;
 mod history;
 pub mod lease;
 pub mod namespaces;
@@ -65,7 +66,6 @@ use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
 
 use crate::policy::snapshot::{group_of, CompileCache, Scope, Snapshot, SnapshotBuilder};
-pub use crate::source::problems as feedback;
 pub use error::{CallError, ClientError, DiscoveryError};
 pub use feedback::Problem;
 use retry::Backoff;
