@@ -77,7 +77,7 @@ use tokio::task::JoinHandle;
 
 pub use connect::{client, Connect};
 pub use discovery::{discover, server_minor};
-pub use error::{CallError, ClientError, DiscoveryError};
+pub use error::{CallError, ClientError, DiscoveryError, ParamNamespaceError};
 pub use feed::{Fed, PolicyFeed};
 pub use feedback::Problem;
 pub use handle::{KubeSource, Publish, DISCOVERY_SOURCE};

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::{background, lease, reports};
+use super::{background, lease, reports, ParamNamespaceError};
 
 /// How the cluster source behaves.
 #[derive(Debug, Clone)]
@@ -76,7 +76,7 @@ impl Default for KubeOptions {
 
 /// Checks `--param-namespaces`: each a namespace name (a DNS-1123 label), sorted and
 /// without duplicates.
-pub fn param_namespaces(list: &str) -> Result<Vec<String>, String> {
+pub fn param_namespaces(list: &str) -> Result<Vec<String>, ParamNamespaceError> {
     let mut out = BTreeSet::new();
     for name in list.split(',').map(str::trim) {
         let alnum =
@@ -88,9 +88,9 @@ pub fn param_namespaces(list: &str) -> Result<Vec<String>, String> {
             && alnum(name.chars().next())
             && alnum(name.chars().last());
         if !valid {
-            return Err(format!(
-                "--param-namespaces: {name:?} is not a namespace name (lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit)"
-            ));
+            return Err(ParamNamespaceError {
+                name: name.to_string(),
+            });
         }
         out.insert(name.to_string());
     }
@@ -109,7 +109,10 @@ mod tests {
         );
         for bad in ["", "team-a,", "Team", "-a", "a-", "a_b", &"a".repeat(64)] {
             let e = param_namespaces(bad).unwrap_err();
-            assert!(e.starts_with("--param-namespaces: "), "{bad}: {e}");
+            assert!(
+                e.to_string().starts_with("--param-namespaces: "),
+                "{bad}: {e}"
+            );
         }
         assert!(param_namespaces(&"a".repeat(63)).is_ok());
     }
