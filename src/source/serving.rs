@@ -1,8 +1,9 @@
 //! A folder's objects built for serving (`--source folder`), or handed to the cluster source
 //! (`--source kubernetes --policies DIR`): a policy the API server would refuse to create is
 //! not served and its last good version is, as the API server keeps the stored object when
-//! an update is refused (the registry's validation on update, `pkg/registry/admissionregistration`);
-//! what is wrong is reported with the cluster source's reasons ([`super::problems`]).
+//! an update is refused (the registry's validation on update,
+//! `pkg/registry/admissionregistration`); what is wrong is reported with the cluster
+//! source's reasons ([`super::problems`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

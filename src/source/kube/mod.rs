@@ -1,8 +1,9 @@
 //! Policies from a Kubernetes cluster: list-then-watch loops ([`watch`]) keep local copies of
 //! the ValidatingAdmissionPolicies, their bindings, the Namespaces, and every param kind that
 //! some policy names; each change rebuilds the snapshot (debounced; unchanged policies keep
-//! their compiled form through the [`CompileCache`](crate::policy::snapshot::CompileCache)). A param kind's change rebuilds only when
-//! it touches an object some binding can select ([`param_refs`]).
+//! their compiled form through the
+//! [`CompileCache`](crate::policy::snapshot::CompileCache)). A param kind's change rebuilds
+//! only when it touches an object some binding can select ([`param_refs`]).
 //!
 //! - Policies and bindings are read as `admissionregistration.k8s.io/v1`, or `v1beta1` where
 //!   discovery shows v1 is not served. Or, with a [`PolicyFeed`] ([`KubeSource::start_fed`],

@@ -41,11 +41,13 @@ pub struct KubeOptions {
     /// `events_lease`, only its holder writes.
     pub reports: Option<reports::ReportOptions>,
     /// Scan existing objects in the background (`None`: no scans); they start with
-    /// [`KubeSource::start_background`](super::KubeSource::start_background). With `events_lease`, only its holder scans.
+    /// [`KubeSource::start_background`](super::KubeSource::start_background). With
+    /// `events_lease`, only its holder scans.
     pub background: Option<background::BackgroundOptions>,
     /// Take policies and bindings from this folder instead of the cluster
     /// (`--source kubernetes --policies DIR`): the caller watches it and hands them over
-    /// through a [`PolicyFeed`](super::PolicyFeed) ([`KubeSource::start_fed`](super::KubeSource::start_fed)); the cluster's own are not
+    /// through a [`PolicyFeed`](super::PolicyFeed)
+    /// ([`KubeSource::start_fed`](super::KubeSource::start_fed)); the cluster's own are not
     /// watched. Everything else still comes from the cluster.
     pub policy_folder: Option<crate::source::folder::FolderSource>,
     /// How often every watched resource is listed again in full and compared with its copy
