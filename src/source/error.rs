@@ -6,6 +6,7 @@ use crate::policy::validate::FieldErrors;
 
 /// Why one object cannot be added to a snapshot.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ObjectError {
     /// A policy or binding whose fields do not have the API's types (serde's message).
     #[error("{0}")]

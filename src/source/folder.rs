@@ -75,6 +75,7 @@ pub struct Loaded {
 /// Why a folder's objects cannot be loaded. Each names the file, and the document (1-based)
 /// when one document is at fault.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// A directory below the folder cannot be resolved or listed.
     #[error(transparent)]

@@ -15,6 +15,7 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 8 << 20;
 
 /// Why a file is not read.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReadError {
     /// It cannot be opened or read (missing, not permitted...).
     #[error(transparent)]

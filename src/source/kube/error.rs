@@ -1,11 +1,12 @@
 //! The cluster source's errors: configuring the client, calls made from the evaluator's
-//! threads (SubjectAccessReview, namespace GET), and discovery. Each keeps the wording the
-//! logs and CEL errors have always shown.
+//! threads (SubjectAccessReview, namespace GET), discovery, and `--param-namespaces`. Each
+//! keeps the wording the logs, CEL errors and the CLI have always shown.
 
 use std::time::Duration;
 
 /// Why no Kubernetes client could be made.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// Neither the in-cluster service account nor a kubeconfig gives a usable configuration.
     #[error("cannot configure the Kubernetes client: {0}")]
@@ -24,6 +25,7 @@ pub enum ClientError {
 
 /// Why a call to the API server made from a synchronous thread has no answer.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CallError {
     /// No answer within the call's timeout (or the runtime dropped the call).
     #[error("{what} timed out after {timeout:?}")]
@@ -40,8 +42,17 @@ pub enum CallError {
     },
 }
 
+/// A `--param-namespaces` entry that is not a namespace name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--param-namespaces: {name:?} is not a namespace name (lowercase letters, digits and '-', at most 63, starting and ending with a letter or digit)")]
+pub struct ParamNamespaceError {
+    /// The entry as given (trimmed).
+    pub name: String,
+}
+
 /// Why discovery did not say whether a kind is served.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DiscoveryError {
     /// The discovery request failed.
     #[error("{0}")]
