@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates assets/builtin-schemas.json, the schemas `celgate lint` types built-in kinds with.
+"""Generates crates/celgate-engine/assets/builtin-schemas.json, the schemas `celgate lint` types built-in kinds with.
 
 The source is the OpenAPI data that the k8s-openapi crate (a dependency of celgate) carries
 for one Kubernetes version: each type's `json_schema!` body and each resource's GVK, plural
@@ -14,7 +14,7 @@ kinds with (`pkg/generated/openapi`), the Go definitions win:
   not see it: k8s-openapi marks it int-or-string;
 - apiextensions v1 JSON has no `type` there: k8s-openapi says object.
 
-Usage: scripts/gen-builtin-schemas.py [K8S_OPENAPI_SRC_DIR] [VERSION_MODULE] > assets/builtin-schemas.json
+Usage: scripts/gen-builtin-schemas.py [K8S_OPENAPI_SRC_DIR] [VERSION_MODULE] > crates/celgate-engine/assets/builtin-schemas.json
 (defaults: the k8s-openapi 0.29 sources in ~/.cargo/registry, module v1_33).
 """
 
