@@ -82,6 +82,7 @@ pub struct ServeConfig {
 
 /// Why the service did not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StartError {
     /// The serving certificate, its key or the client CA cannot be read, parsed or
     /// generated, or rustls refuses the configuration.
@@ -96,11 +97,21 @@ pub enum StartError {
     /// The certificate controller's settings are refused, or it stopped before issuing a
     /// certificate.
     #[error("certificate controller: {0}")]
-    Certificates(String),
-    /// The policy folder does not exist or is not a directory (`--source folder`): a typo or
-    /// a relative path run from elsewhere, which waiting would not fix.
-    #[error("cannot read the policy folder {}: {reason}", dir.display())]
-    PolicyFolder { dir: PathBuf, reason: String },
+    Certificates(#[from] certs::OptionsError),
+    /// The certificate controller stopped before it issued the first certificate.
+    #[error("certificate controller: stopped before issuing a certificate")]
+    CertificatesStopped,
+    /// The policy folder does not exist or cannot be read (`--source folder`): a typo or a
+    /// relative path run from elsewhere, which waiting would not fix.
+    #[error("cannot read the policy folder {}: {source}", dir.display())]
+    PolicyFolder {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The policy folder is a file.
+    #[error("cannot read the policy folder {}: not a directory", dir.display())]
+    PolicyFolderNotDirectory { dir: PathBuf },
 }
 
 /// Why `celgate serve` stopped with an error.
@@ -266,7 +277,7 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
     let (key, ca_pem) = match &cfg.cert {
         CertSource::Files { cert, key } => (tls::load_certified_key(cert, key)?, None),
         CertSource::Controller { connect, options } => {
-            options.check().map_err(StartError::Certificates)?;
+            options.check()?;
             let client = crate::source::kube::client(connect.clone()).await?;
             let handle = certs::start(client, options.clone());
             let pair = first_certificate(&handle).await?;
@@ -398,9 +409,10 @@ async fn first_certificate(handle: &certs::Handle) -> Result<Arc<certs::Pair>, S
     let first = serving
         .wait_for(Option::is_some)
         .await
-        .map_err(|_| StartError::Certificates("stopped before issuing a certificate".into()))?
+        .map_err(|_| StartError::CertificatesStopped)?
         .clone();
-    first.ok_or_else(|| StartError::Certificates("no certificate".into()))
+    // `wait_for(Option::is_some)` returned: the value is `Some`.
+    first.ok_or(StartError::CertificatesStopped)
 }
 
 /// Serves each new pair of the certificate controller from the next handshake on; ends with
@@ -430,14 +442,15 @@ async fn follow_certificates(
 /// Refuses a policy folder that is not there at start. Once serving, a folder that vanishes
 /// keeps the last good snapshot (a volume being swapped); at start there is none to keep.
 fn check_folder(dir: &Path) -> Result<(), StartError> {
-    let refuse = |reason: String| StartError::PolicyFolder {
-        dir: dir.to_path_buf(),
-        reason,
-    };
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(refuse("not a directory".into())),
-        Err(e) => Err(refuse(e.to_string())),
+        Ok(_) => Err(StartError::PolicyFolderNotDirectory {
+            dir: dir.to_path_buf(),
+        }),
+        Err(source) => Err(StartError::PolicyFolder {
+            dir: dir.to_path_buf(),
+            source,
+        }),
     }
 }
 

@@ -5,9 +5,39 @@
 
 use serde_json::Value as Json;
 
+use std::path::PathBuf;
+
 use crate::policy::snapshot::Snapshot;
 use crate::scan::{expand_lists, ObjectResults, Scanner};
-use crate::source::folder::{Loaded, Skipped};
+use crate::source::folder::{ListError, LoadError, Loaded, Skipped};
+use crate::source::read::ReadError;
+
+/// Why `celgate scan` cannot scan: its messages name the file (and document) concerned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScanError {
+    /// The policy folder or a file of objects cannot be loaded or parsed.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The folder of objects cannot be listed.
+    #[error(transparent)]
+    List(#[from] ListError),
+    /// The file of objects given cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: ReadError,
+    },
+    /// An object cannot be evaluated (not an object the API server would take).
+    #[error("{}: document {document}: {source}", file.display())]
+    Object {
+        file: PathBuf,
+        document: usize,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
 
 /// What `celgate scan` found.
 pub struct Scanned {
@@ -32,23 +62,26 @@ pub fn read_objects(
     path: &std::path::Path,
     max_bytes: u64,
     skipped: &mut Vec<Skipped>,
-) -> Result<Vec<Loaded>, String> {
+) -> Result<Vec<Loaded>, ScanError> {
     use crate::source::folder::{manifest_files, parse_documents, read_listed};
     let mut texts = Vec::new();
     if path.is_dir() {
-        for file in manifest_files(path).map_err(|e| e.to_string())? {
-            if let Some(text) = read_listed(&file, max_bytes, skipped).map_err(|e| e.to_string())? {
+        for file in manifest_files(path)? {
+            if let Some(text) = read_listed(&file, max_bytes, skipped)? {
                 texts.push((file, text));
             }
         }
     } else {
-        let text = crate::source::read::read_text(path, max_bytes)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text =
+            crate::source::read::read_text(path, max_bytes).map_err(|source| ScanError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         texts.push((path.to_path_buf(), text));
     }
     let mut out = Vec::new();
     for (file, text) in texts {
-        for loaded in parse_documents(&file, &text).map_err(|e| e.to_string())? {
+        for loaded in parse_documents(&file, &text)? {
             for object in expand_lists(loaded.object) {
                 out.push(Loaded {
                     file: loaded.file.clone(),
@@ -71,12 +104,12 @@ pub fn scan_folder(
     objects: &std::path::Path,
     version: u16,
     max_bytes: u64,
-) -> Result<Scanned, String> {
+) -> Result<Scanned, ScanError> {
     let crate::source::folder::Load {
         objects: mut loaded,
         mut skipped,
         ..
-    } = crate::source::folder::load(policies, max_bytes).map_err(|e| e.to_string())?;
+    } = crate::source::folder::load(policies, max_bytes)?;
     let objects = read_objects(objects, max_bytes, &mut skipped)?;
     let mut defined: std::collections::BTreeSet<String> = loaded
         .iter()
@@ -100,12 +133,16 @@ pub fn scan_folder(
         .filter(|o| o["kind"] == "CustomResourceDefinition")
         .cloned()
         .collect();
-    let snapshot = crate::source::snapshot(loaded, version, true).map_err(|e| e.to_string())?;
+    let snapshot = crate::source::snapshot(loaded, version, true)?;
     let scanner = Scanner::new(&snapshot, crds);
     let mut results = Vec::with_capacity(objects.len());
     for o in objects {
-        let at = format!("{}: document {}", o.file.display(), o.document);
-        results.push(scanner.scan(o.object).map_err(|e| format!("{at}: {e}"))?);
+        let scanned = scanner.scan(o.object).map_err(|e| ScanError::Object {
+            file: o.file.clone(),
+            document: o.document,
+            source: e.into(),
+        })?;
+        results.push(scanned);
     }
     Ok(Scanned {
         snapshot,

@@ -62,48 +62,82 @@ pub struct Options {
 impl Options {
     /// Refuses settings under which a rotation could not finish before expiry, or a replica
     /// could miss a step.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), OptionsError> {
         let t = &self.timing;
         if self.secret.is_empty() || self.namespace.is_empty() || self.webhook.is_empty() {
-            return Err(
-                "the certificate controller needs --cert-secret, --cert-namespace (or POD_NAMESPACE) and --cert-webhook".into(),
-            );
+            return Err(OptionsError::Missing);
         }
         if self.names.is_empty() {
-            return Err("the certificate controller needs at least one --cert-dns-name".into());
+            return Err(OptionsError::NoNames);
         }
-        for n in &self.names {
-            if rustls::pki_types::ServerName::try_from(n.as_str()).is_err() {
-                return Err(format!(
-                    "--cert-dns-name {n:?}: not a DNS name or an IP address"
-                ));
-            }
+        if let Some(n) = self
+            .names
+            .iter()
+            .find(|n| rustls::pki_types::ServerName::try_from(n.as_str()).is_err())
+        {
+            return Err(OptionsError::BadName(n.clone()));
         }
         if self.check_every.is_zero() {
-            return Err("--cert-check-interval must be positive".into());
+            return Err(OptionsError::NoCheckInterval);
         }
         if t.overlap < self.check_every * 2 {
-            return Err(format!(
-                "--cert-overlap ({:?}) must be at least twice --cert-check-interval ({:?}), so that every replica sees each rotation step before the next",
-                t.overlap, self.check_every
-            ));
+            return Err(OptionsError::ShortOverlap {
+                overlap: t.overlap,
+                check_every: self.check_every,
+            });
         }
         // Two waits of `overlap`, each step seen within a check, before the old expires.
         let rotation = t.overlap * 2 + self.check_every * 2;
         if t.renew_before <= rotation {
-            return Err(format!(
-                "--cert-renew-before ({:?}) must exceed a rotation (twice --cert-overlap plus twice --cert-check-interval: {rotation:?})",
-                t.renew_before
-            ));
+            return Err(OptionsError::ShortRenewal {
+                renew_before: t.renew_before,
+                rotation,
+            });
         }
         if t.validity <= t.renew_before {
-            return Err(format!(
-                "--cert-validity ({:?}) must exceed --cert-renew-before ({:?})",
-                t.validity, t.renew_before
-            ));
+            return Err(OptionsError::ShortValidity {
+                validity: t.validity,
+                renew_before: t.renew_before,
+            });
         }
         Ok(())
     }
+}
+
+/// Settings of the certificate controller it refuses to start with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// The Secret, its namespace or the webhook configuration is not named.
+    #[error("the certificate controller needs --cert-secret, --cert-namespace (or POD_NAMESPACE) and --cert-webhook")]
+    Missing,
+    /// No DNS name for the certificate.
+    #[error("the certificate controller needs at least one --cert-dns-name")]
+    NoNames,
+    /// A name that is neither a DNS name nor an IP address.
+    #[error("--cert-dns-name {0:?}: not a DNS name or an IP address")]
+    BadName(String),
+    /// A zero check interval.
+    #[error("--cert-check-interval must be positive")]
+    NoCheckInterval,
+    /// A replica could miss a rotation step.
+    #[error("--cert-overlap ({overlap:?}) must be at least twice --cert-check-interval ({check_every:?}), so that every replica sees each rotation step before the next")]
+    ShortOverlap {
+        overlap: Duration,
+        check_every: Duration,
+    },
+    /// A rotation could not finish before the certificate expires.
+    #[error("--cert-renew-before ({renew_before:?}) must exceed a rotation (twice --cert-overlap plus twice --cert-check-interval: {rotation:?})")]
+    ShortRenewal {
+        renew_before: Duration,
+        rotation: Duration,
+    },
+    /// The certificate would be renewed as soon as it is issued.
+    #[error("--cert-validity ({validity:?}) must exceed --cert-renew-before ({renew_before:?})")]
+    ShortValidity {
+        validity: Duration,
+        renew_before: Duration,
+    },
 }
 
 /// Why a round of the controller failed (it is retried on the next check).

@@ -493,7 +493,19 @@ async fn validate(
     }
     // The answer is buffered until written: within the budget, or not sent (and not counted
     // as answered).
-    let body = serde_json::to_vec(&answer.review).unwrap_or_default();
+    // Encoding a review cannot fail today (string keys, finite numbers); if it ever does, the
+    // API server gets an error it applies failurePolicy to, never a 200 with an empty body.
+    let body = match serde_json::to_vec(&answer.review) {
+        Ok(body) => body,
+        Err(e) => {
+            return refuse(
+                &s,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("cannot encode the answer: {e}"),
+            )
+        }
+    };
     let mut reservation = s.budget.reservation();
     if reservation
         .grow_to(body.len(), budget::Share::Whole)

@@ -217,7 +217,7 @@ pub async fn watch_files(
     cert: PathBuf,
     key: PathBuf,
     every: Duration,
-    on_reload: impl Fn(Result<(), String>) + Send + 'static,
+    on_reload: impl Fn(Result<(), &TlsError>) + Send + 'static,
 ) {
     let mut last = fingerprint(&[&cert, &key]);
     let mut pending = false;
@@ -236,7 +236,7 @@ pub async fn watch_files(
             }
             Err(e) => {
                 pending = true;
-                on_reload(Err(e.to_string()));
+                on_reload(Err(&e));
             }
         }
     }

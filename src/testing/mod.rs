@@ -7,13 +7,13 @@
 //! This module owns the suite format, the review construction (with a compact table of
 //! built-in resources) and the checks; [`report`] owns the output formats.
 
-pub mod coverage;
-pub mod crd;
-pub mod kyverno;
+pub(crate) mod coverage;
+pub(crate) mod crd;
+pub(crate) mod kyverno;
 mod refs;
 pub mod report;
-pub mod review;
-pub mod update;
+pub(crate) mod review;
+pub(crate) mod update;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -388,21 +388,24 @@ impl Report {
 }
 
 /// The suite files under `paths` (files are taken as given, folders are walked), sorted.
-pub fn find_suites(paths: &[PathBuf], max_bytes: u64) -> Result<Vec<PathBuf>, String> {
+pub fn find_suites(paths: &[PathBuf], max_bytes: u64) -> Result<Vec<PathBuf>, RunError> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
             let mut stack = vec![p.clone()];
             let mut seen = std::collections::BTreeSet::new();
             while let Some(d) = stack.pop() {
-                let real =
-                    std::fs::canonicalize(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+                let unreadable = |source| RunError::Unreadable {
+                    path: d.clone(),
+                    source,
+                };
+                let real = std::fs::canonicalize(&d).map_err(unreadable)?;
                 if !seen.insert(real) {
                     continue;
                 }
-                let entries = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+                let entries = std::fs::read_dir(&d).map_err(unreadable)?;
                 for entry in entries {
-                    let entry = entry.map_err(|e| format!("{}: {e}", d.display()))?;
+                    let entry = entry.map_err(unreadable)?;
                     let name = entry.file_name();
                     let name = name.to_string_lossy();
                     // Hidden folders and build output are not searched.
@@ -420,12 +423,35 @@ pub fn find_suites(paths: &[PathBuf], max_bytes: u64) -> Result<Vec<PathBuf>, St
         } else if p.is_file() {
             out.push(p.clone());
         } else {
-            return Err(format!("{}: no such file or folder", p.display()));
+            return Err(RunError::Missing(p.clone()));
         }
     }
     out.sort();
     out.dedup();
     Ok(out)
+}
+
+/// Why `celgate test` cannot run at all (a suite that fails is a result, not an error).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// A `--root` folder cannot be resolved.
+    #[error("--root {}: {source}", path.display())]
+    Root {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A path given is neither a file nor a folder.
+    #[error("{}: no such file or folder", .0.display())]
+    Missing(PathBuf),
+    /// A folder cannot be searched for suites.
+    #[error("{}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// A `kyverno-test.yaml` that is a Kyverno CLI Test ([`kyverno`]).
@@ -435,12 +461,17 @@ fn is_kyverno_file(path: &Path, name: &str, max_bytes: u64) -> bool {
 
 /// Runs every suite under `paths`; with `--update`, writes the observed results into the
 /// suites first and reports a second run.
-pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, String> {
+pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, RunError> {
     // Containment is checked on canonical paths: the roots' too.
     let roots = options
         .roots
         .iter()
-        .map(|r| std::fs::canonicalize(r).map_err(|e| format!("--root {}: {e}", r.display())))
+        .map(|r| {
+            std::fs::canonicalize(r).map_err(|source| RunError::Root {
+                path: r.clone(),
+                source,
+            })
+        })
         .collect::<Result<_, _>>()?;
     let options = &Options {
         roots,
@@ -524,7 +555,7 @@ fn write_updates(report: &Report) -> Vec<String> {
     notes
 }
 
-fn run_once(paths: &[PathBuf], options: &Options) -> Result<Report, String> {
+fn run_once(paths: &[PathBuf], options: &Options) -> Result<Report, RunError> {
     let mut report = Report::default();
     let collector = (options.coverage || options.min_coverage.is_some())
         .then(|| coverage::Collector::new(options.version));
@@ -536,12 +567,7 @@ fn run_once(paths: &[PathBuf], options: &Options) -> Result<Report, String> {
     Ok(report)
 }
 
-/// Reads and checks a suite file's text.
-pub fn parse_suite(file: &str, text: &str) -> Result<Suite, String> {
-    parse_suite_for(file, text, false)
-}
-
-/// [`parse_suite`]; for `--update`, a case may have no expectation yet.
+/// Reads and checks a suite file's text; for `--update`, a case may have no expectation yet.
 fn parse_suite_for(file: &str, text: &str, update: bool) -> Result<Suite, String> {
     let suite: Suite = serde_yaml_ng::from_str(text).map_err(|e| format!("{file}: {e}"))?;
     if suite.api_version != API_VERSION {
@@ -583,7 +609,8 @@ fn case_objects(base: Refs<'_>, value: &Option<Json>) -> Result<Vec<Option<Json>
     match value {
         None | Some(Json::Null) => Ok(vec![None]),
         Some(Json::String(rel)) => {
-            let docs = base.load(rel)?;
+            // A suite's failure is a line of its report: the text is what is kept.
+            let docs = base.load(rel).map_err(|e| e.to_string())?;
             if docs.is_empty() {
                 return Err(format!("{rel}: no object in the file"));
             }
@@ -683,7 +710,8 @@ fn run_file(
         options.max_file_bytes,
     );
     let load = |rel: &str| -> Result<Vec<Json>, String> {
-        Ok(base.load(rel)?.into_iter().map(|l| l.object).collect())
+        let loaded = base.load(rel).map_err(|e| e.to_string())?;
+        Ok(loaded.into_iter().map(|l| l.object).collect())
     };
     let mut updatable = options.update;
     let suite = match read_text(file, options.max_file_bytes)

@@ -174,7 +174,7 @@ fn key_at(line: &str, col: usize, name: &str) -> bool {
 }
 
 /// Applies `edits` to the expectation of case `index` in `text`.
-pub fn apply(text: &str, index: usize, edits: &[Edit]) -> Result<String, String> {
+pub(crate) fn apply(text: &str, index: usize, edits: &[Edit]) -> Result<String, String> {
     let lines: Vec<&str> = text.split('\n').collect();
     let items = case_items(&lines)?;
     let &(start, end) = items
