@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use celgate::review::encode::annotation_key;
-use libtest_mimic::{Completion, Failed, Trial};
+use libtest_mimic::Trial;
 use serde_json::Value as Json;
 
 /// Cases celgate answers differently on purpose, with the reason. Empty: every case agrees.
@@ -128,12 +128,7 @@ fn oracle_trial(name: String, dir: PathBuf) -> Trial {
         .map(|(_, why)| *why);
     Trial::ignorable_test(name, move || {
         let result = common::cases::on_big_stack(move || run_case(&dir));
-        match (result, known) {
-            (Ok(()), None) => Ok(Completion::Completed),
-            (Ok(()), Some(_)) => Err("listed as a known difference but now agrees".into()),
-            (Err(_), Some(why)) => Ok(Completion::ignored_with(format!("known difference: {why}"))),
-            (Err(e), None) => Err(Failed::from(e)),
-        }
+        common::ratchet::case_verdict(result, known, "KNOWN_DIFFERENCES")
     })
 }
 

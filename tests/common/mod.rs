@@ -1,9 +1,10 @@
 //! The helpers every integration test shares, included with `mod common;`: fresh scratch
 //! folders and the repository's paths (here), running the `celgate` binary ([`cli`]),
-//! case-folder trials ([`cases`]), the server started in-process with the binary's defaults
-//! and clients of it ([`serve`], [`webhook_client`]), checks of `celgate serve`'s flags
-//! ([`serve_flags`]) and the review fixtures ([`fixtures`]). The fake API server is its own
-//! module (`tests/fake_apiserver`), included only by the tests that talk to a cluster.
+//! case-folder trials ([`cases`]), id ratchets of recorded suites ([`ratchet`]), the server
+//! started in-process with the binary's defaults and clients of it ([`serve`],
+//! [`webhook_client`]), checks of `celgate serve`'s flags ([`serve_flags`]) and the review
+//! fixtures ([`fixtures`]). The fake API server is its own module (`tests/fake_apiserver`),
+//! included only by the tests that talk to a cluster.
 
 // Each test binary uses part of this module.
 #![allow(dead_code)]
@@ -11,6 +12,7 @@
 pub mod cases;
 pub mod cli;
 pub mod fixtures;
+pub mod ratchet;
 pub mod serve;
 pub mod serve_flags;
 pub mod webhook_client;
