@@ -5,19 +5,18 @@
 //! or deleted object loses its failing result at the next scan, a policy change triggers a
 //! scan, and only the Lease holder scans and writes.
 
+mod common;
 mod fake_apiserver;
-mod serve_flags;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
+use celgate::app::{start, Running, ServeConfig};
 use celgate::scan::report::ReportApi;
-use celgate::server::Limits;
 use celgate::source::kube::background::BackgroundOptions;
-use celgate::source::kube::lease::LeaseOptions;
 use celgate::source::kube::reports::ReportOptions;
-use fake_apiserver::{policy_kinds, Fake, Kind};
+use common::serve_flags;
+use fake_apiserver::{policy_kinds, report_kinds, Fake, Kind};
 use serde_json::{json, Value as Json};
 
 const REPORT: &str = "celgate-background";
@@ -27,19 +26,7 @@ fn kinds() -> Vec<Kind> {
     k.push(Kind::new("v1", "Namespace", "namespaces", false));
     k.push(Kind::new("v1", "Pod", "pods", true));
     k.push(Kind::new("v1", "ConfigMap", "configmaps", true));
-    k.push(Kind::new(
-        "wgpolicyk8s.io/v1alpha2",
-        "PolicyReport",
-        "policyreports",
-        true,
-    ));
-    k.push(Kind::new(
-        "wgpolicyk8s.io/v1alpha2",
-        "ClusterPolicyReport",
-        "clusterpolicyreports",
-        false,
-    ));
-    k.push(Kind::new("coordination.k8s.io/v1", "Lease", "leases", true));
+    k.extend(report_kinds());
     k
 }
 
@@ -98,45 +85,19 @@ fn background(interval_ms: u64, page_size: u32, qps: f64) -> BackgroundOptions {
 }
 
 fn config(api: SocketAddr, background: BackgroundOptions, lease: Option<&str>) -> ServeConfig {
-    ServeConfig {
-        source: PolicySource::Kubernetes {
-            api_url: Some(format!("http://{api}").parse().unwrap()),
-            kubeconfig: None,
-            options: celgate::source::kube::KubeOptions {
-                debounce: Duration::from_millis(20),
-                recheck: Duration::from_millis(100),
-                events: false,
-                instance: lease.unwrap_or("celgate-test").into(),
-                events_lease: lease.map(|identity| LeaseOptions {
-                    namespace: "celgate-system".into(),
-                    name: "celgate-events".into(),
-                    identity: identity.into(),
-                    duration: Duration::from_secs(1),
-                    renew: Duration::from_millis(100),
-                    release_timeout: Duration::from_secs(5),
-                }),
-                reports: Some(ReportOptions {
-                    api: ReportApi::WgPolicy,
-                    interval: Duration::from_millis(100),
-                    max_results: 100,
-                    ..ReportOptions::default()
-                }),
-                background: Some(background),
-                ..Default::default()
-            },
-            sar: None,
+    common::serve::config(common::serve::cluster(
+        api,
+        celgate::source::kube::KubeOptions {
+            reports: Some(ReportOptions {
+                api: ReportApi::WgPolicy,
+                interval: Duration::from_millis(100),
+                max_results: 100,
+                ..ReportOptions::default()
+            }),
+            background: Some(background),
+            ..common::serve::replica(lease)
         },
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: None,
-        cert: CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        client_ca: None,
-        limits: Limits::default(),
-        answering: Default::default(),
-        poll: Duration::from_millis(100),
-        version: celgate::cel::NEWEST_MINOR,
-    }
+    ))
 }
 
 /// Polls `check` for up to 15 s.
@@ -168,9 +129,7 @@ fn pod_lists(fake: &Fake) -> Vec<String> {
 
 /// The value of the sample `line` (a metric with its labels) in `server`'s metrics.
 fn metric(server: &Running, line: &str) -> Option<f64> {
-    let text = String::from_utf8(server.state.metrics.encode()).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(line)?.strip_prefix(' ')?.parse().ok())
+    common::serve::sample(&common::serve::metrics_text(server), line)
 }
 
 fn objects_scanned(server: &Running) -> f64 {

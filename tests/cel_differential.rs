@@ -3,22 +3,28 @@
 //! `examples/cel-batch.rs` and compares the records field by field.
 //!
 //! Skipped: the cases where cel-go panicked (`outcome: panic`), and the cases listed in
-//! `tests/cel-differential-exceptions` (one `<id> <reason>` a line). The pass count is a
-//! ratchet: the `ratchet` trial runs every case and fails when it drops below [`MIN_PASSED`].
-//! Each case is also its own trial (`cargo test --test cel_differential -- ID`): a case that
-//! does not match is listed as ignored with the fields that differ. `CELGATE_DIFF_VERBOSE=1`
-//! prints every failing case with what was expected and what celgate gave.
+//! `tests/cel-differential-exceptions` (one `<id> <reason>` a line: behaviour celgate must not
+//! imitate). Every other case must match except the known failures of
+//! `tests/cel-differential-known-failures` (same format; a fidelity gap to fix), by id (see
+//! `common::ratchet`): the `ratchet` trial runs every case and fails when a case outside the
+//! list fails, when a listed one passes, and when fewer than [`MIN_PASSED`] pass. Each case is
+//! also its own trial (`cargo test --test cel_differential -- ID`), judged the same way; a
+//! known failure is listed as ignored with its reason. `CELGATE_DIFF_VERBOSE=1` prints every
+//! failing case with what was expected and what celgate gave.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-
 use std::sync::Arc;
 
+use common::ratchet::{self, Known};
 use libtest_mimic::{Completion, Failed, Trial};
 use serde_json::Value as Json;
 
+mod common;
 #[path = "cel_differential/harness.rs"]
 mod harness;
+
+/// The known failures' list, as its messages name it.
+const KNOWN_FAILURES: &str = "tests/cel-differential-known-failures";
 
 /// The number of cases celgate matches exactly; raise it when the engine improves, never
 /// lower it.
@@ -27,25 +33,9 @@ const MIN_PASSED: usize = 7839;
 /// Evaluation recurses once per nesting level of an expression.
 const STACK: usize = 64 << 20;
 
-fn shared_dir() -> PathBuf {
-    std::env::var_os("CELGATE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"))
-}
-
 /// `id -> reason`, from the exceptions file.
-fn exceptions() -> BTreeMap<String, String> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cel-differential-exceptions");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let (id, reason) = l.split_once(char::is_whitespace).unwrap_or((l, ""));
-            assert!(!reason.trim().is_empty(), "exception {id} gives no reason");
-            (id.to_string(), reason.trim().to_string())
-        })
-        .collect()
+fn exceptions() -> Known {
+    ratchet::read_list(&common::repo().join("tests/cel-differential-exceptions"))
 }
 
 /// The fields of `expected` that `got` does not match.
@@ -110,7 +100,7 @@ fn shorten(j: &Json) -> String {
 
 /// The cases of the case file, in file order.
 fn cases() -> Vec<Json> {
-    let path = shared_dir().join("cel-differential/cases.jsonl");
+    let path = common::shared_dir().join("cel-differential/cases.jsonl");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .enumerate()
@@ -158,20 +148,24 @@ fn check(h: &harness::Harness, case: &Json) -> Vec<&'static str> {
     fields
 }
 
-/// Runs every case and checks the ratchet; prints the summary.
-fn ratchet(cases: &[Json], exceptions: &BTreeMap<String, String>) -> Result<(), String> {
+/// Runs every case and checks the ratchet (by id against `known`, and by count); prints the
+/// summary.
+fn run_ratchet(cases: &[Json], exceptions: &Known, known: &Known) -> Result<(), String> {
     let h = harness::Harness::new();
     let (mut passed, mut skipped, mut failed) = (0usize, 0usize, 0usize);
     let mut by_library: BTreeMap<String, usize> = BTreeMap::new();
     let mut by_field: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut results: Vec<(&str, bool)> = Vec::new();
     for case in cases {
-        seen.insert(case["id"].as_str().unwrap_or_default().to_string());
+        let id = case["id"].as_str().unwrap_or_default();
+        seen.insert(id.to_string());
         if skip_reason(case, exceptions).is_some() {
             skipped += 1;
             continue;
         }
         let fields = check(&h, case);
+        results.push((id, fields.is_empty()));
         if fields.is_empty() {
             passed += 1;
             continue;
@@ -196,6 +190,7 @@ fn ratchet(cases: &[Json], exceptions: &BTreeMap<String, String>) -> Result<(), 
         println!("mismatched fields: {}", fields.join(", "));
         println!("(CELGATE_DIFF_VERBOSE=1 prints every failing case)");
     }
+    ratchet::check(results, known, KNOWN_FAILURES)?;
     if passed < MIN_PASSED {
         return Err(format!(
             "cel differential: {passed} cases passed, fewer than the {MIN_PASSED} recorded"
@@ -216,13 +211,14 @@ fn on_big_stack(
     handle.join().unwrap_or_else(|_| Err("panicked".into()))
 }
 
-/// One trial per case (a case that does not match is ignored with the mismatched fields,
-/// since the suite is ratcheted by count), one that checks the ratchet over every case, and
-/// the harness's own tests.
+/// One trial per case (a known failure is ignored with its reason and the mismatched
+/// fields), one that checks the ratchet over every case, the ratchet's own logic, and the
+/// harness's own tests.
 fn main() {
     let args = libtest_mimic::Arguments::from_args();
     let cases = Arc::new(cases());
     let exceptions = Arc::new(exceptions());
+    let known = Arc::new(ratchet::read_list(&common::repo().join(KNOWN_FAILURES)));
     // Shared by the case trials: building one compiles the composited variables.
     let h = Arc::new(harness::Harness::new());
     let mut trials = Vec::new();
@@ -234,29 +230,29 @@ fn main() {
             }));
             continue;
         }
+        let listed = known.get(&id).cloned();
         let (cases, h) = (cases.clone(), h.clone());
         trials.push(Trial::ignorable_test(id, move || {
             on_big_stack(move || {
                 let fields = check(&h, &cases[i]);
-                if fields.is_empty() {
-                    Ok(Completion::Completed)
+                let outcome = if fields.is_empty() {
+                    Ok(())
                 } else {
-                    Ok(Completion::ignored_with(format!(
-                        "differs in {} (ratcheted by count)",
-                        fields.join(", ")
-                    )))
-                }
+                    Err(format!("differs in {}", fields.join(", ")))
+                };
+                ratchet::case_verdict(outcome, listed.as_deref(), KNOWN_FAILURES)
             })
         }));
     }
     trials.push(Trial::test("ratchet", move || {
         on_big_stack(move || {
-            ratchet(&cases, &exceptions)
+            run_ratchet(&cases, &exceptions, &known)
                 .map(|()| Completion::Completed)
                 .map_err(Failed::from)
         })
         .map(|_| ())
     }));
+    trials.push(ratchet::logic_trial());
     trials.push(Trial::test("harness_fixtures", || {
         harness_fixtures();
         Ok(())

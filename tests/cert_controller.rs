@@ -5,6 +5,7 @@
 //! injected caBundle; an overwritten caBundle is injected again; and the controller touches
 //! nothing but its one Secret and one configuration.
 
+mod common;
 mod fake_apiserver;
 
 use std::net::SocketAddr;
@@ -15,7 +16,6 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
 use celgate::certs::{Options, Timing};
-use celgate::server::Limits;
 use fake_apiserver::{eventually, Fake, Kind};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -81,12 +81,6 @@ fn long_lived() -> Timing {
 
 async fn serve(api: SocketAddr, options: Options) -> Running {
     let cfg = ServeConfig {
-        source: PolicySource::Folder(celgate::source::folder::FolderSource::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/examples/policies"
-        ))),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: None,
         cert: CertSource::Controller {
             connect: celgate::source::kube::Connect {
                 api_url: Some(format!("http://{api}").parse().unwrap()),
@@ -94,11 +88,9 @@ async fn serve(api: SocketAddr, options: Options) -> Running {
             },
             options,
         },
-        client_ca: None,
-        limits: Limits::default(),
-        answering: Default::default(),
-        poll: Duration::from_millis(100),
-        version: celgate::cel::NEWEST_MINOR,
+        ..common::serve::config(PolicySource::Folder(
+            celgate::source::folder::FolderSource::new(common::repo().join("examples/policies")),
+        ))
     };
     tokio::time::timeout(Duration::from_secs(20), start(cfg))
         .await

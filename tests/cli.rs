@@ -3,45 +3,15 @@
 //! parser), Kubernetes versions are read as kubectl prints them and unknown ones refused, and
 //! the example files the README shows work.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("celgate-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::cli::celgate_in as celgate;
+use common::cli::celgate_within;
+#[cfg(unix)]
+use common::mkfifo;
+use common::{repo, temp_dir};
 
-/// Runs celgate in `cwd` with `stdin`: exit code, standard output, standard error.
-fn celgate(args: &[&str], cwd: &Path, stdin: &str) -> (i32, String, String) {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_celgate"))
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    // A command refused before it reads its input (a usage error) closes the pipe first:
-    // the refusal is what the test checks, so a broken pipe here is not a failure.
-    if let Err(e) = input.write_all(stdin.as_bytes()) {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
-    }
-    drop(input);
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
 
 /// A review with a missing comma on line 3 (serde_json stops at the `"` in column 25).
 const BAD_REVIEW: &str = "{\"apiVersion\": \"admission.k8s.io/v1\",\n \"kind\": \"AdmissionReview\",\n \"request\": {\"uid\": \"1\" \"kind\": {}}}\n";
@@ -338,42 +308,6 @@ spec: {{policyName: no-latest, validationActions: [{actions}]}}
     let (code, _, err) = celgate(&args, &dir, "");
     assert_eq!(code, 2);
     assert!(err.contains("bad.yaml: document 1: "), "{err}");
-}
-
-/// Runs celgate in `cwd` without input, killed (and the test failed) if it has not ended
-/// within a minute: a command that blocks on a file must not hang the suite.
-fn celgate_within(args: &[&str], cwd: &Path) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_celgate"))
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("celgate {args:?} did not end within a minute");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-#[cfg(unix)]
-fn mkfifo(path: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: `c` is a NUL-terminated path that outlives the call.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
 }
 
 /// The offline commands read regular files only, each up to `--max-file-bytes`: in a folder,

@@ -4,44 +4,16 @@
 //! object or one JSON answer per line, and the exit codes (0 all accepted, 1 one refused, 2
 //! unusable input).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::cli::{celgate_in, Ran};
+use common::{repo, temp_dir};
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("celgate-crdcli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
 
-/// Runs celgate in the repository with `stdin`: exit code, standard output, standard error.
-fn celgate(args: &[&str], stdin: &str) -> (i32, String, String) {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_celgate"))
-        .args(args)
-        .current_dir(repo())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    // A command refused before it reads its input (a usage error) closes the pipe first:
-    // the refusal is what the test checks, so a broken pipe here is not a failure.
-    if let Err(e) = input.write_all(stdin.as_bytes()) {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
-    }
-    drop(input);
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// Runs celgate in the repository with `stdin`.
+fn celgate(args: &[&str], stdin: &str) -> Ran {
+    celgate_in(args, &repo(), stdin)
 }
 
 fn json_lines(out: &str) -> Vec<serde_json::Value> {

@@ -4,30 +4,32 @@
 //! holds an initial CRD), then the request's answer (status message and causes, or the stored
 //! object). Causes compare as a multiset (sibling order is random in the API server), and the
 //! fields of the "contributed to estimated rule cost total" causes are masked (which of equally
-//! expensive rules the server names is random too). The oracle figure is ratcheted, the
-//! golden cases must all pass.
+//! expensive rules the server names is random too). The oracle cases are ratcheted by id (see
+//! `common::ratchet`): each must pass unless `tests/crd-oracle-known-failures` lists it, and a
+//! listed one that passes must leave the list; the golden cases must all pass.
 //!
 //! Each case is its own trial, `oracle/NAME` or `golden/NAME` (`cargo test --test crd_oracle
 //! -- golden/` runs the golden ones): skipped cases are ignored with their reason, and so are
-//! failing oracle cases (their figure is checked by the `oracle_ratchet` trial).
+//! known failures. The `oracle_ratchet` trial runs every oracle case and checks the list and
+//! the count ([`MIN_PASSED`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use celgate::crd::errors::{Cause, Status};
 use celgate::crd::request::{crd_status, merge_patch};
 use celgate::crd::rules::{compile, compile_update};
 use celgate::crd::schema::parse_crd;
-use libtest_mimic::{Completion, Failed, Trial};
+use common::ratchet::{self, Known};
+use libtest_mimic::{Completion, Trial};
 use serde_json::Value as Json;
+
+mod common;
+
+/// The oracle's known failures' list, as its messages name it.
+const KNOWN_FAILURES: &str = "tests/crd-oracle-known-failures";
 
 /// Oracle cases that must pass (raise it as behaviour is added, never lower it).
 const MIN_PASSED: usize = 246;
-
-fn shared_dir() -> PathBuf {
-    std::env::var_os("CELGATE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"))
-}
 
 fn yaml_docs(path: &Path) -> Vec<Json> {
     let Ok(text) = std::fs::read_to_string(path) else {
@@ -225,64 +227,65 @@ fn run_case(dir: &Path) -> Outcome {
     }
 }
 
-/// Runs every case of `dir`; the number that pass.
-fn count_passed(dir: &Path) -> usize {
-    common_cases(dir)
-        .iter()
-        .filter(|(_, c)| matches!(run_case(c), Outcome::Pass))
-        .count()
+/// Runs every case of `dir` and checks the ratchet against `known`; the number that pass.
+fn run_ratchet(dir: &Path, known: &Known) -> Result<usize, String> {
+    let results: Vec<(String, bool)> = cases(dir)
+        .into_iter()
+        .filter_map(|(name, case)| match run_case(&case) {
+            Outcome::Pass => Some((name, true)),
+            Outcome::Fail(_) => Some((name, false)),
+            Outcome::Skip(_) => None,
+        })
+        .collect();
+    let passed = results.iter().filter(|(_, passed)| *passed).count();
+    ratchet::check(
+        results
+            .iter()
+            .map(|(name, passed)| (name.as_str(), *passed)),
+        known,
+        KNOWN_FAILURES,
+    )?;
+    Ok(passed)
 }
 
 /// The case folders of `dir` by name, in name order (none when `dir` is missing).
-fn common_cases(dir: &Path) -> Vec<(String, PathBuf)> {
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    cases.sort();
-    cases
-        .into_iter()
-        .map(|c| {
-            let name = c
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            (name, c)
-        })
-        .collect()
+fn cases(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
+    common::cases::case_dirs(dir).unwrap_or_default()
 }
 
 /// One trial per case of `dir`, named `prefix/NAME`: a skipped case is ignored with its
-/// reason; a failing one fails, or when `ratcheted` (the figure is checked by count) is
-/// ignored with why it fails.
-fn trials(prefix: &str, dir: &Path, ratcheted: bool) -> Vec<Trial> {
-    common_cases(dir)
+/// reason; the others are judged against the known failures `known` (none for the golden
+/// cases, which must all pass).
+fn trials(prefix: &str, dir: &Path, known: &Known) -> Vec<Trial> {
+    cases(dir)
         .into_iter()
         .map(|(name, case)| {
-            Trial::ignorable_test(format!("{prefix}/{name}"), move || match run_case(&case) {
-                Outcome::Pass => Ok(Completion::Completed),
-                Outcome::Skip(why) => Ok(Completion::ignored_with(format!("skipped: {why}"))),
-                Outcome::Fail(why) if ratcheted => Ok(Completion::ignored_with(format!(
-                    "fails (ratcheted by count): {}",
-                    why
-                ))),
-                Outcome::Fail(why) => Err(Failed::from(why)),
+            let listed = known.get(&name).cloned();
+            Trial::ignorable_test(format!("{prefix}/{name}"), move || {
+                let outcome = match run_case(&case) {
+                    Outcome::Pass => Ok(()),
+                    Outcome::Skip(why) => {
+                        return Ok(Completion::ignored_with(format!("skipped: {why}")))
+                    }
+                    Outcome::Fail(why) => Err(why),
+                };
+                ratchet::case_verdict(outcome, listed.as_deref(), KNOWN_FAILURES)
             })
         })
         .collect()
 }
 
-/// The recorded oracle cases (ratcheted: at least [`MIN_PASSED`] pass, checked by the
-/// `oracle_ratchet` trial) and the own golden cases (each must pass).
+/// The recorded oracle cases (ratcheted by id, and at least [`MIN_PASSED`] pass, checked by
+/// the `oracle_ratchet` trial), the own golden cases (each must pass) and the ratchet's own
+/// logic.
 fn main() {
     let args = libtest_mimic::Arguments::from_args();
-    let oracle = shared_dir().join("crd-oracle-sample/cases");
-    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/crd-cases");
-    let mut all = trials("oracle", &oracle, true);
-    all.extend(trials("golden", &golden, false));
+    let oracle = common::shared_dir().join("crd-oracle-sample/cases");
+    let golden = common::repo().join("tests/crd-cases");
+    let known = ratchet::read_list(&common::repo().join(KNOWN_FAILURES));
+    let mut all = trials("oracle", &oracle, &known);
+    all.extend(trials("golden", &golden, &Known::new()));
+    all.push(ratchet::logic_trial());
     all.push(Trial::ignorable_test("oracle_ratchet", move || {
         if !oracle.is_dir() {
             return Ok(Completion::ignored_with(format!(
@@ -290,7 +293,7 @@ fn main() {
                 oracle.display()
             )));
         }
-        let passed = count_passed(&oracle);
+        let passed = run_ratchet(&oracle, &known)?;
         eprintln!("crd oracle: {passed} passed");
         if passed >= MIN_PASSED {
             Ok(Completion::Completed)

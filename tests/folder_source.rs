@@ -5,25 +5,19 @@
 //! server on ephemeral ports and watches its snapshot and metrics.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
-use celgate::server::Limits;
+use celgate::app::{start, PolicySource, Running, ServeConfig};
 use celgate::source::folder::FolderSource;
+#[cfg(unix)]
+use common::mkfifo;
+use common::serve::metrics_text as metrics;
+use common::temp_dir;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "celgate-folder-{name}-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
 
 /// A policy and its binding for each name, as one multi-document file: the text for a prefix
 /// of `names` is a prefix of the text for `names`, cut at a `---` boundary.
@@ -54,21 +48,12 @@ spec: {{policyName: {n}, validationActions: [Deny]}}
 /// The configuration of a server on `dir`; the folder is polled every 20 ms.
 fn config(dir: &Path, settle: Duration, allow_empty: bool) -> ServeConfig {
     ServeConfig {
-        source: PolicySource::Folder(FolderSource {
+        poll: Duration::from_millis(20),
+        ..common::serve::config(PolicySource::Folder(FolderSource {
             settle,
             allow_empty,
             ..FolderSource::new(dir)
-        }),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: None,
-        cert: CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        client_ca: None,
-        limits: Limits::default(),
-        answering: Default::default(),
-        poll: Duration::from_millis(20),
-        version: celgate::cel::NEWEST_MINOR,
+        }))
     }
 }
 
@@ -88,10 +73,6 @@ fn names(r: &Running) -> Vec<String> {
         .iter()
         .map(|p| p.policy.name.clone())
         .collect()
-}
-
-fn metrics(r: &Running) -> String {
-    String::from_utf8(r.state.metrics.encode()).unwrap()
 }
 
 fn ready(r: &Running) -> bool {
@@ -435,15 +416,6 @@ async fn a_policy_the_api_server_would_refuse_keeps_its_last_good_version() {
     wait_until("the fix is loaded", || !metrics(&server).contains(problem)).await;
     assert_eq!(names(&server), ["a"]);
     server.shutdown().await;
-}
-
-/// Makes a FIFO at `path`.
-#[cfg(unix)]
-fn mkfifo(path: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: `c` is a NUL-terminated path that outlives the call.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
 }
 
 /// The problem gauge's line for a file of the folder.

@@ -18,7 +18,7 @@ use serde_json::Value as Json;
 mod common;
 
 fn run(dir: &Path) -> Result<(), String> {
-    let (answer, want) = common::answer_case(dir)?;
+    let (answer, want) = common::cases::answer_case(dir)?;
     let got = &answer["response"];
     let mut diffs = Vec::new();
     if got["allowed"] != want["allowed"] {
@@ -59,7 +59,7 @@ fn run(dir: &Path) -> Result<(), String> {
             ));
         }
     }
-    common::diff_warnings(&got["warnings"], &want["warnings"], &mut diffs);
+    common::cases::diff_warnings(&got["warnings"], &want["warnings"], &mut diffs);
     let got_ann = got["auditAnnotations"]
         .as_object()
         .cloned()
@@ -99,9 +99,9 @@ fn run(dir: &Path) -> Result<(), String> {
 fn main() {
     let args = libtest_mimic::Arguments::from_args();
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cases");
-    let mut trials = common::case_trials(&dir, run);
+    let mut trials = common::cases::case_trials(&dir, run);
     let found = trials.len();
-    trials.push(common::count_trial(
+    trials.push(common::cases::count_trial(
         "golden_case_count",
         "golden cases",
         found,

@@ -5,26 +5,18 @@
 //! neither watched nor enforced; the folder's other objects are ignored; editing the folder
 //! reloads it, and an invalid policy keeps its last good version.
 
+mod common;
 mod fake_apiserver;
-mod serve_flags;
-mod webhook_client;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use celgate::app::{start, CertSource, PolicySource, ServeConfig};
-use celgate::server::Limits;
+use celgate::app::{start, ServeConfig};
 use celgate::source::folder::FolderSource;
+use common::webhook_client::Webhook;
+use common::{serve_flags, temp_dir};
 use fake_apiserver::{policy_kinds, Fake, Kind};
 use serde_json::{json, Value as Json};
-use webhook_client::Webhook;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("celgate-hybrid-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// Pods in namespaces labelled `env: prod` may have at most `params.data.max` containers
 /// (the ConfigMap `limits` of the request's namespace; a missing one denies). Also in the
@@ -109,10 +101,10 @@ fn cluster(fake: &Fake) {
 
 fn config(api: std::net::SocketAddr, dir: &Path) -> ServeConfig {
     ServeConfig {
-        source: PolicySource::Kubernetes {
-            api_url: Some(format!("http://{api}").parse().unwrap()),
-            kubeconfig: None,
-            options: celgate::source::kube::KubeOptions {
+        poll: Duration::from_millis(50),
+        ..common::serve::config(common::serve::cluster(
+            api,
+            celgate::source::kube::KubeOptions {
                 debounce: Duration::from_millis(20),
                 recheck: Duration::from_millis(100),
                 events: false,
@@ -122,18 +114,7 @@ fn config(api: std::net::SocketAddr, dir: &Path) -> ServeConfig {
                 }),
                 ..Default::default()
             },
-            sar: None,
-        },
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: None,
-        cert: CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        client_ca: None,
-        limits: Limits::default(),
-        answering: Default::default(),
-        poll: Duration::from_millis(50),
-        version: celgate::cel::NEWEST_MINOR,
+        ))
     }
 }
 

@@ -8,9 +8,8 @@
 //! wiped or restored (history going back, a new cluster identity), the periodic re-list that
 //! finds what a watch missed, and rebuilds only for param changes a binding can see.
 
+mod common;
 mod fake_apiserver;
-#[path = "common/fixtures.rs"]
-mod fixtures;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,6 +20,7 @@ use celgate::policy::snapshot::Snapshot;
 use celgate::source::kube::authorizer::{SarAuthorizer, SarOptions};
 use celgate::source::kube::namespaces::ClusterNamespaces;
 use celgate::source::kube::{KubeOptions, KubeSource};
+use common::fixtures;
 use fake_apiserver::{eventually, policy_kinds, Fake, Kind};
 use serde_json::{json, Value as Json};
 
@@ -626,14 +626,7 @@ async fn one_replica_reports_events() {
     let replica = |identity: &str| {
         let mut o = options();
         o.instance = identity.into();
-        o.events_lease = Some(celgate::source::kube::lease::LeaseOptions {
-            namespace: "celgate-system".into(),
-            name: "celgate-events".into(),
-            identity: identity.into(),
-            duration: Duration::from_secs(1),
-            renew: Duration::from_millis(100),
-            release_timeout: Duration::from_secs(5),
-        });
+        o.events_lease = Some(common::serve::test_lease(identity));
         start(addr, o, false)
     };
     let (a, _) = replica("celgate-a");

@@ -8,11 +8,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Arguments;
 use serde_json::Value as Json;
 
+mod common;
+
 fn cases_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/lint-cases")
+    common::repo().join("tests/lint-cases")
 }
 
 fn lint(dir: &Path, version: &str, output: &str) -> Result<(i32, String), String> {
@@ -82,29 +84,14 @@ fn run(dir: &Path) -> Result<(), String> {
 fn main() {
     let args = Arguments::from_args();
     let dir = cases_dir();
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    cases.sort();
-    let count = cases.len();
-    let mut trials: Vec<Trial> = cases
-        .into_iter()
-        .map(|case| {
-            let name = case
-                .file_name()
-                .map(|n| n.to_string_lossy().to_string())
-                .unwrap_or_default();
-            Trial::test(name, move || run(&case).map_err(Failed::from))
-        })
-        .collect();
-    trials.push(Trial::test("at least 12 cases", move || {
-        if count >= 12 {
-            Ok(())
-        } else {
-            Err(format!("only {count} cases").into())
-        }
-    }));
+    let mut trials = common::cases::case_trials(&dir, run);
+    let count = trials.len();
+    trials.push(common::cases::count_trial(
+        "at least 12 cases",
+        "lint cases",
+        count,
+        12,
+        &dir,
+    ));
     libtest_mimic::run(&args, trials).exit();
 }

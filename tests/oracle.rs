@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use celgate::review::encode::annotation_key;
-use libtest_mimic::{Completion, Failed, Trial};
+use libtest_mimic::Trial;
 use serde_json::Value as Json;
 
 /// Cases celgate answers differently on purpose, with the reason. Empty: every case agrees.
@@ -17,7 +17,7 @@ mod common;
 
 /// Runs one case; `Err` describes every difference.
 fn run_case(dir: &Path) -> Result<(), String> {
-    let (answer, expected) = common::answer_case(dir)?;
+    let (answer, expected) = common::cases::answer_case(dir)?;
     compare(&answer["response"], &expected)
 }
 
@@ -54,7 +54,7 @@ fn compare(got: &Json, want: &Json) -> Result<(), String> {
             ));
         }
     }
-    common::diff_warnings(&got["warnings"], &want["warnings"], &mut diffs);
+    common::cases::diff_warnings(&got["warnings"], &want["warnings"], &mut diffs);
     let got_ann = got["auditAnnotations"]
         .as_object()
         .cloned()
@@ -127,13 +127,8 @@ fn oracle_trial(name: String, dir: PathBuf) -> Trial {
         .find(|(n, _)| *n == name)
         .map(|(_, why)| *why);
     Trial::ignorable_test(name, move || {
-        let result = common::on_big_stack(move || run_case(&dir));
-        match (result, known) {
-            (Ok(()), None) => Ok(Completion::Completed),
-            (Ok(()), Some(_)) => Err("listed as a known difference but now agrees".into()),
-            (Err(_), Some(why)) => Ok(Completion::ignored_with(format!("known difference: {why}"))),
-            (Err(e), None) => Err(Failed::from(e)),
-        }
+        let result = common::cases::on_big_stack(move || run_case(&dir));
+        common::ratchet::case_verdict(result, known, "KNOWN_DIFFERENCES")
     })
 }
 
@@ -141,13 +136,14 @@ fn oracle_trial(name: String, dir: PathBuf) -> Trial {
 fn main() {
     let args = libtest_mimic::Arguments::from_args();
     let dir = common::shared_dir().join("oracle-sample/cases");
-    let cases = common::case_dirs(&dir).unwrap_or_else(|| panic!("cannot read {}", dir.display()));
+    let cases =
+        common::cases::case_dirs(&dir).unwrap_or_else(|| panic!("cannot read {}", dir.display()));
     let found = cases.len();
     let mut trials: Vec<Trial> = cases
         .into_iter()
         .map(|(name, dir)| oracle_trial(name, dir))
         .collect();
-    trials.push(common::count_trial(
+    trials.push(common::cases::count_trial(
         "oracle_case_count",
         "recorded cases",
         found,

@@ -5,40 +5,26 @@
 //! admissions makes a few writes, a large report is capped with failures kept, and only the
 //! Lease holder writes.
 
+mod common;
 mod fake_apiserver;
-mod serve_flags;
-mod webhook_client;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
+use celgate::app::{start, PolicySource, Running, ServeConfig};
 use celgate::scan::report::ReportApi;
-use celgate::server::Limits;
-use celgate::source::kube::lease::LeaseOptions;
 use celgate::source::kube::reports::ReportOptions;
-use fake_apiserver::{eventually, policy_kinds, Fake, Kind};
+use common::serve_flags;
+use common::webhook_client::Webhook;
+use fake_apiserver::{eventually, policy_kinds, report_kinds, Fake, Kind};
 use serde_json::{json, Value as Json};
-use webhook_client::Webhook;
 
 const REPORT: &str = "celgate-admission";
 
 fn kinds() -> Vec<Kind> {
     let mut k = policy_kinds("v1").to_vec();
     k.push(Kind::new("v1", "Namespace", "namespaces", false));
-    k.push(Kind::new(
-        "wgpolicyk8s.io/v1alpha2",
-        "PolicyReport",
-        "policyreports",
-        true,
-    ));
-    k.push(Kind::new(
-        "wgpolicyk8s.io/v1alpha2",
-        "ClusterPolicyReport",
-        "clusterpolicyreports",
-        false,
-    ));
-    k.push(Kind::new("coordination.k8s.io/v1", "Lease", "leases", true));
+    k.extend(report_kinds());
     k
 }
 
@@ -69,39 +55,13 @@ fn binding() -> Json {
 }
 
 fn config(api: SocketAddr, reports: ReportOptions, lease: Option<&str>) -> ServeConfig {
-    ServeConfig {
-        source: PolicySource::Kubernetes {
-            api_url: Some(format!("http://{api}").parse().unwrap()),
-            kubeconfig: None,
-            options: celgate::source::kube::KubeOptions {
-                debounce: Duration::from_millis(20),
-                recheck: Duration::from_millis(100),
-                events: false,
-                instance: lease.unwrap_or("celgate-test").into(),
-                events_lease: lease.map(|identity| LeaseOptions {
-                    namespace: "celgate-system".into(),
-                    name: "celgate-events".into(),
-                    identity: identity.into(),
-                    duration: Duration::from_secs(1),
-                    renew: Duration::from_millis(100),
-                    release_timeout: Duration::from_secs(5),
-                }),
-                reports: Some(reports),
-                ..Default::default()
-            },
-            sar: None,
+    common::serve::config(common::serve::cluster(
+        api,
+        celgate::source::kube::KubeOptions {
+            reports: Some(reports),
+            ..common::serve::replica(lease)
         },
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: None,
-        cert: CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        client_ca: None,
-        limits: Limits::default(),
-        answering: Default::default(),
-        poll: Duration::from_millis(100),
-        version: celgate::cel::NEWEST_MINOR,
-    }
+    ))
 }
 
 fn options(interval_ms: u64, max_results: usize) -> ReportOptions {

@@ -6,6 +6,8 @@ use celgate::source::folder::parse_documents;
 use celgate::source::snapshot;
 use serde_json::{json, Value as Json};
 
+mod common;
+
 const OBJECTS: &str = r#"
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
@@ -188,8 +190,7 @@ fn traced_results_name_each_validation() {
 
 /// The scan's fixtures: policies in `dir/policies`, objects in `dir/objects`.
 fn scan_dirs(name: &str, policies: &str, objects: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("celgate-scan-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = common::temp_dir(&format!("scan-{name}"));
     std::fs::create_dir_all(dir.join("policies")).unwrap();
     std::fs::create_dir_all(dir.join("objects")).unwrap();
     std::fs::write(dir.join("policies/p.yaml"), policies).unwrap();

@@ -8,13 +8,13 @@
 
 use std::path::Path;
 
-#[path = "common/fixtures.rs"]
-mod fixtures;
+mod common;
 
 use celgate::cel::NEWEST_MINOR;
 use celgate::policy::snapshot::Snapshot;
 use celgate::review::{answer, Answer};
 use celgate::source::{add_cluster_defaults, folder, snapshot};
+use common::fixtures;
 use serde_json::{json, Value as Json};
 
 const POLICY: &str = r#"

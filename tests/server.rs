@@ -1,36 +1,27 @@
 //! Integration tests of `celgate serve`: the real server on ephemeral ports, a real TLS client
 //! (rustls) speaking HTTP/1.1 and HTTP/2.
 
+mod common;
 mod fake_apiserver;
-mod serve_flags;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
 use celgate::server::tls::self_signed;
 use celgate::server::{Answering, Limits};
+use common::serve::{client_tls, ephemeral, metrics_page, self_signed_localhost};
+use common::{serve_flags, temp_dir};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde_json::{json, Value as Json};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "celgate-{name}-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 const POLICY: &str = r#"
 apiVersion: admissionregistration.k8s.io/v1
@@ -72,10 +63,7 @@ fn review(api: &str, data: Json) -> Vec<u8> {
 
 /// A folder source whose changes load once quiet for 100 ms.
 fn folder(dir: &Path) -> PolicySource {
-    PolicySource::Folder(celgate::source::folder::FolderSource {
-        settle: Duration::from_millis(100),
-        ..celgate::source::folder::FolderSource::new(dir)
-    })
+    common::serve::folder(dir, Duration::from_millis(100))
 }
 
 async fn serve(policies: &Path, cert: CertSource, limits: Limits) -> Running {
@@ -90,57 +78,18 @@ async fn serve_answering(
     answering: Answering,
 ) -> Running {
     let cfg = ServeConfig {
-        source: folder(policies),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        metrics_listen: Some(ephemeral()),
         cert,
-        client_ca: None,
         limits,
         answering,
-        poll: Duration::from_millis(100),
-        version: celgate::cel::NEWEST_MINOR,
+        ..common::serve::config(folder(policies))
     };
     start(cfg).await.expect("server starts")
 }
 
 /// [`serve`] with a self-signed certificate for `localhost`.
 async fn serve_self_signed(policies: &Path, limits: Limits) -> Running {
-    serve(
-        policies,
-        CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        limits,
-    )
-    .await
-}
-
-/// A client TLS configuration trusting `ca_pem`, offering `alpn`, with an optional client
-/// certificate.
-fn client_tls(
-    ca_pem: &str,
-    alpn: &[u8],
-    identity: Option<(
-        CertificateDer<'static>,
-        rustls::pki_types::PrivateKeyDer<'static>,
-    )>,
-) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots);
-    let mut cfg = match identity {
-        Some((cert, key)) => builder.with_client_auth_cert(vec![cert], key).unwrap(),
-        None => builder.with_no_client_auth(),
-    };
-    cfg.alpn_protocols = vec![alpn.to_vec()];
-    Arc::new(cfg)
+    serve(policies, self_signed_localhost(), limits).await
 }
 
 /// A TLS client trusting `ca_pem`; `http2` picks the protocol by ALPN.
@@ -189,17 +138,6 @@ async fn call(
         .to_bytes()
         .to_vec();
     Ok((status, bytes))
-}
-
-async fn plain_get(addr: SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
 }
 
 fn answer(bytes: &[u8]) -> Json {
@@ -271,7 +209,7 @@ async fn decisions_over_http1_and_http2() {
         .await
         .unwrap();
     assert_eq!(status, 200);
-    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    let metrics = metrics_page(server.bound.metrics.unwrap()).await;
     assert!(metrics.contains(r#"celgate_validating_admission_policy_check_total{enforcement_action="deny",error_type="invalid_error",policy="no-debug",policy_binding="no-debug"} 4"#), "{metrics}");
     assert!(metrics.contains(r#"celgate_requests_total{decision="denied",operation="CREATE"} 4"#));
     assert!(metrics.contains("celgate_policies_loaded 1"));
@@ -357,7 +295,7 @@ async fn observe_mode_never_denies_and_never_warns() {
             "allowed, nothing else"
         );
     }
-    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    let metrics = metrics_page(server.bound.metrics.unwrap()).await;
     // Evaluated as in enforce mode: the check metrics record the denial that was not sent.
     assert!(metrics.contains(r#"celgate_validating_admission_policy_check_total{enforcement_action="deny",error_type="invalid_error",policy="no-debug",policy_binding="no-debug"} 2"#), "{metrics}");
     assert!(metrics.contains(r#"celgate_validating_admission_policy_check_total{enforcement_action="warn",error_type="invalid_error",policy="no-debug",policy_binding="no-debug-warn"} 2"#), "{metrics}");
@@ -429,7 +367,7 @@ async fn bad_input_gets_a_clear_answer() {
             );
         }
     }
-    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    let metrics = metrics_page(server.bound.metrics.unwrap()).await;
     assert!(
         metrics.contains(r#"celgate_bad_requests_total{reason="too_large"} 2"#),
         "{metrics}"
@@ -445,7 +383,7 @@ async fn problem_and_refusal_series_start_at_zero() {
     let dir = temp_dir("zero-series");
     write_policy(&dir, "Deny");
     let server = serve_self_signed(&dir, Limits::default()).await;
-    let text = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    let text = metrics_page(server.bound.metrics.unwrap()).await;
     for line in [
         r#"celgate_bad_requests_total{reason="too_large"} 0"#,
         r#"celgate_bad_requests_total{reason="overloaded"} 0"#,
@@ -684,7 +622,7 @@ async fn policy_folder_changes_are_seen_by_the_next_request() {
         false,
         "the last good snapshot still serves"
     );
-    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    let metrics = metrics_page(server.bound.metrics.unwrap()).await;
     assert!(
         metrics.contains("celgate_source_load_errors_total 1"),
         "{metrics}"
@@ -811,22 +749,12 @@ async fn namespaces_the_folder_does_not_define() {
         serde_json::to_vec(&r).unwrap()
     };
     for strict in [false, true] {
-        let cfg = ServeConfig {
-            source: PolicySource::Folder(celgate::source::folder::FolderSource {
+        let cfg = common::serve::config(PolicySource::Folder(
+            celgate::source::folder::FolderSource {
                 strict_namespaces: strict,
                 ..celgate::source::folder::FolderSource::new(&dir)
-            }),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            metrics_listen: None,
-            cert: CertSource::SelfSigned {
-                names: vec!["localhost".into()],
             },
-            client_ca: None,
-            limits: Limits::default(),
-            answering: Default::default(),
-            poll: Duration::from_millis(100),
-            version: celgate::cel::NEWEST_MINOR,
-        };
+        ));
         let server = start(cfg).await.expect("server starts");
         let ca = server.ca_pem.clone().unwrap();
         let decide = |body: Vec<u8>| {
@@ -954,17 +882,8 @@ async fn client_certificates_are_required_with_client_ca() {
     std::fs::write(dir.join("client-ca.pem"), ca_cert.pem()).unwrap();
 
     let cfg = ServeConfig {
-        source: folder(&dir),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: None,
-        cert: CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
         client_ca: Some(dir.join("client-ca.pem")),
-        limits: Limits::default(),
-        answering: Default::default(),
-        poll: Duration::from_millis(100),
-        version: celgate::cel::NEWEST_MINOR,
+        ..common::serve::config(folder(&dir))
     };
     let server = start(cfg).await.unwrap();
     let server_ca = server.ca_pem.clone().unwrap();
@@ -1024,7 +943,8 @@ async fn cluster_source_end_to_end() {
     fake.apply(json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": "orphan"}, "spec": {"policyName": "nosuch", "validationActions": ["Deny"]}}));
     fake.stall("namespaces");
     let cfg = ServeConfig {
-        source: PolicySource::Kubernetes {
+        metrics_listen: Some(ephemeral()),
+        ..common::serve::config(PolicySource::Kubernetes {
             api_url: Some(format!("http://{api}").parse().unwrap()),
             kubeconfig: None,
             options: celgate::source::kube::KubeOptions {
@@ -1033,17 +953,7 @@ async fn cluster_source_end_to_end() {
                 ..Default::default()
             },
             sar: Some(Default::default()),
-        },
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
-        cert: CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        client_ca: None,
-        limits: Limits::default(),
-        answering: Default::default(),
-        poll: Duration::from_millis(100),
-        version: celgate::cel::NEWEST_MINOR,
+        })
     };
     let server = start(cfg).await.expect("server starts");
     let ca = server.ca_pem.clone().unwrap();
@@ -1111,7 +1021,7 @@ async fn cluster_source_end_to_end() {
     let metrics = server.bound.metrics.unwrap();
     let mut text = String::new();
     for _ in 0..50 {
-        text = plain_get(metrics, "/metrics").await;
+        text = metrics_page(metrics).await;
         if text.contains("name=\"orphan\"") {
             break;
         }
@@ -1142,7 +1052,8 @@ fn kubeconfig_cluster(dir: &Path, api: SocketAddr) -> ServeConfig {
     )
     .unwrap();
     ServeConfig {
-        source: PolicySource::Kubernetes {
+        metrics_listen: Some(ephemeral()),
+        ..common::serve::config(PolicySource::Kubernetes {
             api_url: None,
             kubeconfig: Some(kubeconfig),
             options: celgate::source::kube::KubeOptions {
@@ -1151,17 +1062,7 @@ fn kubeconfig_cluster(dir: &Path, api: SocketAddr) -> ServeConfig {
                 ..Default::default()
             },
             sar: None,
-        },
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
-        cert: CertSource::SelfSigned {
-            names: vec!["localhost".into()],
-        },
-        client_ca: None,
-        limits: Limits::default(),
-        answering: Default::default(),
-        poll: Duration::from_millis(100),
-        version: celgate::cel::NEWEST_MINOR,
+        })
     }
 }
 
@@ -1260,7 +1161,7 @@ async fn source_metrics_are_there_before_the_first_sync() {
         .expect("server starts");
     let metrics = server.bound.metrics.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let text = plain_get(metrics, "/metrics").await;
+    let text = metrics_page(metrics).await;
     assert!(
         text.contains("celgate_source_synced{source=\"discovery\"} 0"),
         "{text}"
@@ -1440,7 +1341,7 @@ fn no_log_field_is_called_message() {
         regex::Regex::new(r"(?s)tracing::(?:trace|debug|info|warn|error)!\((.*?)\);").unwrap();
     // `message = value`, or the shorthand `message`, `%message`, `?message` as a whole argument.
     let field = regex::Regex::new(r"(?:^|,)\s*(?:[%?]?message\s*(?:,|$)|message\s*=[^=])").unwrap();
-    let mut stack = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let mut stack = vec![common::repo().join("src")];
     let mut found = Vec::new();
     let mut calls = 0;
     while let Some(dir) = stack.pop() {
@@ -1551,7 +1452,7 @@ async fn post(sender: &H2Sender, path: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
 async fn metrics_with(addr: SocketAddr, line: &str, within: Duration) -> (bool, String) {
     let until = std::time::Instant::now() + within;
     loop {
-        let text = plain_get(addr, "/metrics").await;
+        let text = metrics_page(addr).await;
         if text.contains(line) {
             return (true, text);
         }
@@ -1958,7 +1859,7 @@ async fn connections_are_capped_and_the_longest_idle_goes_first() {
         idle.push(TcpStream::connect(metrics).await.unwrap());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let text = tokio::time::timeout(Duration::from_secs(5), plain_get(metrics, "/metrics"))
+    let text = tokio::time::timeout(Duration::from_secs(5), metrics_page(metrics))
         .await
         .expect("metrics are served at the cap");
     assert!(text.contains("celgate_requests_total"));
@@ -1977,7 +1878,7 @@ async fn request_metrics_have_a_fixed_set_of_operation_labels() {
     write_policy(&dir, "Deny");
     let server = serve_self_signed(&dir, Limits::default()).await;
     let (sender, _driver) = h2_connection(server.bound.webhook, &ca_of(&server)).await;
-    let before = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    let before = metrics_page(server.bound.metrics.unwrap()).await;
     let series = |text: &str| text.lines().filter(|l| !l.starts_with('#')).count();
     for chunk in (0..1000).collect::<Vec<u32>>().chunks(50) {
         let sends: Vec<_> = chunk
@@ -1998,7 +1899,7 @@ async fn request_metrics_have_a_fixed_set_of_operation_labels() {
             s.await.unwrap();
         }
     }
-    let after = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    let after = metrics_page(server.bound.metrics.unwrap()).await;
     assert!(!after.contains("OP1"), "a label copied from a request");
     assert!(
         series(&after) < series(&before) + 50,
@@ -2028,7 +1929,7 @@ async fn limit_stops_have_their_own_error_type() {
             .ends_with("operation cancelled: actual cost limit exceeded"),
         "{a}"
     );
-    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    let metrics = metrics_page(server.bound.metrics.unwrap()).await;
     assert!(metrics.contains(r#"celgate_validating_admission_policy_check_total{enforcement_action="deny",error_type="out_of_budget",policy="slow",policy_binding="slow-0"} 1"#), "{metrics}");
     server.shutdown().await;
 
@@ -2107,7 +2008,7 @@ spec: {policyName: builder, validationActions: [Deny]}
             .ends_with("operation cancelled: memory limit exceeded"),
         "{a}"
     );
-    let metrics = plain_get(server.bound.metrics.unwrap(), "/metrics").await;
+    let metrics = metrics_page(server.bound.metrics.unwrap()).await;
     assert!(
         metrics
             .contains(r#"error_type="memory_limit",policy="builder",policy_binding="builder"} 1"#),
@@ -2151,4 +2052,67 @@ fn limit_flags_refuse_zero() {
             "--resync-interval",
         ),
     ]);
+}
+
+/// `ServeConfig::default()` holds `celgate serve`'s defaults: each flag's default, as
+/// `celgate serve --help` shows it to a user, is the value the default configuration
+/// carries. (The command's own code is not reachable from a test; its help is. The poll
+/// interval has no flag.)
+#[test]
+fn the_default_configuration_is_the_commands() {
+    use serve_flags::serve_help_default as shown;
+    let duration = |name: &str| {
+        let text = shown(name).unwrap_or_else(|| panic!("--{name} shows no default"));
+        let nanos = celgate::apimachinery::duration::parse_go_duration(&text)
+            .unwrap_or_else(|| panic!("--{name}: {text} is no duration"));
+        Duration::from_nanos(u64::try_from(nanos).unwrap())
+    };
+    let number = |name: &str| -> u64 {
+        let text = shown(name).unwrap_or_else(|| panic!("--{name} shows no default"));
+        text.parse()
+            .unwrap_or_else(|e| panic!("--{name}: {text}: {e}"))
+    };
+    let d = ServeConfig::default();
+    let PolicySource::Folder(folder) = &d.source else {
+        panic!("the default source is not a folder: {:?}", d.source)
+    };
+    assert_eq!(shown("source").as_deref(), Some("folder"));
+    serve_flags::serve_help_shows(&[(
+        "--policies <DIR>",
+        &format!("default: {}", folder.dir.display()),
+    )]);
+    assert_eq!(duration("reload-settle"), folder.settle);
+    assert_eq!(number("max-file-bytes"), folder.max_file_bytes);
+    // Switches, off unless given.
+    assert!(!folder.allow_empty && !folder.strict_namespaces && !d.answering.log_results);
+    assert_eq!(shown("mode").as_deref(), Some("enforce"));
+    assert_eq!(d.answering.mode, celgate::review::Mode::Enforce);
+    assert_eq!(shown("listen"), Some(d.listen.to_string()));
+    assert_eq!(
+        shown("metrics-listen"),
+        d.metrics_listen.map(|a| a.to_string())
+    );
+    let CertSource::SelfSigned { names } = &d.cert else {
+        panic!("the default certificate is not self-signed: {:?}", d.cert)
+    };
+    assert_eq!(shown("dns-name"), Some(names.join(" ")));
+    assert_eq!(d.client_ca, None);
+    let limits = &d.limits;
+    assert_eq!(number("max-body-bytes"), limits.max_body as u64);
+    assert_eq!(number("max-buffered-bytes"), limits.max_buffered as u64);
+    assert_eq!(number("max-header-bytes"), limits.max_header_bytes as u64);
+    assert_eq!(number("max-inflight"), limits.max_inflight as u64);
+    assert_eq!(number("cel-memory-limit"), limits.memory_per_expression);
+    assert_eq!(number("max-connections"), limits.max_connections as u64);
+    assert_eq!(
+        number("metrics-max-connections"),
+        limits.metrics_max_connections as u64
+    );
+    assert_eq!(duration("default-timeout"), limits.default_timeout);
+    assert_eq!(duration("idle-timeout"), limits.idle_timeout);
+    assert_eq!(duration("client-timeout"), limits.client_timeout);
+    // `--k8s-version`: "else the newest celgate knows".
+    assert_eq!(shown("k8s-version"), None);
+    serve_flags::serve_help_shows(&[("--k8s-version <1.N>", "else the newest celgate knows")]);
+    assert_eq!(d.version, celgate::cel::NEWEST_MINOR);
 }

@@ -4,9 +4,11 @@
 //! timeout; the metrics listener answers while the webhook port is flooded; the connection
 //! cap never closes a connection mid-request.
 
-mod serve_flags;
+mod common;
 
 use std::path::Path;
+
+use common::serve_flags;
 
 use celgate::cel::NEWEST_MINOR;
 use celgate::review::answer;
@@ -82,19 +84,16 @@ fn warnings_in_an_answer_are_capped_as_the_api_server_caps_them() {
 
 mod harness {
     use std::net::SocketAddr;
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
     use std::time::Duration;
 
-    use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig};
+    use celgate::app::{start, Running, ServeConfig};
     use celgate::server::{Answering, Limits};
     use tokio::net::TcpStream;
 
-    pub fn temp_dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("celgate-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
+    pub use super::common::serve::plain_get;
+    use super::common::serve::{self, client_tls, ephemeral};
+    pub use super::common::temp_dir;
 
     /// Serves the policies of `dir` in-process, with a self-signed certificate for
     /// `localhost`, on ephemeral ports.
@@ -105,20 +104,10 @@ mod harness {
     /// [`serve`], answering as `answering` says.
     pub async fn serve_answering(dir: &Path, limits: Limits, answering: Answering) -> Running {
         let cfg = ServeConfig {
-            source: PolicySource::Folder(celgate::source::folder::FolderSource {
-                settle: Duration::from_millis(100),
-                ..celgate::source::folder::FolderSource::new(dir)
-            }),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
-            cert: CertSource::SelfSigned {
-                names: vec!["localhost".into()],
-            },
-            client_ca: None,
+            metrics_listen: Some(ephemeral()),
             limits,
             answering,
-            poll: Duration::from_millis(100),
-            version: celgate::cel::NEWEST_MINOR,
+            ..serve::config(serve::folder(dir, Duration::from_millis(100)))
         };
         start(cfg).await.expect("server starts")
     }
@@ -130,26 +119,14 @@ mod harness {
         alpn: &[u8],
         receive_buffer: Option<u32>,
     ) -> tokio_rustls::client::TlsStream<TcpStream> {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, ServerName};
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(server.ca_pem.as_ref().unwrap().as_bytes()) {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let mut cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        cfg.alpn_protocols = vec![alpn.to_vec()];
+        use rustls::pki_types::ServerName;
+        let cfg = client_tls(server.ca_pem.as_ref().unwrap(), alpn, None);
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         if let Some(size) = receive_buffer {
             socket.set_recv_buffer_size(size).unwrap();
         }
         let tcp = socket.connect(server.bound.webhook).await.unwrap();
-        tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+        tokio_rustls::TlsConnector::from(cfg)
             .connect(ServerName::try_from("localhost").unwrap(), tcp)
             .await
             .unwrap()
@@ -176,26 +153,9 @@ mod harness {
         String::from_utf8_lossy(&answer[..n]).to_string()
     }
 
-    /// A plain HTTP/1.1 GET; `None` when the server closed without answering.
-    pub async fn plain_get(addr: SocketAddr, path: &str) -> Option<String> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = TcpStream::connect(addr).await.ok()?;
-        s.write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
-        .await
-        .ok()?;
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.ok()?;
-        (!out.is_empty()).then_some(out)
-    }
-
     /// The value of the metric sample `name` (without labels) on the metrics page.
     pub async fn metric(addr: SocketAddr, name: &str) -> Option<f64> {
-        let text = plain_get(addr, "/metrics").await?;
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
+        serve::sample(&plain_get(addr, "/metrics").await?, name)
     }
 }
 

@@ -3,23 +3,13 @@
 //! file, line and field, and reviews are built as the API server builds them.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use celgate::testing::report::{render, Format};
 use celgate::testing::{run, Options, Report};
+use common::cli::celgate_no_input as celgate;
+use common::temp_dir;
 
-/// A fresh directory of its own: tests run in parallel, and several call the same helper.
-fn temp_dir(name: &str) -> PathBuf {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let d = std::env::temp_dir().join(format!(
-        "celgate-test-runner-{}-{name}-{n}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
@@ -37,19 +27,6 @@ fn options() -> Options {
         roots: Vec::new(),
         max_file_bytes: celgate::source::read::DEFAULT_MAX_FILE_BYTES,
     }
-}
-
-fn celgate(args: &[&str], cwd: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_celgate"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// Times vary from run to run: replaced by `T`.

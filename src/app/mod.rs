@@ -9,7 +9,7 @@ mod cluster;
 mod folder;
 pub mod scan;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,6 +64,24 @@ pub enum PolicySource {
     },
 }
 
+/// The policy folder `celgate serve` watches when `--policies` is not given.
+pub const DEFAULT_POLICY_DIR: &str = "examples/policies";
+
+/// `--listen`'s default: HTTPS on every interface, port 8443.
+pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 8443);
+
+/// `--metrics-listen`'s default: plain HTTP on every interface, port 9090.
+pub const DEFAULT_METRICS_LISTEN: SocketAddr =
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 9090);
+
+/// `--dns-name`'s default: the names of a self-signed certificate.
+pub const DEFAULT_DNS_NAMES: [&str; 2] = ["localhost", "127.0.0.1"];
+
+/// How often `celgate serve` checks the policy folder and certificate files for changes.
+pub const DEFAULT_POLL: Duration = Duration::from_secs(1);
+
+/// What `celgate serve` runs; [`Default`] holds the command's defaults, so that a caller
+/// names only what it changes (`ServeConfig { listen, ..Default::default() }`).
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     pub source: PolicySource,
@@ -78,6 +96,29 @@ pub struct ServeConfig {
     pub poll: Duration,
     /// Kubernetes minor version of the CEL environment.
     pub version: u16,
+}
+
+impl Default for ServeConfig {
+    /// `celgate serve` without flags: the folder [`DEFAULT_POLICY_DIR`] (the folder flags'
+    /// defaults), the default listeners, limits and answering (enforce), polled every
+    /// [`DEFAULT_POLL`], the newest Kubernetes version celgate knows. The command makes its
+    /// user pick a certificate; the default is what `--self-signed` gives, for
+    /// [`DEFAULT_DNS_NAMES`].
+    fn default() -> Self {
+        ServeConfig {
+            source: PolicySource::Folder(FolderSource::new(DEFAULT_POLICY_DIR)),
+            listen: DEFAULT_LISTEN,
+            metrics_listen: Some(DEFAULT_METRICS_LISTEN),
+            cert: CertSource::SelfSigned {
+                names: DEFAULT_DNS_NAMES.map(String::from).to_vec(),
+            },
+            client_ca: None,
+            limits: Limits::default(),
+            answering: Answering::default(),
+            poll: DEFAULT_POLL,
+            version: crate::cel::NEWEST_MINOR,
+        }
+    }
 }
 
 /// Why the service did not start.

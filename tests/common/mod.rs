@@ -1,111 +1,54 @@
-//! What the case-driven tests share: answering a case folder through the `celgate eval` code
-//! path, running a case on a thread with a known stack, and making one libtest-mimic trial of
-//! each case (so that `cargo test --test NAME -- CASE` filters and each failure is its own
-//! line).
+//! The helpers every integration test shares, included with `mod common;`: fresh scratch
+//! folders and the repository's paths (here), running the `celgate` binary ([`cli`]),
+//! case-folder trials ([`cases`]), id ratchets of recorded suites ([`ratchet`]), the server
+//! started in-process with the binary's defaults and clients of it ([`serve`],
+//! [`webhook_client`]), checks of `celgate serve`'s flags ([`serve_flags`]) and the review
+//! fixtures ([`fixtures`]). The fake API server is its own module (`tests/fake_apiserver`),
+//! included only by the tests that talk to a cluster.
 
 // Each test binary uses part of this module.
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+pub mod cases;
+pub mod cli;
+pub mod fixtures;
+pub mod ratchet;
+pub mod serve;
+pub mod serve_flags;
+pub mod webhook_client;
 
-use celgate::cel::NEWEST_MINOR;
-use celgate::source::{add_cluster_defaults, folder, snapshot_stored};
-use libtest_mimic::{Failed, Trial};
-use serde_json::Value as Json;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// `../shared`, or `$CELGATE_SHARED`.
+/// The repository (the package root).
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `../shared` (the recorded suites beside the repository), or `$CELGATE_SHARED`.
 pub fn shared_dir() -> PathBuf {
     std::env::var_os("CELGATE_SHARED")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"))
+        .unwrap_or_else(|| repo().join("../shared"))
 }
 
-/// Answers `dir/review.json` against `dir/objects.yaml` (with the cluster defaults, strict
-/// validation) as `celgate eval` does; returns the answer and `dir/expected.json`.
-pub fn answer_case(dir: &Path) -> Result<(Json, Json), String> {
-    let objects_path = dir.join("objects.yaml");
-    let text = std::fs::read_to_string(&objects_path).map_err(|e| e.to_string())?;
-    let mut objects = folder::parse_documents(&objects_path, &text).map_err(|e| e.to_string())?;
-    add_cluster_defaults(&mut objects);
-    let snap = snapshot_stored(objects, NEWEST_MINOR).map_err(|e| e.to_string())?;
-    let body = std::fs::read(dir.join("review.json")).map_err(|e| e.to_string())?;
-    let answer = celgate::review::review_answer(&snap, &body).map_err(|e| e.to_string())?;
-    let expected = std::fs::read(dir.join("expected.json")).map_err(|e| e.to_string())?;
-    let expected = serde_json::from_slice(&expected).map_err(|e| format!("expected.json: {e}"))?;
-    Ok((answer, expected))
+/// A fresh, empty folder of its own, named after `name`: tests run in parallel (threads of
+/// one process, and several test binaries at once) and some call the same helper, so the
+/// name also carries the process id and a per-process counter.
+pub fn temp_dir(name: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("celgate-{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }
 
-/// The case folders below `dir`, by name, in name order; `None` when `dir` cannot be read.
-pub fn case_dirs(dir: &Path) -> Option<Vec<(String, PathBuf)>> {
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    cases.sort();
-    Some(
-        cases
-            .into_iter()
-            .map(|case| {
-                let name = case
-                    .file_name()
-                    .map(|n| n.to_string_lossy().to_string())
-                    .unwrap_or_default();
-                (name, case)
-            })
-            .collect(),
-    )
-}
-
-/// Runs `work` on a thread with a 64 MiB stack (as `celgate eval` evaluates); a panic is an
-/// error.
-pub fn on_big_stack<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    match std::thread::Builder::new().stack_size(64 << 20).spawn(work) {
-        Ok(h) => h.join().unwrap_or_else(|_| Err("panicked".into())),
-        Err(e) => Err(format!("cannot start a thread: {e}")),
-    }
-}
-
-/// One trial per case folder below `dir`, each running `check` on a big stack.
-pub fn case_trials(dir: &Path, check: fn(&Path) -> Result<(), String>) -> Vec<Trial> {
-    case_dirs(dir)
-        .unwrap_or_else(|| panic!("cannot read {}", dir.display()))
-        .into_iter()
-        .map(|(name, case)| {
-            Trial::test(name, move || {
-                on_big_stack(move || check(&case)).map_err(Failed::from)
-            })
-        })
-        .collect()
-}
-
-/// A trial that checks that at least `min` cases of `what` were found in `dir`.
-pub fn count_trial(name: &str, what: &str, found: usize, min: usize, dir: &Path) -> Trial {
-    let message = format!(
-        "expected at least {min} {what} in {}, found {found}",
-        dir.display()
-    );
-    Trial::test(name, move || {
-        if found >= min {
-            Ok(())
-        } else {
-            Err(message.into())
-        }
-    })
-}
-
-/// Compares warnings as sets (their order follows policy evaluation, which the cases do not
-/// fix); a difference is pushed onto `diffs`.
-pub fn diff_warnings(got: &Json, want: &Json, diffs: &mut Vec<String>) {
-    let as_set = |v: &Json| {
-        v.as_array()
-            .map(|a| a.iter().map(|x| x.to_string()).collect::<BTreeSet<_>>())
-            .unwrap_or_default()
-    };
-    if as_set(got) != as_set(want) {
-        diffs.push(format!("warnings: got {got}, want {want}"));
-    }
+/// Makes a FIFO at `path` (a file whose reader blocks until a writer comes).
+#[cfg(unix)]
+pub fn mkfifo(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
 }

@@ -122,6 +122,26 @@ pub struct Fake {
     version: Mutex<(String, String)>,
 }
 
+/// What a replica writing wgpolicyk8s.io reports needs besides the policies: the report kinds
+/// and the Lease that picks the writer.
+pub fn report_kinds() -> [Kind; 3] {
+    [
+        Kind::new(
+            "wgpolicyk8s.io/v1alpha2",
+            "PolicyReport",
+            "policyreports",
+            true,
+        ),
+        Kind::new(
+            "wgpolicyk8s.io/v1alpha2",
+            "ClusterPolicyReport",
+            "clusterpolicyreports",
+            false,
+        ),
+        Kind::new("coordination.k8s.io/v1", "Lease", "leases", true),
+    ]
+}
+
 pub fn policy_kinds(version: &str) -> [Kind; 2] {
     let gv = format!("admissionregistration.k8s.io/{version}");
     [

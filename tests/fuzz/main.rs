@@ -13,6 +13,8 @@
 
 mod cel_gen;
 mod choices;
+#[path = "../common/mod.rs"]
+mod common;
 mod harness;
 mod json_gen;
 mod targets;

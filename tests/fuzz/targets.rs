@@ -27,14 +27,10 @@ use crate::json_gen;
 // ---------------------------------------------------------------------------------------
 // Shared data.
 
-pub fn shared_dir() -> PathBuf {
-    std::env::var_os("CELGATE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"))
-}
+use crate::common::shared_dir;
 
 fn repo(p: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(p)
+    crate::common::repo().join(p)
 }
 
 /// A folder of objects and a review for them (an oracle case, a golden case, the examples).
@@ -52,15 +48,8 @@ fn load_snapshot(text: &str) -> Option<Snapshot> {
 }
 
 fn sub_dirs(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
+    let cases = crate::common::cases::case_dirs(dir).unwrap_or_default();
+    cases.into_iter().map(|(_, path)| path).collect()
 }
 
 /// Every case this checkout and `../shared` hold.

@@ -1,17 +1,11 @@
 //! A test client of the webhook: one HTTP/1.1 connection over TLS to a started server,
 //! trusting its self-signed CA, reused for every review.
 
-// Each test binary uses part of this module.
-#![allow(dead_code)]
-
-use std::sync::Arc;
-
 use celgate::app::Running;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde_json::Value as Json;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -24,21 +18,10 @@ pub struct Webhook {
 
 impl Webhook {
     pub async fn connect(server: &Running) -> Webhook {
-        let ca = server.ca_pem.clone().unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
-            roots.add(c.unwrap()).unwrap();
-        }
-        let cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        let cfg = super::serve::client_tls(server.ca_pem.as_ref().unwrap(), b"", None);
         let addr = server.bound.webhook;
         let tcp = TcpStream::connect(addr).await.unwrap();
-        let tls = TlsConnector::from(Arc::new(cfg))
+        let tls = TlsConnector::from(cfg)
             .connect(ServerName::try_from("localhost").unwrap(), tcp)
             .await
             .unwrap();

@@ -2,9 +2,6 @@
 //! disable a limit or cannot work exits 2 naming the flag, before anything starts; `--help`
 //! shows each flag's default.
 
-// Each test binary uses part of this module.
-#![allow(dead_code)]
-
 use std::process::Command;
 
 /// `celgate serve` (self-signed, on an ephemeral port, no metrics listener) with each case's
@@ -45,4 +42,27 @@ pub fn serve_help_shows(defaults: &[(&str, &str)]) {
             .unwrap_or_else(|| panic!("{flag} not in: {help}"));
         assert!(entry.contains(default), "{flag}: {entry}");
     }
+}
+
+/// The `[default: X]` of `--name` in `celgate serve --help` (`X`); `None` when its entry
+/// shows none.
+pub fn serve_help_default(name: &str) -> Option<String> {
+    static HELP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let help = HELP.get_or_init(|| {
+        let out = Command::new(env!("CARGO_BIN_EXE_celgate"))
+            .args(["serve", "--help"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    });
+    let flag = format!("\n      --{name}");
+    // The entry of `--name` itself, not of a flag it is the start of.
+    let entry = help
+        .split(&flag)
+        .skip(1)
+        .find(|rest| rest.starts_with([' ', '\n']))
+        .unwrap_or_else(|| panic!("--{name} not in: {help}"));
+    let entry = entry.split("\n      --").next().unwrap_or_default();
+    let (_, default) = entry.split_once("[default: ")?;
+    default.split_once(']').map(|(value, _)| value.to_string())
 }
