@@ -1409,6 +1409,55 @@ async fn changes_while_a_list_is_on_its_way_are_not_a_reset() {
     .await;
 }
 
+/// A resumed watch is probed even when it delivers changes before the probe is due (a busy
+/// resource): news makes the store current, but only the probe checks that the history did
+/// not go back. Its answer, older than the changes delivered while it was on its way, is no
+/// reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_watch_with_news_is_probed_all_the_same() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    fake.apply(namespace("busy", "dev"));
+    with_no_bad_in_prod(&fake);
+    let options = KubeOptions {
+        resync: None,
+        ..options()
+    };
+    let (source, latest) = start(addr, options, false);
+    eventually("ready", || source.ready()).await;
+    let probes = |fake: &Fake| fake.count("namespaces?&limit=1");
+    let probes_before = probes(&fake);
+    fake.drop_watches();
+    // A change every 100 ms: the resumed watch has news well within its settling time.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut changes = 0;
+    while probes(&fake) == probes_before {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for: the busy resumed namespace watch probed"
+        );
+        changes += 1;
+        let mut busy = namespace("busy", "dev");
+        busy["metadata"]["labels"]["changed"] = json!(changes.to_string());
+        fake.apply(busy);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last = changes.to_string();
+    eventually("the newest copy of the busy namespace", || {
+        latest.lock().unwrap().as_ref().is_some_and(|s| {
+            s.namespaces
+                .get("busy")
+                .is_some_and(|n| n.labels.get("changed") == Some(&last))
+        })
+    })
+    .await;
+    assert!(
+        source.history_resets().iter().all(|(_, n)| *n == 0),
+        "{:?}",
+        source.history_resets()
+    );
+}
+
 /// A change to a ConfigMap no binding can select rebuilds nothing; a change to the param a
 /// binding names does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -121,7 +121,8 @@ fn list_all(api: Api<DynamicObject>, resource: ApiResource, trim: Trim) -> ListF
 type ListFuture = Pin<Box<dyn Future<Output = Listed> + Send>>;
 type Check = Pin<Box<dyn Future<Output = Option<String>> + Send>>;
 
-/// Where the probe of a resumed watch stands.
+/// Where the probe of a resumed watch stands. Every resumed watch is probed once, whatever
+/// it delivers meanwhile: its answer is checked against what was seen when it was sent.
 enum Probe {
     /// Waiting for the watch to stay up for [`SETTLE`].
     Settling(Pin<Box<tokio::time::Sleep>>),
@@ -392,7 +393,6 @@ impl Follower {
                             self.seen.deliver(&at);
                             rv = at;
                             self.news();
-                            check = None;
                             continue;
                         }
                         WatchEvent::Error(s) if s.code == 410 => {
@@ -414,7 +414,8 @@ impl Follower {
                     } else {
                         self.store.apply(json);
                     }
-                    check = None;
+                    // The probe goes on: an event shows the watch is up, not that the API
+                    // server kept its history; and a busy resource would never be probed.
                     self.changed.notify_one();
                 }
                 Step::Settled => {
