@@ -19,7 +19,7 @@
 //! - A write timeout: an answer the client does not take for the client timeout (HTTP/1.1:
 //!   the socket does not accept bytes; HTTP/2: the stream's or the connection's window stays
 //!   zero, so the answer is not even sent) closes the connection at once, which drops what it
-//!   buffered. Each answer's progress is timed on its own ([`Answers`]): on HTTP/2, answers
+//!   buffered. Each answer's progress is timed on its own (`Answers`): on HTTP/2, answers
 //!   moving on other streams do not hide one stream that takes nothing.
 //! - Accept errors (EMFILE, ENFILE: out of descriptors) pause the loop, 10 ms doubling up to
 //!   1 s, and are logged at most once a second with the number left unlogged.

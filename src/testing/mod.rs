@@ -310,7 +310,7 @@ pub struct Options {
     /// Below this coverage percentage the run fails (exit 1); implies `coverage`.
     pub min_coverage: Option<f64>,
     /// Write what failing cases (and cases without an expectation) observed into their
-    /// suite files, then run again ([`update`]).
+    /// suite files, then run again (`update`).
     pub update: bool,
     /// Every file a suite names must lie under one of these folders, symlinks resolved
     /// (`--root`; the CLI's default is the working directory and the paths given); none:

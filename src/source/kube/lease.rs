@@ -53,7 +53,7 @@ impl Leadership {
         self.leader.load(Ordering::Acquire)
     }
 
-    /// The current term while this replica holds the Lease (see [`Leadership::terms`]).
+    /// The current term while this replica holds the Lease (see `Leadership::terms`).
     pub fn term(&self) -> Option<u64> {
         self.is_leader().then(|| self.terms.load(Ordering::Acquire))
     }

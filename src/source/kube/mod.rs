@@ -1,9 +1,9 @@
-//! Policies from a Kubernetes cluster: list-then-watch loops ([`watch`]) keep local copies of
+//! Policies from a Kubernetes cluster: list-then-watch loops (`watch`) keep local copies of
 //! the ValidatingAdmissionPolicies, their bindings, the Namespaces, and every param kind that
 //! some policy names; each change rebuilds the snapshot (debounced; unchanged policies keep
 //! their compiled form through the
 //! [`CompileCache`](crate::policy::snapshot::CompileCache)). A param kind's change rebuilds
-//! only when it touches an object some binding can select ([`param_refs`]).
+//! only when it touches an object some binding can select (`param_refs`).
 //!
 //! - Policies and bindings are read as `admissionregistration.k8s.io/v1`, or `v1beta1` where
 //!   discovery shows v1 is not served. Or, with a [`PolicyFeed`] ([`KubeSource::start_fed`],
@@ -38,7 +38,7 @@
 //!   source follows within about `retry_max` plus a re-list.
 //! - When the history goes back (etcd replaced or restored: a list or bookmark older than
 //!   what a watch saw, or a kube-system namespace with another uid), every watch lists again
-//!   ([`history`]); every [`KubeOptions::resync`] each resource is also listed in full and
+//!   (`history`); every [`KubeOptions::resync`] each resource is also listed in full and
 //!   compared with its copy, to put right what a watch missed.
 //!
 //! By concept: [`KubeOptions`] (`options`), reaching the API server (`connect`), what it
