@@ -2,7 +2,7 @@
 //! `*.celgate-test.yaml` (`apiVersion: celgate.dev/v1alpha1`, `kind: CelgateTest`) that names
 //! policy manifests and cluster state, and lists cases: each case is built into the
 //! AdmissionReview the API server would send, answered by the engine
-//! ([`crate::admission::admit_traced`]) and checked against its expectations.
+//! (a traced [`crate::admission::admit`]) and checked against its expectations.
 //!
 //! This module owns the suite format, the review construction (with a compact table of
 //! built-in resources) and the checks; [`report`] owns the output formats.
@@ -872,11 +872,8 @@ fn run_webhook(
         Ok(r) => r,
         Err(e) => return (vec![format!("the review is invalid: {e}")], None),
     };
-    let context = Default::default();
-    let verdict = match probe {
-        Some(p) => crate::admission::admit_probed(&built.snapshot, &req, &context, p),
-        None => crate::admission::admit_traced(&built.snapshot, &req, &context),
-    };
+    let options = crate::admission::AdmitOptions { trace: true, probe };
+    let verdict = crate::admission::admit(&built.snapshot, &req, &Default::default(), options);
     let response = crate::review::encode::response(&req, &verdict);
     let failures = check(built, case.expect.as_ref(), &verdict, &response);
     let edits = observe(built, case.expect.as_ref(), &verdict, &response);

@@ -52,43 +52,42 @@ fn handled(operation: &str) -> bool {
     matches!(operation, "CREATE" | "UPDATE" | "DELETE" | "CONNECT")
 }
 
+/// How [`admit`] runs: what it records beyond the decision. The default records nothing
+/// more (the webhook's path); each field names what a caller wants:
+///
+/// ```
+/// # use celgate_engine::admission::AdmitOptions;
+/// let traced = AdmitOptions { trace: true, ..AdmitOptions::default() };
+/// assert!(traced.probe.is_none());
+/// ```
+#[derive(Clone, Copy, Default)]
+pub struct AdmitOptions<'a> {
+    /// Also record [`AdmissionVerdict::results`]: each binding's and validation's result
+    /// (for `celgate test`, scans and policy reports).
+    pub trace: bool,
+    /// Told about every expression evaluated (for `celgate test --coverage`); `None` costs
+    /// one untaken branch per expression.
+    pub probe: Option<&'a dyn probe::Probe>,
+}
+
+impl std::fmt::Debug for AdmitOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmitOptions")
+            .field("trace", &self.trace)
+            .field("probe", &self.probe.map(|_| "..."))
+            .finish()
+    }
+}
+
 /// Evaluates `req` against every policy of `snapshot`, calling the services of `context`
-/// and within its limits.
+/// and within its limits, recording what `options` asks for.
 pub fn admit(
     snapshot: &Snapshot,
     req: &Request<'_>,
     context: &AdmitContext<'_>,
+    options: AdmitOptions<'_>,
 ) -> AdmissionVerdict {
-    admit_with(snapshot, req, context, false, None)
-}
-
-/// [`admit`], also recording [`AdmissionVerdict::results`].
-pub fn admit_traced(
-    snapshot: &Snapshot,
-    req: &Request<'_>,
-    context: &AdmitContext<'_>,
-) -> AdmissionVerdict {
-    admit_with(snapshot, req, context, true, None)
-}
-
-/// [`admit_traced`], also telling `probe` about every expression evaluated (for
-/// `celgate test --coverage`).
-pub fn admit_probed(
-    snapshot: &Snapshot,
-    req: &Request<'_>,
-    context: &AdmitContext<'_>,
-    probe: &dyn probe::Probe,
-) -> AdmissionVerdict {
-    admit_with(snapshot, req, context, true, Some(probe))
-}
-
-fn admit_with(
-    snapshot: &Snapshot,
-    req: &Request<'_>,
-    context: &AdmitContext<'_>,
-    trace: bool,
-    probe: Option<&dyn probe::Probe>,
-) -> AdmissionVerdict {
+    let AdmitOptions { trace, probe } = options;
     let services = context.services;
     let deadline = Deadline::new(&context.limits);
     let mut verdict = AdmissionVerdict::default();

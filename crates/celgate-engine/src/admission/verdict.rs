@@ -57,9 +57,9 @@ pub struct AdmissionVerdict {
     /// The deadline passed before every evaluation was done: the verdict is incomplete and
     /// must not be sent (the server answers 504).
     pub timed_out: bool,
-    /// Per evaluated (policy, binding), its result; filled by [`super::admit_traced`] only (for
-    /// `celgate test`), so that serving allocates nothing for it. A binding not listed did
-    /// not match.
+    /// Per evaluated (policy, binding), its result; filled only with
+    /// [`super::AdmitOptions::trace`] (for `celgate test`), so that serving allocates nothing
+    /// for it. A binding not listed did not match.
     pub results: Vec<BindingResult>,
     /// Per (policy, binding, param) that matched the request, its result, by index into the
     /// snapshot: always filled (for the result metrics and logs), copying no names.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use crate::admission::bare::BareNamespaces;
-use crate::admission::{admit_traced, AdmitContext, PolicyResult, Services};
+use crate::admission::{admit, AdmitContext, AdmitOptions, PolicyResult, Services};
 use crate::policy::snapshot::Snapshot;
 use crate::review::manifest::{manifest_review, ManifestRequest};
 
@@ -167,7 +167,11 @@ impl<'s> Scanner<'s> {
             services: &self.services,
             ..AdmitContext::default()
         };
-        let verdict = admit_traced(self.snapshot, &req, &context);
+        let options = AdmitOptions {
+            trace: true,
+            ..AdmitOptions::default()
+        };
+        let verdict = admit(self.snapshot, &req, &context, options);
         let results = ObjectResults {
             resource,
             results: verdict_results(self.snapshot, &verdict),
@@ -178,7 +182,7 @@ impl<'s> Scanner<'s> {
 }
 
 /// Each matching (policy, binding)'s validations, the worst over its params, from a verdict
-/// of [`admit_traced`] on `snapshot` (also the cluster's report writer's input).
+/// of a traced [`admit`] on `snapshot` (also the cluster's report writer's input).
 pub fn verdict_results(
     snapshot: &Snapshot,
     verdict: &crate::admission::AdmissionVerdict,
