@@ -601,7 +601,7 @@ struct Built {
     binding_policy: BTreeMap<String, String>,
     /// The suite's CRDs, for `expect.crd` (an error, such as two CRDs serving one kind,
     /// fails only the cases that expect CRD validation).
-    crds: Result<crate::crd::cli::Catalog, String>,
+    crds: Result<crate::crd::cli::Catalog, crate::crd::cli::InputError>,
 }
 
 /// The objects a suite names: an unreadable file makes the suite invalid.
@@ -857,7 +857,8 @@ fn run_webhook(
             .map_err(|e| format!("oldObject: {e}"))
             .and_then(|old| {
                 let old = old.into_iter().next().flatten();
-                review::build(&built.resources, case, index, object, old)
+                // The case's failure is the error's text.
+                review::build(&built.resources, case, index, object, old).map_err(|e| e.to_string())
             }),
     };
     let body = match body.and_then(|b| serde_json::to_vec(&b).map_err(|e| e.to_string())) {

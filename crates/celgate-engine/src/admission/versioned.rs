@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value as Json};
 
-use super::convert::convert;
+use super::convert::{convert, ConvertError};
 use super::request::Request;
 use crate::matching::registry::{Conversion, Equivalents, Gvk};
 use crate::matching::Matched;
@@ -53,7 +53,7 @@ struct Target {
 /// Views per matched kind and resource for one request, converted on first use.
 #[derive(Default)]
 pub(super) struct Versions<'a> {
-    views: Vec<(Target, Result<View<'a>, String>)>,
+    views: Vec<(Target, Result<View<'a>, ConvertError>)>,
 }
 
 impl<'a> Versions<'a> {
@@ -63,7 +63,7 @@ impl<'a> Versions<'a> {
         req: &Request<'a>,
         matched: Matched<'_>,
         equivalents: Equivalents<'_>,
-    ) -> Result<View<'a>, String> {
+    ) -> Result<View<'a>, ConvertError> {
         let from = request_kind(req);
         let a = &req.attributes;
         let (target, strategy) = match matched {
@@ -111,8 +111,8 @@ fn build<'a>(
     from: &Gvk,
     target: &Target,
     strategy: &Conversion,
-) -> Result<View<'a>, String> {
-    let object = |o: Option<Ref<'a, 'a>>| -> Result<Value<'a>, String> {
+) -> Result<View<'a>, ConvertError> {
+    let object = |o: Option<Ref<'a, 'a>>| -> Result<Value<'a>, ConvertError> {
         let Some(r) = o.filter(|r| !matches!(r.item(), Item::Null)) else {
             return Ok(Value::Null);
         };

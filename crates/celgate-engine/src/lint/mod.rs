@@ -69,11 +69,24 @@ impl Behaviour {
     }
 }
 
+/// Why a set of documents cannot be type-checked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LintError {
+    /// A ValidatingAdmissionPolicy whose spec does not read.
+    #[error("ValidatingAdmissionPolicy {name:?}: {source}")]
+    Policy {
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// Type-checks every policy among `docs` (ValidatingAdmissionPolicy of
 /// `admissionregistration.k8s.io`), with the CRDs among them, as the API server of
 /// Kubernetes 1.`version` would. Documents that are not policies are ignored; a policy
 /// whose spec does not read is an error naming it.
-pub fn lint_documents(docs: &[Json], version: u16) -> Result<Vec<PolicyLint>, String> {
+pub fn lint_documents(docs: &[Json], version: u16) -> Result<Vec<PolicyLint>, LintError> {
     let kinds = Kinds::new(docs);
     let mut out = Vec::new();
     for d in docs {
@@ -84,12 +97,14 @@ pub fn lint_documents(docs: &[Json], version: u16) -> Result<Vec<PolicyLint>, St
         if !is_vap {
             continue;
         }
-        let policy = <Policy as serde::Deserialize>::deserialize(d).map_err(|e| {
-            format!(
-                "ValidatingAdmissionPolicy {:?}: {e}",
-                d["metadata"]["name"].as_str().unwrap_or_default()
-            )
-        })?;
+        let policy =
+            <Policy as serde::Deserialize>::deserialize(d).map_err(|source| LintError::Policy {
+                name: d["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                source,
+            })?;
         out.push(lint_policy(&policy, &kinds, version));
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));

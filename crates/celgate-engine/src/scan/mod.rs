@@ -22,7 +22,7 @@ use serde_json::Value as Json;
 use crate::admission::bare::BareNamespaces;
 use crate::admission::{admit, AdmitContext, AdmitOptions, PolicyResult, Services};
 use crate::policy::snapshot::Snapshot;
-use crate::review::manifest::{manifest_review, ManifestRequest};
+use crate::review::manifest::{manifest_review, ManifestError, ManifestRequest};
 
 /// The user of every scan request: celgate's service account as the chart installs it.
 pub const SCAN_USER: &str = "system:serviceaccount:celgate:celgate";
@@ -93,6 +93,21 @@ pub fn service_account_identity(namespace: &str, name: &str) -> (String, Vec<Str
     )
 }
 
+/// Why an object cannot be scanned: no request can be built for it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScanError {
+    /// No apiVersion or kind, or a kind whose resource is unknown.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The review built does not round-trip through JSON (too deep an object).
+    #[error(transparent)]
+    Json(serde_json::Error),
+    /// The review built does not decode as the API server's.
+    #[error(transparent)]
+    Review(#[from] crate::review::ReviewError),
+}
+
 /// Evaluates objects against a snapshot.
 pub struct Scanner<'s> {
     snapshot: &'s Snapshot,
@@ -138,7 +153,7 @@ impl<'s> Scanner<'s> {
 
     /// Evaluates `object` as its CREATE; an error when no request can be built for it (no
     /// apiVersion or kind, a kind whose resource is unknown).
-    pub fn scan(&self, object: Json) -> Result<ObjectResults, String> {
+    pub fn scan(&self, object: Json) -> Result<ObjectResults, ScanError> {
         self.scan_traced(object).map(|(results, _)| results)
     }
 
@@ -147,7 +162,7 @@ impl<'s> Scanner<'s> {
     pub fn scan_traced(
         &self,
         object: Json,
-    ) -> Result<(ObjectResults, Vec<crate::admission::Evaluated>), String> {
+    ) -> Result<(ObjectResults, Vec<crate::admission::Evaluated>), ScanError> {
         let resource = Resource::of(&object);
         let request = ManifestRequest {
             operation: Some("CREATE".into()),
@@ -160,9 +175,9 @@ impl<'s> Scanner<'s> {
             dry_run: true,
         };
         let review = manifest_review(self.crds.iter(), request)?;
-        let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
-        let doc = celgate_cel::json::Doc::parse(&body).map_err(|e| e.to_string())?;
-        let req = crate::review::request(&doc).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(&review).map_err(ScanError::Json)?;
+        let doc = celgate_cel::json::Doc::parse(&body).map_err(ScanError::Json)?;
+        let req = crate::review::request(&doc)?;
         let context = AdmitContext {
             services: &self.services,
             ..AdmitContext::default()
