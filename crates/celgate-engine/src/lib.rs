@@ -22,6 +22,8 @@
 
 // Unsafe code only where an item allows it (each block with its `SAFETY:` comment).
 #![deny(unsafe_code)]
+// An item of a private module is `pub(crate)` unless the public surface re-exports it.
+#![warn(unreachable_pub)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod admission;

@@ -26,7 +26,7 @@ pub enum ConvertError {
 }
 
 /// Converts `object` (of kind `from`) to `to` under the class's conversion strategy.
-pub fn convert(
+pub(super) fn convert(
     object: &Json,
     from: &Gvk,
     to: &Gvk,

@@ -14,16 +14,16 @@
 
 mod activation;
 pub mod bare;
-pub mod context;
-pub mod convert;
-pub mod error;
+mod context;
+mod convert;
+mod error;
 mod params;
 pub mod probe;
-pub mod rbac;
-pub mod request;
+mod rbac;
+pub(crate) mod request;
 mod routing;
 pub mod validator;
-pub mod verdict;
+mod verdict;
 mod versioned;
 
 use std::sync::Arc;
@@ -34,10 +34,11 @@ use crate::policy::snapshot::Snapshot;
 use activation::{bind, namespace_object, RequestNamespaces};
 use celgate_cel::k8s::authz::AuthorizerValue;
 pub use context::{AdmitContext, Deadline, EvalLimits, NamespaceLookup, Services};
+pub use convert::ConvertError;
 pub use error::ConfigError;
 use params::{binding_params, param_kind_error};
 use rbac::RbacAuthorizer;
-use request::Request;
+pub use request::{Request, UserInfo};
 use routing::{configuration_error, route};
 use validator::{validate, AuditResult, Outcome};
 use verdict::collect;

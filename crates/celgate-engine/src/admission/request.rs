@@ -46,7 +46,7 @@ impl Request<'_> {
     }
 
     /// The request's name as it should appear in a denial (§5.1).
-    pub fn display_name(&self) -> String {
+    pub(crate) fn display_name(&self) -> String {
         if !self.request_name.is_empty() {
             return self.request_name.clone();
         }

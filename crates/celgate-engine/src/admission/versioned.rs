@@ -30,7 +30,7 @@ pub(super) struct View<'a> {
 
 impl<'a> View<'a> {
     /// The request as it came.
-    pub fn own(req: &Request<'a>) -> View<'a> {
+    pub(super) fn own(req: &Request<'a>) -> View<'a> {
         let request = in_tree_request(req.request, &[]);
         View {
             object: req.object.map_or(Value::Null, Value::from_doc),
@@ -58,7 +58,7 @@ pub(super) struct Versions<'a> {
 
 impl<'a> Versions<'a> {
     /// The view for `matched` (never [`Matched::Own`], which is [`View::own`]).
-    pub fn view(
+    pub(super) fn view(
         &mut self,
         req: &Request<'a>,
         matched: Matched<'_>,

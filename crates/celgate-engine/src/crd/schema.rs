@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 
 /// Path of the schema inside the CRD, as the API server names it when every version has the
 /// same schema (it is then reported under the internal `spec.validation`).
-pub const SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
+pub(crate) const SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
 
 /// `additionalProperties`: a boolean or a schema.
 #[derive(Debug, Clone, Deserialize)]
@@ -128,22 +128,11 @@ impl Schema {
     }
 
     /// The schema of a map's values, when `additionalProperties` is a schema.
-    pub fn additional_schema(&self) -> Option<&Schema> {
+    pub(crate) fn additional_schema(&self) -> Option<&Schema> {
         match &self.additional_properties {
             Some(AdditionalProperties::Schema(s)) => Some(s),
             _ => None,
         }
-    }
-
-    /// The type name a CEL cause shows for a value at this schema (`"object"`, `"integer"`...).
-    pub fn type_label(&self) -> &str {
-        if self.type_.is_empty() {
-            if self.int_or_string {
-                return "integer";
-            }
-            return "object";
-        }
-        &self.type_
     }
 }
 
@@ -157,7 +146,7 @@ pub struct Crd {
     pub schema: Schema,
     /// The schema as written, to tell whether an update changed it.
     pub raw_schema: Json,
-    /// Where errors in the schema are reported ([`SCHEMA_PATH`], or the
+    /// Where errors in the schema are reported (`spec.validation.openAPIV3Schema`, or the
     /// version's own schema when the versions' schemas differ).
     pub schema_path: String,
 }
@@ -194,7 +183,7 @@ pub fn parse_crd(doc: &Json) -> Result<Crd, CrdError> {
 }
 
 /// Reads a CRD with the schema of `version` (by name), or of its first version.
-pub fn parse_crd_version(doc: &Json, version: Option<&str>) -> Result<Crd, CrdError> {
+pub(crate) fn parse_crd_version(doc: &Json, version: Option<&str>) -> Result<Crd, CrdError> {
     let name = doc
         .pointer("/metadata/name")
         .and_then(Json::as_str)
@@ -241,7 +230,7 @@ pub fn parse_crd_version(doc: &Json, version: Option<&str>) -> Result<Crd, CrdEr
 /// The CRD as the API server validates it: one schema when every version has the same
 /// (reported under `spec.validation`), else each version's, in order, reported under
 /// `spec.versions[i].schema.openAPIV3Schema`.
-pub fn parse_crd_versions(doc: &Json) -> Result<Vec<Crd>, CrdError> {
+pub(crate) fn parse_crd_versions(doc: &Json) -> Result<Vec<Crd>, CrdError> {
     let versions = doc
         .pointer("/spec/versions")
         .and_then(Json::as_array)

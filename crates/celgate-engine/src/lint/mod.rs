@@ -9,8 +9,8 @@
 //! server's `expressionWarnings`: `{fieldRef, warning}` with one `<GVK>: <errors>` block per
 //! kind whose check failed.
 
-pub mod decl;
-pub mod kinds;
+mod decl;
+mod kinds;
 
 use std::collections::BTreeSet;
 
@@ -25,7 +25,7 @@ use decl::{decl_type, Naming};
 use kinds::{Gvk, Kinds};
 
 /// `maxTypesToCheck`: how many kinds a policy is checked against at most.
-pub const MAX_TYPES_TO_CHECK: usize = 10;
+pub(crate) const MAX_TYPES_TO_CHECK: usize = 10;
 
 /// One entry of `status.typeChecking.expressionWarnings`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -115,7 +115,7 @@ pub fn lint_documents(docs: &[Json], version: u16) -> Result<Vec<PolicyLint>, Li
 /// A rule with a wildcard group or version is skipped whole; wildcard resources and
 /// subresources are skipped; the walk stops once [`MAX_TYPES_TO_CHECK`] kinds were found
 /// (counting repeats, as in-tree).
-pub fn types_to_check(policy: &Policy, kinds: &Kinds) -> Vec<Gvk> {
+pub(crate) fn types_to_check(policy: &Policy, kinds: &Kinds) -> Vec<Gvk> {
     let mut gvks = BTreeSet::new();
     let Some(mc) = &policy.spec.match_constraints else {
         return Vec::new();
@@ -189,7 +189,7 @@ fn params_gvk(policy: &Policy) -> Option<Gvk> {
 }
 
 /// Type-checks one policy against `kinds` as the API server of Kubernetes 1.`version`.
-pub fn lint_policy(policy: &Policy, kinds: &Kinds, version: u16) -> PolicyLint {
+pub(crate) fn lint_policy(policy: &Policy, kinds: &Kinds, version: u16) -> PolicyLint {
     let behaviour = Behaviour::of(version);
     let mut checked = Vec::new();
     let mut unresolved = Vec::new();

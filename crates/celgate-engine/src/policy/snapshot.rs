@@ -150,7 +150,7 @@ impl PolicyIndex {
     /// The policies that may match a request on `group`/`resource` or (matchPolicy
     /// Equivalent) on one of its `equivalents` in another group or resource (core and
     /// `events.k8s.io` events), in snapshot order, each once.
-    pub fn candidates_with(
+    pub(crate) fn candidates_with(
         &self,
         group: &str,
         resource: &str,

@@ -79,7 +79,7 @@ pub enum ReviewError {
 /// `types.UID` filled by `uuid.NewUUID` in k8s.io/apiserver's admission webhook request
 /// builder); the uid is echoed in every answer and log line, so a megabyte one is refused
 /// rather than copied.
-pub const MAX_UID_BYTES: usize = 256;
+pub(super) const MAX_UID_BYTES: usize = 256;
 
 /// The most bytes of a refused value an error repeats.
 const MAX_SHOWN: usize = 256;

@@ -3,7 +3,7 @@
 //! send back. The server and the CLI use it; the engine (`admission`) never does: data flows
 //! review -> admission -> review, and `admission` knows no wire format.
 
-pub mod decode;
+mod decode;
 pub mod encode;
 pub mod manifest;
 
