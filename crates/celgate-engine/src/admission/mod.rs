@@ -5,11 +5,11 @@
 //!
 //! Policies are visited by name and bindings by name (in-tree order is arbitrary).
 //!
-//! One file per question: [`context`] (what an evaluation may wait on: services and limits),
+//! One file per question: `context` (what an evaluation may wait on: services and limits),
 //! `params` (which params a binding evaluates with), `activation` (the values each expression
 //! group sees), [`validator`] (one policy × binding × param), `routing` (where each decision
-//! goes: validationActions, failurePolicy, check metrics) and [`verdict`] (what was decided).
-//! The request model is [`request`]; reading it from an AdmissionReview is
+//! goes: validationActions, failurePolicy, check metrics) and `verdict` (what was decided).
+//! The request model is [`Request`]; reading it from an AdmissionReview is
 //! [`crate::review`]'s job, never this module's.
 
 mod activation;

@@ -34,7 +34,7 @@ pub struct CheckMetric {
     pub policy: String,
     pub binding: String,
     /// `no_error`, `compile_error`, `out_of_budget` or `invalid_error` (in-tree), or our own
-    /// `deadline_exceeded` or `memory_limit` (see [`super::validator::ErrorKind`]).
+    /// `deadline_exceeded` or `memory_limit` (the validator's `ErrorKind`).
     pub error_type: &'static str,
     /// `deny`, `warn`, `audit` or `allow`.
     pub action: &'static str,
@@ -47,10 +47,13 @@ pub struct CheckMetric {
 /// What admission decided for a request.
 #[derive(Debug, Default, PartialEq)]
 pub struct AdmissionVerdict {
+    /// The denials, in the order they were decided; the answer reports the first.
     pub denials: Vec<Denial>,
+    /// The warnings of failed `Warn` validations (and of audit-only errors), for the answer.
     pub warnings: Vec<String>,
     /// Per policy, its audit annotations: key to distinct values in order.
     pub annotations: Vec<(String, String, Vec<String>)>,
+    /// Failed `Audit` validations, for the `validation.policy.admission.k8s.io` annotation.
     pub audited: Vec<AuditedFailure>,
     /// Metric records.
     pub checks: Vec<CheckMetric>,
@@ -135,6 +138,7 @@ pub enum BindingOutcome {
 }
 
 impl AdmissionVerdict {
+    /// Nothing denied the request.
     pub fn allowed(&self) -> bool {
         self.denials.is_empty()
     }

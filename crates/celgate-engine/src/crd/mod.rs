@@ -18,4 +18,4 @@ mod validate;
 
 pub use errors::{Cause, Status};
 pub use rules::{CompiledCrd, CrdInfo};
-pub use schema::Schema;
+pub use schema::{parse_crd, Crd, CrdError, Schema};

@@ -107,7 +107,7 @@ pub(crate) const STORED_CEL_VERSION: u16 = 32;
 /// What a CRD update relaxes (the API server's `validationOptions` on update).
 #[derive(Debug, Default, Clone)]
 pub struct UpdateOptions {
-    /// Rules (`rule` texts) of the CRD being replaced: compiled for [`STORED_CEL_VERSION`].
+    /// Rules (`rule` texts) of the CRD being replaced: compiled for the stored expressions' CEL version.
     pub stored_rules: HashSet<String>,
     /// Its `messageExpression` texts, likewise.
     pub stored_messages: HashSet<String>,

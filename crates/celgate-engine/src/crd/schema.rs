@@ -139,10 +139,15 @@ impl Schema {
 /// The parts of a CRD the validator needs.
 #[derive(Debug, Clone)]
 pub struct Crd {
+    /// `metadata.name` (`<plural>.<group>`).
     pub name: String,
+    /// `spec.group`.
     pub group: String,
+    /// `spec.names.kind`.
     pub kind: String,
+    /// The version has a `/status` subresource.
     pub status_subresource: bool,
+    /// The version's `openAPIV3Schema`.
     pub schema: Schema,
     /// The schema as written, to tell whether an update changed it.
     pub raw_schema: Json,
@@ -155,13 +160,16 @@ pub struct Crd {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CrdError {
+    /// No `spec`.
     #[error("CRD has no spec")]
     NoSpec,
+    /// No `spec.versions`.
     #[error("CRD has no versions")]
     NoVersions,
     /// The version asked for is not among the CRD's.
     #[error("CRD has no version {0:?}")]
     NoVersion(String),
+    /// The version has no schema.
     #[error("CRD version has no schema.openAPIV3Schema")]
     NoSchema,
     /// The schema does not read as an OpenAPI v3 schema.
@@ -170,7 +178,9 @@ pub enum CrdError {
     /// One version of a CRD whose versions have different schemas.
     #[error("spec.versions[{index}]: {source}")]
     InVersion {
+        /// The version's index in `spec.versions`.
         index: usize,
+        /// Why it does not read.
         #[source]
         source: Box<CrdError>,
     },

@@ -2,7 +2,7 @@
 //! (`status.typeChecking`, `plugin/policy/validating/typechecking.go`), offline.
 //!
 //! For each policy: the kinds its matchConstraints name (no wildcards, no subresources, at
-//! most 10), each with a schema (built-in kinds from [`kinds`]' table, CRDs from the
+//! most 10), each with a schema (built-in kinds from the `kinds` table, CRDs from the
 //! folder); every validation's `expression` and `messageExpression` is type-checked once per
 //! kind with `object` and `oldObject` typed by that kind's schema and `params` by the
 //! paramKind's, variables compiled first in the same environment. The warnings are the API
@@ -31,18 +31,22 @@ pub(crate) const MAX_TYPES_TO_CHECK: usize = 10;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExpressionWarning {
+    /// The expression's field in the policy (`spec.validations[0].expression`).
     pub field_ref: String,
+    /// The type errors, one `<GVK>: <errors>` block per kind whose check failed.
     pub warning: String,
 }
 
 /// What type checking says of one policy.
 #[derive(Debug, Clone)]
 pub struct PolicyLint {
+    /// The policy's name.
     pub name: String,
     /// The kinds the expressions were checked against (those with a schema), in order.
     pub checked: Vec<Gvk>,
     /// The kinds the matchConstraints name that have no schema (not checked).
     pub unresolved: Vec<Gvk>,
+    /// The policy's `expressionWarnings`.
     pub warnings: Vec<ExpressionWarning>,
 }
 
@@ -76,7 +80,9 @@ pub enum LintError {
     /// A ValidatingAdmissionPolicy whose spec does not read.
     #[error("ValidatingAdmissionPolicy {name:?}: {source}")]
     Policy {
+        /// The policy's name.
         name: String,
+        /// Why it does not read.
         #[source]
         source: serde_json::Error,
     },

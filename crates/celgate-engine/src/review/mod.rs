@@ -17,9 +17,13 @@ pub use decode::{request, ReviewError};
 /// metrics).
 #[derive(Debug)]
 pub struct Answer {
+    /// The AdmissionReview to send back (the request's apiVersion, its uid, the response).
     pub review: Json,
+    /// What admission decided.
     pub verdict: AdmissionVerdict,
+    /// `request.uid`.
     pub uid: String,
+    /// `request.operation`.
     pub operation: String,
     /// What the request was about; filled only when a result failed or errored (for the
     /// result log lines), so that the usual review copies nothing for it.

@@ -74,7 +74,9 @@ pub struct ScanResult {
 /// An object's results.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectResults {
+    /// The object, as policy reports reference it.
     pub resource: Resource,
+    /// Each matching (policy, binding)'s validations, the worst over its params.
     pub results: Vec<ScanResult>,
     /// The API server would refuse the object's CREATE today (a Deny binding failed, or an
     /// error under failurePolicy Fail).
@@ -120,6 +122,8 @@ pub struct Scanner<'s> {
 }
 
 impl<'s> Scanner<'s> {
+    /// Scans against `snapshot`, with the kinds of `crds` known (besides the built-in ones),
+    /// as [`SCAN_USER`] and without services.
     pub fn new(snapshot: &'s Snapshot, crds: Vec<Json>) -> Scanner<'s> {
         Scanner {
             snapshot,
@@ -147,6 +151,7 @@ impl<'s> Scanner<'s> {
         self
     }
 
+    /// The snapshot scanned against.
     pub fn snapshot(&self) -> &'s Snapshot {
         self.snapshot
     }
