@@ -11,18 +11,23 @@ use serde_json::{json, Map, Value as Json};
 
 use crate::matching::registry::{Conversion, Gvk};
 
-/// Why an object cannot be converted to an equivalent version.
+/// Why an object cannot be converted to an equivalent version (the kinds boxed: this is an
+/// error of a rare path, kept small for the results that carry it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConvertError {
     /// The CRD converts its versions with a webhook.
     #[error("cannot convert {from} to {to}: CustomResourceDefinition {crd:?} converts its versions with a webhook, which celgate does not call")]
-    Webhook { from: Gvk, to: Gvk, crd: String },
+    Webhook {
+        from: Box<Gvk>,
+        to: Box<Gvk>,
+        crd: String,
+    },
     /// A pair of built-in versions celgate has no conversion for.
     #[error(
         "cannot convert {from} to {to}: celgate has no conversion between these built-in versions"
     )]
-    NoBuiltin { from: Gvk, to: Gvk },
+    NoBuiltin { from: Box<Gvk>, to: Box<Gvk> },
 }
 
 /// Converts `object` (of kind `from`) to `to` under the class's conversion strategy.
@@ -41,8 +46,8 @@ pub(super) fn convert(
             Ok(out)
         }
         Conversion::Webhook(crd) => Err(ConvertError::Webhook {
-            from: from.clone(),
-            to: to.clone(),
+            from: Box::new(from.clone()),
+            to: Box::new(to.clone()),
             crd: crd.clone(),
         }),
         Conversion::Builtin => {
@@ -61,8 +66,8 @@ pub(super) fn convert(
                 Ok(event_events_to_core(object))
             } else {
                 Err(ConvertError::NoBuiltin {
-                    from: from.clone(),
-                    to: to.clone(),
+                    from: Box::new(from.clone()),
+                    to: Box::new(to.clone()),
                 })
             }
         }
