@@ -1,5 +1,5 @@
 //! The AdmissionReview codec: decodes a v1/v1beta1 review into the engine's request model
-//! ([`crate::admission::request::Request`]) and encodes the engine's verdict as the review to
+//! ([`crate::admission::Request`]) and encodes the engine's verdict as the review to
 //! send back. The server and the CLI use it; the engine (`admission`) never does: data flows
 //! review -> admission -> review, and `admission` knows no wire format.
 
