@@ -86,7 +86,7 @@ fn run(n: usize) -> Result<(), String> {
         if i % 10 == 0 {
             p["spec"]["containers"][0]["securityContext"]["privileged"] = json!(true);
         }
-        results.push(scanner.scan(p)?);
+        results.push(scanner.scan(p).map_err(|e| format!("pod {i}: {e}"))?);
     }
     let scan = started.elapsed();
     let scan_peak = peak_rss_kib();

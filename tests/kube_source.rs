@@ -48,7 +48,7 @@ impl Latest {
             services: &self.services,
             ..AdmitContext::default()
         };
-        celgate::review::answer(snapshot, body, &context)
+        celgate::review::answer(snapshot, body, &context, Default::default())
             .ok()
             .map(|a| a.review)
     }

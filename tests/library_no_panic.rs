@@ -1035,7 +1035,7 @@ fn a_url_attack_gets_each_policys_own_decision() {
         policy("bystander", "Fail", "object.data.url.size() < 3"),
     ]);
     let body = review(serde_json::json!({"url": "/%€"}));
-    let answer = celgate::review::answer(&snap, &body, &Default::default())
+    let answer = celgate::review::answer(&snap, &body, &Default::default(), Default::default())
         .unwrap_or_else(|e| panic!("{e}"));
     let denials: BTreeMap<&str, &str> = answer
         .verdict
@@ -1113,7 +1113,8 @@ fn a_panicking_policy_is_that_policys_error_and_the_review_is_answered() {
     };
     let before = celgate::admission::validator::contained_panics();
     let body = review(serde_json::json!({"url": "ok"}));
-    let answer = celgate::review::answer(&snap, &body, &context).unwrap_or_else(|e| panic!("{e}"));
+    let answer = celgate::review::answer(&snap, &body, &context, Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
     let messages: Vec<&str> = answer
         .verdict
         .denials
@@ -1135,6 +1136,7 @@ fn a_panicking_policy_is_that_policys_error_and_the_review_is_answered() {
 
     // Under Ignore alone, the review is allowed.
     let snap = snapshot(&[policy("authz-ignore", "Ignore", check)]);
-    let answer = celgate::review::answer(&snap, &body, &context).unwrap_or_else(|e| panic!("{e}"));
+    let answer = celgate::review::answer(&snap, &body, &context, Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(answer.review["response"]["allowed"], true);
 }

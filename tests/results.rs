@@ -1,7 +1,7 @@
 //! Policy results: what the verdict records of each (policy, binding) evaluation (pass,
 //! fail, error, skip, by index into the snapshot), and, traced, of each validation.
 
-use celgate::admission::{admit_traced, AdmitContext, Evaluated, PolicyResult};
+use celgate::admission::{admit, AdmitContext, AdmitOptions, Evaluated, PolicyResult};
 use celgate::source::folder::parse_documents;
 use celgate::source::snapshot;
 use serde_json::{json, Value as Json};
@@ -107,7 +107,7 @@ fn every_matching_binding_has_a_result() {
     let s = snap();
     let context = AdmitContext::default();
     let results = |body: Vec<u8>| {
-        let a = celgate::review::answer(&s, &body, &context).unwrap();
+        let a = celgate::review::answer(&s, &body, &context, Default::default()).unwrap();
         a.verdict
             .evaluated
             .iter()
@@ -148,7 +148,11 @@ fn traced_results_name_each_validation() {
     let body = review(json!({"debug": "1"}), false);
     let doc = celgate::cel::json::Doc::parse(&body).unwrap();
     let req = celgate::review::request(&doc).unwrap();
-    let verdict = admit_traced(&s, &req, &AdmitContext::default());
+    let traced = AdmitOptions {
+        trace: true,
+        ..AdmitOptions::default()
+    };
+    let verdict = admit(&s, &req, &AdmitContext::default(), traced);
     let deny = verdict
         .results
         .iter()
@@ -183,7 +187,7 @@ fn traced_results_name_each_validation() {
         ]
     );
     // Untraced, nothing per validation is kept.
-    let plain = celgate::admission::admit(&s, &req, &AdmitContext::default());
+    let plain = admit(&s, &req, &AdmitContext::default(), AdmitOptions::default());
     assert!(plain.results.is_empty());
     assert_eq!(plain.evaluated.len(), 3);
 }

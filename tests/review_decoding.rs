@@ -58,7 +58,7 @@ fn review() -> Json {
 }
 
 fn run(snapshot: &Snapshot, body: &[u8]) -> Result<Answer, String> {
-    answer(snapshot, body, &Default::default()).map_err(|e| e.to_string())
+    answer(snapshot, body, &Default::default(), Default::default()).map_err(|e| e.to_string())
 }
 
 fn allowed(a: &Answer) -> bool {

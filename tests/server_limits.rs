@@ -63,7 +63,7 @@ fn warnings_in_an_answer_are_capped_as_the_api_server_caps_them() {
     add_cluster_defaults(&mut objects);
     let snap = snapshot(objects, NEWEST_MINOR, true).unwrap();
     let body = serde_json::to_vec(&configmap_review("u-1", json!({}))).unwrap();
-    let a = answer(&snap, &body, &Default::default()).unwrap();
+    let a = answer(&snap, &body, &Default::default(), Default::default()).unwrap();
     assert_eq!(a.verdict.warnings.len(), 2000, "every validation failed");
     let warnings = a.review["response"]["warnings"].as_array().unwrap();
     let runes: usize = warnings

@@ -59,7 +59,8 @@ fn labels(memory_per_expression: u64) -> (Vec<(String, String)>, Vec<String>) {
         },
         ..AdmitContext::default()
     };
-    let answer = celgate::review::answer(&snapshot, &review(), &context).unwrap();
+    let answer =
+        celgate::review::answer(&snapshot, &review(), &context, Default::default()).unwrap();
     let checks = answer
         .verdict
         .checks

@@ -157,7 +157,9 @@ pub fn run(args: EvalArgs) -> Result<Outcome, CliError> {
         }
         None => text.into_bytes(),
     };
-    let answer = celgate::review::review_answer(&snapshot, &body).map_err(|e| refused(e.into()))?;
+    let answer = celgate::review::answer(&snapshot, &body, &Default::default(), Default::default())
+        .map_err(|e| refused(e.into()))?
+        .review;
     emit_line(&serde_json::to_string_pretty(&answer).map_err(CliError::Json)?);
     Ok(Outcome::Success)
 }

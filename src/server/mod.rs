@@ -143,7 +143,7 @@ impl Answering {
 /// Receives each admission's results when policy reports are written (the cluster's report
 /// writer).
 pub trait ResultSink: Send + Sync {
-    /// A review answered on `snapshot`, traced (see [`crate::review::answer_traced`]).
+    /// A review answered on `snapshot`, traced (see [`crate::review::AnswerOptions::trace`]).
     fn admitted(&self, snapshot: &Snapshot, answer: &crate::review::Answer);
     /// `snapshot` is about to serve: results of policies and bindings it lacks go.
     fn installed(&self, snapshot: &Snapshot);
@@ -414,13 +414,11 @@ async fn validate(
         }
         let context = state.admit_context(deadline_at);
         let sink = state.sink.get();
-        let answer = crate::review::answer_traced(
-            &snapshot,
-            &bytes,
-            &context,
-            state.answering.mode,
-            sink.is_some(),
-        );
+        let options = crate::review::AnswerOptions {
+            mode: state.answering.mode,
+            trace: sink.is_some(),
+        };
+        let answer = crate::review::answer(&snapshot, &bytes, &context, options);
         if let Ok(a) = &answer {
             // Counted on the snapshot the verdict was reached on: its indices name its
             // policies and bindings.
@@ -967,12 +965,15 @@ mod tests {
     fn one_json_line_per_failing_result() {
         let snap = snapshot();
         let context = AdmitContext::default();
-        let mode = crate::review::Mode::Observe;
+        let observe = crate::review::AnswerOptions {
+            mode: crate::review::Mode::Observe,
+            ..Default::default()
+        };
         let failing =
-            crate::review::answer_in(&snap, &review(json!({"debug": "1"})), &context, mode)
+            crate::review::answer(&snap, &review(json!({"debug": "1"})), &context, observe)
                 .unwrap();
         let passing =
-            crate::review::answer_in(&snap, &review(json!({"ok": "1"})), &context, mode).unwrap();
+            crate::review::answer(&snap, &review(json!({"ok": "1"})), &context, observe).unwrap();
         assert!(
             passing.subject.is_none(),
             "nothing copied for a review that passed"
@@ -1024,14 +1025,21 @@ mod tests {
             json!({"ok": "1"}),
             json!({"ok": "2"}),
         ] {
-            let a = crate::review::answer(&snap, &review(data), &context).unwrap();
+            let a =
+                crate::review::answer(&snap, &review(data), &context, Default::default()).unwrap();
             metrics.results(
                 &snap,
                 &a.verdict.evaluated,
                 metrics::ResultSource::Admission,
             );
         }
-        let a = crate::review::answer(&snap, &review(json!({"debug": "1"})), &context).unwrap();
+        let a = crate::review::answer(
+            &snap,
+            &review(json!({"debug": "1"})),
+            &context,
+            Default::default(),
+        )
+        .unwrap();
         metrics.results(&snap, &a.verdict.evaluated, metrics::ResultSource::Scan);
         let text = String::from_utf8(metrics.encode()).unwrap();
         let count = |labels: &str| {

@@ -2,7 +2,7 @@
 //! `*.celgate-test.yaml` (`apiVersion: celgate.dev/v1alpha1`, `kind: CelgateTest`) that names
 //! policy manifests and cluster state, and lists cases: each case is built into the
 //! AdmissionReview the API server would send, answered by the engine
-//! ([`crate::admission::admit_traced`]) and checked against its expectations.
+//! (a traced [`crate::admission::admit`]) and checked against its expectations.
 //!
 //! This module owns the suite format, the review construction (with a compact table of
 //! built-in resources) and the checks; [`report`] owns the output formats.
@@ -628,7 +628,7 @@ struct Built {
     binding_policy: BTreeMap<String, String>,
     /// The suite's CRDs, for `expect.crd` (an error, such as two CRDs serving one kind,
     /// fails only the cases that expect CRD validation).
-    crds: Result<crate::crd::cli::Catalog, String>,
+    crds: Result<crate::crd::cli::Catalog, crate::crd::cli::InputError>,
 }
 
 /// The objects a suite names: an unreadable file makes the suite invalid.
@@ -885,7 +885,8 @@ fn run_webhook(
             .map_err(|e| format!("oldObject: {e}"))
             .and_then(|old| {
                 let old = old.into_iter().next().flatten();
-                review::build(&built.resources, case, index, object, old)
+                // The case's failure is the error's text.
+                review::build(&built.resources, case, index, object, old).map_err(|e| e.to_string())
             }),
     };
     let body = match body.and_then(|b| serde_json::to_vec(&b).map_err(|e| e.to_string())) {
@@ -900,11 +901,8 @@ fn run_webhook(
         Ok(r) => r,
         Err(e) => return (vec![format!("the review is invalid: {e}")], None),
     };
-    let context = Default::default();
-    let verdict = match probe {
-        Some(p) => crate::admission::admit_probed(&built.snapshot, &req, &context, p),
-        None => crate::admission::admit_traced(&built.snapshot, &req, &context),
-    };
+    let options = crate::admission::AdmitOptions { trace: true, probe };
+    let verdict = crate::admission::admit(&built.snapshot, &req, &Default::default(), options);
     let response = crate::review::encode::response(&req, &verdict);
     let failures = check(built, case.expect.as_ref(), &verdict, &response);
     let edits = observe(built, case.expect.as_ref(), &verdict, &response);

@@ -49,7 +49,7 @@ pub(super) fn build(
     index: usize,
     object: Option<Json>,
     old_object: Option<Json>,
-) -> Result<Json, String> {
+) -> Result<Json, crate::review::manifest::ManifestError> {
     let spec = Spec {
         operation: case.operation.map_or("CREATE", |o| o.as_str()).to_string(),
         namespace: case.namespace.clone(),

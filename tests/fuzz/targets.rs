@@ -879,7 +879,7 @@ fn answer_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
 }
 
 fn answer_checked(snap: &Snapshot, body: &[u8]) -> Result<Result<Json, String>, String> {
-    match celgate::review::answer(snap, body, &Default::default()) {
+    match celgate::review::answer(snap, body, &Default::default(), Default::default()) {
         Ok(a) => {
             stat("answered");
             let resp = &a.review["response"];

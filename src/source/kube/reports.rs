@@ -636,7 +636,7 @@ fn same_outcome(a: &ReportResult, b: &ReportResult) -> bool {
 
 impl ReportStore {
     /// A review answered on `snapshot` with its results traced
-    /// ([`crate::review::answer_traced`]): the reported object's results replace its
+    /// ([`crate::review::AnswerOptions::trace`]): the reported object's results replace its
     /// previous ones; its DELETE removes them.
     pub fn admitted(&self, snapshot: &Snapshot, answer: &crate::review::Answer) {
         let Some(resource) = &answer.reported else {

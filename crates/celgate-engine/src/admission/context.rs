@@ -49,7 +49,9 @@ static NO_SERVICES: Services = Services {
 /// limits.
 #[derive(Debug, Clone, Copy)]
 pub struct AdmitContext<'s> {
+    /// What the evaluation may call (none by default).
     pub services: &'s Services,
+    /// What it may spend (by default no deadline, the API server's per-expression limits).
     pub limits: EvalLimits,
 }
 

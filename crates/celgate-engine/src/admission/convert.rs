@@ -11,8 +11,32 @@ use serde_json::{json, Map, Value as Json};
 
 use crate::matching::registry::{Conversion, Gvk};
 
+/// Why an object cannot be converted to an equivalent version (the kinds boxed: this is an
+/// error of a rare path, kept small for the results that carry it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConvertError {
+    /// The CRD converts its versions with a webhook.
+    #[error("cannot convert {from} to {to}: CustomResourceDefinition {crd:?} converts its versions with a webhook, which celgate does not call")]
+    Webhook {
+        from: Box<Gvk>,
+        to: Box<Gvk>,
+        crd: String,
+    },
+    /// A pair of built-in versions celgate has no conversion for.
+    #[error(
+        "cannot convert {from} to {to}: celgate has no conversion between these built-in versions"
+    )]
+    NoBuiltin { from: Box<Gvk>, to: Box<Gvk> },
+}
+
 /// Converts `object` (of kind `from`) to `to` under the class's conversion strategy.
-pub fn convert(object: &Json, from: &Gvk, to: &Gvk, strategy: &Conversion) -> Result<Json, String> {
+pub(super) fn convert(
+    object: &Json,
+    from: &Gvk,
+    to: &Gvk,
+    strategy: &Conversion,
+) -> Result<Json, ConvertError> {
     match strategy {
         Conversion::Rewrite => {
             let mut out = object.clone();
@@ -21,12 +45,16 @@ pub fn convert(object: &Json, from: &Gvk, to: &Gvk, strategy: &Conversion) -> Re
             }
             Ok(out)
         }
-        Conversion::Webhook(crd) => Err(format!(
-            "cannot convert {from} to {to}: CustomResourceDefinition {crd:?} converts its versions with a webhook, which celgate does not call"
-        )),
+        Conversion::Webhook(crd) => Err(ConvertError::Webhook {
+            from: Box::new(from.clone()),
+            to: Box::new(to.clone()),
+            crd: crd.clone(),
+        }),
         Conversion::Builtin => {
-            let pair = |g: &str, v: &str, k: &str| from.group == g && from.version == v && from.kind == k;
-            let to_is = |g: &str, v: &str, k: &str| to.group == g && to.version == v && to.kind == k;
+            let pair =
+                |g: &str, v: &str, k: &str| from.group == g && from.version == v && from.kind == k;
+            let to_is =
+                |g: &str, v: &str, k: &str| to.group == g && to.version == v && to.kind == k;
             const HPA: &str = "HorizontalPodAutoscaler";
             if pair("autoscaling", "v1", HPA) && to_is("autoscaling", "v2", HPA) {
                 Ok(hpa_v1_to_v2(object))
@@ -37,9 +65,10 @@ pub fn convert(object: &Json, from: &Gvk, to: &Gvk, strategy: &Conversion) -> Re
             } else if pair("events.k8s.io", "v1", "Event") && to_is("", "v1", "Event") {
                 Ok(event_events_to_core(object))
             } else {
-                Err(format!(
-                    "cannot convert {from} to {to}: celgate has no conversion between these built-in versions"
-                ))
+                Err(ConvertError::NoBuiltin {
+                    from: Box::new(from.clone()),
+                    to: Box::new(to.clone()),
+                })
             }
         }
     }
@@ -770,7 +799,7 @@ mod tests {
             &Conversion::Webhook("widgets.example.com".into()),
         )
         .unwrap_err();
-        assert_eq!(e, "cannot convert example.com/v2, Kind=Widget to example.com/v1, Kind=Widget: CustomResourceDefinition \"widgets.example.com\" converts its versions with a webhook, which celgate does not call");
+        assert_eq!(e.to_string(), "cannot convert example.com/v2, Kind=Widget to example.com/v1, Kind=Widget: CustomResourceDefinition \"widgets.example.com\" converts its versions with a webhook, which celgate does not call");
         let e = convert(
             &o,
             &gvk("flowcontrol.apiserver.k8s.io", "v1", "FlowSchema"),
@@ -779,7 +808,8 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            e.ends_with("celgate has no conversion between these built-in versions"),
+            e.to_string()
+                .ends_with("celgate has no conversion between these built-in versions"),
             "{e}"
         );
     }

@@ -45,7 +45,7 @@ pub enum ConfigError {
     /// The policy matched through an equivalent resource whose version celgate cannot
     /// convert the object to (the API server's prefix, celgate's reason).
     #[error("failed to convert object version: {0}")]
-    Conversion(String),
+    Conversion(super::convert::ConvertError),
     /// No param matched and the binding's parameterNotFoundAction is `Deny`.
     #[error("no params found for policy binding with `Deny` parameterNotFoundAction")]
     NoParams,

@@ -5,25 +5,25 @@
 //!
 //! Policies are visited by name and bindings by name (in-tree order is arbitrary).
 //!
-//! One file per question: [`context`] (what an evaluation may wait on: services and limits),
+//! One file per question: `context` (what an evaluation may wait on: services and limits),
 //! `params` (which params a binding evaluates with), `activation` (the values each expression
 //! group sees), [`validator`] (one policy × binding × param), `routing` (where each decision
-//! goes: validationActions, failurePolicy, check metrics) and [`verdict`] (what was decided).
-//! The request model is [`request`]; reading it from an AdmissionReview is
+//! goes: validationActions, failurePolicy, check metrics) and `verdict` (what was decided).
+//! The request model is [`Request`]; reading it from an AdmissionReview is
 //! [`crate::review`]'s job, never this module's.
 
 mod activation;
 pub mod bare;
-pub mod context;
-pub mod convert;
-pub mod error;
+mod context;
+mod convert;
+mod error;
 mod params;
 pub mod probe;
-pub mod rbac;
-pub mod request;
+mod rbac;
+pub(crate) mod request;
 mod routing;
 pub mod validator;
-pub mod verdict;
+mod verdict;
 mod versioned;
 
 use std::sync::Arc;
@@ -34,10 +34,11 @@ use crate::policy::snapshot::Snapshot;
 use activation::{bind, namespace_object, RequestNamespaces};
 use celgate_cel::k8s::authz::AuthorizerValue;
 pub use context::{AdmitContext, Deadline, EvalLimits, NamespaceLookup, Services};
+pub use convert::ConvertError;
 pub use error::ConfigError;
 use params::{binding_params, param_kind_error};
 use rbac::RbacAuthorizer;
-use request::Request;
+pub use request::{Request, UserInfo};
 use routing::{configuration_error, route};
 use validator::{validate, AuditResult, Outcome};
 use verdict::collect;
@@ -52,43 +53,42 @@ fn handled(operation: &str) -> bool {
     matches!(operation, "CREATE" | "UPDATE" | "DELETE" | "CONNECT")
 }
 
+/// How [`admit`] runs: what it records beyond the decision. The default records nothing
+/// more (the webhook's path); each field names what a caller wants:
+///
+/// ```
+/// # use celgate_engine::admission::AdmitOptions;
+/// let traced = AdmitOptions { trace: true, ..AdmitOptions::default() };
+/// assert!(traced.probe.is_none());
+/// ```
+#[derive(Clone, Copy, Default)]
+pub struct AdmitOptions<'a> {
+    /// Also record [`AdmissionVerdict::results`]: each binding's and validation's result
+    /// (for `celgate test`, scans and policy reports).
+    pub trace: bool,
+    /// Told about every expression evaluated (for `celgate test --coverage`); `None` costs
+    /// one untaken branch per expression.
+    pub probe: Option<&'a dyn probe::Probe>,
+}
+
+impl std::fmt::Debug for AdmitOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmitOptions")
+            .field("trace", &self.trace)
+            .field("probe", &self.probe.map(|_| "..."))
+            .finish()
+    }
+}
+
 /// Evaluates `req` against every policy of `snapshot`, calling the services of `context`
-/// and within its limits.
+/// and within its limits, recording what `options` asks for.
 pub fn admit(
     snapshot: &Snapshot,
     req: &Request<'_>,
     context: &AdmitContext<'_>,
+    options: AdmitOptions<'_>,
 ) -> AdmissionVerdict {
-    admit_with(snapshot, req, context, false, None)
-}
-
-/// [`admit`], also recording [`AdmissionVerdict::results`].
-pub fn admit_traced(
-    snapshot: &Snapshot,
-    req: &Request<'_>,
-    context: &AdmitContext<'_>,
-) -> AdmissionVerdict {
-    admit_with(snapshot, req, context, true, None)
-}
-
-/// [`admit_traced`], also telling `probe` about every expression evaluated (for
-/// `celgate test --coverage`).
-pub fn admit_probed(
-    snapshot: &Snapshot,
-    req: &Request<'_>,
-    context: &AdmitContext<'_>,
-    probe: &dyn probe::Probe,
-) -> AdmissionVerdict {
-    admit_with(snapshot, req, context, true, Some(probe))
-}
-
-fn admit_with(
-    snapshot: &Snapshot,
-    req: &Request<'_>,
-    context: &AdmitContext<'_>,
-    trace: bool,
-    probe: Option<&dyn probe::Probe>,
-) -> AdmissionVerdict {
+    let AdmitOptions { trace, probe } = options;
     let services = context.services;
     let deadline = Deadline::new(&context.limits);
     let mut verdict = AdmissionVerdict::default();

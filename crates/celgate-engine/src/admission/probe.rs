@@ -1,6 +1,6 @@
 //! An opt-in observer of expression results, for `celgate test --coverage`: which
 //! matchConditions, variables, validations and audit annotations an evaluation ran and what
-//! each gave. Only [`super::admit_probed`] passes one; the webhook's path passes none, so it
+//! each gave. Only `celgate test` passes one (in [`super::AdmitOptions::probe`]); the webhook's path passes none, so it
 //! costs one untaken branch per expression and no allocation.
 
 /// Which list of the policy an expression belongs to.

@@ -23,13 +23,13 @@ struct Identity {
 
 /// RBAC over a fixed set of objects, for one request's user.
 #[derive(Debug)]
-pub struct RbacAuthorizer {
+pub(super) struct RbacAuthorizer {
     objects: Arc<Vec<Arc<Json>>>,
     user: UserInfo,
 }
 
 impl RbacAuthorizer {
-    pub fn new(objects: Arc<Vec<Arc<Json>>>, user: UserInfo) -> Self {
+    pub(super) fn new(objects: Arc<Vec<Arc<Json>>>, user: UserInfo) -> Self {
         RbacAuthorizer { objects, user }
     }
 

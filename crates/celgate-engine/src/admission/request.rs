@@ -12,21 +12,29 @@ pub use celgate_cel::k8s::authz::UserInfo;
 pub struct Request<'d> {
     /// `admission.k8s.io/v1` or `admission.k8s.io/v1beta1`: the answer uses the same.
     pub api_version: String,
+    /// `request.uid`, echoed in the answer.
     pub uid: String,
+    /// The review's `request`, as CEL's `request` variable reads it.
     pub request: Ref<'d, 'd>,
+    /// `request.object`; `None` when null (a DELETE, a CONNECT).
     pub object: Option<Ref<'d, 'd>>,
+    /// `request.oldObject`; `None` when null (a CREATE, a CONNECT).
     pub old_object: Option<Ref<'d, 'd>>,
+    /// What matching reads of the request.
     pub attributes: RequestAttributes,
     /// The request's original resource, for `authorizer.requestResource`.
     pub kind: String,
+    /// `request.userInfo`, for `authorizer` and the offline RBAC authorizer.
     pub user: UserInfo,
     /// The object's own `metadata.name` and `generateName` (for the denial's details).
     pub object_name: String,
+    /// The object's `metadata.generateName`.
     pub generate_name: String,
     /// The request's `name` as sent (`attributes.name` is cleared for a generated name).
     pub request_name: String,
     /// `requestResource` (else `resource`): group and resource, for `authorizer`.
     pub original_group: String,
+    /// The resource of `requestResource` (else `resource`).
     pub original_resource: String,
 }
 
@@ -46,7 +54,7 @@ impl Request<'_> {
     }
 
     /// The request's name as it should appear in a denial (§5.1).
-    pub fn display_name(&self) -> String {
+    pub(crate) fn display_name(&self) -> String {
         if !self.request_name.is_empty() {
             return self.request_name.clone();
         }

@@ -22,9 +22,9 @@ use crate::policy::compile::{CompiledPolicy, FailurePolicy};
 use celgate_cel::eval::Activation;
 use celgate_cel::{CancelReason, EvalError, Program, Value, PER_CALL_LIMIT};
 
-pub const BUDGET: u64 = 10_000_000;
-pub const MATCH_CONDITIONS_BUDGET: u64 = 2_500_000;
-pub const OUT_OF_BUDGET: &str =
+pub(crate) const BUDGET: u64 = 10_000_000;
+pub(crate) const MATCH_CONDITIONS_BUDGET: u64 = 2_500_000;
+pub(crate) const OUT_OF_BUDGET: &str =
     "validation failed due to running out of cost budget, no further validation rules will be run";
 /// messageExpression results longer than this are discarded.
 const MAX_MESSAGE_BYTES: usize = 5120;
@@ -32,14 +32,14 @@ const MAX_MESSAGE_BYTES: usize = 5120;
 /// What a decision does to the request (in-tree `PolicyDecisionAction`): an evaluation
 /// error under failurePolicy Ignore admits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecisionAction {
+pub(crate) enum DecisionAction {
     Admit,
     Deny,
 }
 
 /// How a validation's evaluation came out (in-tree `PolicyDecisionEvaluation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Admit,
     Deny,
     /// It could not be evaluated; the kind labels its check metric.
@@ -50,7 +50,7 @@ pub enum Outcome {
 /// labels, except that an evaluation stopped for a limit is not an ordinary `invalid_error`
 /// (in-tree it is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     /// The expression does not compile (`compile_error`).
     Compile,
     /// The group's cost budget ran out, or one expression's cost limit stopped it
@@ -68,7 +68,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// The `error_type` label of the check metrics.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             ErrorKind::Compile => "compile_error",
             ErrorKind::OutOfBudget => "out_of_budget",
@@ -113,14 +113,14 @@ impl ErrorKind {
 
 /// An expression's error: its message and its metric kind.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ExprFailure {
+pub(crate) struct ExprFailure {
     pub message: String,
     pub kind: ErrorKind,
 }
 
 /// One validation's decision (in-tree `PolicyDecision`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct PolicyDecision {
+pub(crate) struct PolicyDecision {
     pub action: DecisionAction,
     pub evaluation: Outcome,
     pub message: String,
@@ -129,7 +129,7 @@ pub struct PolicyDecision {
 
 /// One audit annotation's result.
 #[derive(Debug, Clone, PartialEq)]
-pub enum AuditResult {
+pub(crate) enum AuditResult {
     Publish(String, String),
     /// An error under failurePolicy Fail: denies whatever the validation actions.
     Error(ExprFailure),
@@ -137,14 +137,14 @@ pub enum AuditResult {
 
 /// The result for one param.
 #[derive(Debug, Default, PartialEq)]
-pub struct ParamResult {
+pub(crate) struct ParamResult {
     pub decisions: Vec<PolicyDecision>,
     pub audit: Vec<AuditResult>,
 }
 
 /// The variable values bound for each expression group of a policy (not VAP bindings), in
 /// the slot layout of its environment.
-pub struct GroupValues<'a> {
+pub(crate) struct GroupValues<'a> {
     /// matchConditions (namespaceObject null).
     pub condition: Vec<Value<'a>>,
     /// validations and the variables they read.
@@ -490,7 +490,7 @@ fn error_decision(policy: &CompiledPolicy, failure: ExprFailure) -> PolicyDecisi
 /// Evaluates the policy for one param; `None` when its matchConditions exclude the request.
 /// Also returns how many match conditions errored (for the metrics). Every expression stops
 /// at `deadline`.
-pub fn validate(
+pub(crate) fn validate(
     policy: &CompiledPolicy,
     b: &GroupValues<'_>,
     deadline: &Deadline,

@@ -34,7 +34,7 @@ pub struct CheckMetric {
     pub policy: String,
     pub binding: String,
     /// `no_error`, `compile_error`, `out_of_budget` or `invalid_error` (in-tree), or our own
-    /// `deadline_exceeded` or `memory_limit` (see [`super::validator::ErrorKind`]).
+    /// `deadline_exceeded` or `memory_limit` (the validator's `ErrorKind`).
     pub error_type: &'static str,
     /// `deny`, `warn`, `audit` or `allow`.
     pub action: &'static str,
@@ -47,19 +47,22 @@ pub struct CheckMetric {
 /// What admission decided for a request.
 #[derive(Debug, Default, PartialEq)]
 pub struct AdmissionVerdict {
+    /// The denials, in the order they were decided; the answer reports the first.
     pub denials: Vec<Denial>,
+    /// The warnings of failed `Warn` validations (and of audit-only errors), for the answer.
     pub warnings: Vec<String>,
     /// Per policy, its audit annotations: key to distinct values in order.
     pub annotations: Vec<(String, String, Vec<String>)>,
+    /// Failed `Audit` validations, for the `validation.policy.admission.k8s.io` annotation.
     pub audited: Vec<AuditedFailure>,
     /// Metric records.
     pub checks: Vec<CheckMetric>,
     /// The deadline passed before every evaluation was done: the verdict is incomplete and
     /// must not be sent (the server answers 504).
     pub timed_out: bool,
-    /// Per evaluated (policy, binding), its result; filled by [`super::admit_traced`] only (for
-    /// `celgate test`), so that serving allocates nothing for it. A binding not listed did
-    /// not match.
+    /// Per evaluated (policy, binding), its result; filled only with
+    /// [`super::AdmitOptions::trace`] (for `celgate test`), so that serving allocates nothing
+    /// for it. A binding not listed did not match.
     pub results: Vec<BindingResult>,
     /// Per (policy, binding, param) that matched the request, its result, by index into the
     /// snapshot: always filled (for the result metrics and logs), copying no names.
@@ -135,6 +138,7 @@ pub enum BindingOutcome {
 }
 
 impl AdmissionVerdict {
+    /// Nothing denied the request.
     pub fn allowed(&self) -> bool {
         self.denials.is_empty()
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value as Json};
 
-use super::convert::convert;
+use super::convert::{convert, ConvertError};
 use super::request::Request;
 use crate::matching::registry::{Conversion, Equivalents, Gvk};
 use crate::matching::Matched;
@@ -30,7 +30,7 @@ pub(super) struct View<'a> {
 
 impl<'a> View<'a> {
     /// The request as it came.
-    pub fn own(req: &Request<'a>) -> View<'a> {
+    pub(super) fn own(req: &Request<'a>) -> View<'a> {
         let request = in_tree_request(req.request, &[]);
         View {
             object: req.object.map_or(Value::Null, Value::from_doc),
@@ -53,17 +53,17 @@ struct Target {
 /// Views per matched kind and resource for one request, converted on first use.
 #[derive(Default)]
 pub(super) struct Versions<'a> {
-    views: Vec<(Target, Result<View<'a>, String>)>,
+    views: Vec<(Target, Result<View<'a>, ConvertError>)>,
 }
 
 impl<'a> Versions<'a> {
     /// The view for `matched` (never [`Matched::Own`], which is [`View::own`]).
-    pub fn view(
+    pub(super) fn view(
         &mut self,
         req: &Request<'a>,
         matched: Matched<'_>,
         equivalents: Equivalents<'_>,
-    ) -> Result<View<'a>, String> {
+    ) -> Result<View<'a>, ConvertError> {
         let from = request_kind(req);
         let a = &req.attributes;
         let (target, strategy) = match matched {
@@ -111,8 +111,8 @@ fn build<'a>(
     from: &Gvk,
     target: &Target,
     strategy: &Conversion,
-) -> Result<View<'a>, String> {
-    let object = |o: Option<Ref<'a, 'a>>| -> Result<Value<'a>, String> {
+) -> Result<View<'a>, ConvertError> {
+    let object = |o: Option<Ref<'a, 'a>>| -> Result<Value<'a>, ConvertError> {
         let Some(r) = o.filter(|r| !matches!(r.item(), Item::Null)) else {
             return Ok(Value::Null);
         };

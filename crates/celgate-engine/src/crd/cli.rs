@@ -35,16 +35,43 @@ impl Answer {
     }
 }
 
-/// Reads the first YAML/JSON document of `text`.
-pub fn read_doc(text: &str) -> Result<Json, String> {
+/// Input `crd validate` cannot answer for (its texts name the flag at fault).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InputError {
+    /// Two different CRDs serve one kind in one group and version.
+    #[error("CustomResourceDefinitions {first:?} and {second:?} both serve kind {kind:?} in {group}/{version}")]
+    SameKind {
+        first: String,
+        second: String,
+        kind: String,
+        group: String,
+        version: String,
+    },
+    /// Two stored objects (`--old`) with one identity.
+    #[error("--old: {kind}.{group} {namespace}/{name} is given twice")]
+    OldTwice {
+        kind: String,
+        group: String,
+        namespace: String,
+        name: String,
+    },
+    /// Only CRDs among the objects.
+    #[error("no custom resource to validate")]
+    NoCustomResource,
+}
+
+/// Reads the first YAML/JSON document of `text` (for the tests).
+#[cfg(test)]
+fn read_doc(text: &str) -> Result<Json, serde_yaml_ng::Error> {
     let de = serde_yaml_ng::Deserializer::from_str(text);
     for doc in de {
-        let v: Json = serde::Deserialize::deserialize(doc).map_err(|e| e.to_string())?;
+        let v: Json = serde::Deserialize::deserialize(doc)?;
         if !v.is_null() {
             return Ok(v);
         }
     }
-    Err("no document".into())
+    Ok(Json::Null)
 }
 
 const CRD_KIND: &str = "CustomResourceDefinition";
@@ -119,7 +146,7 @@ fn not_found(message: String) -> Status {
 /// same); the estimated cost of every expression is appended to `costs`.
 fn check_crd(crd: &Json, old: Option<&Json>, costs: &mut Vec<RuleCost>) -> Result<(), Status> {
     let name = str_at(crd, "/metadata/name");
-    let versions = parse_crd_versions(crd).map_err(bad_request)?;
+    let versions = parse_crd_versions(crd).map_err(|e| bad_request(e.to_string()))?;
     // The stored CRD's versions: their rules are all "stored expressions".
     let olds: Vec<(String, Crd)> = match old {
         Some(o) => o
@@ -178,7 +205,7 @@ fn check_crd(crd: &Json, old: Option<&Json>, costs: &mut Vec<RuleCost>) -> Resul
 /// would be accepted.
 fn load_version(crd: &Json, version: &str) -> Result<CompiledCrd, Status> {
     check_crd(crd, None, &mut Vec::new())?;
-    let parsed = parse_crd_version(crd, Some(version)).map_err(bad_request)?;
+    let parsed = parse_crd_version(crd, Some(version)).map_err(|e| bad_request(e.to_string()))?;
     compile_full(&parsed, &UpdateOptions::default(), &mut Vec::new())
         .map_err(|c| crd_status(&parsed.name, c))
 }
@@ -356,7 +383,7 @@ impl Catalog {
     /// The served versions of every CRD among `docs` (other documents are skipped). Two
     /// different CRDs serving the same kind in the same group and version are an error:
     /// which one applies would be a guess.
-    pub fn new(docs: impl IntoIterator<Item = Json>) -> Result<Catalog, String> {
+    pub fn new(docs: impl IntoIterator<Item = Json>) -> Result<Catalog, InputError> {
         let mut served: Vec<Served> = Vec::new();
         for doc in docs.into_iter().filter(is_crd) {
             let group = str_at(&doc, "/spec/group").to_string();
@@ -379,11 +406,13 @@ impl Catalog {
                     if other.doc == doc {
                         continue;
                     }
-                    return Err(format!(
-                        "CustomResourceDefinitions {:?} and {:?} both serve kind {kind:?} in {group}/{version}",
-                        str_at(&other.doc, "/metadata/name"),
-                        str_at(&doc, "/metadata/name"),
-                    ));
+                    return Err(InputError::SameKind {
+                        first: str_at(&other.doc, "/metadata/name").to_string(),
+                        second: str_at(&doc, "/metadata/name").to_string(),
+                        kind,
+                        group,
+                        version,
+                    });
                 }
                 served.push(Served {
                     group: group.clone(),
@@ -445,15 +474,18 @@ pub fn validate_all(
     olds: &[Json],
     status: bool,
     json: bool,
-) -> Result<Answer, String> {
+) -> Result<Answer, InputError> {
     let mut stored = HashMap::new();
     for old in olds.iter().filter(|o| !is_crd(o)) {
         let key = object_key(catalog, old);
         if stored.insert(key.clone(), old).is_some() {
             let (group, kind, namespace, name) = key;
-            return Err(format!(
-                "--old: {kind}.{group} {namespace}/{name} is given twice"
-            ));
+            return Err(InputError::OldTwice {
+                kind,
+                group,
+                namespace,
+                name,
+            });
         }
     }
     let answers: Vec<Answer> = objects
@@ -465,7 +497,7 @@ pub fn validate_all(
         })
         .collect();
     if answers.is_empty() {
-        return Err("no custom resource to validate".into());
+        return Err(InputError::NoCustomResource);
     }
     Ok(Answer::join(answers))
 }

@@ -16,15 +16,15 @@ use celgate_cel::program::TypedAst;
 use celgate_cel::types::Type;
 
 /// The largest request the API server accepts (bytes): the bound of unbounded sizes.
-pub const MAX_REQUEST_SIZE_BYTES: i64 = 3 * 1024 * 1024;
+pub(super) const MAX_REQUEST_SIZE_BYTES: i64 = 3 * 1024 * 1024;
 
 /// The largest estimated cost one rule (times its cardinality) may have
 /// (`StaticEstimatedCostLimit`).
-pub const STATIC_ESTIMATED_COST_LIMIT: u64 = 10_000_000;
+pub(super) const STATIC_ESTIMATED_COST_LIMIT: u64 = 10_000_000;
 
 /// The largest estimated cost all rules of a CRD may have together
 /// (`StaticEstimatedCRDCostLimit`).
-pub const STATIC_ESTIMATED_CRD_COST_LIMIT: u64 = 100_000_000;
+pub(super) const STATIC_ESTIMATED_CRD_COST_LIMIT: u64 = 100_000_000;
 
 const STRING_TRAVERSAL: f64 = 0.1;
 const REGEX_LENGTH: f64 = 0.25;
@@ -36,7 +36,7 @@ const MAX_FORMAT_SIZE: u64 = 64;
 /// The API server's `DeclType` as far as cost estimation reads it: the maximum size
 /// (`MaxElements`), the smallest serialized size, and the children.
 #[derive(Debug, Clone, Default)]
-pub struct Decl {
+pub(super) struct Decl {
     pub max_elements: i64,
     pub min_size: i64,
     /// Declared fields by CEL (escaped) name.
@@ -60,7 +60,7 @@ fn string_decl() -> Decl {
 }
 
 /// `SchemaDeclType`: the sizes of a schema node, `None` where CEL has no type for it.
-pub fn decl(s: &Schema, resource_root: bool) -> Option<Decl> {
+pub(super) fn decl(s: &Schema, resource_root: bool) -> Option<Decl> {
     if s.int_or_string {
         return Some(simple(1, MAX_REQUEST_SIZE_BYTES - 2));
     }
@@ -172,13 +172,13 @@ fn declares_type_and_meta(s: &Schema) -> bool {
 
 /// How many times a rule at a node of `decl` may run when the node's cardinality is
 /// unbounded (`maxCardinality`): as many as fit in a request.
-pub fn unbounded_cardinality(d: &Decl) -> u64 {
+pub(super) fn unbounded_cardinality(d: &Decl) -> u64 {
     (MAX_REQUEST_SIZE_BYTES / (d.min_size + 1)) as u64
 }
 
 /// The factor by which a schema node multiplies the cardinality of its children
 /// (`extractMaxElements`): `None` when unbounded.
-pub fn child_factor(s: &Schema) -> Option<u64> {
+pub(super) fn child_factor(s: &Schema) -> Option<u64> {
     match s.type_.as_str() {
         "object" if s.additional_properties.is_some() => s.max_properties,
         "array" => s.max_items,
@@ -187,7 +187,7 @@ pub fn child_factor(s: &Schema) -> Option<u64> {
 }
 
 /// `multiplyWithOverflowGuard`.
-pub fn times(cost: u64, cardinality: u64) -> u64 {
+pub(super) fn times(cost: u64, cardinality: u64) -> u64 {
     if cost == 0 {
         0
     } else {
@@ -211,7 +211,7 @@ pub struct RuleCost {
 }
 
 /// The API server's text for a cost over its limit.
-pub fn exceeds_message(what: &str, cost: u64, limit: u64) -> String {
+pub(super) fn exceeds_message(what: &str, cost: u64, limit: u64) -> String {
     let factor = cost as f64 / limit as f64;
     let shown = if factor > 100.0 {
         "more than 100x".to_string()
@@ -225,7 +225,7 @@ pub fn exceeds_message(what: &str, cost: u64, limit: u64) -> String {
 
 /// A cost or size range, saturating as cel-go's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Range {
+pub(super) struct Range {
     pub min: u64,
     pub max: u64,
 }
@@ -295,7 +295,7 @@ impl Est {
 }
 
 /// The estimator of one rule: the sizes of the rule's scope and the checked tree.
-pub struct Estimator<'a> {
+pub(super) struct Estimator<'a> {
     root: &'a Decl,
     ast: &'a TypedAst,
     /// Comprehension variables in scope: name, the range's path and type.
@@ -303,12 +303,12 @@ pub struct Estimator<'a> {
 }
 
 /// The estimated maximum cost of a checked rule whose `self` has the sizes of `root`.
-pub fn estimate(ast: &TypedAst, root: &Decl) -> u64 {
+pub(super) fn estimate(ast: &TypedAst, root: &Decl) -> u64 {
     estimate_range(ast, root).max
 }
 
 /// The estimated cost range (minimum and maximum) of a checked rule.
-pub fn estimate_range(ast: &TypedAst, root: &Decl) -> Range {
+pub(super) fn estimate_range(ast: &TypedAst, root: &Decl) -> Range {
     let mut e = Estimator {
         root,
         ast,

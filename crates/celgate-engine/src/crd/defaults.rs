@@ -9,7 +9,7 @@ use super::schema::Schema;
 /// Removes the null values of fields that are neither nullable nor defaulted
 /// (`PruneNonNullableNullsWithoutDefaults`, before defaulting): such a field reads as absent
 /// rather than failing its type. Nulls in lists are kept.
-pub fn prune_nulls(v: &mut Json, schema: Option<&Schema>) {
+pub(super) fn prune_nulls(v: &mut Json, schema: Option<&Schema>) {
     match v {
         Json::Object(m) => {
             let field_schema =
@@ -37,7 +37,7 @@ fn non_nullable_null(x: &Json, s: &Schema) -> bool {
 }
 
 /// Applies the defaults of `schema` to `v` in place.
-pub fn apply(v: &mut Json, schema: &Schema) {
+pub(super) fn apply(v: &mut Json, schema: &Schema) {
     match v {
         Json::Object(m) => {
             for (name, sub) in &schema.properties {

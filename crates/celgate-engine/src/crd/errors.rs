@@ -22,7 +22,7 @@ impl Cause {
         }
     }
 
-    pub fn type_invalid(field: impl Into<String>, value: &str, detail: &str) -> Cause {
+    pub(crate) fn type_invalid(field: impl Into<String>, value: &str, detail: &str) -> Cause {
         Cause {
             field: field.into(),
             reason: "FieldValueTypeInvalid".into(),
@@ -50,7 +50,11 @@ impl Cause {
         }
     }
 
-    pub fn not_supported(field: impl Into<String>, value: &str, supported: &[String]) -> Cause {
+    pub(crate) fn not_supported(
+        field: impl Into<String>,
+        value: &str,
+        supported: &[String],
+    ) -> Cause {
         Cause {
             field: field.into(),
             reason: "FieldValueNotSupported".into(),
@@ -106,7 +110,7 @@ pub use celgate_cel::apimachinery::quote::go_quote_str as go_quote;
 
 /// A JSON value as Go's `%v`/`%#v` shows it in `Invalid value: ...`: strings quoted,
 /// numbers and booleans bare.
-pub fn render_value(v: &serde_json::Value) -> String {
+pub(crate) fn render_value(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => go_quote(s),
         serde_json::Value::Null => "\"null\"".into(),

@@ -5,17 +5,17 @@
 //! error texts and field paths.
 
 pub mod cli;
-pub mod cost;
-pub mod defaults;
+mod cost;
+mod defaults;
 pub mod errors;
-pub mod prune;
+mod prune;
 pub mod request;
 pub mod rules;
 pub mod schema;
-pub mod structural;
-pub mod types;
-pub mod validate;
+mod structural;
+pub(crate) mod types;
+mod validate;
 
 pub use errors::{Cause, Status};
 pub use rules::{CompiledCrd, CrdInfo};
-pub use schema::Schema;
+pub use schema::{parse_crd, Crd, CrdError, Schema};

@@ -7,7 +7,7 @@ use serde_json::Value as Json;
 use super::schema::Schema;
 
 /// Prunes `v` (the whole object) in place.
-pub fn prune_root(v: &mut Json, schema: &Schema) {
+pub(super) fn prune_root(v: &mut Json, schema: &Schema) {
     prune(v, schema, true);
 }
 

@@ -18,17 +18,17 @@ use celgate_cel::{Env, Meter, Program, Value};
 
 /// Kubernetes minor version of the CEL environment CRD rules are compiled for: new
 /// expressions are checked at the compatibility version (1.31 for a 1.32 server).
-pub const CRD_CEL_VERSION: u16 = 31;
+pub(crate) const CRD_CEL_VERSION: u16 = 31;
 
 /// cel-go cost units one rule evaluation may spend (`PerCallLimit`).
 pub const PER_CALL_LIMIT: u64 = 1_000_000;
 
 /// cel-go cost units all rules of one object may spend (`RuntimeCELCostBudget`).
-pub const RUNTIME_BUDGET: u64 = 10_000_000;
+pub(crate) const RUNTIME_BUDGET: u64 = 10_000_000;
 
 /// Longest messageExpression result used as a message (bytes); a longer one falls back to
 /// the static message, as a blank or multi-line one does.
-pub const MAX_MESSAGE_LEN: usize = 5 * 1024;
+pub(crate) const MAX_MESSAGE_LEN: usize = 5 * 1024;
 
 const REASONS: &[&str] = &[
     "FieldValueDuplicate",
@@ -48,7 +48,7 @@ pub struct CrdInfo {
 
 impl CrdInfo {
     /// `Widget.group`, the qualified kind of a custom resource error.
-    pub fn qualified_kind(&self) -> String {
+    pub(crate) fn qualified_kind(&self) -> String {
         format!("{}.{}", self.kind, self.group)
     }
 }
@@ -88,8 +88,6 @@ pub struct CompiledCrd {
     root: Node,
 }
 
-pub use super::schema::SCHEMA_PATH;
-
 /// Checks the schema and compiles every rule; the causes are those of a rejected CRD.
 pub fn compile(crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
     compile_with_costs(crd, &mut Vec::new())
@@ -104,12 +102,12 @@ pub fn compile_with_costs(crd: &Crd, costs: &mut Vec<RuleCost>) -> Result<Compil
 /// Kubernetes minor version of the CEL environment expressions already stored in the CRD
 /// being replaced are compiled for (the server's own version, 1.32): an update may keep an
 /// expression that only a newer library accepts.
-pub const STORED_CEL_VERSION: u16 = 32;
+pub(crate) const STORED_CEL_VERSION: u16 = 32;
 
 /// What a CRD update relaxes (the API server's `validationOptions` on update).
 #[derive(Debug, Default, Clone)]
 pub struct UpdateOptions {
-    /// Rules (`rule` texts) of the CRD being replaced: compiled for [`STORED_CEL_VERSION`].
+    /// Rules (`rule` texts) of the CRD being replaced: compiled for the stored expressions' CEL version.
     pub stored_rules: HashSet<String>,
     /// Its `messageExpression` texts, likewise.
     pub stored_messages: HashSet<String>,
@@ -154,7 +152,7 @@ pub fn compile_update(old: &Crd, crd: &Crd) -> Result<CompiledCrd, Vec<Cause>> {
 }
 
 /// Compiles a CRD being created (`update` empty) or replacing another one.
-pub fn compile_full(
+pub(crate) fn compile_full(
     crd: &Crd,
     update: &UpdateOptions,
     costs: &mut Vec<RuleCost>,

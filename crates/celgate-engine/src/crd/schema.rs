@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 
 /// Path of the schema inside the CRD, as the API server names it when every version has the
 /// same schema (it is then reported under the internal `spec.validation`).
-pub const SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
+pub(crate) const SCHEMA_PATH: &str = "spec.validation.openAPIV3Schema";
 
 /// `additionalProperties`: a boolean or a schema.
 #[derive(Debug, Clone, Deserialize)]
@@ -128,54 +128,78 @@ impl Schema {
     }
 
     /// The schema of a map's values, when `additionalProperties` is a schema.
-    pub fn additional_schema(&self) -> Option<&Schema> {
+    pub(crate) fn additional_schema(&self) -> Option<&Schema> {
         match &self.additional_properties {
             Some(AdditionalProperties::Schema(s)) => Some(s),
             _ => None,
         }
-    }
-
-    /// The type name a CEL cause shows for a value at this schema (`"object"`, `"integer"`...).
-    pub fn type_label(&self) -> &str {
-        if self.type_.is_empty() {
-            if self.int_or_string {
-                return "integer";
-            }
-            return "object";
-        }
-        &self.type_
     }
 }
 
 /// The parts of a CRD the validator needs.
 #[derive(Debug, Clone)]
 pub struct Crd {
+    /// `metadata.name` (`<plural>.<group>`).
     pub name: String,
+    /// `spec.group`.
     pub group: String,
+    /// `spec.names.kind`.
     pub kind: String,
+    /// The version has a `/status` subresource.
     pub status_subresource: bool,
+    /// The version's `openAPIV3Schema`.
     pub schema: Schema,
     /// The schema as written, to tell whether an update changed it.
     pub raw_schema: Json,
-    /// Where errors in the schema are reported ([`SCHEMA_PATH`], or the
+    /// Where errors in the schema are reported (`spec.validation.openAPIV3Schema`, or the
     /// version's own schema when the versions' schemas differ).
     pub schema_path: String,
 }
 
+/// Why a CRD document cannot be read as a [`Crd`] (before any of the API server's checks).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CrdError {
+    /// No `spec`.
+    #[error("CRD has no spec")]
+    NoSpec,
+    /// No `spec.versions`.
+    #[error("CRD has no versions")]
+    NoVersions,
+    /// The version asked for is not among the CRD's.
+    #[error("CRD has no version {0:?}")]
+    NoVersion(String),
+    /// The version has no schema.
+    #[error("CRD version has no schema.openAPIV3Schema")]
+    NoSchema,
+    /// The schema does not read as an OpenAPI v3 schema.
+    #[error("invalid schema: {0}")]
+    InvalidSchema(#[source] serde_json::Error),
+    /// One version of a CRD whose versions have different schemas.
+    #[error("spec.versions[{index}]: {source}")]
+    InVersion {
+        /// The version's index in `spec.versions`.
+        index: usize,
+        /// Why it does not read.
+        #[source]
+        source: Box<CrdError>,
+    },
+}
+
 /// Reads a CRD from its JSON form (YAML converted by the caller), with its first version's
 /// schema.
-pub fn parse_crd(doc: &Json) -> Result<Crd, String> {
+pub fn parse_crd(doc: &Json) -> Result<Crd, CrdError> {
     parse_crd_version(doc, None)
 }
 
 /// Reads a CRD with the schema of `version` (by name), or of its first version.
-pub fn parse_crd_version(doc: &Json, version: Option<&str>) -> Result<Crd, String> {
+pub(crate) fn parse_crd_version(doc: &Json, version: Option<&str>) -> Result<Crd, CrdError> {
     let name = doc
         .pointer("/metadata/name")
         .and_then(Json::as_str)
         .unwrap_or_default()
         .to_string();
-    let spec = doc.get("spec").ok_or("CRD has no spec")?;
+    let spec = doc.get("spec").ok_or(CrdError::NoSpec)?;
     let group = spec
         .get("group")
         .and_then(Json::as_str)
@@ -194,15 +218,14 @@ pub fn parse_crd_version(doc: &Json, version: Option<&str>) -> Result<Crd, Strin
             None => v.first(),
         })
         .ok_or_else(|| match version {
-            Some(name) => format!("CRD has no version {name:?}"),
-            None => "CRD has no versions".to_string(),
+            Some(name) => CrdError::NoVersion(name.to_string()),
+            None => CrdError::NoVersions,
         })?;
     let status_subresource = version.pointer("/subresources/status").is_some();
     let raw = version
         .pointer("/schema/openAPIV3Schema")
-        .ok_or("CRD version has no schema.openAPIV3Schema")?;
-    let schema: Schema =
-        serde_json::from_value(raw.clone()).map_err(|e| format!("invalid schema: {e}"))?;
+        .ok_or(CrdError::NoSchema)?;
+    let schema: Schema = serde_json::from_value(raw.clone()).map_err(CrdError::InvalidSchema)?;
     Ok(Crd {
         name,
         group,
@@ -217,7 +240,7 @@ pub fn parse_crd_version(doc: &Json, version: Option<&str>) -> Result<Crd, Strin
 /// The CRD as the API server validates it: one schema when every version has the same
 /// (reported under `spec.validation`), else each version's, in order, reported under
 /// `spec.versions[i].schema.openAPIV3Schema`.
-pub fn parse_crd_versions(doc: &Json) -> Result<Vec<Crd>, String> {
+pub(crate) fn parse_crd_versions(doc: &Json) -> Result<Vec<Crd>, CrdError> {
     let versions = doc
         .pointer("/spec/versions")
         .and_then(Json::as_array)
@@ -232,8 +255,11 @@ pub fn parse_crd_versions(doc: &Json) -> Result<Vec<Crd>, String> {
         .iter()
         .enumerate()
         .map(|(i, v)| {
-            let mut crd = parse_crd_version(doc, v["name"].as_str())
-                .map_err(|e| format!("spec.versions[{i}]: {e}"))?;
+            let mut crd =
+                parse_crd_version(doc, v["name"].as_str()).map_err(|e| CrdError::InVersion {
+                    index: i,
+                    source: Box::new(e),
+                })?;
             crd.schema_path = format!("spec.versions[{i}].schema.openAPIV3Schema");
             Ok(crd)
         })

@@ -6,7 +6,7 @@ use super::errors::Cause;
 use super::schema::Schema;
 
 /// Causes for the schema at `path` (the root).
-pub fn check(schema: &Schema, path: &str) -> Vec<Cause> {
+pub(super) fn check(schema: &Schema, path: &str) -> Vec<Cause> {
     let mut causes = Vec::new();
     if schema.type_.is_empty() && !schema.preserve_unknown_fields && !schema.int_or_string {
         causes.push(Cause::required(
@@ -134,7 +134,7 @@ fn value_validation(s: &Schema, path: &str, causes: &mut Vec<Cause>) {
 /// `additionalProperties` beside `properties`, and the list and map types (list-map keys,
 /// set items). Like a rule-field error, such an error keeps the node's (and its ancestors')
 /// rules from being compiled.
-pub fn node_checks(s: &Schema, path: &str, causes: &mut Vec<Cause>) {
+pub(super) fn node_checks(s: &Schema, path: &str, causes: &mut Vec<Cause>) {
     use super::errors::go_quote;
     if s.unique_items {
         causes.push(Cause::forbidden(

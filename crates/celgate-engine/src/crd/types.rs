@@ -22,7 +22,7 @@ fn is_reserved(name: &str) -> bool {
 }
 
 /// The CEL name of a property, or `None` when the property is not accessible from CEL.
-pub fn escape(name: &str) -> Option<String> {
+pub(crate) fn escape(name: &str) -> Option<String> {
     if is_reserved(name) {
         return Some(format!("__{name}__"));
     }
@@ -55,7 +55,7 @@ pub fn escape(name: &str) -> Option<String> {
 /// The names a property has in CEL: its escaped name, and for a reserved word that the
 /// grammar accepts after `.` (all but `in`, `true`, `false`, `null`) its plain name too,
 /// which the API server also resolves (`self.namespace`).
-pub fn cel_names(name: &str) -> Vec<String> {
+pub(crate) fn cel_names(name: &str) -> Vec<String> {
     let Some(escaped) = escape(name) else {
         return Vec::new();
     };
@@ -73,7 +73,7 @@ fn accessible(s: &Schema) -> bool {
 }
 
 /// The declared CEL type of a value at `schema`; `name` names object types (`selfType.spec`).
-pub fn cel_type(schema: &Schema, name: &str) -> Option<Type> {
+pub(crate) fn cel_type(schema: &Schema, name: &str) -> Option<Type> {
     if schema.int_or_string {
         return Some(Type::Dyn);
     }
@@ -139,7 +139,7 @@ fn object_type(schema: &Schema, name: &str) -> Type {
 
 /// `metadata` of the root or of an embedded resource: only `name` and `generateName` are
 /// visible to rules.
-pub fn metadata_type(name: &str) -> Type {
+pub(crate) fn metadata_type(name: &str) -> Type {
     Type::Object(Arc::new(ObjectType {
         name: name.to_string(),
         fields: vec![
@@ -151,7 +151,7 @@ pub fn metadata_type(name: &str) -> Type {
 
 /// The type of `self` at the root: the schema's object type with `apiVersion`, `kind` and
 /// `metadata` (name, generateName) declared.
-pub fn root_type(schema: &Schema) -> Type {
+pub(crate) fn root_type(schema: &Schema) -> Type {
     let mut root = schema.clone();
     root.embedded_resource = true;
     root.properties
@@ -162,7 +162,7 @@ pub fn root_type(schema: &Schema) -> Type {
 /// Converts a JSON value to the CEL value of the type [`cel_type`] gives `schema`: object
 /// keys escaped, undeclared keys dropped, formats parsed. A value that does not fit the
 /// schema (which OpenAPI validation reports before rules run) converts as plain JSON.
-pub fn to_cel(v: &Json, schema: &Schema, embedded: bool) -> Value<'static> {
+pub(crate) fn to_cel(v: &Json, schema: &Schema, embedded: bool) -> Value<'static> {
     match v {
         Json::Null => Value::Null,
         Json::Bool(b) => Value::Bool(*b),

@@ -8,7 +8,7 @@ use super::errors::{go_quote, render_value, Cause};
 use super::schema::Schema;
 
 /// Validates `v` (the whole object) against `schema`.
-pub fn validate_root(v: &Json, schema: &Schema) -> Vec<Cause> {
+pub(super) fn validate_root(v: &Json, schema: &Schema) -> Vec<Cause> {
     let mut causes = Vec::new();
     validate(v, schema, "", &mut causes);
     causes
@@ -16,7 +16,7 @@ pub fn validate_root(v: &Json, schema: &Schema) -> Vec<Cause> {
 
 /// Whether a cause blocks CEL evaluation (`hasBlockingErr`): required, unsupported and
 /// type errors.
-pub fn is_blocking(c: &Cause) -> bool {
+pub(super) fn is_blocking(c: &Cause) -> bool {
     matches!(
         c.reason.as_str(),
         "FieldValueRequired" | "FieldValueNotSupported" | "FieldValueTypeInvalid"
@@ -24,7 +24,7 @@ pub fn is_blocking(c: &Cause) -> bool {
 }
 
 /// The synthetic cause added when CEL rules were skipped.
-pub fn skipped_rules_cause() -> Cause {
+pub(super) fn skipped_rules_cause() -> Cause {
     Cause::invalid(
         "<nil>",
         "\"null\"",

@@ -16,7 +16,7 @@ use celgate_cel::types::{ObjectType, Type};
 
 /// How object fields are named in CEL.
 #[derive(Debug, Clone, Copy)]
-pub struct Naming {
+pub(super) struct Naming {
     /// A reserved word is also found by its plain name (`object.metadata.namespace`), which
     /// the API server's type provider does from Kubernetes 1.31
     /// (`SetRecognizeKeywordAsFieldName`); before, only `__namespace__` is declared.
@@ -25,7 +25,12 @@ pub struct Naming {
 
 /// The declared type of a value at `schema`, or `None` when the API server does not expose
 /// it. `name` names object types: the root's name, then `.field`, `.@idx` and `.@elem`.
-pub fn decl_type(schema: &Schema, resource_root: bool, name: &str, naming: Naming) -> Option<Type> {
+pub(super) fn decl_type(
+    schema: &Schema,
+    resource_root: bool,
+    name: &str,
+    naming: Naming,
+) -> Option<Type> {
     if schema.int_or_string || schema.format == "int-or-string" {
         return Some(Type::Dyn);
     }

@@ -20,7 +20,7 @@ const BUILTIN: &str = include_str!("../../assets/builtin-schemas.json");
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
-pub use crate::matching::registry::Gvk;
+pub(super) use crate::matching::registry::Gvk;
 
 #[derive(Debug, Deserialize)]
 struct BuiltinResource {
@@ -64,14 +64,14 @@ struct CrdKind {
 
 /// The kinds and schemas a policy folder's type checking can see.
 #[derive(Debug, Clone, Default)]
-pub struct Kinds {
+pub(crate) struct Kinds {
     crds: Vec<CrdKind>,
 }
 
 impl Kinds {
     /// The built-in kinds plus the CRDs among `docs` (other documents are ignored). A CRD
     /// takes the place of a built-in kind with the same group and resource.
-    pub fn new<'a>(docs: impl IntoIterator<Item = &'a Json>) -> Kinds {
+    pub(crate) fn new<'a>(docs: impl IntoIterator<Item = &'a Json>) -> Kinds {
         let crds = docs
             .into_iter()
             .filter(|d| {
@@ -88,7 +88,7 @@ impl Kinds {
     /// `RESTMapper.KindsFor` for a fully specified group, version and resource: the kind
     /// of a served CRD version or of a built-in resource (by plural or singular name, in
     /// lower case), or nothing when the resource is unknown.
-    pub fn kinds_for(&self, group: &str, version: &str, resource: &str) -> Vec<Gvk> {
+    pub(crate) fn kinds_for(&self, group: &str, version: &str, resource: &str) -> Vec<Gvk> {
         let resource = resource.to_ascii_lowercase();
         let gvk = |kind: &str| Gvk {
             group: group.to_string(),
@@ -126,7 +126,7 @@ impl Kinds {
 
     /// `SchemaResolver.ResolveSchema`: the schema of a kind, or `None` (`ErrSchemaNotFound`)
     /// when neither a CRD in the folder nor the built-in table has it.
-    pub fn schema(&self, gvk: &Gvk) -> Option<Schema> {
+    pub(crate) fn schema(&self, gvk: &Gvk) -> Option<Schema> {
         let raw = self.raw_schema(gvk)?;
         // A schema that does not read (a CRD with malformed keywords) resolves to nothing,
         // as a CRD the API server could not publish.

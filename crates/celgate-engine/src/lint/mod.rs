@@ -2,15 +2,15 @@
 //! (`status.typeChecking`, `plugin/policy/validating/typechecking.go`), offline.
 //!
 //! For each policy: the kinds its matchConstraints name (no wildcards, no subresources, at
-//! most 10), each with a schema (built-in kinds from [`kinds`]' table, CRDs from the
+//! most 10), each with a schema (built-in kinds from the `kinds` table, CRDs from the
 //! folder); every validation's `expression` and `messageExpression` is type-checked once per
 //! kind with `object` and `oldObject` typed by that kind's schema and `params` by the
 //! paramKind's, variables compiled first in the same environment. The warnings are the API
 //! server's `expressionWarnings`: `{fieldRef, warning}` with one `<GVK>: <errors>` block per
 //! kind whose check failed.
 
-pub mod decl;
-pub mod kinds;
+mod decl;
+mod kinds;
 
 use std::collections::BTreeSet;
 
@@ -25,24 +25,28 @@ use decl::{decl_type, Naming};
 use kinds::{Gvk, Kinds};
 
 /// `maxTypesToCheck`: how many kinds a policy is checked against at most.
-pub const MAX_TYPES_TO_CHECK: usize = 10;
+pub(crate) const MAX_TYPES_TO_CHECK: usize = 10;
 
 /// One entry of `status.typeChecking.expressionWarnings`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExpressionWarning {
+    /// The expression's field in the policy (`spec.validations[0].expression`).
     pub field_ref: String,
+    /// The type errors, one `<GVK>: <errors>` block per kind whose check failed.
     pub warning: String,
 }
 
 /// What type checking says of one policy.
 #[derive(Debug, Clone)]
 pub struct PolicyLint {
+    /// The policy's name.
     pub name: String,
     /// The kinds the expressions were checked against (those with a schema), in order.
     pub checked: Vec<Gvk>,
     /// The kinds the matchConstraints name that have no schema (not checked).
     pub unresolved: Vec<Gvk>,
+    /// The policy's `expressionWarnings`.
     pub warnings: Vec<ExpressionWarning>,
 }
 
@@ -69,11 +73,26 @@ impl Behaviour {
     }
 }
 
+/// Why a set of documents cannot be type-checked.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LintError {
+    /// A ValidatingAdmissionPolicy whose spec does not read.
+    #[error("ValidatingAdmissionPolicy {name:?}: {source}")]
+    Policy {
+        /// The policy's name.
+        name: String,
+        /// Why it does not read.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 /// Type-checks every policy among `docs` (ValidatingAdmissionPolicy of
 /// `admissionregistration.k8s.io`), with the CRDs among them, as the API server of
 /// Kubernetes 1.`version` would. Documents that are not policies are ignored; a policy
 /// whose spec does not read is an error naming it.
-pub fn lint_documents(docs: &[Json], version: u16) -> Result<Vec<PolicyLint>, String> {
+pub fn lint_documents(docs: &[Json], version: u16) -> Result<Vec<PolicyLint>, LintError> {
     let kinds = Kinds::new(docs);
     let mut out = Vec::new();
     for d in docs {
@@ -84,12 +103,14 @@ pub fn lint_documents(docs: &[Json], version: u16) -> Result<Vec<PolicyLint>, St
         if !is_vap {
             continue;
         }
-        let policy = <Policy as serde::Deserialize>::deserialize(d).map_err(|e| {
-            format!(
-                "ValidatingAdmissionPolicy {:?}: {e}",
-                d["metadata"]["name"].as_str().unwrap_or_default()
-            )
-        })?;
+        let policy =
+            <Policy as serde::Deserialize>::deserialize(d).map_err(|source| LintError::Policy {
+                name: d["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                source,
+            })?;
         out.push(lint_policy(&policy, &kinds, version));
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -100,7 +121,7 @@ pub fn lint_documents(docs: &[Json], version: u16) -> Result<Vec<PolicyLint>, St
 /// A rule with a wildcard group or version is skipped whole; wildcard resources and
 /// subresources are skipped; the walk stops once [`MAX_TYPES_TO_CHECK`] kinds were found
 /// (counting repeats, as in-tree).
-pub fn types_to_check(policy: &Policy, kinds: &Kinds) -> Vec<Gvk> {
+pub(crate) fn types_to_check(policy: &Policy, kinds: &Kinds) -> Vec<Gvk> {
     let mut gvks = BTreeSet::new();
     let Some(mc) = &policy.spec.match_constraints else {
         return Vec::new();
@@ -174,7 +195,7 @@ fn params_gvk(policy: &Policy) -> Option<Gvk> {
 }
 
 /// Type-checks one policy against `kinds` as the API server of Kubernetes 1.`version`.
-pub fn lint_policy(policy: &Policy, kinds: &Kinds, version: u16) -> PolicyLint {
+pub(crate) fn lint_policy(policy: &Policy, kinds: &Kinds, version: u16) -> PolicyLint {
     let behaviour = Behaviour::of(version);
     let mut checked = Vec::new();
     let mut unresolved = Vec::new();

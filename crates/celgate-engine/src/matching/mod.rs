@@ -152,7 +152,7 @@ impl Matcher {
 
     /// §2.2: selectors, then exclusions, then rules; selector errors only count when the
     /// rules match. Equivalents are those of a resource the registry does not know (see
-    /// [`Self::matches_resource`]).
+    /// `Self::matches_resource`).
     pub fn matches(&self, req: &RequestAttributes, namespaces: &dyn Namespaces) -> Match {
         self.matches_resource(req, namespaces, Equivalents::Unknown)
             .0
@@ -162,7 +162,7 @@ impl Matcher {
     /// (`matching.go` `matchesResourceRules`): the request's own when a rule names it (or
     /// there are no rules), else under matchPolicy Equivalent the first rule, in order, that
     /// names an equivalent one.
-    pub fn matches_resource<'s>(
+    pub(crate) fn matches_resource<'s>(
         &'s self,
         req: &RequestAttributes,
         namespaces: &dyn Namespaces,

@@ -5,3 +5,6 @@ pub mod compile;
 pub mod namespace_object;
 pub mod snapshot;
 pub mod validate;
+
+pub use compile::CompiledPolicy;
+pub use snapshot::{CompileCache, Scope, Snapshot, SnapshotBuilder};

@@ -150,7 +150,7 @@ impl PolicyIndex {
     /// The policies that may match a request on `group`/`resource` or (matchPolicy
     /// Equivalent) on one of its `equivalents` in another group or resource (core and
     /// `events.k8s.io` events), in snapshot order, each once.
-    pub fn candidates_with(
+    pub(crate) fn candidates_with(
         &self,
         group: &str,
         resource: &str,
@@ -192,9 +192,12 @@ impl PolicyIndex {
     }
 }
 
+/// Everything admission reads, compiled (built by a [`SnapshotBuilder`]; immutable).
 #[derive(Debug, Default)]
 pub struct Snapshot {
+    /// The policies that have a binding, compiled, by name; each with its bindings by name.
     pub policies: Vec<PolicyEntry>,
+    /// The namespaces, by name.
     pub namespaces: BTreeMap<String, NamespaceEntry>,
     /// Param candidates by (API group, kind).
     pub params: BTreeMap<(String, String), Vec<ParamObject>>,
@@ -202,6 +205,7 @@ pub struct Snapshot {
     pub kinds: BTreeMap<(String, String), Scope>,
     /// RBAC objects: (Cluster)Roles and (Cluster)RoleBindings, as JSON.
     pub rbac: Arc<Vec<Arc<Json>>>,
+    /// Which policies a request's resource may match.
     pub index: PolicyIndex,
     /// The resources the cluster serves (built-ins of the snapshot's Kubernetes minor, and
     /// its CRDs), for equivalent matching and conversion.
@@ -315,10 +319,12 @@ impl CompileCache {
         }
     }
 
+    /// How many compiled policies are kept.
     pub fn len(&self) -> usize {
         self.map.lock().map_or(0, |m| m.len())
     }
 
+    /// No compiled policy is kept.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -335,6 +341,7 @@ pub struct SnapshotBuilder {
 }
 
 impl SnapshotBuilder {
+    /// A builder that knows the scope of the built-in kinds.
     pub fn new() -> Self {
         let mut b = SnapshotBuilder::default();
         for (g, k, s) in BUILTIN_KINDS {
@@ -365,10 +372,12 @@ impl SnapshotBuilder {
             .insert((group.to_string(), kind.to_string()));
     }
 
+    /// Adds a ValidatingAdmissionPolicy (compiled by [`Self::build`] if a binding names it).
     pub fn add_policy(&mut self, p: Policy) {
         self.policies.push(p);
     }
 
+    /// Adds a ValidatingAdmissionPolicyBinding.
     pub fn add_binding(&mut self, b: Binding) {
         self.bindings.push(b);
     }

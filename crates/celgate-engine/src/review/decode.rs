@@ -54,22 +54,33 @@ pub enum ReviewError {
     /// A field has another JSON type than its Go type.
     #[error("{path}: Invalid value: must be {expected}, not {got}")]
     WrongType {
+        /// The field's JSON path.
         path: String,
+        /// The JSON type its Go type reads.
         expected: &'static str,
+        /// The JSON type sent.
         got: &'static str,
     },
     /// A string the API server never sends this way (the path, the value Go-quoted and cut
-    /// to [`MAX_SHOWN`] bytes, why).
+    /// to `MAX_SHOWN` bytes, why).
     #[error("{path}: Invalid value: {value}: {detail}")]
     Invalid {
+        /// The field's JSON path.
         path: String,
+        /// The value, Go-quoted and cut.
         value: String,
+        /// Why it is refused.
         detail: &'static str,
     },
     /// A string longer than the API server ever sends (the path, the most bytes allowed); the
     /// value is not repeated.
     #[error("{path}: Too long: may not be more than {max} bytes")]
-    TooLong { path: String, max: usize },
+    TooLong {
+        /// The field's JSON path.
+        path: String,
+        /// The most bytes allowed.
+        max: usize,
+    },
     /// `request.operation` is not one of the four (the operation, Go-quoted).
     #[error("request.operation: Unsupported value: {0}: supported values: \"CREATE\", \"UPDATE\", \"DELETE\", \"CONNECT\"")]
     UnsupportedOperation(String),
@@ -79,7 +90,7 @@ pub enum ReviewError {
 /// `types.UID` filled by `uuid.NewUUID` in k8s.io/apiserver's admission webhook request
 /// builder); the uid is echoed in every answer and log line, so a megabyte one is refused
 /// rather than copied.
-pub const MAX_UID_BYTES: usize = 256;
+pub(super) const MAX_UID_BYTES: usize = 256;
 
 /// The most bytes of a refused value an error repeats.
 const MAX_SHOWN: usize = 256;

@@ -12,7 +12,7 @@ use crate::admission::request::Request;
 use crate::admission::AdmissionVerdict;
 
 /// Kubernetes' reason to HTTP code (§5.1).
-pub fn code_for(reason: &str) -> u16 {
+pub(crate) fn code_for(reason: &str) -> u16 {
     match reason {
         "Forbidden" => 403,
         "Unauthorized" => 401,
@@ -58,7 +58,7 @@ fn cut_runes(text: &str, runes: usize) -> &str {
 /// does not, every warning kept so far and each later one cut to [`WARNING_ITEM_RUNES`],
 /// and later ones added only while the total is under the limit. 10,000 failing Warn
 /// validations make a few kilobytes of answer, not tens of megabytes.
-pub fn recorded_warnings(warnings: &[String]) -> Vec<&str> {
+pub(crate) fn recorded_warnings(warnings: &[String]) -> Vec<&str> {
     let mut seen = std::collections::HashSet::new();
     let mut kept: Vec<&str> = Vec::new();
     let (mut written, mut truncating) = (0usize, false);

@@ -11,6 +11,38 @@ use serde_json::{json, Map, Value as Json};
 use crate::matching::registry::Registry;
 use celgate_cel::env::NEWEST_MINOR;
 
+/// Why no AdmissionReview can be built: the texts name the case field or the `celgate eval`
+/// flag at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// A CONNECT has no object to build a review from.
+    #[error("operation: a CONNECT case needs a review file (review: path)")]
+    ConnectNeedsReview,
+    /// A case's UPDATE without its old object.
+    #[error("oldObject: an UPDATE needs the object as it was (oldObject)")]
+    UpdateNeedsOldObject,
+    /// Neither an object nor an old object.
+    #[error("object: a case needs an object (or a review)")]
+    NoObject,
+    #[error("object.apiVersion: required")]
+    NoApiVersion,
+    #[error("object.kind: required")]
+    NoKind,
+    /// Neither a built-in kind nor one of the given CRDs'.
+    #[error("object: unknown kind {kind:?} of {api_version:?}: give its CustomResourceDefinition in the suite's resources")]
+    UnknownKind { kind: String, api_version: String },
+    /// `celgate eval --operation` names another operation.
+    #[error("--operation: expected CREATE, UPDATE or DELETE, got {0:?}")]
+    Operation(String),
+    /// `celgate eval --operation UPDATE` without `--old`.
+    #[error("--operation UPDATE needs --old (the object as it was)")]
+    UpdateNeedsOld,
+    /// The manifest is not a mapping.
+    #[error("the manifest must be a Kubernetes object (a mapping)")]
+    NotAnObject,
+}
+
 /// The user of a request built without one (`celgate eval`, test cases).
 pub const DEFAULT_USER: &str = "celgate-test-user";
 
@@ -113,7 +145,7 @@ pub fn build(
     index: usize,
     object: Option<Json>,
     old_object: Option<Json>,
-) -> Result<Json, String> {
+) -> Result<Json, ManifestError> {
     let operation = spec.operation.as_str();
     // A DELETE acts on the existing object: `object` is taken as the old one.
     let (mut object, old_object) = match (operation, object, old_object) {
@@ -121,32 +153,30 @@ pub fn build(
         (_, o, old) => (o, old),
     };
     match (operation, &old_object) {
-        ("CONNECT", _) => {
-            return Err("operation: a CONNECT case needs a review file (review: path)".into())
-        }
-        ("UPDATE", None) => {
-            return Err("oldObject: an UPDATE needs the object as it was (oldObject)".into())
-        }
+        ("CONNECT", _) => return Err(ManifestError::ConnectNeedsReview),
+        ("UPDATE", None) => return Err(ManifestError::UpdateNeedsOldObject),
         _ => {}
     }
     let subject = object
         .as_ref()
         .or(old_object.as_ref())
-        .ok_or("object: a case needs an object (or a review)")?;
+        .ok_or(ManifestError::NoObject)?;
     let api_version = subject["apiVersion"]
         .as_str()
-        .ok_or("object.apiVersion: required")?
+        .ok_or(ManifestError::NoApiVersion)?
         .to_string();
     let kind = subject["kind"]
         .as_str()
-        .ok_or("object.kind: required")?
+        .ok_or(ManifestError::NoKind)?
         .to_string();
     let (group, version) = group_version(&api_version);
-    let (plural, namespaced) = resources.lookup(group, version, &kind).ok_or_else(|| {
-        format!(
-            "object: unknown kind {kind:?} of {api_version:?}: give its CustomResourceDefinition in the suite's resources"
-        )
-    })?;
+    let (plural, namespaced) =
+        resources
+            .lookup(group, version, &kind)
+            .ok_or_else(|| ManifestError::UnknownKind {
+                kind: kind.clone(),
+                api_version: api_version.clone(),
+            })?;
     let meta_name = subject["metadata"]["name"]
         .as_str()
         .unwrap_or("")
@@ -266,7 +296,7 @@ pub struct ManifestRequest {
 pub fn manifest_review<'a>(
     cluster: impl Iterator<Item = &'a Json>,
     m: ManifestRequest,
-) -> Result<Json, String> {
+) -> Result<Json, ManifestError> {
     let operation = match m
         .operation
         .as_deref()
@@ -276,17 +306,13 @@ pub fn manifest_review<'a>(
         None | Some("CREATE") => "CREATE",
         Some("UPDATE") => "UPDATE",
         Some("DELETE") => "DELETE",
-        Some(other) => {
-            return Err(format!(
-                "--operation: expected CREATE, UPDATE or DELETE, got {other:?}"
-            ))
-        }
+        Some(other) => return Err(ManifestError::Operation(other.to_string())),
     };
     if operation == "UPDATE" && m.old.is_none() {
-        return Err("--operation UPDATE needs --old (the object as it was)".into());
+        return Err(ManifestError::UpdateNeedsOld);
     }
     if !m.object.is_object() {
-        return Err("the manifest must be a Kubernetes object (a mapping)".into());
+        return Err(ManifestError::NotAnObject);
     }
     let operation = operation.to_string();
     // The user as given (`system:authenticated` always added), else the plain test user.

@@ -1,15 +1,15 @@
 //! The AdmissionReview codec: decodes a v1/v1beta1 review into the engine's request model
-//! ([`crate::admission::request::Request`]) and encodes the engine's verdict as the review to
+//! ([`crate::admission::Request`]) and encodes the engine's verdict as the review to
 //! send back. The server and the CLI use it; the engine (`admission`) never does: data flows
 //! review -> admission -> review, and `admission` knows no wire format.
 
-pub mod decode;
+mod decode;
 pub mod encode;
 pub mod manifest;
 
 use serde_json::Value as Json;
 
-use crate::admission::{admit, AdmissionVerdict, AdmitContext, PolicyResult};
+use crate::admission::{admit, AdmissionVerdict, AdmitContext, AdmitOptions, PolicyResult};
 use crate::policy::snapshot::Snapshot;
 pub use decode::{request, ReviewError};
 
@@ -17,15 +17,19 @@ pub use decode::{request, ReviewError};
 /// metrics).
 #[derive(Debug)]
 pub struct Answer {
+    /// The AdmissionReview to send back (the request's apiVersion, its uid, the response).
     pub review: Json,
+    /// What admission decided.
     pub verdict: AdmissionVerdict,
+    /// `request.uid`.
     pub uid: String,
+    /// `request.operation`.
     pub operation: String,
     /// What the request was about; filled only when a result failed or errored (for the
     /// result log lines), so that the usual review copies nothing for it.
     pub subject: Option<Subject>,
     /// The object a stored-object admission was about, for policy reports: filled only by
-    /// [`answer_traced`] (then with [`AdmissionVerdict::results`] traced too), for a request
+    /// [`answer`] with [`AnswerOptions::trace`] (then with [`AdmissionVerdict::results`] too), for a request
     /// without a subresource and not a dry run.
     pub reported: Option<ObjectRef>,
 }
@@ -64,43 +68,35 @@ pub enum Mode {
     Observe,
 }
 
-/// Parses an AdmissionReview body (JSON) and answers it: the whole request path, shared by
-/// `celgate eval` and the server. Evaluation stops at the deadline of `context` (then the
-/// verdict says `timed_out`).
+/// How [`answer`] answers: the mode of the answer and what it records beyond it. The
+/// default is the in-tree answer ([`Mode::Enforce`]), untraced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AnswerOptions {
+    /// How the verdict becomes the answer.
+    pub mode: Mode,
+    /// Also each validation's result ([`AdmissionVerdict::results`]) and the object reported
+    /// on ([`Answer::reported`]): for the cluster's policy reports, which cost this extra
+    /// work only when written.
+    pub trace: bool,
+}
+
+/// Parses an AdmissionReview body (JSON) and answers it as `options` says: the whole
+/// request path, shared by `celgate eval` and the server. Evaluation stops at the deadline
+/// of `context` (then the verdict says `timed_out`).
 pub fn answer(
     snapshot: &Snapshot,
     body: &[u8],
     context: &AdmitContext<'_>,
+    options: AnswerOptions,
 ) -> Result<Answer, ReviewError> {
-    answer_in(snapshot, body, context, Mode::Enforce)
-}
-
-/// [`answer`], answering as `mode` says.
-pub fn answer_in(
-    snapshot: &Snapshot,
-    body: &[u8],
-    context: &AdmitContext<'_>,
-    mode: Mode,
-) -> Result<Answer, ReviewError> {
-    answer_traced(snapshot, body, context, mode, false)
-}
-
-/// [`answer_in`]; when `trace`, also each validation's result and the object reported on
-/// (for the cluster's policy reports, which cost this extra work only when written).
-pub fn answer_traced(
-    snapshot: &Snapshot,
-    body: &[u8],
-    context: &AdmitContext<'_>,
-    mode: Mode,
-    trace: bool,
-) -> Result<Answer, ReviewError> {
+    let AnswerOptions { mode, trace } = options;
     let doc = celgate_cel::json::Doc::parse(body).map_err(ReviewError::MalformedJson)?;
     let req = request(&doc)?;
-    let verdict = if trace {
-        crate::admission::admit_traced(snapshot, &req, context)
-    } else {
-        admit(snapshot, &req, context)
+    let options = AdmitOptions {
+        trace,
+        ..AdmitOptions::default()
     };
+    let verdict = admit(snapshot, &req, context, options);
     let reported = if trace { reported(&req) } else { None };
     let review = match mode {
         Mode::Enforce => encode::review(&req, &verdict),
@@ -168,10 +164,4 @@ fn subject(req: &crate::admission::request::Request<'_>) -> Subject {
         namespace: a.namespace.clone(),
         name: req.display_name(),
     }
-}
-
-/// [`answer`] with no services and the default limits (no deadline), keeping only the
-/// AdmissionReview.
-pub fn review_answer(snapshot: &Snapshot, body: &[u8]) -> Result<Json, ReviewError> {
-    answer(snapshot, body, &AdmitContext::default()).map(|a| a.review)
 }

@@ -20,9 +20,9 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use crate::admission::bare::BareNamespaces;
-use crate::admission::{admit_traced, AdmitContext, PolicyResult, Services};
+use crate::admission::{admit, AdmitContext, AdmitOptions, PolicyResult, Services};
 use crate::policy::snapshot::Snapshot;
-use crate::review::manifest::{manifest_review, ManifestRequest};
+use crate::review::manifest::{manifest_review, ManifestError, ManifestRequest};
 
 /// The user of every scan request: celgate's service account as the chart installs it.
 pub const SCAN_USER: &str = "system:serviceaccount:celgate:celgate";
@@ -74,7 +74,9 @@ pub struct ScanResult {
 /// An object's results.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectResults {
+    /// The object, as policy reports reference it.
     pub resource: Resource,
+    /// Each matching (policy, binding)'s validations, the worst over its params.
     pub results: Vec<ScanResult>,
     /// The API server would refuse the object's CREATE today (a Deny binding failed, or an
     /// error under failurePolicy Fail).
@@ -93,6 +95,21 @@ pub fn service_account_identity(namespace: &str, name: &str) -> (String, Vec<Str
     )
 }
 
+/// Why an object cannot be scanned: no request can be built for it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScanError {
+    /// No apiVersion or kind, or a kind whose resource is unknown.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The review built does not round-trip through JSON (too deep an object).
+    #[error(transparent)]
+    Json(serde_json::Error),
+    /// The review built does not decode as the API server's.
+    #[error(transparent)]
+    Review(#[from] crate::review::ReviewError),
+}
+
 /// Evaluates objects against a snapshot.
 pub struct Scanner<'s> {
     snapshot: &'s Snapshot,
@@ -105,6 +122,8 @@ pub struct Scanner<'s> {
 }
 
 impl<'s> Scanner<'s> {
+    /// Scans against `snapshot`, with the kinds of `crds` known (besides the built-in ones),
+    /// as [`SCAN_USER`] and without services.
     pub fn new(snapshot: &'s Snapshot, crds: Vec<Json>) -> Scanner<'s> {
         Scanner {
             snapshot,
@@ -132,13 +151,14 @@ impl<'s> Scanner<'s> {
         self
     }
 
+    /// The snapshot scanned against.
     pub fn snapshot(&self) -> &'s Snapshot {
         self.snapshot
     }
 
     /// Evaluates `object` as its CREATE; an error when no request can be built for it (no
     /// apiVersion or kind, a kind whose resource is unknown).
-    pub fn scan(&self, object: Json) -> Result<ObjectResults, String> {
+    pub fn scan(&self, object: Json) -> Result<ObjectResults, ScanError> {
         self.scan_traced(object).map(|(results, _)| results)
     }
 
@@ -147,7 +167,7 @@ impl<'s> Scanner<'s> {
     pub fn scan_traced(
         &self,
         object: Json,
-    ) -> Result<(ObjectResults, Vec<crate::admission::Evaluated>), String> {
+    ) -> Result<(ObjectResults, Vec<crate::admission::Evaluated>), ScanError> {
         let resource = Resource::of(&object);
         let request = ManifestRequest {
             operation: Some("CREATE".into()),
@@ -160,14 +180,18 @@ impl<'s> Scanner<'s> {
             dry_run: true,
         };
         let review = manifest_review(self.crds.iter(), request)?;
-        let body = serde_json::to_vec(&review).map_err(|e| e.to_string())?;
-        let doc = celgate_cel::json::Doc::parse(&body).map_err(|e| e.to_string())?;
-        let req = crate::review::request(&doc).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(&review).map_err(ScanError::Json)?;
+        let doc = celgate_cel::json::Doc::parse(&body).map_err(ScanError::Json)?;
+        let req = crate::review::request(&doc)?;
         let context = AdmitContext {
             services: &self.services,
             ..AdmitContext::default()
         };
-        let verdict = admit_traced(self.snapshot, &req, &context);
+        let options = AdmitOptions {
+            trace: true,
+            ..AdmitOptions::default()
+        };
+        let verdict = admit(self.snapshot, &req, &context, options);
         let results = ObjectResults {
             resource,
             results: verdict_results(self.snapshot, &verdict),
@@ -178,7 +202,7 @@ impl<'s> Scanner<'s> {
 }
 
 /// Each matching (policy, binding)'s validations, the worst over its params, from a verdict
-/// of [`admit_traced`] on `snapshot` (also the cluster's report writer's input).
+/// of a traced [`admit`] on `snapshot` (also the cluster's report writer's input).
 pub fn verdict_results(
     snapshot: &Snapshot,
     verdict: &crate::admission::AdmissionVerdict,

@@ -184,7 +184,7 @@ impl ReportResult {
 }
 
 impl ReportResult {
-    /// A result as a report lists it, read back (the inverse of [`Self::to_json`]): its
+    /// A result as a report lists it, read back (the inverse of `Self::to_json`): its
     /// resource and the result; `None` when it is not one celgate writes. The reason is
     /// not listed, only the severity it gave: it comes back as a reason of that severity.
     pub fn from_json(result: &Json) -> Option<(Resource, ReportResult)> {
