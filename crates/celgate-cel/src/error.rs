@@ -12,6 +12,7 @@ pub struct SyntaxError {
 
 /// One compile error (syntax or type check) with its position in the expression.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Issue {
     /// 1-based line.
     pub line: usize,

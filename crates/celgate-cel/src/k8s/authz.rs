@@ -91,6 +91,7 @@ pub struct Decision {
 /// `authorizer error: <this>`, which the policy's failurePolicy handles, rather than a silent
 /// denial.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AuthorizeError {
     /// The backend that answers checks could not be asked or did not answer (a
     /// SubjectAccessReview that failed or timed out); shows, and is sourced by, the backend's
