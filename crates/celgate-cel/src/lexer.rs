@@ -149,7 +149,7 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
 /// The tokens of `src`, and the text ANTLR's lexer could not recognize: as it does, each
 /// such error is reported and lexing goes on after the character where matching failed.
 /// Other lexical errors (a malformed number) stop at once.
-pub fn tokenize_recovering(src: &str) -> Result<(Vec<Token>, Vec<SyntaxError>), SyntaxError> {
+pub(crate) fn tokenize_recovering(src: &str) -> Result<(Vec<Token>, Vec<SyntaxError>), SyntaxError> {
     let mut lx = Lexer {
         src,
         bytes: src.as_bytes(),

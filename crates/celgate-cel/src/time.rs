@@ -298,7 +298,7 @@ impl Timestamp {
 /// A duration as cel-go prints it: `strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"`,
 /// the shortest decimal of the seconds as a double (so nanoseconds past a double's
 /// precision are rounded: `9223372036.854776s`).
-pub fn format_duration(nanos: i64) -> String {
+pub(crate) fn format_duration(nanos: i64) -> String {
     // Go's `Duration.Seconds`: whole seconds plus the nanoseconds over 1e9.
     let secs = (nanos / 1_000_000_000) as f64 + (nanos % 1_000_000_000) as f64 / 1e9;
     format!("{secs}s")

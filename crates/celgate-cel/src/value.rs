@@ -25,7 +25,7 @@ use super::meter::Ticker;
 use super::text::char_count;
 
 /// The bytes one element slot of a built list takes (map entries take two).
-pub const VALUE_BYTES: u64 = std::mem::size_of::<Value<'static>>() as u64;
+pub(crate) const VALUE_BYTES: u64 = std::mem::size_of::<Value<'static>>() as u64;
 
 /// A string: borrowed from the request JSON or the program, or shared.
 #[derive(Clone, Debug)]
@@ -102,7 +102,7 @@ pub struct Concat<'a> {
 /// The deepest tree of concatenations kept as a view; a deeper one is copied flat by its
 /// builder. Doubling a list even 60 times overflows any size, so this refuses nothing a
 /// view could serve, and keeps `Drop` (which recurses through the tree) shallow.
-pub const MAX_CONCAT_DEPTH: u32 = 64;
+pub(crate) const MAX_CONCAT_DEPTH: u32 = 64;
 
 impl<'a> List<'a> {
     pub fn len(&self) -> usize {
@@ -1038,7 +1038,7 @@ impl<'a> Value<'a> {
 /// Compares numbers across kinds as cel-go does: int and uint exactly; against a double, a
 /// double outside the integer range orders outside it, otherwise the integer is converted to
 /// double (so `9223372036854775807 == 9223372036854775808.0`, as in cel-go). `None` for NaN.
-pub fn num_cmp(a: &Value<'_>, b: &Value<'_>) -> Option<Ordering> {
+pub(crate) fn num_cmp(a: &Value<'_>, b: &Value<'_>) -> Option<Ordering> {
     use Value::*;
     match (a, b) {
         (Int(x), Int(y)) => Some(x.cmp(y)),

@@ -18,7 +18,13 @@ use crate::value::{Opaque, Value};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Principal {
     RequestUser,
-    ServiceAccount { namespace: String, name: String },
+    /// The service account `system:serviceaccount:<namespace>:<name>`.
+    ServiceAccount {
+        /// The service account's namespace.
+        namespace: String,
+        /// The service account's name.
+        name: String,
+    },
 }
 
 impl Principal {
@@ -335,7 +341,7 @@ fn cost_selector(a: &[Value<'_>]) -> u64 {
 pub const AUTHORIZER: &str = "kubernetes.authorization.Authorizer";
 pub const RESOURCE_CHECK: &str = "kubernetes.authorization.ResourceCheck";
 
-pub fn register(add: Register<'_>) {
+pub(crate) fn register(add: Register<'_>) {
     let v = since::AUTHZ;
     add(
         "path",

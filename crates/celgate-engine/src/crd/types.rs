@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 use super::schema::Schema;
 use celgate_cel::apimachinery::duration::parse_go_duration;
 use celgate_cel::time::Timestamp;
-use celgate_cel::types::{ObjectType, Type};
+use celgate_cel::{ObjectType, Type};
 use celgate_cel::value::{List, ListKind, Map, OwnedMap, Str, TypedList};
 use celgate_cel::Value;
 

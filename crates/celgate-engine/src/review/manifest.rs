@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value as Json};
 
 use crate::matching::registry::Registry;
-use celgate_cel::env::NEWEST_MINOR;
+use celgate_cel::NEWEST_MINOR;
 
 /// The user of a request built without one (`celgate eval`, test cases).
 pub const DEFAULT_USER: &str = "celgate-test-user";
