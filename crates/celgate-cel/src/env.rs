@@ -66,13 +66,18 @@ pub fn parse_k8s_version(text: &str) -> Result<u16, VersionError> {
 /// A declared variable.
 #[derive(Debug, Clone)]
 pub struct Variable {
+    /// The name expressions use.
     pub name: String,
+    /// The declared type.
     pub ty: Type,
+    /// Plain, or a map of lazily computed fields.
     pub kind: VarKind,
 }
 
+/// How a variable's value is found.
 #[derive(Debug, Clone)]
 pub enum VarKind {
+    /// A value in the activation's slot.
     Plain,
     /// A map of composited variables, each computed on first use: the fields and their
     /// types, in declaration order. Used bare, it is an object of type [`VARIABLES_TYPE`].
@@ -101,6 +106,7 @@ impl LazyFields {
         self.index.get(name).copied()
     }
 
+    /// The fields and their types, in declaration order.
     pub fn fields(&self) -> &[(String, Type)] {
         &self.fields
     }
@@ -133,6 +139,8 @@ impl Default for Env {
 }
 
 impl Env {
+    /// An environment of Kubernetes 1.`version` with no variable, type checking, constant
+    /// folding and Kubernetes' homogeneous literals on.
     pub fn new(version: u16) -> Self {
         Env {
             version,
@@ -179,6 +187,7 @@ impl Env {
         }
     }
 
+    /// The variable called `name` and its slot.
     pub fn variable(&self, name: &str) -> Option<(usize, &Variable)> {
         self.variables
             .iter()
@@ -186,6 +195,7 @@ impl Env {
             .find(|(_, v)| v.name == name)
     }
 
+    /// The declared variables, in slot order (an activation has one value per variable).
     pub fn variables(&self) -> &[Variable] {
         &self.variables
     }

@@ -6,7 +6,9 @@ use std::fmt;
 /// A syntax error at a byte offset of the source.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntaxError {
+    /// Where, in bytes from the start of the source.
     pub offset: usize,
+    /// cel-go's message.
     pub message: String,
 }
 
@@ -18,6 +20,7 @@ pub struct Issue {
     pub line: usize,
     /// 1-based column, in characters.
     pub column: usize,
+    /// cel-go's message.
     pub message: String,
 }
 
@@ -25,6 +28,7 @@ pub struct Issue {
 /// `ERROR: <input>:1:5: message` followed by the source line and a caret.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompileError {
+    /// The issues, sorted by position, at most [`MAX_ISSUES`].
     pub issues: Vec<Issue>,
     /// Issues found beyond [`MAX_ISSUES`], which are counted but not shown (cel-go's
     /// `maxErrorsToReport`).
@@ -207,34 +211,42 @@ impl CancelReason {
 }
 
 impl EvalError {
+    /// An error value with message `msg`.
     pub fn new(msg: impl Into<String>) -> Self {
         EvalError::Value(msg.into())
     }
 
+    /// cel-go's `no such key: <key>`.
     pub fn no_such_key(key: impl fmt::Display) -> Self {
         EvalError::Value(format!("no such key: {key}"))
     }
 
+    /// cel-go's `no such overload`.
     pub fn no_such_overload() -> Self {
         EvalError::Value("no such overload".into())
     }
 
+    /// cel-go's `integer overflow`.
     pub fn overflow() -> Self {
         EvalError::Value("integer overflow".into())
     }
 
+    /// The cancellation of an evaluation over its cost limit.
     pub fn cost_limit() -> Self {
         EvalError::Cancelled(CancelReason::CostLimit)
     }
 
+    /// The cancellation of an evaluation past its deadline.
     pub fn deadline() -> Self {
         EvalError::Cancelled(CancelReason::Deadline)
     }
 
+    /// The cancellation of an evaluation over its memory ceiling.
     pub fn memory_limit() -> Self {
         EvalError::Cancelled(CancelReason::MemoryLimit)
     }
 
+    /// The message, cel-go's wording.
     pub fn message(&self) -> &str {
         match self {
             EvalError::Value(m) => m,
@@ -242,6 +254,7 @@ impl EvalError {
         }
     }
 
+    /// Whether the evaluation was stopped by a limit (see [`EvalError::Cancelled`]).
     pub fn is_cancelled(&self) -> bool {
         matches!(self, EvalError::Cancelled(_))
     }

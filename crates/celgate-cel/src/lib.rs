@@ -6,9 +6,20 @@
 //! [`Activation`] that lends the request JSON in place. Evaluation never recurses deeper than
 //! the parser's depth limit and is metered in cel-go's cost units.
 //!
+//! The root holds what compiling and evaluating takes: [`Env`] (with [`parse_k8s_version`],
+//! [`NEWEST_MINOR`], [`OLDEST_MINOR`]), [`Program`], [`Value`], [`Type`], [`Activation`],
+//! [`Meter`] and its limits, and the errors ([`CompileError`], [`EvalError`],
+//! [`VersionError`]). The modules hold what a user meets beside them: [`vap`] (the variables
+//! of a ValidatingAdmissionPolicy), [`value`] (lists, maps, strings, library values),
+//! [`json`] and [`deep_value`] (the documents values are read from), [`time`], [`k8s`] (the
+//! Kubernetes library types and the authorizer interface), [`apimachinery`] (Kubernetes' name
+//! rules, Go's quoting and durations), [`ast`] and [`lexer`] (for tools that analyse an
+//! expression, such as a cost estimator).
+//!
 #![doc = include_str!("../README.md")]
 // Unsafe code only where an item allows it (each block with its `SAFETY:` comment).
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 // The public modules: what a user of Kubernetes CEL meets beside the root items.

@@ -29,11 +29,14 @@ pub type Register<'r> = &'r mut dyn FnMut(&'static str, &[(&str, u16)], Imp, Cos
 /// An overload's implementation.
 #[derive(Clone, Copy)]
 pub enum Implementation {
+    /// A function of its arguments alone.
     Pure(Imp),
+    /// A function that also gets the evaluation's [`Ctx`].
     WithCtx(CxImp),
 }
 
 impl Implementation {
+    /// Calls the implementation.
     #[inline(always)]
     pub fn call<'a>(&self, cx: &mut Ctx<'_>, args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         match self {
@@ -61,7 +64,9 @@ pub enum Cost {
     One,
     /// ⌈factor · size(argument i)⌉.
     Traverse(usize, f64),
+    /// A rule of the arguments alone.
     Custom(CostFn),
+    /// A rule that walks the arguments.
     Walk(WalkCostFn),
 }
 
@@ -110,18 +115,24 @@ impl Cost {
     }
 }
 
+/// One overload of a function.
 pub struct Overload {
+    /// Its signature.
     pub sig: Signature,
     /// The Kubernetes minor version (1.N) whose environment introduced it; 0 for always.
     pub since: u16,
+    /// What it runs.
     pub imp: Implementation,
+    /// What a call is charged.
     pub cost: Cost,
 }
 
 /// A function name and all its overloads, from every library that declares it (`compareTo`
 /// exists for quantities and semvers).
 pub struct Function {
+    /// The name an expression calls it by (operators by cel-go's names: `_+_`).
     pub name: &'static str,
+    /// Its overloads, from every library.
     pub overloads: Vec<Overload>,
 }
 

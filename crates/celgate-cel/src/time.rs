@@ -61,14 +61,19 @@ impl Ord for Timestamp {
 /// Calendar fields of a timestamp at some UTC offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Civil {
+    /// The year (proleptic Gregorian, may be 0 or negative in a far offset).
     pub year: i64,
     /// 1-based.
     pub month: u32,
     /// 1-based.
     pub day: u32,
+    /// 0 to 23.
     pub hour: u32,
+    /// 0 to 59.
     pub minute: u32,
+    /// 0 to 59.
     pub second: u32,
+    /// 0 to 999,999,999.
     pub nanos: u32,
     /// 0-based.
     pub day_of_year: u32,
@@ -96,11 +101,13 @@ impl Timestamp {
         self.offset
     }
 
+    /// The instant `n` nanoseconds after the Unix epoch, if within CEL's range.
     pub fn from_nanos(n: i128) -> Option<Timestamp> {
         let secs = i64::try_from(n.div_euclid(NANOS)).ok()?;
         Timestamp::new(secs, n.rem_euclid(NANOS) as u32)
     }
 
+    /// Nanoseconds since the Unix epoch.
     pub fn as_nanos(&self) -> i128 {
         i128::from(self.secs) * NANOS + i128::from(self.nanos)
     }

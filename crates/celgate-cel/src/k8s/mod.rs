@@ -1,5 +1,5 @@
 //! The Kubernetes CEL libraries (`k8s.io/apiserver/pkg/cel/library`): each registers its
-//! functions into the table of [`super::library`] (see [`super::overload`]).
+//! functions into the crate's function table.
 
 pub mod authz;
 mod format;

@@ -18,6 +18,7 @@ enum Pre {
     Str(String),
 }
 
+/// A `kubernetes.Semver` value (`semver('1.2.3')`).
 #[derive(Debug, Clone)]
 pub struct Semver {
     major: u64,

@@ -18,18 +18,25 @@ use super::go_quote;
 /// The fields of Go's `url.URL` that the library reads.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GoUrl {
+    /// The scheme, lower-cased.
     pub scheme: String,
+    /// What follows `scheme:` when it does not start with `/` (`mailto:x@y`).
     pub opaque: String,
     /// The userinfo as written (before `@`), if any.
     pub user: Option<String>,
+    /// The host and port as written.
     pub host: String,
     /// The unescaped path.
     pub path: String,
     /// The path as written, when it differs from the default encoding of `path`.
     pub raw_path: String,
+    /// `scheme:/path`: a path with no authority.
     pub omit_host: bool,
+    /// A `?` with nothing after it.
     pub force_query: bool,
+    /// The query as written, without its `?`.
     pub raw_query: String,
+    /// The fragment, unescaped, when there was a `#`.
     pub fragment: Option<String>,
 }
 
