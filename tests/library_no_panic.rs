@@ -24,16 +24,15 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::TestCaseError;
 
-use celgate::cel::EvalError;
+use celgate::cel::internals::{functions, Overload};
 use celgate::cel::k8s::authz::{
     Attributes, AuthorizeError, Authorizer, AuthorizerFactory, AuthorizerValue, Decision, UserInfo,
     Verdict, AUTHORIZER,
 };
-use celgate::cel::internals::{functions, Overload};
 use celgate::cel::time::Timestamp;
 use celgate::cel::value::{Map, OwnedMap};
 use celgate::cel::vap::{vap_env, Decls};
-use celgate::cel::{Env, Meter, Program, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
+use celgate::cel::{Env, EvalError, Meter, Program, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 
 type V = Value<'static>;
 

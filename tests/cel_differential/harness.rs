@@ -18,11 +18,12 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-use celgate::cel::Activation;
 use celgate::cel::json::Doc;
 use celgate::cel::k8s::authz::{AuthorizerValue, UserInfo};
 use celgate::cel::vap::{composited_type, request_resource_attributes, vap_env, Decls, Slots};
-use celgate::cel::{CompileError, Env, EvalError, Meter, Program, Type, Value, PER_CALL_LIMIT};
+use celgate::cel::{
+    Activation, CompileError, Env, EvalError, Meter, Program, Type, Value, PER_CALL_LIMIT,
+};
 use celgate::policy::namespace_object::namespace_view;
 use serde_json::{json, Map as JsonMap, Value as Json};
 

@@ -12,8 +12,7 @@ use std::collections::HashMap;
 use super::schema::Schema;
 use super::types::escape;
 use celgate_cel::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
-use celgate_cel::TypedAst;
-use celgate_cel::Type;
+use celgate_cel::{Type, TypedAst};
 
 /// The largest request the API server accepts (bytes): the bound of unbounded sizes.
 pub const MAX_REQUEST_SIZE_BYTES: i64 = 3 * 1024 * 1024;
