@@ -168,6 +168,9 @@ pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
 /// 1..32 as unaligned halves that stall on store forwarding: evaluation ran up to 1.6 times
 /// slower. With the tag apart the result is 40 bytes and the value moves as aligned words
 /// (`results_keep_their_tag_apart_from_the_value` checks the layout).
+///
+/// Exhaustive on purpose: an error is a CEL error value or a stop, and a new kind of stop is
+/// a new [`CancelReason`].
 #[derive(Debug, Clone, PartialEq)]
 #[repr(u8)]
 pub enum EvalError {
@@ -179,6 +182,9 @@ pub enum EvalError {
 
 /// Why an evaluation was stopped. Each has its own message, so that a log or a denial says
 /// which limit was hit, and [`CancelReason::label`] names it for metrics.
+///
+/// Exhaustive on purpose: a new limit must be given its own error kind and metrics label by
+/// every caller that maps these (the admission engine does), which a wildcard arm would hide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CancelReason {
     /// The cost limit (cel-go's `CostLimit`): `operation cancelled: actual cost limit exceeded`.
