@@ -12,9 +12,8 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use serde_json::Value as Json;
 
 use celgate::cel::json::Doc;
-use celgate::cel::meter::Meter;
 use celgate::cel::vap::{vap_env, Decls};
-use celgate::cel::{Program, Value, NEWEST_MINOR, PER_CALL_LIMIT};
+use celgate::cel::{Meter, Program, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 
 fn shared(path: &str) -> PathBuf {
     let base = std::env::var_os("CELGATE_SHARED")

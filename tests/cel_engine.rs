@@ -2,7 +2,7 @@
 //! cancellation, error absorption, version gating, compile-time checks, and results where
 //! Kubernetes differs from documentation or from plain CEL.
 
-use celgate::cel::meter::Meter;
+use celgate::cel::Meter;
 use std::sync::Arc;
 
 use celgate::cel::k8s::authz::{

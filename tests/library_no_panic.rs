@@ -24,17 +24,15 @@ use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::TestCaseError;
 
-use celgate::cel::error::EvalError;
+use celgate::cel::internals::{functions, Overload};
 use celgate::cel::k8s::authz::{
     Attributes, AuthorizeError, Authorizer, AuthorizerFactory, AuthorizerValue, Decision, UserInfo,
     Verdict, AUTHORIZER,
 };
-use celgate::cel::library::functions;
-use celgate::cel::overload::Overload;
 use celgate::cel::time::Timestamp;
 use celgate::cel::value::{Map, OwnedMap};
 use celgate::cel::vap::{vap_env, Decls};
-use celgate::cel::{Env, Meter, Program, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
+use celgate::cel::{Env, EvalError, Meter, Program, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 
 type V = Value<'static>;
 
@@ -54,8 +52,8 @@ fn table() -> Vec<(&'static str, &'static Overload)> {
 /// per-call limit refuses is not made (`None`).
 fn call(overload: &Overload, args: &[V]) -> Option<Result<V, EvalError>> {
     let mut meter = celgate::cel::Meter::with_limit(PER_CALL_LIMIT);
-    let mut regexes = celgate::cel::regex::RegexCache::default();
-    let mut cx = celgate::cel::ctx::Ctx::new(&mut meter, &mut regexes);
+    let mut regexes = celgate::cel::internals::RegexCache::default();
+    let mut cx = celgate::cel::internals::Ctx::new(&mut meter, &mut regexes);
     match overload.cost.charge_in(&mut cx, args) {
         Ok(cost) if cost <= PER_CALL_LIMIT => Some(overload.imp.call(&mut cx, args)),
         _ => None,

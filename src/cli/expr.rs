@@ -5,9 +5,8 @@
 use std::sync::Arc;
 
 use celgate::cel::k8s::authz::{Attributes, AuthorizeError, AuthorizerValue, Decision, Verdict};
-use celgate::cel::meter::Meter;
 use celgate::cel::vap::{request_resource_attributes, vap_env, Decls};
-use celgate::cel::{Type, Value, PER_CALL_LIMIT};
+use celgate::cel::{Meter, Type, Value, PER_CALL_LIMIT};
 use serde_json::Value as Json;
 
 use crate::cli::files::read_document;

@@ -18,11 +18,12 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-use celgate::cel::eval::Activation;
 use celgate::cel::json::Doc;
 use celgate::cel::k8s::authz::{AuthorizerValue, UserInfo};
 use celgate::cel::vap::{composited_type, request_resource_attributes, vap_env, Decls, Slots};
-use celgate::cel::{CompileError, Env, EvalError, Meter, Program, Type, Value, PER_CALL_LIMIT};
+use celgate::cel::{
+    Activation, CompileError, Env, EvalError, Meter, Program, Type, Value, PER_CALL_LIMIT,
+};
 use celgate::policy::namespace_object::namespace_view;
 use serde_json::{json, Map as JsonMap, Value as Json};
 
@@ -335,7 +336,7 @@ impl<'a> Lazy<'a, '_> {
 
 /// Whether `v` is the composited variables object itself (`variables` used bare).
 fn is_variables(v: &Value<'_>) -> bool {
-    matches!(v, Value::Opaque(o) if o.type_name() == celgate::cel::env::VARIABLES_TYPE)
+    matches!(v, Value::Opaque(o) if o.type_name() == celgate::cel::VARIABLES_TYPE)
 }
 
 struct Act<'a, 'h> {

@@ -4,8 +4,9 @@
 
 use std::sync::OnceLock;
 
-use celgate::cel::library::functions;
-use celgate::cel::types::{Bindings, Signature, Type};
+use celgate::cel::internals::functions;
+use celgate::cel::internals::{Bindings, Signature};
+use celgate::cel::Type;
 use serde_json::Value as Json;
 
 use crate::choices::Choices;

@@ -11,9 +11,8 @@ use celgate::cel::json::{Doc, Item, Key, Ref};
 use celgate::cel::k8s::authz::{
     Attributes, AuthorizeError, Authorizer, AuthorizerValue, Decision, Verdict,
 };
-use celgate::cel::meter::Meter;
 use celgate::cel::vap::{request_resource_attributes, vap_env, Decls, Slots};
-use celgate::cel::{Env, Program, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
+use celgate::cel::{Env, Meter, Program, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 use celgate::policy::snapshot::Snapshot;
 use celgate::source::{add_cluster_defaults, folder, snapshot};
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};

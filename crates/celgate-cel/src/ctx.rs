@@ -25,6 +25,7 @@ pub struct Ctx<'c> {
 }
 
 impl<'c> Ctx<'c> {
+    /// What a call during an evaluation with `meter` and `regexes` gets.
     pub fn new(meter: &'c mut Meter, regexes: &'c mut RegexCache) -> Self {
         Ctx { meter, regexes }
     }
@@ -57,6 +58,7 @@ impl<'c> Ctx<'c> {
             .with_memory_room(self.meter.memory_limit.saturating_sub(self.meter.memory))
     }
 
+    /// `Err` once the deadline has passed.
     pub fn check_deadline(&self) -> Result<(), EvalError> {
         self.meter.check_deadline()
     }

@@ -14,10 +14,28 @@ pub const NEWEST_MINOR: u16 = 37;
 /// alpha from 1.26 and read by celgate from v1beta1, 1.28).
 pub const OLDEST_MINOR: u16 = 27;
 
+/// Why a text is not a Kubernetes version celgate can evaluate for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VersionError {
+    /// The text is not `1.N`, `v1.N` or `v1.N.P[-suffix]`.
+    #[error("{text:?} is not a Kubernetes version such as 1.{newest} or v1.{newest}", newest = NEWEST_MINOR)]
+    NotAVersion {
+        /// The text as given.
+        text: String,
+    },
+    /// A version, but another major or a minor outside [`OLDEST_MINOR`]..=[`NEWEST_MINOR`].
+    #[error("Kubernetes {text} is not supported: celgate knows 1.{oldest} to 1.{newest}", oldest = OLDEST_MINOR, newest = NEWEST_MINOR)]
+    Unsupported {
+        /// The text as given.
+        text: String,
+    },
+}
+
 /// Reads a Kubernetes version as users write it and kubectl prints it: `1.30`, `v1.30`,
 /// `v1.30.2`, `v1.30.2-gke.1` (the minor is what selects the environment). Refuses other
 /// majors and minors outside [`OLDEST_MINOR`]..=[`NEWEST_MINOR`], saying which are known.
-pub fn parse_k8s_version(text: &str) -> Result<u16, String> {
+pub fn parse_k8s_version(text: &str) -> Result<u16, VersionError> {
     let bare = text.trim();
     let bare = bare.strip_prefix('v').unwrap_or(bare);
     let mut parts = bare.splitn(3, '.');
@@ -38,28 +56,28 @@ pub fn parse_k8s_version(text: &str) -> Result<u16, String> {
         }
         _ => None,
     };
-    let range = format!("1.{OLDEST_MINOR} to 1.{NEWEST_MINOR}");
     match minor {
-        None => Err(format!(
-            "{text:?} is not a Kubernetes version such as 1.{NEWEST_MINOR} or v1.{NEWEST_MINOR}"
-        )),
+        None => Err(VersionError::NotAVersion { text: text.into() }),
         Some((1, m)) if (OLDEST_MINOR..=NEWEST_MINOR).contains(&m) => Ok(m),
-        Some(_) => Err(format!(
-            "Kubernetes {text} is not supported: celgate knows {range}"
-        )),
+        Some(_) => Err(VersionError::Unsupported { text: text.into() }),
     }
 }
 
 /// A declared variable.
 #[derive(Debug, Clone)]
 pub struct Variable {
+    /// The name expressions use.
     pub name: String,
+    /// The declared type.
     pub ty: Type,
+    /// Plain, or a map of lazily computed fields.
     pub kind: VarKind,
 }
 
+/// How a variable's value is found.
 #[derive(Debug, Clone)]
 pub enum VarKind {
+    /// A value in the activation's slot.
     Plain,
     /// A map of composited variables, each computed on first use: the fields and their
     /// types, in declaration order. Used bare, it is an object of type [`VARIABLES_TYPE`].
@@ -88,6 +106,7 @@ impl LazyFields {
         self.index.get(name).copied()
     }
 
+    /// The fields and their types, in declaration order.
     pub fn fields(&self) -> &[(String, Type)] {
         &self.fields
     }
@@ -120,6 +139,8 @@ impl Default for Env {
 }
 
 impl Env {
+    /// An environment of Kubernetes 1.`version` with no variable, type checking, constant
+    /// folding and Kubernetes' homogeneous literals on.
     pub fn new(version: u16) -> Self {
         Env {
             version,
@@ -166,6 +187,7 @@ impl Env {
         }
     }
 
+    /// The variable called `name` and its slot.
     pub fn variable(&self, name: &str) -> Option<(usize, &Variable)> {
         self.variables
             .iter()
@@ -173,6 +195,7 @@ impl Env {
             .find(|(_, v)| v.name == name)
     }
 
+    /// The declared variables, in slot order (an activation has one value per variable).
     pub fn variables(&self) -> &[Variable] {
         &self.variables
     }
@@ -226,14 +249,23 @@ mod tests {
             assert_eq!(parse_k8s_version(text), Ok(minor), "{text}");
         }
         for text in ["1.0", "2.5", "1.26", "1.38", "v2.30"] {
-            let e = parse_k8s_version(text).unwrap_err();
+            let e = parse_k8s_version(text).unwrap_err().to_string();
             assert!(e.contains("celgate knows 1.27 to 1.37"), "{text}: {e}");
         }
         for text in [
             "", "1", "1.", "x1.30", "1.30x", "1.30.", "1.30.x", "v", "1.-3",
         ] {
-            let e = parse_k8s_version(text).unwrap_err();
+            let e = parse_k8s_version(text).unwrap_err().to_string();
             assert!(e.contains("is not a Kubernetes version"), "{text}: {e}");
         }
+        // The wording the CLI prints.
+        assert_eq!(
+            parse_k8s_version("x").unwrap_err().to_string(),
+            "\"x\" is not a Kubernetes version such as 1.37 or v1.37"
+        );
+        assert_eq!(
+            parse_k8s_version("v1.26.3").unwrap_err().to_string(),
+            "Kubernetes v1.26.3 is not supported: celgate knows 1.27 to 1.37"
+        );
     }
 }

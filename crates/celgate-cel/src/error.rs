@@ -6,17 +6,21 @@ use std::fmt;
 /// A syntax error at a byte offset of the source.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyntaxError {
+    /// Where, in bytes from the start of the source.
     pub offset: usize,
+    /// cel-go's message.
     pub message: String,
 }
 
 /// One compile error (syntax or type check) with its position in the expression.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Issue {
     /// 1-based line.
     pub line: usize,
     /// 1-based column, in characters.
     pub column: usize,
+    /// cel-go's message.
     pub message: String,
 }
 
@@ -24,6 +28,7 @@ pub struct Issue {
 /// `ERROR: <input>:1:5: message` followed by the source line and a caret.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompileError {
+    /// The issues, sorted by position, at most [`MAX_ISSUES`].
     pub issues: Vec<Issue>,
     /// Issues found beyond [`MAX_ISSUES`], which are counted but not shown (cel-go's
     /// `maxErrorsToReport`).
@@ -163,6 +168,9 @@ pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
 /// 1..32 as unaligned halves that stall on store forwarding: evaluation ran up to 1.6 times
 /// slower. With the tag apart the result is 40 bytes and the value moves as aligned words
 /// (`results_keep_their_tag_apart_from_the_value` checks the layout).
+///
+/// Exhaustive on purpose: an error is a CEL error value or a stop, and a new kind of stop is
+/// a new [`CancelReason`].
 #[derive(Debug, Clone, PartialEq)]
 #[repr(u8)]
 pub enum EvalError {
@@ -174,6 +182,9 @@ pub enum EvalError {
 
 /// Why an evaluation was stopped. Each has its own message, so that a log or a denial says
 /// which limit was hit, and [`CancelReason::label`] names it for metrics.
+///
+/// Exhaustive on purpose: a new limit must be given its own error kind and metrics label by
+/// every caller that maps these (the admission engine does), which a wildcard arm would hide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CancelReason {
     /// The cost limit (cel-go's `CostLimit`): `operation cancelled: actual cost limit exceeded`.
@@ -206,34 +217,42 @@ impl CancelReason {
 }
 
 impl EvalError {
+    /// An error value with message `msg`.
     pub fn new(msg: impl Into<String>) -> Self {
         EvalError::Value(msg.into())
     }
 
+    /// cel-go's `no such key: <key>`.
     pub fn no_such_key(key: impl fmt::Display) -> Self {
         EvalError::Value(format!("no such key: {key}"))
     }
 
+    /// cel-go's `no such overload`.
     pub fn no_such_overload() -> Self {
         EvalError::Value("no such overload".into())
     }
 
+    /// cel-go's `integer overflow`.
     pub fn overflow() -> Self {
         EvalError::Value("integer overflow".into())
     }
 
+    /// The cancellation of an evaluation over its cost limit.
     pub fn cost_limit() -> Self {
         EvalError::Cancelled(CancelReason::CostLimit)
     }
 
+    /// The cancellation of an evaluation past its deadline.
     pub fn deadline() -> Self {
         EvalError::Cancelled(CancelReason::Deadline)
     }
 
+    /// The cancellation of an evaluation over its memory ceiling.
     pub fn memory_limit() -> Self {
         EvalError::Cancelled(CancelReason::MemoryLimit)
     }
 
+    /// The message, cel-go's wording.
     pub fn message(&self) -> &str {
         match self {
             EvalError::Value(m) => m,
@@ -241,6 +260,7 @@ impl EvalError {
         }
     }
 
+    /// Whether the evaluation was stopped by a limit (see [`EvalError::Cancelled`]).
     pub fn is_cancelled(&self) -> bool {
         matches!(self, EvalError::Cancelled(_))
     }

@@ -24,7 +24,7 @@ use super::regex::{Regex, RegexCache};
 use super::stdlib::lists::{sort_by_keys, sort_cost};
 use super::stdlib::regex::{find_all_with, find_with, regex_cost, search_watch};
 use super::types::Type;
-use super::value::{List, Map, OwnedMap, Str, Value, VALUE_BYTES};
+use super::value::{List, Map, OwnedMap, Value, VALUE_BYTES};
 
 /// The compiled form of an expression.
 #[derive(Debug)]
@@ -1545,11 +1545,6 @@ fn unsupported_index_value(k: &Value<'_>) -> EvalError {
         "unsupported index value {} in list",
         k.debug_string()
     ))
-}
-
-/// A borrowed string value, for callers building activations.
-pub fn str_value(s: &str) -> Value<'_> {
-    Value::String(Str::Borrowed(s))
 }
 
 #[allow(dead_code)]

@@ -88,6 +88,7 @@ pub struct Key {
 }
 
 impl Key {
+    /// Prepares `text`.
     pub fn new(text: &str) -> Key {
         Key {
             text: text.into(),
@@ -95,6 +96,7 @@ impl Key {
         }
     }
 
+    /// The name.
     pub fn as_str(&self) -> &str {
         &self.text
     }
@@ -157,12 +159,19 @@ impl fmt::Debug for Ref<'_, '_> {
 
 /// A borrowed view of one value.
 pub enum Item<'d> {
+    /// `null`.
     Null,
+    /// `true`, `false`.
     Bool(bool),
+    /// An integer that fits `i64`.
     Int(i64),
+    /// Any other number.
     Double(f64),
+    /// A string, unescaped.
     Str(&'d str),
+    /// An array of this many elements.
     Array(u32),
+    /// An object of this many members.
     Object(u32),
 }
 
@@ -386,18 +395,22 @@ impl<'s> Doc<'s> {
 }
 
 impl<'d, 's> Ref<'d, 's> {
+    /// The document this node is in.
     pub fn doc(&self) -> &'d Doc<'s> {
         self.doc
     }
 
+    /// The node's position in its document.
     pub fn index(&self) -> u32 {
         self.at
     }
 
+    /// The node at position `at` of `doc` (a position [`Ref::index`] gave).
     pub fn at(doc: &'d Doc<'s>, at: u32) -> Self {
         Ref { doc, at }
     }
 
+    /// What the node holds.
     #[inline(always)]
     pub fn item(&self) -> Item<'d> {
         match self.doc.nodes[self.at as usize] {
@@ -704,7 +717,7 @@ impl<'s> Build<'s> {
     }
 }
 
-/// `s` quoted for an error, cut to [`QUOTED_MAX`] bytes (a key or value from the input can be
+/// `s` quoted for an error, cut to 64 bytes (a key or value from the input can be
 /// as long as the input).
 pub fn quoted(s: &str) -> String {
     let mut cut = s.len().min(QUOTED_MAX);

@@ -3,19 +3,30 @@
 //! Follows the lexical grammar of cel-spec (`CEL.g4`): decimal and hex integers with an
 //! optional `u` suffix, doubles, the four string quotings with raw (`r`) and bytes (`b`)
 //! prefixes and every escape of the spec, `//` comments, and reserved words.
+//!
+//! Public for tools that scan an expression without compiling it (the CRD cost estimator
+//! finds the fields a rule names; a policy checker refuses reserved words as names).
 
 use super::error::SyntaxError;
 
 /// A token and where it starts and ends in the source (byte offsets).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Token {
+    /// What was read.
     pub kind: Tok,
+    /// The first byte.
     pub start: usize,
+    /// The byte after the last.
     pub end: usize,
 }
 
+/// The kinds of token. The punctuation and keyword variants are the token their name says
+/// (`LParen` is `(`, `EqEq` is `==`, `AndAnd` is `&&`, ...); a literal holds its value with
+/// escapes resolved.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tok {
+    /// A name.
     Ident(String),
     /// A backtick-escaped field name (`` a.`b-c` ``), only valid after a dot.
     QuotedIdent(String),
@@ -133,6 +144,8 @@ const RESERVED: [&str; 16] = [
     "void",
 ];
 
+/// Whether `word` is one of CEL's reserved words (`as`, `break`, `const`, ..., `while`),
+/// which may not name a variable or a field outside backticks.
 pub fn is_reserved(word: &str) -> bool {
     RESERVED.contains(&word) || word == "while"
 }
@@ -149,7 +162,9 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
 /// The tokens of `src`, and the text ANTLR's lexer could not recognize: as it does, each
 /// such error is reported and lexing goes on after the character where matching failed.
 /// Other lexical errors (a malformed number) stop at once.
-pub fn tokenize_recovering(src: &str) -> Result<(Vec<Token>, Vec<SyntaxError>), SyntaxError> {
+pub(crate) fn tokenize_recovering(
+    src: &str,
+) -> Result<(Vec<Token>, Vec<SyntaxError>), SyntaxError> {
     let mut lx = Lexer {
         src,
         bytes: src.as_bytes(),

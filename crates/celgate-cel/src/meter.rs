@@ -21,7 +21,9 @@ pub const DEFAULT_MEMORY_LIMIT: u64 = 64 << 20;
 /// What one evaluation may spend, and what it spent.
 #[derive(Debug, Clone)]
 pub struct Meter {
+    /// Cost spent so far, in cel-go's units.
     pub cost: u64,
+    /// Past it, the evaluation stops with `operation cancelled: actual cost limit exceeded`.
     pub limit: u64,
     /// Past it, the evaluation stops with `operation interrupted`: comprehensions look every
     /// 100 iterations (cel-go's interrupt check), long builders and scans every few
@@ -45,6 +47,7 @@ impl Default for Meter {
 }
 
 impl Meter {
+    /// A meter with cost limit `limit`, no deadline and the [`DEFAULT_MEMORY_LIMIT`].
     pub fn with_limit(limit: u64) -> Self {
         Meter {
             cost: 0,

@@ -29,11 +29,14 @@ pub type Register<'r> = &'r mut dyn FnMut(&'static str, &[(&str, u16)], Imp, Cos
 /// An overload's implementation.
 #[derive(Clone, Copy)]
 pub enum Implementation {
+    /// A function of its arguments alone.
     Pure(Imp),
+    /// A function that also gets the evaluation's [`Ctx`].
     WithCtx(CxImp),
 }
 
 impl Implementation {
+    /// Calls the implementation.
     #[inline(always)]
     pub fn call<'a>(&self, cx: &mut Ctx<'_>, args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         match self {
@@ -61,7 +64,9 @@ pub enum Cost {
     One,
     /// ⌈factor · size(argument i)⌉.
     Traverse(usize, f64),
+    /// A rule of the arguments alone.
     Custom(CostFn),
+    /// A rule that walks the arguments.
     Walk(WalkCostFn),
 }
 
@@ -110,18 +115,24 @@ impl Cost {
     }
 }
 
+/// One overload of a function.
 pub struct Overload {
+    /// Its signature.
     pub sig: Signature,
     /// The Kubernetes minor version (1.N) whose environment introduced it; 0 for always.
     pub since: u16,
+    /// What it runs.
     pub imp: Implementation,
+    /// What a call is charged.
     pub cost: Cost,
 }
 
 /// A function name and all its overloads, from every library that declares it (`compareTo`
 /// exists for quantities and semvers).
 pub struct Function {
+    /// The name an expression calls it by (operators by cel-go's names: `_+_`).
     pub name: &'static str,
+    /// Its overloads, from every library.
     pub overloads: Vec<Overload>,
 }
 
@@ -140,7 +151,8 @@ pub mod since {
     pub const TWO_VAR_COMPREHENSIONS: u16 = 32;
     pub const SEMVER: u16 = 33;
     /// `containsCIDR` fixed (kubernetes#130496): the newer implementation of the same
-    /// signatures.
+    /// signatures. Recorded for the table's readers; no overload is gated on it yet.
+    #[allow(dead_code)]
     pub const CONTAINS_CIDR_OVERLAPS: u16 = 33;
     pub const LISTS_V3: u16 = 34;
     pub const K8S_LISTS_V1: u16 = 37;

@@ -18,7 +18,7 @@ pub const COMPILER_STACK: usize = 64 << 20;
 impl Env {
     /// Parses and checks `source`.
     ///
-    /// Runs on a thread of its own with a [`COMPILER_STACK`] stack: the parser and checker
+    /// Runs on a thread of its own with a 64 MiB stack: the parser and checker
     /// recurse once per nesting level, up to the parser's depth limit, and that must not
     /// depend on the caller's stack (a 2 MiB test or async worker thread is too small for
     /// 250 levels in a debug build). Compilation happens when a policy changes, not per
@@ -39,7 +39,7 @@ impl Env {
 
 impl Env {
     /// Parses and type-checks `source` without planning a program: its result type, or the
-    /// errors cel-go's `Compile` reports (see [`Checker::check_only`]). For offline type
+    /// errors cel-go's `Compile` reports (the checker's `check_only`). For offline type
     /// checking (`celgate lint`); on the compiler thread as [`Env::compile`].
     pub fn check(&self, source: &str) -> Result<Type, CompileError> {
         on_compiler_thread(source, || {
@@ -78,6 +78,7 @@ fn on_compiler_thread<T: Send>(
 /// tree is boxed so the addresses stay valid), for static analysis such as cost estimation.
 #[derive(Debug)]
 pub struct TypedAst {
+    /// The checked tree.
     pub expr: Box<super::ast::Expr>,
     types: std::collections::HashMap<usize, Type>,
 }
@@ -126,6 +127,7 @@ impl Program {
         &self.ty
     }
 
+    /// The expression's source.
     pub fn source(&self) -> &str {
         &self.source
     }

@@ -155,8 +155,10 @@ pub fn compile_regex(pattern: &str) -> Result<Regex, EvalError> {
 }
 
 /// Compiles a pattern met at run time, refusing one longer than [`MAX_RUNTIME_PATTERN`].
-/// Returns the regex and the bytes it is counted for.
-pub fn compile_runtime_regex(pattern: &str) -> Result<(Regex, u64), EvalError> {
+/// Returns the regex and the bytes it is counted for. (The cache compiles through its own
+/// path; this is the tests' way in.)
+#[cfg(test)]
+fn compile_runtime_regex(pattern: &str) -> Result<(Regex, u64), EvalError> {
     let hir = parse_runtime(pattern)?;
     let bytes = runtime_bytes(&hir);
     Ok((

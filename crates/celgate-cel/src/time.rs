@@ -10,6 +10,17 @@ const MIN_SECS: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
 const MAX_SECS: i64 = 253_402_300_799; // 9999-12-31T23:59:59Z
 const NANOS: i128 = 1_000_000_000;
 
+/// Why [`Timestamp::parse_go_rfc3339`] refused a text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TimestampError {
+    /// Not a time Go's `time.Parse(time.RFC3339, ..)` reads.
+    #[error("not an RFC 3339 timestamp")]
+    Syntax,
+    /// A valid time outside CEL's range (years 1 to 9999).
+    #[error("timestamp out of range")]
+    OutOfRange,
+}
+
 /// A point in time, with the UTC offset it was written with (cel-go keeps the offset a
 /// timestamp was parsed with, and shows it in `string()`); equality and order ignore it.
 #[derive(Debug, Clone, Copy)]
@@ -50,14 +61,19 @@ impl Ord for Timestamp {
 /// Calendar fields of a timestamp at some UTC offset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Civil {
+    /// The year (proleptic Gregorian, may be 0 or negative in a far offset).
     pub year: i64,
     /// 1-based.
     pub month: u32,
     /// 1-based.
     pub day: u32,
+    /// 0 to 23.
     pub hour: u32,
+    /// 0 to 59.
     pub minute: u32,
+    /// 0 to 59.
     pub second: u32,
+    /// 0 to 999,999,999.
     pub nanos: u32,
     /// 0-based.
     pub day_of_year: u32,
@@ -85,11 +101,13 @@ impl Timestamp {
         self.offset
     }
 
+    /// The instant `n` nanoseconds after the Unix epoch, if within CEL's range.
     pub fn from_nanos(n: i128) -> Option<Timestamp> {
         let secs = i64::try_from(n.div_euclid(NANOS)).ok()?;
         Timestamp::new(secs, n.rem_euclid(NANOS) as u32)
     }
 
+    /// Nanoseconds since the Unix epoch.
     pub fn as_nanos(&self) -> i128 {
         i128::from(self.secs) * NANOS + i128::from(self.nanos)
     }
@@ -207,16 +225,17 @@ impl Timestamp {
 
     /// CEL's `timestamp(string)`: Go's `time.Parse(time.RFC3339, s)`, which also takes a
     /// comma before the fraction, any number of fraction digits (past nine truncated) and
-    /// offsets up to ±24:59, keeping the offset. `Err(true)` for a time outside CEL's range
-    /// (cel-go's `timestamp overflow`), `Err(false)` for text Go does not parse.
-    pub fn parse_go_rfc3339(s: &str) -> Result<Timestamp, bool> {
+    /// offsets up to ±24:59, keeping the offset. [`TimestampError::OutOfRange`] for a time outside CEL's
+    /// range (cel-go's `timestamp overflow`), [`TimestampError::Syntax`] for text Go does not
+    /// parse.
+    pub fn parse_go_rfc3339(s: &str) -> Result<Timestamp, TimestampError> {
         let b = s.as_bytes();
-        let num = |r: std::ops::Range<usize>| -> Result<u32, bool> {
-            let part = s.get(r).ok_or(false)?;
+        let num = |r: std::ops::Range<usize>| -> Result<u32, TimestampError> {
+            let part = s.get(r).ok_or(TimestampError::Syntax)?;
             if !part.bytes().all(|c| c.is_ascii_digit()) {
-                return Err(false);
+                return Err(TimestampError::Syntax);
             }
-            part.parse().map_err(|_| false)
+            part.parse().map_err(|_| TimestampError::Syntax)
         };
         if b.len() < 20
             || b[4] != b'-'
@@ -225,7 +244,7 @@ impl Timestamp {
             || b[13] != b':'
             || b[16] != b':'
         {
-            return Err(false);
+            return Err(TimestampError::Syntax);
         }
         let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
         let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
@@ -240,12 +259,12 @@ impl Timestamp {
             let digits = &s[start..i.min(start + 9)];
             nanos = num(start..start + digits.len())? * 10u32.pow(9 - digits.len() as u32);
         }
-        let offset: i64 = match b.get(i).ok_or(false)? {
+        let offset: i64 = match b.get(i).ok_or(TimestampError::Syntax)? {
             b'Z' if i + 1 == b.len() => 0,
             c @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
                 let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
                 if h > 24 || m > 59 {
-                    return Err(false);
+                    return Err(TimestampError::Syntax);
                 }
                 let v = i64::from(h * 3600 + m * 60);
                 if *c == b'-' {
@@ -254,7 +273,7 @@ impl Timestamp {
                     v
                 }
             }
-            _ => return Err(false),
+            _ => return Err(TimestampError::Syntax),
         };
         if !(1..=12).contains(&month)
             || hour > 23
@@ -262,11 +281,11 @@ impl Timestamp {
             || second > 59
             || !valid_date(i64::from(year), month, day)
         {
-            return Err(false);
+            return Err(TimestampError::Syntax);
         }
         let days = days_from_civil(i64::from(year), month, day);
         let secs = days * 86_400 + i64::from(hour * 3600 + minute * 60 + second) - offset;
-        let t = Timestamp::new(secs, nanos).ok_or(true)?;
+        let t = Timestamp::new(secs, nanos).ok_or(TimestampError::OutOfRange)?;
         // Go shows an offset of zero as UTC.
         Ok(t.with_offset(i32::try_from(offset).unwrap_or(0)))
     }
@@ -286,7 +305,7 @@ impl Timestamp {
 /// A duration as cel-go prints it: `strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"`,
 /// the shortest decimal of the seconds as a double (so nanoseconds past a double's
 /// precision are rounded: `9223372036.854776s`).
-pub fn format_duration(nanos: i64) -> String {
+pub(crate) fn format_duration(nanos: i64) -> String {
     // Go's `Duration.Seconds`: whole seconds plus the nanoseconds over 1e9.
     let secs = (nanos / 1_000_000_000) as f64 + (nanos % 1_000_000_000) as f64 / 1e9;
     format!("{secs}s")
@@ -325,7 +344,7 @@ mod tests {
         assert_eq!(t.to_rfc3339(), "2024-01-01T00:00:00.123456789-24:00");
         assert_eq!(
             Timestamp::parse_go_rfc3339("0000-12-31T23:59:59Z"),
-            Err(true),
+            Err(TimestampError::OutOfRange),
             "parsed, then outside CEL's range"
         );
         for bad in [
@@ -333,7 +352,11 @@ mod tests {
             "2024-01-01T24:00:00Z",
             "2024-01-01T00:00:00.Z",
         ] {
-            assert_eq!(Timestamp::parse_go_rfc3339(bad), Err(false), "{bad}");
+            assert_eq!(
+                Timestamp::parse_go_rfc3339(bad),
+                Err(TimestampError::Syntax),
+                "{bad}"
+            );
         }
     }
 

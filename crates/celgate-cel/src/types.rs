@@ -4,29 +4,43 @@
 use std::fmt;
 use std::sync::Arc;
 
+/// A CEL type, as the checker infers and declarations state them.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Type {
+    /// `dyn`: checked at run time.
     Dyn,
+    /// `null_type`.
     Null,
+    /// `bool`.
     Bool,
+    /// `int`.
     Int,
+    /// `uint`.
     Uint,
+    /// `double`.
     Double,
+    /// `string`.
     String,
+    /// `bytes`.
     Bytes,
+    /// `google.protobuf.Timestamp`.
     Timestamp,
+    /// `google.protobuf.Duration`.
     Duration,
+    /// `list(T)`.
     List(Box<Type>),
+    /// `map(K, V)`.
     Map(Box<Type>, Box<Type>),
     /// The type of a type value: `int` has type `type(int)`.
     TypeOf(Box<Type>),
+    /// `optional_type(T)`.
     Optional(Box<Type>),
     /// A Kubernetes library type (`kubernetes.URL`, `net.IP`...).
     Opaque(&'static str),
     /// A declared object type with known fields (`kubernetes.AdmissionRequest`).
     Object(Arc<ObjectType>),
     /// A type parameter of a signature (`A`, `B`, `K`, `V`), or in an expression's type
-    /// ([`FREE`]) a type cel-go leaves as a type variable: the element type of an empty
+    /// (`FREE`) a type cel-go leaves as a type variable: the element type of an empty
     /// literal, the unbound result parameter of `optional.none()`. It unifies with whatever
     /// meets it and is `dyn` if nothing does.
     Param(u8),
@@ -39,11 +53,14 @@ pub const FREE: Type = Type::Param(0);
 /// error (`undefined field 'x'`).
 #[derive(Debug, PartialEq)]
 pub struct ObjectType {
+    /// The type's CEL name.
     pub name: String,
+    /// The declared fields, in declaration order.
     pub fields: Vec<(String, Type)>,
 }
 
 impl ObjectType {
+    /// The declared type of field `name`.
     pub fn field(&self, name: &str) -> Option<&Type> {
         self.fields.iter().find(|(n, _)| n == name).map(|(_, t)| t)
     }
@@ -107,10 +124,12 @@ impl Type {
         }
     }
 
+    /// `list(t)`.
     pub fn list(t: Type) -> Type {
         Type::List(Box::new(t))
     }
 
+    /// `map(k, v)`.
     pub fn map(k: Type, v: Type) -> Type {
         Type::Map(Box::new(k), Box::new(v))
     }
@@ -131,6 +150,7 @@ impl Type {
         )
     }
 
+    /// Whether this is `dyn`.
     pub fn is_dyn(&self) -> bool {
         matches!(self, Type::Dyn)
     }
@@ -260,9 +280,11 @@ pub fn split_top(s: &str) -> (&str, &str) {
 /// global ones.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Signature {
+    /// A member function (`recv.f(...)`), whose first parameter is the receiver.
     pub member: bool,
     /// Parameter types, the receiver first for a member function.
     pub params: Vec<Type>,
+    /// The result type.
     pub result: Type,
 }
 

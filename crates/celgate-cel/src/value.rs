@@ -25,18 +25,21 @@ use super::meter::Ticker;
 use super::text::char_count;
 
 /// The bytes one element slot of a built list takes (map entries take two).
-pub const VALUE_BYTES: u64 = std::mem::size_of::<Value<'static>>() as u64;
+pub(crate) const VALUE_BYTES: u64 = std::mem::size_of::<Value<'static>>() as u64;
 
 /// A string: borrowed from the request JSON or the program, or shared.
 #[derive(Clone, Debug)]
 pub enum Str<'a> {
+    /// Borrowed from the request JSON or the program's source.
     Borrowed(&'a str),
     /// Borrowed from a document, which counted its code points when it was parsed.
     Counted(&'a str, u32),
+    /// Built by an expression (or owned by a caller), shared by reference count.
     Shared(Arc<str>),
 }
 
 impl Str<'_> {
+    /// The text.
     #[inline]
     pub fn as_str(&self) -> &str {
         match self {
@@ -59,8 +62,11 @@ impl Str<'_> {
 /// elements, or two lists joined without copying.
 #[derive(Clone, Debug)]
 pub enum List<'a> {
+    /// A `serde_json` array, in place.
     Json(&'a [Json]),
+    /// A [`crate::json::Doc`] array, in place.
     Doc(Ref<'a, 'a>),
+    /// Elements built by an expression or a caller.
     Owned(Arc<Vec<Value<'a>>>),
     /// `a + b`: a view of two lists, as cel-go's `concatList`. cel-go charges list
     /// concatenation 1 whatever the sizes, which is honest only if it copies nothing: a
@@ -86,7 +92,9 @@ pub enum ListKind {
 /// The items of a typed list and its kind.
 #[derive(Debug)]
 pub struct TypedList<'a> {
+    /// How it compares and concatenates.
     pub kind: ListKind,
+    /// The elements.
     pub items: Vec<Value<'a>>,
 }
 
@@ -102,9 +110,10 @@ pub struct Concat<'a> {
 /// The deepest tree of concatenations kept as a view; a deeper one is copied flat by its
 /// builder. Doubling a list even 60 times overflows any size, so this refuses nothing a
 /// view could serve, and keeps `Drop` (which recurses through the tree) shallow.
-pub const MAX_CONCAT_DEPTH: u32 = 64;
+pub(crate) const MAX_CONCAT_DEPTH: u32 = 64;
 
 impl<'a> List<'a> {
+    /// The number of elements (a concatenation's is kept, not counted).
     pub fn len(&self) -> usize {
         match self {
             List::Json(a) => a.len(),
@@ -118,6 +127,7 @@ impl<'a> List<'a> {
         }
     }
 
+    /// Whether it has no element.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -131,7 +141,7 @@ impl<'a> List<'a> {
     }
 
     /// `a + b` as a view, or `None` when the length would not fit an `int` (CEL's `size()`)
-    /// or the tree would be deeper than [`MAX_CONCAT_DEPTH`] (the caller then copies, within
+    /// or the tree would be deeper than `MAX_CONCAT_DEPTH` (64) (the caller then copies, within
     /// the memory ceiling).
     pub fn concat(a: List<'a>, b: List<'a>) -> Option<List<'a>> {
         let len = a
@@ -150,6 +160,7 @@ impl<'a> List<'a> {
         })))
     }
 
+    /// Element `i`, walking down a concatenation; `None` past the end.
     pub fn get(&self, i: usize) -> Option<Value<'a>> {
         let (mut list, mut i) = (self, i);
         loop {
@@ -191,6 +202,7 @@ impl<'a> List<'a> {
         }
     }
 
+    /// The elements, copied out (cheap: values share their contents).
     pub fn to_vec(&self) -> Vec<Value<'a>> {
         self.iter().collect()
     }
@@ -336,10 +348,15 @@ fn map_key(item: &Value<'_>, names: &[Value<'static>]) -> Option<Vec<RawKey>> {
         .collect()
 }
 
+/// An iterator over a list's elements, whatever its representation.
 pub enum ListIter<'a, 'l> {
+    /// Over a `serde_json` array.
     Json(std::slice::Iter<'a, Json>),
+    /// Over a document array.
     Doc(super::json::Children<'a, 'a>),
+    /// Over owned elements.
     Owned(std::slice::Iter<'l, Value<'a>>),
+    /// Over a concatenation, with an explicit stack.
     Concat(ConcatIter<'a, 'l>),
 }
 
@@ -405,8 +422,11 @@ impl ExactSizeIterator for ListIter<'_, '_> {}
 /// entries.
 #[derive(Clone, Debug)]
 pub enum Map<'a> {
+    /// A `serde_json` object, in place.
     Json(&'a serde_json::Map<String, Json>),
+    /// A [`crate::json::Doc`] object, in place.
     Doc(Ref<'a, 'a>),
+    /// Entries built by an expression or a caller.
     Owned(Arc<OwnedMap<'a>>),
 }
 
@@ -525,6 +545,7 @@ impl<'a> OwnedMap<'a> {
         Ok(m)
     }
 
+    /// An empty map with room for `n` entries.
     pub fn with_capacity(n: usize) -> Self {
         OwnedMap {
             entries: Vec::with_capacity(n),
@@ -629,14 +650,17 @@ impl<'a> OwnedMap<'a> {
         self.entries.get(i).map(|(_, v)| v.clone())
     }
 
+    /// The number of entries.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether it has no entry.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
+    /// The entries in insertion order.
     pub fn entries(&self) -> &[(Value<'a>, Value<'a>)] {
         &self.entries
     }
@@ -651,6 +675,7 @@ fn rehash(entries: &[(Value<'_>, Value<'_>)], hasher: &DefaultHashBuilder, i: us
 }
 
 impl<'a> Map<'a> {
+    /// The number of entries.
     pub fn len(&self) -> usize {
         match self {
             Map::Json(m) => m.len(),
@@ -662,6 +687,7 @@ impl<'a> Map<'a> {
         }
     }
 
+    /// Whether it has no entry.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -681,6 +707,7 @@ impl<'a> Map<'a> {
         }
     }
 
+    /// The value under a string key (the common case: a field of an object).
     pub fn get_str(&self, key: &str) -> Option<Value<'a>> {
         match self {
             Map::Json(m) => m.get(key).map(Value::from_json),
@@ -699,6 +726,7 @@ impl<'a> Map<'a> {
         }
     }
 
+    /// Whether some entry's key equals `key` by CEL equality.
     pub fn contains_key(&self, key: &Value<'_>) -> bool {
         match self {
             Map::Json(m) => matches!(key, Value::String(s) if m.contains_key(s.as_str())),
@@ -723,6 +751,7 @@ impl<'a> Map<'a> {
         }
     }
 
+    /// The entries, in the map's order.
     pub fn entries(&self) -> Vec<(Value<'a>, Value<'a>)> {
         match self {
             Map::Json(m) => m
@@ -752,7 +781,9 @@ impl<'a> Map<'a> {
 pub trait Opaque: fmt::Debug + Send + Sync + 'static {
     /// The CEL type name, e.g. `kubernetes.URL` or `net.IP`.
     fn type_name(&self) -> &'static str;
+    /// CEL's `==` with another library value (`false` for another type).
     fn equals(&self, other: &dyn Opaque) -> bool;
+    /// For downcasting to the concrete type (see [`Value::as_opaque`]).
     fn as_any(&self) -> &dyn Any;
     /// Whether `==` with another value of this type is an answer. Kubernetes' authorizer
     /// types refuse it (`no such overload`) even between two of them.
@@ -765,23 +796,37 @@ pub trait Opaque: fmt::Debug + Send + Sync + 'static {
     }
 }
 
+/// A CEL value. Borrows (lifetime `'a`) from the JSON it was read from wherever it can, so
+/// reading a request copies nothing; what an expression builds is shared by reference count.
 #[derive(Clone, Debug)]
 pub enum Value<'a> {
+    /// `null`.
     Null,
+    /// `bool`.
     Bool(bool),
+    /// `int`.
     Int(i64),
+    /// `uint`.
     Uint(u64),
+    /// `double`.
     Double(f64),
+    /// `string`.
     String(Str<'a>),
+    /// `bytes`.
     Bytes(Arc<[u8]>),
+    /// `list`.
     List(List<'a>),
+    /// `map`.
     Map(Map<'a>),
+    /// `google.protobuf.Timestamp`, with the offset it is shown at.
     Timestamp(super::time::Timestamp),
     /// Nanoseconds, as Go's `time.Duration` that cel-go uses.
     Duration(i64),
     /// A type value (`type(x)`, `int`...), by its CEL name.
     Type(&'static str),
+    /// `optional_type`: `optional.none()` or `optional.of(v)`.
     Optional(Option<Arc<Value<'a>>>),
+    /// A Kubernetes library value (`kubernetes.URL`, `net.IP`, `kubernetes.Quantity`...).
     Opaque(Arc<dyn Opaque>),
 }
 
@@ -818,18 +863,22 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// A shared string.
     pub fn string(s: impl Into<Arc<str>>) -> Value<'a> {
         Value::String(Str::Shared(s.into()))
     }
 
+    /// An owned list.
     pub fn list(v: Vec<Value<'a>>) -> Value<'a> {
         Value::List(List::Owned(Arc::new(v)))
     }
 
+    /// A library value.
     pub fn opaque(o: impl Opaque) -> Value<'a> {
         Value::Opaque(Arc::new(o))
     }
 
+    /// `optional.of(v)` for `Some`, `optional.none()` for `None`.
     pub fn optional(v: Option<Value<'a>>) -> Value<'a> {
         Value::Optional(v.map(Arc::new))
     }
@@ -854,6 +903,7 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The text of a string; `None` for another value.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s.as_str()),
@@ -861,6 +911,7 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The library value of type `T`; `None` for another value or type.
     pub fn as_opaque<T: Opaque>(&self) -> Option<&T> {
         match self {
             Value::Opaque(o) => o.as_any().downcast_ref::<T>(),
@@ -1038,7 +1089,7 @@ impl<'a> Value<'a> {
 /// Compares numbers across kinds as cel-go does: int and uint exactly; against a double, a
 /// double outside the integer range orders outside it, otherwise the integer is converted to
 /// double (so `9223372036854775807 == 9223372036854775808.0`, as in cel-go). `None` for NaN.
-pub fn num_cmp(a: &Value<'_>, b: &Value<'_>) -> Option<Ordering> {
+pub(crate) fn num_cmp(a: &Value<'_>, b: &Value<'_>) -> Option<Ordering> {
     use Value::*;
     match (a, b) {
         (Int(x), Int(y)) => Some(x.cmp(y)),

@@ -11,12 +11,19 @@ use super::types::{ObjectType, Type};
 /// The slots of the VAP variables in an environment built by [`vap_env`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slots {
+    /// `object`.
     pub object: usize,
+    /// `oldObject`.
     pub old_object: usize,
+    /// `request`.
     pub request: usize,
+    /// `namespaceObject`.
     pub namespace_object: usize,
+    /// `params`, when declared.
     pub params: Option<usize>,
+    /// `authorizer`, when declared.
     pub authorizer: Option<usize>,
+    /// `authorizer.requestResource`, when the authorizer is declared.
     pub request_resource: Option<usize>,
 }
 

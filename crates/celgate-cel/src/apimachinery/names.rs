@@ -79,6 +79,7 @@ pub fn mask_trailing_dash(s: &str) -> String {
     s.to_string()
 }
 
+/// apimachinery's `IsDNS1123Label`: its error messages, none when `s` is valid.
 pub fn dns1123_label(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 63 {
@@ -98,6 +99,7 @@ pub fn dns1123_label(s: &str) -> Vec<String> {
     errs
 }
 
+/// apimachinery's `IsDNS1123Subdomain`: its error messages, none when `s` is valid.
 pub fn dns1123_subdomain(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 253 {
@@ -113,6 +115,7 @@ pub fn dns1123_subdomain(s: &str) -> Vec<String> {
     errs
 }
 
+/// apimachinery's `IsDNS1035Label`: its error messages, none when `s` is valid.
 pub fn dns1035_label(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 63 {
@@ -131,6 +134,7 @@ pub fn dns1035_label(s: &str) -> Vec<String> {
 const QUALIFIED_NAME_MSG: &str =
     "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
+/// apimachinery's `IsQualifiedName`: its error messages, none when `s` is valid.
 pub fn qualified_name(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = s.split('/').collect();
@@ -174,6 +178,7 @@ pub fn qualified_name(s: &str) -> Vec<String> {
     errs
 }
 
+/// apimachinery's `IsValidLabelValue`: its error messages, none when `s` is valid.
 pub fn label_value(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 63 {

@@ -17,8 +17,15 @@ use crate::value::{Opaque, Value};
 /// `authorizer.serviceAccount(namespace, name)`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Principal {
+    /// The user who made the admission request.
     RequestUser,
-    ServiceAccount { namespace: String, name: String },
+    /// The service account `system:serviceaccount:<namespace>:<name>`.
+    ServiceAccount {
+        /// The service account's namespace.
+        namespace: String,
+        /// The service account's name.
+        name: String,
+    },
 }
 
 impl Principal {
@@ -46,42 +53,58 @@ impl Principal {
 pub enum Target {
     /// A non-resource URL.
     Path(String),
+    /// A resource (`authorizer.group(g).resource(r)...`).
     Resource(ResourceAttributes),
 }
 
+/// The resource a check is about, as Kubernetes' `authorizer.AttributesRecord` holds it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ResourceAttributes {
+    /// The API group (`""` for the core group).
     pub group: String,
+    /// The resource (plural name).
     pub resource: String,
+    /// The subresource, if any.
     pub subresource: String,
     /// Empty for cluster scope.
     pub namespace: String,
+    /// The object's name; empty for every object.
     pub name: String,
     /// Raw selector text; parsing (and reporting parse errors) is the authorizer's business,
     /// as in Kubernetes.
     pub field_selector: Option<String>,
+    /// Raw label selector text (`labelSelector`), as the field selector.
     pub label_selector: Option<String>,
 }
 
 /// The attributes of one check (API version is always `*`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Attributes {
+    /// Who the check is for.
     pub principal: Principal,
+    /// The verb (`get`, `create`, ...).
     pub verb: String,
+    /// What is being authorized.
     pub target: Target,
 }
 
+/// An authorizer's decision, as Kubernetes' `authorizer.Decision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
+    /// Allowed.
     Allow,
+    /// Denied.
     Deny,
+    /// No opinion: the check is not allowed.
     NoOpinion,
 }
 
 /// An authorizer's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
+    /// The decision.
     pub verdict: Verdict,
+    /// Why, as the authorizer says it.
     pub reason: String,
     /// Set when the authorizer failed; `errored()` is then true.
     pub error: Option<String>,
@@ -91,6 +114,7 @@ pub struct Decision {
 /// `authorizer error: <this>`, which the policy's failurePolicy handles, rather than a silent
 /// denial.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AuthorizeError {
     /// The backend that answers checks could not be asked or did not answer (a
     /// SubjectAccessReview that failed or timed out); shows, and is sourced by, the backend's
@@ -102,21 +126,27 @@ pub enum AuthorizeError {
 /// Answers authorization checks for one admission request. `Err` means the authorizer could
 /// not be asked (see [`AuthorizeError`]).
 pub trait Authorizer: Send + Sync + fmt::Debug {
+    /// Decides one check.
     fn authorize(&self, attributes: &Attributes) -> Result<Decision, AuthorizeError>;
 }
 
 /// The user an admission request is made by (`request.userInfo`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct UserInfo {
+    /// `request.userInfo.username`.
     pub username: String,
+    /// `request.userInfo.uid`.
     pub uid: String,
+    /// `request.userInfo.groups`.
     pub groups: Vec<String>,
+    /// `request.userInfo.extra`.
     pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// Makes the [`Authorizer`] for one request's user: a cluster connection (SubjectAccessReview)
 /// supplies one through the snapshot; without one the admission layer evaluates RBAC objects.
 pub trait AuthorizerFactory: Send + Sync + fmt::Debug {
+    /// The authorizer of checks made for `user`.
     fn for_user(&self, user: &UserInfo) -> Arc<dyn Authorizer>;
 }
 
@@ -128,6 +158,7 @@ pub struct AuthorizerValue {
 }
 
 impl AuthorizerValue {
+    /// The `authorizer` of a request, answered by `backend`.
     pub fn new(backend: Arc<dyn Authorizer>) -> Self {
         AuthorizerValue {
             backend,
@@ -144,18 +175,21 @@ impl AuthorizerValue {
     }
 }
 
+/// `authorizer.path(p)`: a check of a non-resource URL.
 #[derive(Debug, Clone)]
 pub struct PathCheck {
     authz: AuthorizerValue,
     path: String,
 }
 
+/// `authorizer.group(g)`: a resource check being built.
 #[derive(Debug, Clone)]
 pub struct GroupCheck {
     authz: AuthorizerValue,
     group: String,
 }
 
+/// `authorizer.group(g).resource(r)` and what follows: a resource check.
 #[derive(Debug, Clone)]
 pub struct ResourceCheck {
     authz: AuthorizerValue,
@@ -331,10 +365,12 @@ fn cost_selector(a: &[Value<'_>]) -> u64 {
     (10.0 + parse + (requirements * 50.0).ceil()) as u64
 }
 
+/// The CEL type name of the `authorizer` variable.
 pub const AUTHORIZER: &str = "kubernetes.authorization.Authorizer";
+/// The CEL type name of a resource check (`authorizer.requestResource`).
 pub const RESOURCE_CHECK: &str = "kubernetes.authorization.ResourceCheck";
 
-pub fn register(add: Register<'_>) {
+pub(crate) fn register(add: Register<'_>) {
     let v = since::AUTHZ;
     add(
         "path",

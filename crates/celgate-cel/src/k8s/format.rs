@@ -165,7 +165,13 @@ fn validator(name: &str) -> Option<Validator> {
         "dns1123SubdomainPrefix" => |s| dns1123_subdomain(&mask_trailing_dash(s)),
         "dns1035LabelPrefix" => |s| dns1035_label(&mask_trailing_dash(s)),
         "labelValue" => label_value,
-        "uri" => |s| super::url::parse_request_uri(s).err().into_iter().collect(),
+        "uri" => |s| {
+            super::url::parse_request_uri(s)
+                .err()
+                .map(|e| e.to_string())
+                .into_iter()
+                .collect()
+        },
         "uuid" => |s| {
             one(
                 patterns().uuid.is_match(s),

@@ -12,13 +12,16 @@ use crate::error::EvalError;
 use crate::overload::{since, str_arg, Cost, Imp, Register, R};
 use crate::value::{Opaque, Value};
 
+/// A `net.IP` value (`ip('10.0.0.1')`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ip(pub IpAddr);
 
+/// A `net.CIDR` value (`cidr('10.0.0.0/8')`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cidr {
     /// The address as written (host bits kept).
     pub addr: IpAddr,
+    /// The prefix length.
     pub prefix: u8,
 }
 
@@ -303,6 +306,7 @@ impl Cidr {
         }
     }
 
+    /// Whether `ip` is in this range.
     pub fn contains_ip(&self, ip: &IpAddr) -> bool {
         if self.addr.is_ipv4() != ip.is_ipv4() {
             return false;
@@ -311,6 +315,7 @@ impl Cidr {
         (bits(&self.addr).0 & m) == (bits(ip).0 & m)
     }
 
+    /// Whether `other` is a sub-range of this one.
     pub fn contains_cidr(&self, other: &Cidr) -> bool {
         self.prefix <= other.prefix && self.contains_ip(&other.addr)
     }

@@ -26,6 +26,7 @@ const FORMAT_WRONG: &str =
 const NUMERIC: &str = "unable to parse numeric part of quantity";
 const SUFFIX: &str = "unable to parse quantity's suffix";
 
+/// A `kubernetes.Quantity` value (`quantity('1Gi')`), as apimachinery's `resource.Quantity`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Quantity {
     /// The value in nano-units, times `10^scale`.

@@ -18,6 +18,7 @@ enum Pre {
     Str(String),
 }
 
+/// A `kubernetes.Semver` value (`semver('1.2.3')`).
 #[derive(Debug, Clone)]
 pub struct Semver {
     major: u64,
@@ -101,33 +102,118 @@ fn alnum(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'-'
 }
 
-fn number(part: &str, what: &str) -> Result<u64, String> {
-    if !only(part, |b| b.is_ascii_digit()) {
-        return Err(format!(
-            "Invalid character(s) found in {what} number {part:?}"
-        ));
+/// A numeric element of the version core, as blang/semver names it in its errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The major version.
+    Major,
+    /// The minor version.
+    Minor,
+    /// The patch version.
+    Patch,
+}
+
+impl Part {
+    /// The name in lower case, as an error names it mid-sentence.
+    fn name(self) -> &'static str {
+        match self {
+            Part::Major => "major",
+            Part::Minor => "minor",
+            Part::Patch => "patch",
+        }
     }
-    if part.len() > 1 && part.starts_with('0') {
-        let cap = format!("{}{}", what[..1].to_uppercase(), &what[1..]);
-        return Err(format!(
-            "{cap} number must not contain leading zeroes {part:?}"
-        ));
+
+    /// The name starting a sentence.
+    fn title(self) -> &'static str {
+        match self {
+            Part::Major => "Major",
+            Part::Minor => "Minor",
+            Part::Patch => "Patch",
+        }
     }
-    part.parse()
-        .map_err(|_| format!("strconv.ParseUint: parsing {part:?}: invalid syntax"))
+}
+
+/// Why a text is not a semantic version, with blang/semver v4's (and Kubernetes')
+/// wording; `semver(s)` reports it as its error value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SemverError {
+    /// The text is empty.
+    #[error("Version string empty")]
+    Empty,
+    /// Fewer than three dot-separated elements.
+    #[error("No Major.Minor.Patch elements found")]
+    NoMajorMinorPatch,
+    /// A core number with a character other than a digit.
+    #[error("Invalid character(s) found in {} number {text:?}", part.name())]
+    InvalidNumber {
+        /// Which number.
+        part: Part,
+        /// The element as written.
+        text: String,
+    },
+    /// A core number with a leading zero.
+    #[error("{} number must not contain leading zeroes {text:?}", part.title())]
+    LeadingZeroes {
+        /// Which number.
+        part: Part,
+        /// The element as written.
+        text: String,
+    },
+    /// A core number Go's `strconv.ParseUint` refuses (empty or too large).
+    #[error("strconv.ParseUint: parsing {0:?}: invalid syntax")]
+    NumberSyntax(String),
+    /// An empty pre-release identifier.
+    #[error("Prerelease is empty")]
+    EmptyPrerelease,
+    /// A numeric pre-release identifier with a leading zero.
+    #[error("Numeric PreRelease version must not contain leading zeroes {0:?}")]
+    PrereleaseLeadingZeroes(String),
+    /// A numeric pre-release identifier too large for 64 bits.
+    #[error("strconv.ParseUint: parsing {0:?}: value out of range")]
+    PrereleaseOutOfRange(String),
+    /// A pre-release identifier with a character other than `[0-9A-Za-z-]`.
+    #[error("Invalid character(s) found in prerelease {0:?}")]
+    InvalidPrerelease(String),
+    /// An empty build metadata identifier.
+    #[error("Build meta data is empty")]
+    EmptyBuild,
+    /// A build metadata identifier with a character other than `[0-9A-Za-z-]`.
+    #[error("Invalid character(s) found in build meta data {0:?}")]
+    InvalidBuild(String),
+    /// `normalizeAndParse`: a version of one or two elements with a suffix.
+    #[error("short version cannot contain PreRelease/Build meta data")]
+    ShortWithSuffix,
+}
+
+fn number(text: &str, part: Part) -> Result<u64, SemverError> {
+    if !only(text, |b| b.is_ascii_digit()) {
+        return Err(SemverError::InvalidNumber {
+            part,
+            text: text.into(),
+        });
+    }
+    if text.len() > 1 && text.starts_with('0') {
+        return Err(SemverError::LeadingZeroes {
+            part,
+            text: text.into(),
+        });
+    }
+    text.parse()
+        .map_err(|_| SemverError::NumberSyntax(text.into()))
 }
 
 /// blang/semver v4 `Parse`.
-pub fn parse(s: &str) -> Result<Semver, String> {
+pub fn parse(s: &str) -> Result<Semver, SemverError> {
     if s.is_empty() {
-        return Err("Version string empty".into());
+        return Err(SemverError::Empty);
     }
     let parts: Vec<&str> = s.splitn(3, '.').collect();
     if parts.len() != 3 {
-        return Err("No Major.Minor.Patch elements found".into());
+        return Err(SemverError::NoMajorMinorPatch);
     }
-    let major = number(parts[0], "major")?;
-    let minor = number(parts[1], "minor")?;
+    let major = number(parts[0], Part::Major)?;
+    let minor = number(parts[1], Part::Minor)?;
     let mut patch_str = parts[2];
     let mut build = Vec::new();
     if let Some(i) = patch_str.find('+') {
@@ -139,35 +225,32 @@ pub fn parse(s: &str) -> Result<Semver, String> {
         pre_parts = patch_str[i + 1..].split('.').collect();
         patch_str = &patch_str[..i];
     }
-    let patch = number(patch_str, "patch")?;
+    let patch = number(patch_str, Part::Patch)?;
     let mut pre = Vec::new();
     for p in pre_parts {
         if p.is_empty() {
-            return Err("Prerelease is empty".into());
+            return Err(SemverError::EmptyPrerelease);
         }
         if only(p, |b| b.is_ascii_digit()) {
             if p.len() > 1 && p.starts_with('0') {
-                return Err(format!(
-                    "Numeric PreRelease version must not contain leading zeroes {p:?}"
-                ));
+                return Err(SemverError::PrereleaseLeadingZeroes(p.into()));
             }
-            pre.push(Pre::Num(p.parse().map_err(|_| {
-                format!("strconv.ParseUint: parsing {p:?}: value out of range")
-            })?));
+            pre.push(Pre::Num(
+                p.parse()
+                    .map_err(|_| SemverError::PrereleaseOutOfRange(p.into()))?,
+            ));
         } else if only(p, alnum) {
             pre.push(Pre::Str(p.to_string()));
         } else {
-            return Err(format!("Invalid character(s) found in prerelease {p:?}"));
+            return Err(SemverError::InvalidPrerelease(p.into()));
         }
     }
     for b in &build {
         if b.is_empty() {
-            return Err("Build meta data is empty".into());
+            return Err(SemverError::EmptyBuild);
         }
         if !only(b, alnum) {
-            return Err(format!(
-                "Invalid character(s) found in build meta data {b:?}"
-            ));
+            return Err(SemverError::InvalidBuild(b.clone()));
         }
     }
     Ok(Semver {
@@ -180,7 +263,7 @@ pub fn parse(s: &str) -> Result<Semver, String> {
 }
 
 /// Kubernetes' `normalizeAndParse`.
-pub fn normalize_and_parse(s: &str) -> Result<Semver, String> {
+pub fn normalize_and_parse(s: &str) -> Result<Semver, SemverError> {
     let s = s.strip_prefix('v').unwrap_or(s);
     let mut parts: Vec<String> = s.splitn(3, '.').map(str::to_string).collect();
     for p in parts.iter_mut() {
@@ -194,7 +277,7 @@ pub fn normalize_and_parse(s: &str) -> Result<Semver, String> {
     }
     if parts.len() < 3 {
         if parts.last().is_some_and(|l| l.contains(['+', '-'])) {
-            return Err("short version cannot contain PreRelease/Build meta data".into());
+            return Err(SemverError::ShortWithSuffix);
         }
         while parts.len() < 3 {
             parts.push("0".into());
@@ -203,7 +286,7 @@ pub fn normalize_and_parse(s: &str) -> Result<Semver, String> {
     parse(&parts.join("."))
 }
 
-fn parse_arg(a: &[Value<'_>]) -> Result<Result<Semver, String>, EvalError> {
+fn parse_arg(a: &[Value<'_>]) -> Result<Result<Semver, SemverError>, EvalError> {
     let s = str_arg(&a[0])?;
     let normalize = match a.get(1) {
         Some(Value::Bool(b)) => *b,
@@ -218,7 +301,10 @@ fn parse_arg(a: &[Value<'_>]) -> Result<Result<Semver, String>, EvalError> {
 }
 
 fn semver<'a>(a: &[Value<'a>]) -> R<'a> {
-    parse_arg(a)?.map(Value::opaque).map_err(EvalError::new)
+    // The error value is the parser's message, as Kubernetes returns `err` itself.
+    parse_arg(a)?
+        .map(Value::opaque)
+        .map_err(|e| EvalError::new(e.to_string()))
 }
 
 fn is_semver<'a>(a: &[Value<'a>]) -> R<'a> {
@@ -324,19 +410,19 @@ mod tests {
     fn strict_parse() {
         assert!(parse("1.2.3-alpha.1+build.5").is_ok());
         assert_eq!(
-            parse("v1.2.3").unwrap_err(),
+            parse("v1.2.3").unwrap_err().to_string(),
             "Invalid character(s) found in major number \"v1\""
         );
         assert_eq!(
-            parse("01.2.3").unwrap_err(),
+            parse("01.2.3").unwrap_err().to_string(),
             "Major number must not contain leading zeroes \"01\""
         );
         assert_eq!(
-            parse("1.2").unwrap_err(),
+            parse("1.2").unwrap_err().to_string(),
             "No Major.Minor.Patch elements found"
         );
         assert_eq!(
-            parse("1.2.3-01").unwrap_err(),
+            parse("1.2.3-01").unwrap_err().to_string(),
             "Numeric PreRelease version must not contain leading zeroes \"01\""
         );
         assert!(parse("1.2.3+").is_err());
@@ -346,7 +432,10 @@ mod tests {
     fn normalized_parse() {
         assert_eq!(normalize_and_parse("v1.2").unwrap().text(), "1.2.0");
         assert_eq!(normalize_and_parse("v01.02.03").unwrap().text(), "1.2.3");
-        assert!(normalize_and_parse("1.2-beta").is_err());
+        assert_eq!(
+            normalize_and_parse("1.2-beta").unwrap_err().to_string(),
+            "short version cannot contain PreRelease/Build meta data"
+        );
     }
 
     #[test]

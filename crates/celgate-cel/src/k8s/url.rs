@@ -18,19 +18,74 @@ use super::go_quote;
 /// The fields of Go's `url.URL` that the library reads.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GoUrl {
+    /// The scheme, lower-cased.
     pub scheme: String,
+    /// What follows `scheme:` when it does not start with `/` (`mailto:x@y`).
     pub opaque: String,
     /// The userinfo as written (before `@`), if any.
     pub user: Option<String>,
+    /// The host and port as written.
     pub host: String,
     /// The unescaped path.
     pub path: String,
     /// The path as written, when it differs from the default encoding of `path`.
     pub raw_path: String,
+    /// `scheme:/path`: a path with no authority.
     pub omit_host: bool,
+    /// A `?` with nothing after it.
     pub force_query: bool,
+    /// The query as written, without its `?`.
     pub raw_query: String,
+    /// The fragment, unescaped, when there was a `#`.
     pub fragment: Option<String>,
+}
+
+/// Why Go's `net/url` refuses a URL, with its wording.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UrlProblem {
+    /// A `%` not followed by two hex digits (or an escape a host may not hold); the escape's
+    /// bytes, quoted as Go quotes them.
+    #[error("invalid URL escape {0}")]
+    InvalidEscape(String),
+    /// A character a host name may not hold, quoted as Go quotes it.
+    #[error("invalid character {0} in host name")]
+    InvalidHostCharacter(String),
+    /// The text starts with `:`.
+    #[error("missing protocol scheme")]
+    MissingScheme,
+    /// An IPv6 literal host without its closing bracket.
+    #[error("missing ']' in host")]
+    MissingBracket,
+    /// A port that is not digits, quoted as Go quotes it.
+    #[error("invalid port {0} after host")]
+    InvalidPort(String),
+    /// A control character anywhere in the text.
+    #[error("net/url: invalid control character in URL")]
+    ControlCharacter,
+    /// An empty request URI.
+    #[error("empty url")]
+    Empty,
+    /// A request URI that is neither absolute nor an absolute path.
+    #[error("invalid URI for request")]
+    InvalidRequestUri,
+    /// A relative path whose first segment holds a colon.
+    #[error("first path segment in URL cannot contain colon")]
+    ColonInFirstSegment,
+    /// Userinfo with a character it may not hold.
+    #[error("net/url: invalid userinfo")]
+    InvalidUserinfo,
+}
+
+/// Go's `*url.Error` of a parse: the URL and why it was refused, shown as
+/// `parse "<url>": <why>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("parse {}: {problem}", go_quote(url.as_bytes()))]
+pub struct UrlError {
+    /// The text that was parsed.
+    pub url: String,
+    /// Why it was refused (part of the message, as in Go, so not a `source`).
+    pub problem: UrlProblem,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -78,7 +133,7 @@ fn should_escape(c: u8, mode: Mode) -> bool {
 }
 
 /// Go's `unescape`, with its errors.
-fn unescape(s: &str, mode: Mode) -> Result<String, String> {
+fn unescape(s: &str, mode: Mode) -> Result<String, UrlProblem> {
     let b = s.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -88,16 +143,16 @@ fn unescape(s: &str, mode: Mode) -> Result<String, String> {
                 // character (`%€`): they are cut as bytes, never as `str`.
                 if i + 2 >= b.len() || !is_hex(b[i + 1]) || !is_hex(b[i + 2]) {
                     let end = (i + 3).min(b.len());
-                    return Err(format!("invalid URL escape {}", go_quote(&b[i..end])));
+                    return Err(UrlProblem::InvalidEscape(go_quote(&b[i..end])));
                 }
                 if mode == Mode::Host && unhex(b[i + 1]) < 8 && &b[i..i + 3] != b"%25" {
-                    return Err(format!("invalid URL escape {}", go_quote(&b[i..i + 3])));
+                    return Err(UrlProblem::InvalidEscape(go_quote(&b[i..i + 3])));
                 }
                 i += 3;
             }
             c => {
                 if mode == Mode::Host && c < 0x80 && should_escape(c, mode) {
-                    return Err(format!("invalid character {} in host name", go_quote(&[c])));
+                    return Err(UrlProblem::InvalidHostCharacter(go_quote(&[c])));
                 }
                 i += 1;
             }
@@ -145,12 +200,12 @@ fn valid_optional_port(port: &str) -> bool {
     port.is_empty() || (port.starts_with(':') && port[1..].bytes().all(|b| b.is_ascii_digit()))
 }
 
-fn get_scheme(raw: &str) -> Result<(&str, &str), String> {
+fn get_scheme(raw: &str) -> Result<(&str, &str), UrlProblem> {
     for (i, c) in raw.bytes().enumerate() {
         match c {
             b'a'..=b'z' | b'A'..=b'Z' => {}
             b'0'..=b'9' | b'+' | b'-' | b'.' if i > 0 => {}
-            b':' if i == 0 => return Err("missing protocol scheme".into()),
+            b':' if i == 0 => return Err(UrlProblem::MissingScheme),
             b':' => return Ok((&raw[..i], &raw[i + 1..])),
             _ => return Ok(("", raw)),
         }
@@ -158,35 +213,29 @@ fn get_scheme(raw: &str) -> Result<(&str, &str), String> {
     Ok(("", raw))
 }
 
-fn parse_host(host: &str) -> Result<String, String> {
+fn parse_host(host: &str) -> Result<String, UrlProblem> {
     if host.starts_with('[') {
-        let i = host.rfind(']').ok_or("missing ']' in host")?;
+        let i = host.rfind(']').ok_or(UrlProblem::MissingBracket)?;
         let port = &host[i + 1..];
         if !valid_optional_port(port) {
-            return Err(format!(
-                "invalid port {} after host",
-                go_quote(port.as_bytes())
-            ));
+            return Err(UrlProblem::InvalidPort(go_quote(port.as_bytes())));
         }
     } else if let Some(i) = host.rfind(':') {
         let port = &host[i..];
         if !valid_optional_port(port) {
-            return Err(format!(
-                "invalid port {} after host",
-                go_quote(port.as_bytes())
-            ));
+            return Err(UrlProblem::InvalidPort(go_quote(port.as_bytes())));
         }
     }
     unescape(host, Mode::Host)
 }
 
 /// Go's internal `parse(rawURL, viaRequest)`.
-fn parse(raw: &str, via_request: bool) -> Result<GoUrl, String> {
+fn parse(raw: &str, via_request: bool) -> Result<GoUrl, UrlProblem> {
     if raw.bytes().any(|b| b < 0x20 || b == 0x7f) {
-        return Err("net/url: invalid control character in URL".into());
+        return Err(UrlProblem::ControlCharacter);
     }
     if raw.is_empty() && via_request {
-        return Err("empty url".into());
+        return Err(UrlProblem::Empty);
     }
     let mut u = GoUrl::default();
     if raw == "*" {
@@ -210,11 +259,11 @@ fn parse(raw: &str, via_request: bool) -> Result<GoUrl, String> {
             return Ok(u);
         }
         if via_request {
-            return Err("invalid URI for request".into());
+            return Err(UrlProblem::InvalidRequestUri);
         }
         let segment = rest.split('/').next().unwrap_or("");
         if segment.contains(':') {
-            return Err("first path segment in URL cannot contain colon".into());
+            return Err(UrlProblem::ColonInFirstSegment);
         }
     }
     let mut path = rest;
@@ -235,7 +284,7 @@ fn parse(raw: &str, via_request: bool) -> Result<GoUrl, String> {
                 .bytes()
                 .all(|c| c.is_ascii_alphanumeric() || b"-._:~!$&'()*+,;=%@".contains(&c))
             {
-                return Err("net/url: invalid userinfo".into());
+                return Err(UrlProblem::InvalidUserinfo);
             }
             u.user = Some(user.to_string());
         }
@@ -252,24 +301,28 @@ fn parse(raw: &str, via_request: bool) -> Result<GoUrl, String> {
     Ok(u)
 }
 
-fn url_error(raw: &str, msg: &str) -> String {
-    format!("parse {}: {msg}", go_quote(raw.as_bytes()))
+/// Go's `*url.Error` for `raw`.
+fn url_error(raw: &str) -> impl Fn(UrlProblem) -> UrlError + '_ {
+    move |problem| UrlError {
+        url: raw.to_string(),
+        problem,
+    }
 }
 
 /// Go's `url.ParseRequestURI`.
-pub fn parse_request_uri(raw: &str) -> Result<GoUrl, String> {
-    parse(raw, true).map_err(|e| url_error(raw, &e))
+pub fn parse_request_uri(raw: &str) -> Result<GoUrl, UrlError> {
+    parse(raw, true).map_err(url_error(raw))
 }
 
 /// Go's `url.Parse`: the fragment is split off first.
-pub fn parse_url(raw: &str) -> Result<GoUrl, String> {
+pub fn parse_url(raw: &str) -> Result<GoUrl, UrlError> {
     let (u, frag) = match raw.split_once('#') {
         Some((u, f)) => (u, Some(f)),
         None => (raw, None),
     };
-    let mut url = parse(u, false).map_err(|e| url_error(raw, &e))?;
+    let mut url = parse(u, false).map_err(url_error(raw))?;
     if let Some(f) = frag {
-        url.fragment = Some(unescape(f, Mode::Fragment).map_err(|e| url_error(raw, &e))?);
+        url.fragment = Some(unescape(f, Mode::Fragment).map_err(url_error(raw))?);
     }
     Ok(url)
 }
@@ -397,7 +450,7 @@ impl Opaque for GoUrl {
 
 /// `url(s)`: must pass `ParseRequestURI`, then is kept as `Parse` reads it.
 pub fn to_url(s: &str) -> Result<GoUrl, EvalError> {
-    let err = |e: String| {
+    let err = |e: UrlError| {
         EvalError::new(format!(
             "URL parse error during conversion from string: {e}"
         ))

@@ -4,7 +4,7 @@
 use crate::apimachinery::duration::parse_go_duration;
 use crate::error::EvalError;
 use crate::overload::{no_overload, str_arg, Builder, Cost, Imp, R};
-use crate::time::{Civil, Timestamp};
+use crate::time::{Civil, Timestamp, TimestampError};
 use crate::value::Value;
 
 fn out_of_range<'a>() -> R<'a> {
@@ -26,8 +26,8 @@ pub fn to_timestamp<'a>(a: &[Value<'a>]) -> R<'a> {
         }
         Value::String(s) => match Timestamp::parse_go_rfc3339(s.as_str()) {
             Ok(t) => Ok(Value::Timestamp(t)),
-            Err(true) => out_of_range(),
-            Err(false) => Err(EvalError::new(
+            Err(TimestampError::OutOfRange) => out_of_range(),
+            Err(TimestampError::Syntax) => Err(EvalError::new(
                 "type conversion error from 'string' to 'google.protobuf.Timestamp'",
             )),
         },

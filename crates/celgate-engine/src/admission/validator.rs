@@ -19,7 +19,7 @@ use std::sync::{Mutex, Once};
 use super::probe::{Probe, Seen, Site};
 use super::Deadline;
 use crate::policy::compile::{CompiledPolicy, FailurePolicy};
-use celgate_cel::eval::Activation;
+use celgate_cel::Activation;
 use celgate_cel::{CancelReason, EvalError, Program, Value, PER_CALL_LIMIT};
 
 pub(crate) const BUDGET: u64 = 10_000_000;

@@ -12,8 +12,7 @@ use std::collections::HashMap;
 use super::schema::Schema;
 use super::types::escape;
 use celgate_cel::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
-use celgate_cel::program::TypedAst;
-use celgate_cel::types::Type;
+use celgate_cel::{Type, TypedAst};
 
 /// The largest request the API server accepts (bytes): the bound of unbounded sizes.
 pub(super) const MAX_REQUEST_SIZE_BYTES: i64 = 3 * 1024 * 1024;
@@ -943,7 +942,7 @@ mod api_server_costs {
     use super::*;
     use crate::crd::rules::env_for;
     use crate::crd::types::cel_type;
-    use celgate_cel::types::Type;
+    use celgate_cel::Type;
 
     fn cost(schema: Json, rule: &str) -> u64 {
         let s: Schema = serde_json::from_value(schema).unwrap();

@@ -13,7 +13,7 @@ use super::schema::{Crd, Schema, ValidationRule};
 use super::structural;
 use super::types::{cel_type, escape, root_type, to_cel};
 use celgate_cel::lexer::{tokenize, Tok};
-use celgate_cel::types::Type;
+use celgate_cel::Type;
 use celgate_cel::{Env, Meter, Program, Value};
 
 /// Kubernetes minor version of the CEL environment CRD rules are compiled for: new

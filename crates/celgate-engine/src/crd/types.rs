@@ -10,9 +10,8 @@ use serde_json::Value as Json;
 use super::schema::Schema;
 use celgate_cel::apimachinery::duration::parse_go_duration;
 use celgate_cel::time::Timestamp;
-use celgate_cel::types::{ObjectType, Type};
 use celgate_cel::value::{List, ListKind, Map, OwnedMap, Str, TypedList};
-use celgate_cel::Value;
+use celgate_cel::{ObjectType, Type, Value};
 
 /// CEL keywords and reserved words a property name is escaped from (`__{word}__`): the
 /// language's literals and `in`, and the words the lexer reserves (the documented list plus

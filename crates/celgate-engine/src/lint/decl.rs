@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::crd::schema::Schema;
 use crate::crd::types::{cel_names, escape};
-use celgate_cel::types::{ObjectType, Type};
+use celgate_cel::{ObjectType, Type};
 
 /// How object fields are named in CEL.
 #[derive(Debug, Clone, Copy)]

@@ -18,8 +18,8 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::model::Policy;
-use celgate_cel::types::Type;
 use celgate_cel::vap::{vap_env_typed, Decls};
+use celgate_cel::Type;
 
 use decl::{decl_type, Naming};
 use kinds::{Gvk, Kinds};

@@ -462,10 +462,10 @@ spec:
                     i - 1
                 );
             }
-            celgate_cel::env::reset_lazy_field_copies();
+            celgate_cel::internals::reset_lazy_field_copies();
             let p = compile(&policy(&yaml), NEWEST_MINOR);
             assert!(p.variables.iter().all(|(_, c)| c.is_ok()));
-            celgate_cel::env::lazy_field_copies()
+            celgate_cel::internals::lazy_field_copies()
         };
         let (small, large) = (copies(500), copies(2000));
         assert!(

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value as Json};
 
 use crate::matching::registry::Registry;
-use celgate_cel::env::NEWEST_MINOR;
+use celgate_cel::NEWEST_MINOR;
 
 /// Why no AdmissionReview can be built: the texts name the case field or the `celgate eval`
 /// flag at fault.
