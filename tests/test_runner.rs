@@ -221,6 +221,16 @@ fn exit_codes_and_filter() {
     assert_eq!((code, out.as_str()), (0, "0 passed, 0 failed\n"));
 }
 
+#[test]
+fn output_has_the_short_flag_of_the_other_commands() {
+    let dir = temp_dir("short-o");
+    write(&dir, "policy.yaml", POLICY);
+    write(&dir, "owner.celgate-test.yaml", SUITE);
+    let (code, out, err) = celgate(&["test", "-o", "tap"], &dir);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.starts_with("TAP version"), "{out}{err}");
+}
+
 /// The message for an invalid suite, run through the library.
 fn invalid(text: &str) -> String {
     let dir = temp_dir("invalid");

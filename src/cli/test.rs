@@ -18,7 +18,7 @@ pub struct TestArgs {
     #[arg(long, value_name = "REGEX", value_parser = Checked(flags::regex))]
     filter: Option<regex::Regex>,
     /// Report format: a table, JSON, JUnit XML or TAP, on standard output.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
     output: TestOutput,
     /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
     #[arg(long, value_name = "1.N", default_value_t = K8sVersion::NEWEST)]
