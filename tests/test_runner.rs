@@ -26,6 +26,7 @@ fn options() -> Options {
         update: false,
         roots: Vec::new(),
         max_file_bytes: celgate::source::read::DEFAULT_MAX_FILE_BYTES,
+        allow_empty: false,
     }
 }
 
@@ -214,11 +215,11 @@ fn exit_codes_and_filter() {
     let (code, out, _) = celgate(&["test", "--output", "junit"], &dir);
     assert_eq!(code, 1);
     assert!(out.starts_with("<?xml"), "{out}");
-    // A file not named *.celgate-test.yaml is not a suite.
+    // A file not named *.celgate-test.yaml is not a suite: nothing runs, which fails the run.
     let other = temp_dir("not-a-suite");
     write(&other, "owner.yaml", SUITE);
     let (code, out, _) = celgate(&["test"], &other);
-    assert_eq!((code, out.as_str()), (0, "0 passed, 0 failed\n"));
+    assert_eq!((code, out.as_str()), (1, "0 passed, 0 failed\n"));
 }
 
 #[test]
@@ -229,6 +230,60 @@ fn output_has_the_short_flag_of_the_other_commands() {
     let (code, out, err) = celgate(&["test", "-o", "tap"], &dir);
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.starts_with("TAP version"), "{out}{err}");
+}
+
+#[test]
+fn a_run_that_tests_nothing_fails_unless_allowed() {
+    // No suite under the paths: exit 1, saying what was searched.
+    let dir = temp_dir("empty-run");
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    write(&dir.join("policies"), "policy.yaml", POLICY);
+    let (code, out, err) = celgate(&["test", "policies"], &dir);
+    assert_eq!((code, out.as_str()), (1, "0 passed, 0 failed\n"), "{err}");
+    assert_eq!(
+        err,
+        "celgate: no test ran: no suite found under policies \
+         (suites are files named *.celgate-test.yaml or kyverno-test.yaml); \
+         --allow-empty accepts a run without tests\n"
+    );
+    let (code, out, err) = celgate(&["test", "policies", "--allow-empty"], &dir);
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (0, "0 passed, 0 failed\n", "")
+    );
+    // Every case filtered out.
+    write(&dir, "policy.yaml", POLICY);
+    write(&dir, "owner.celgate-test.yaml", SUITE);
+    let (code, _, err) = celgate(&["test", "--filter", "nothing like it"], &dir);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "celgate: no test ran: 1 suite found under ., no case selected by --filter; \
+         --allow-empty accepts a run without tests\n"
+    );
+    // Every case skipped: nothing was tested either.
+    let (code, out, err) = celgate(&["test", "--filter", "later"], &dir);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.ends_with("0 passed, 0 failed, 1 skipped\n"), "{out}");
+    assert_eq!(
+        err,
+        "celgate: no test ran: 1 suite found under ., every case selected (1) is skipped; \
+         --allow-empty accepts a run without tests\n"
+    );
+    let (code, _, err) = celgate(&["test", "--filter", "later", "--allow-empty"], &dir);
+    assert_eq!((code, err.as_str()), (0, ""));
+    // The library says the same through the report's exit code.
+    let report = run(&[dir.join("policies")], &options()).unwrap();
+    assert_eq!(report.exit_code(), 1);
+    let report = run(
+        &[dir.join("policies")],
+        &Options {
+            allow_empty: true,
+            ..options()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.exit_code(), 0);
 }
 
 /// The message for an invalid suite, run through the library.
