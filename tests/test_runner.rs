@@ -1030,14 +1030,14 @@ fn kyverno_test_files_run_with_the_same_meaning() {
     write(
         &dir,
         "kyverno-test.yaml",
-        &KYVERNO_TEST.replace("results:", "variables: values.yaml\nresults:"),
+        &KYVERNO_TEST.replace("results:", "userinfo: user-info.yaml\nresults:"),
     );
     let report = run(std::slice::from_ref(&dir), &options()).unwrap();
     assert_eq!(report.exit_code(), 2);
     assert!(
         report.invalid[0]
             .message
-            .ends_with("kyverno-test.yaml: variables: not supported by celgate (it runs ValidatingAdmissionPolicies only)"),
+            .ends_with("kyverno-test.yaml: userinfo: not supported by celgate (it runs ValidatingAdmissionPolicies only)"),
         "{:?}",
         report.invalid
     );
@@ -1196,4 +1196,194 @@ fn suite_references_stay_under_the_root() {
     let (code, out, err) = celgate(&["test", "tests"], &repo);
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("/etc/passwd: outside the root"), "{out}{err}");
+}
+
+/// Kyverno's documented ValidatingAdmissionPolicy test with a values file: a binding that
+/// selects namespaces by label, the labels given by the values file's `namespaceSelector`.
+const KYVERNO_NS_POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: check-deployment-replicas}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}
+  validations:
+  - expression: object.spec.replicas <= 2
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: check-deployment-replicas-binding}
+spec:
+  policyName: check-deployment-replicas
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchExpressions:
+      - {key: environment, operator: In, values: [staging, production]}
+"#;
+
+const KYVERNO_NS_VALUES: &str = r#"apiVersion: cli.kyverno.io/v1alpha1
+kind: Values
+metadata: {name: values}
+namespaceSelector:
+- name: staging
+  labels: {environment: staging}
+- name: production
+  labels: {environment: production}
+- name: testing
+  labels: {environment: testing}
+"#;
+
+const KYVERNO_NS_TEST: &str = r#"apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: kyverno-test.yaml}
+policies: [policy.yaml]
+resources: [resource.yaml]
+variables: values.yaml
+results:
+- kind: Deployment
+  policy: check-deployment-replicas
+  isValidatingAdmissionPolicy: true
+  resources: [testing-deployment-1, testing-deployment-2]
+  result: skip
+- kind: Deployment
+  policy: check-deployment-replicas
+  isValidatingAdmissionPolicy: true
+  resources: [staging-deployment-1, production-deployment-1]
+  result: fail
+- kind: Deployment
+  policy: check-deployment-replicas
+  isValidatingAdmissionPolicy: true
+  resources: [staging-deployment-2, production-deployment-2]
+  result: pass
+"#;
+
+/// Two Deployments (4 and 2 replicas) in each of testing, staging and production.
+fn kyverno_ns_resources() -> String {
+    let mut docs = Vec::new();
+    for ns in ["testing", "staging", "production"] {
+        for (i, replicas) in [(1, 4), (2, 2)] {
+            docs.push(format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {ns}-deployment-{i}, namespace: {ns}}}\n\
+                 spec: {{replicas: {replicas}, selector: {{matchLabels: {{app: x}}}}, \
+                 template: {{metadata: {{labels: {{app: x}}}}, spec: {{containers: [{{name: c, image: busybox}}]}}}}}}\n"
+            ));
+        }
+    }
+    docs.join("---\n")
+}
+
+fn kyverno_ns_dir(name: &str) -> PathBuf {
+    let dir = temp_dir(name);
+    write(&dir, "policy.yaml", KYVERNO_NS_POLICY);
+    write(&dir, "resource.yaml", &kyverno_ns_resources());
+    write(&dir, "values.yaml", KYVERNO_NS_VALUES);
+    write(&dir, "kyverno-test.yaml", KYVERNO_NS_TEST);
+    dir
+}
+
+#[test]
+fn kyverno_values_give_namespace_labels() {
+    let dir = kyverno_ns_dir("kyverno-values");
+    let (code, out, err) = celgate(&["test"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("6 passed, 0 failed\n"), "{out}");
+    // The labels decide: without the values file every Deployment is outside the binding.
+    write(
+        &dir,
+        "kyverno-test.yaml",
+        &KYVERNO_NS_TEST.replace("variables: values.yaml\n", ""),
+    );
+    let (code, out, _) = celgate(&["test"], &dir);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.ends_with("2 passed, 4 failed\n"), "{out}");
+    // The values may be written inline, under `values`.
+    let inline: String = KYVERNO_NS_VALUES
+        .lines()
+        .skip(3)
+        .map(|l| format!("  {l}\n"))
+        .collect();
+    write(
+        &dir,
+        "kyverno-test.yaml",
+        &KYVERNO_NS_TEST.replace("variables: values.yaml\n", &format!("values:\n{inline}")),
+    );
+    let (code, out, err) = celgate(&["test"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    // A value celgate cannot honour is refused, naming the file and the key.
+    write(&dir, "kyverno-test.yaml", KYVERNO_NS_TEST);
+    for (values, message) in [
+        (
+            "globalValues:\n  request.operation: UPDATE\n",
+            "values.yaml: globalValues.request.operation: UPDATE: celgate admits each Kyverno \
+             test resource as a CREATE (an UPDATE or DELETE needs the old object, which a Kyverno \
+             test does not give); write a celgate suite for other operations",
+        ),
+        (
+            "globalValues:\n  request.object.metadata.name: x\n",
+            "values.yaml: globalValues.request.object.metadata.name: not supported by celgate: \
+             a ValidatingAdmissionPolicy reads no Kyverno variable (only request.operation: \
+             CREATE is accepted)",
+        ),
+        (
+            "policies:\n- name: check-deployment-replicas\n  rules:\n  - name: r\n    values: {a: b}\n",
+            "values.yaml: policies[0].rules: a ValidatingAdmissionPolicy has no rules",
+        ),
+        (
+            "subresources: []\n",
+            "values.yaml: subresources: not supported by celgate",
+        ),
+        (
+            "namespaces: []\n",
+            "values.yaml: namespaces: unknown field of a Kyverno values file",
+        ),
+    ] {
+        write(
+            &dir,
+            "values.yaml",
+            &format!("{KYVERNO_NS_VALUES}{values}"),
+        );
+        let (code, out, err) = celgate(&["test"], &dir);
+        assert_eq!(code, 2, "{values}: {out}{err}");
+        assert!(
+            out.contains(&format!("! invalid test file ./kyverno-test.yaml: variables: {message}\n")),
+            "{values}: {out}{err}"
+        );
+    }
+    // A per-resource operation of CREATE, and values of a Kyverno policy (whose cases are
+    // skipped), are accepted.
+    write(
+        &dir,
+        "values.yaml",
+        &format!(
+            "{KYVERNO_NS_VALUES}globalValues: {{request.operation: CREATE}}\npolicies:\n\
+             - name: check-deployment-replicas\n  resources:\n  - name: staging-deployment-1\n    \
+             values: {{request.operation: CREATE}}\n\
+             - name: some-cluster-policy\n  rules:\n  - name: r\n    values: {{a: b}}\n"
+        ),
+    );
+    let (code, out, err) = celgate(&["test"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    // A namespace given both in the test's resources and the values file is ambiguous.
+    write(&dir, "values.yaml", KYVERNO_NS_VALUES);
+    write(
+        &dir,
+        "ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: staging}\n",
+    );
+    write(
+        &dir,
+        "kyverno-test.yaml",
+        &KYVERNO_NS_TEST.replace("variables:", "clusterResources: [ns.yaml]\nvariables:"),
+    );
+    let (code, out, _) = celgate(&["test"], &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(
+            "variables: values.yaml: namespaceSelector[0]: namespace \"staging\" is also given in the test's \
+             resources: give its labels in one place"
+        ),
+        "{out}"
+    );
 }

@@ -5,23 +5,28 @@
 //! What maps: `policies` (with their bindings; a policy given without one is bound with
 //! `validationActions: [Deny]`, as the Kyverno CLI applies a lone policy), `resources` (the
 //! objects under test, each admitted as a CREATE by the default test user),
-//! `paramResources` and `clusterResources` (cluster state), and each `results[]` entry:
+//! `paramResources` and `clusterResources` (cluster state), `variables` (a values file) or
+//! `values` (the same, inline) as far as a ValidatingAdmissionPolicy can see them
+//! ([`values`]: the namespaces' labels), and each `results[]` entry:
 //! one case per listed resource (`name` or `namespace/name`, of `kind`; the deprecated
 //! `resource`, `namespace` and `status` too) expecting the policy's result `pass`, `fail`,
 //! `skip` or `error` (`warn`: the policy fails under a binding that only warns, so `fail`).
 //! Namespaces the resources use are created (with their name label) unless given.
 //! What does not: Kyverno policies (a result with a `rule`, or naming a policy that is not a
-//! ValidatingAdmissionPolicy, becomes a skipped case saying so), and `variables`, `values`,
-//! `userinfo`, `exceptions`, `checks`, `jsonPayload(s)`, `targetResources`, `context`,
+//! ValidatingAdmissionPolicy, becomes a skipped case saying so), and `userinfo`,
+//! `exceptions`, `checks`, `jsonPayload(s)`, `targetResources`, `context`,
 //! `patchedResource`, `generatedResource`, `cloneSourceResource`: a file using them is
 //! refused (exit 2) naming the field, rather than run with a different meaning.
 //! `--update` does not write into a Kyverno file.
+
+mod values;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 use serde_json::{json, Value as Json};
 
+use super::refs::Refs;
 use super::{Case, Expect, Expected, Suite};
 
 pub const FILE_NAME: &str = "kyverno-test.yaml";
@@ -38,6 +43,12 @@ struct Test {
     param_resources: Vec<String>,
     #[serde(default)]
     cluster_resources: Vec<String>,
+    /// A values file, relative to the test file.
+    #[serde(default)]
+    variables: Option<String>,
+    /// Values written inline.
+    #[serde(default)]
+    values: Option<Json>,
     #[serde(default)]
     results: Vec<TestResult>,
     #[serde(flatten)]
@@ -68,8 +79,6 @@ struct TestResult {
 
 /// Fields of a Test that celgate does not run (see the module comment).
 const UNSUPPORTED: &[&str] = &[
-    "variables",
-    "values",
     "userinfo",
     "exceptions",
     "checks",
@@ -93,12 +102,12 @@ pub fn is_kyverno(text: &str) -> bool {
         .is_ok_and(|v| v["apiVersion"] == API_VERSION && v["kind"] == "Test")
 }
 
-/// The celgate suite a Kyverno Test means; `load` reads a path relative to the file.
-pub fn suite(
-    file: &str,
-    text: &str,
-    load: impl Fn(&str) -> Result<Vec<Json>, String>,
-) -> Result<Suite, String> {
+/// The celgate suite a Kyverno Test means; the files it names are read through `base`.
+pub(super) fn suite(file: &str, text: &str, base: Refs<'_>) -> Result<Suite, String> {
+    let load = |rel: &str| -> Result<Vec<Json>, String> {
+        let loaded = base.load(rel).map_err(|e| e.to_string())?;
+        Ok(loaded.into_iter().map(|l| l.object).collect())
+    };
     let test: Test = serde_yaml_ng::from_str(text).map_err(|e| format!("{file}: {e}"))?;
     for key in test.other.keys() {
         if UNSUPPORTED.contains(&key.as_str()) {
@@ -138,6 +147,7 @@ pub fn suite(
         .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
         .filter_map(|o| o["spec"]["policyName"].as_str().map(str::to_string))
         .collect();
+    let labelled = namespace_labels(file, &test, base, &vaps)?;
     let mut inline: Vec<Json> = Vec::new();
     for p in vaps.difference(&bound) {
         inline.push(json!({
@@ -239,6 +249,23 @@ pub fn suite(
         .filter(|o| o["kind"] == "Namespace")
         .map(name_of)
         .collect();
+    if let Some((field, labelled)) = &labelled {
+        for (i, ns) in labelled.iter().enumerate() {
+            if given.contains(&ns.name) {
+                return Err(format!(
+                    "{file}: {field}namespaceSelector[{i}]: namespace {:?} is also given in the \
+                     test's resources: give its labels in one place",
+                    ns.name
+                ));
+            }
+            namespaces.remove(&ns.name);
+            inline.push(json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns.name, "labels": ns.labels},
+            }));
+        }
+    }
     for n in namespaces.difference(&given) {
         inline.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}));
     }
@@ -257,4 +284,35 @@ pub fn suite(
         cluster_defaults: true,
         cases,
     })
+}
+
+/// The namespaces the test's values (`variables` or `values`) label, and the prefix that
+/// names where they were given in a message; `None` without values.
+fn namespace_labels(
+    file: &str,
+    test: &Test,
+    base: Refs<'_>,
+    vaps: &BTreeSet<String>,
+) -> Result<Option<(String, Vec<values::Namespace>)>, String> {
+    match (&test.variables, &test.values) {
+        (Some(_), Some(_)) => Err(format!(
+            "{file}: variables and values: give the values in one of them"
+        )),
+        (Some(rel), None) => {
+            let at = format!("variables: {rel}: ");
+            let (_, text) = base
+                .read(rel)
+                .map_err(|e| format!("{file}: variables: {e}"))?;
+            let labelled =
+                values::read_file(&text, vaps).map_err(|e| format!("{file}: {at}{e}"))?;
+            Ok(Some((at, labelled)))
+        }
+        (None, Some(inline)) => {
+            let at = "values: ".to_string();
+            let labelled =
+                values::read(inline.clone(), vaps).map_err(|e| format!("{file}: {at}{e}"))?;
+            Ok(Some((at, labelled)))
+        }
+        (None, None) => Ok(None),
+    }
 }

@@ -790,17 +790,13 @@ fn run_file(
         &options.roots,
         options.max_file_bytes,
     );
-    let load = |rel: &str| -> Result<Vec<Json>, String> {
-        let loaded = base.load(rel).map_err(|e| e.to_string())?;
-        Ok(loaded.into_iter().map(|l| l.object).collect())
-    };
     let mut updatable = options.update;
     let suite = match read_text(file, options.max_file_bytes)
         .map_err(|e| format!("{name}: {e}"))
         .and_then(|text| {
             if kyverno::is_kyverno(&text) {
                 updatable = false;
-                kyverno::suite(&name, &text, load)
+                kyverno::suite(&name, &text, base)
             } else {
                 parse_suite_for(&name, &text, options.update)
             }
