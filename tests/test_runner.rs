@@ -1387,3 +1387,46 @@ fn kyverno_values_give_namespace_labels() {
         "{out}"
     );
 }
+
+#[test]
+fn older_kyverno_test_files_run_or_are_refused_by_name() {
+    // The format before apiVersion/kind (name, policies, resources, results at the top), in
+    // the hidden `.kyverno-test` folder Kyverno's policy library keeps its tests in.
+    let dir = kyverno_ns_dir("kyverno-old");
+    std::fs::create_dir_all(dir.join("pol/.kyverno-test")).unwrap();
+    for f in ["policy.yaml", "resource.yaml", "values.yaml"] {
+        std::fs::rename(dir.join(f), dir.join("pol/.kyverno-test").join(f)).unwrap();
+    }
+    std::fs::remove_file(dir.join("kyverno-test.yaml")).unwrap();
+    let old = KYVERNO_NS_TEST.replace(
+        "apiVersion: cli.kyverno.io/v1alpha1\nkind: Test\nmetadata: {name: kyverno-test.yaml}\n",
+        "name: check-replicas\n",
+    );
+    write(&dir.join("pol/.kyverno-test"), "kyverno-test.yaml", &old);
+    let (code, out, err) = celgate(&["test"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("6 passed, 0 failed\n"), "{out}");
+    let (code, out, err) = celgate(&["test", "pol/.kyverno-test/kyverno-test.yaml"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    // Other hidden folders are still not searched.
+    std::fs::rename(dir.join("pol/.kyverno-test"), dir.join("pol/.hidden")).unwrap();
+    let (code, _, err) = celgate(&["test"], &dir);
+    assert_eq!(code, 1, "{err}");
+    std::fs::rename(dir.join("pol/.hidden"), dir.join("pol/.kyverno-test")).unwrap();
+    // A kyverno-test.yaml in neither format is refused, naming the file and the formats.
+    write(
+        &dir.join("pol/.kyverno-test"),
+        "kyverno-test.yaml",
+        "apiVersion: cli.kyverno.io/v1beta1\nkind: Test\nresults: []\n",
+    );
+    let (code, out, _) = celgate(&["test"], &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(
+            "! invalid test file ./pol/.kyverno-test/kyverno-test.yaml: not a Kyverno CLI test \
+             file: expected apiVersion: cli.kyverno.io/v1alpha1 and kind: Test, or the older \
+             format without them (name, policies, resources and results at the top level)\n"
+        ),
+        "{out}"
+    );
+}

@@ -1,6 +1,8 @@
-//! Reads a Kyverno CLI test file (`kyverno-test.yaml`, `apiVersion: cli.kyverno.io/v1alpha1`,
-//! `kind: Test`) whose policies are native ValidatingAdmissionPolicies, as a celgate suite
-//! with the same meaning, so that its users can point `celgate test` at their folders.
+//! Reads a Kyverno CLI test file (`kyverno-test.yaml`: `apiVersion: cli.kyverno.io/v1alpha1`,
+//! `kind: Test`, or the older format without them, whose `name`, `policies`, `resources` and
+//! `results` are at the top level) whose policies are native ValidatingAdmissionPolicies, as a
+//! celgate suite with the same meaning, so that its users can point `celgate test` at their
+//! folders. A file named `kyverno-test.yaml` in neither format is refused, never skipped.
 //!
 //! What maps: `policies` (with their bindings; a policy given without one is bound with
 //! `validationActions: [Deny]`, as the Kyverno CLI applies a lone policy), `resources` (the
@@ -30,6 +32,8 @@ use super::refs::Refs;
 use super::{Case, Expect, Expected, Suite};
 
 pub const FILE_NAME: &str = "kyverno-test.yaml";
+/// The hidden folder Kyverno's policy library (kyverno/policies) keeps each policy's test in.
+pub const HIDDEN_FOLDER: &str = ".kyverno-test";
 pub const API_VERSION: &str = "cli.kyverno.io/v1alpha1";
 
 #[derive(Debug, Deserialize)]
@@ -96,10 +100,21 @@ const UNSUPPORTED_RESULT: &[&str] = &[
 const IGNORED: &[&str] = &["apiVersion", "kind", "metadata", "name"];
 const IGNORED_RESULT: &[&str] = &["isValidatingAdmissionPolicy"];
 
-/// Whether `text` is a Kyverno CLI Test.
+/// Why a file named `kyverno-test.yaml` is not read as a Kyverno CLI Test.
+pub const NOT_A_TEST: &str = "not a Kyverno CLI test file: expected apiVersion: \
+    cli.kyverno.io/v1alpha1 and kind: Test, or the older format without them (name, policies, \
+    resources and results at the top level)";
+
+/// Whether `text` is a Kyverno CLI Test: `apiVersion: cli.kyverno.io/v1alpha1` and
+/// `kind: Test`, or the older format, a mapping with `results` and neither field (a celgate
+/// suite has `cases`, never `results`).
 pub fn is_kyverno(text: &str) -> bool {
-    serde_yaml_ng::from_str::<Json>(text)
-        .is_ok_and(|v| v["apiVersion"] == API_VERSION && v["kind"] == "Test")
+    serde_yaml_ng::from_str::<Json>(text).is_ok_and(|v| {
+        (v["apiVersion"] == API_VERSION && v["kind"] == "Test")
+            || (v.get("apiVersion").is_none()
+                && v.get("kind").is_none()
+                && v.get("results").is_some())
+    })
 }
 
 /// The celgate suite a Kyverno Test means; the files it names are read through `base`.

@@ -463,8 +463,10 @@ impl Report {
     }
 }
 
-/// The suite files under `paths` (files are taken as given, folders are walked), sorted.
-pub fn find_suites(paths: &[PathBuf], max_bytes: u64) -> Result<Vec<PathBuf>, RunError> {
+/// The suite files under `paths` (files are taken as given, folders are walked), sorted: every
+/// `*.celgate-test.yaml` and `kyverno-test.yaml` (one that is not a Kyverno CLI Test is
+/// refused when run, not skipped).
+pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RunError> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -484,14 +486,16 @@ pub fn find_suites(paths: &[PathBuf], max_bytes: u64) -> Result<Vec<PathBuf>, Ru
                     let entry = entry.map_err(unreadable)?;
                     let name = entry.file_name();
                     let name = name.to_string_lossy();
-                    // Hidden folders and build output are not searched.
-                    if name.starts_with('.') || name == "target" {
+                    // Hidden folders and build output are not searched, but for the
+                    // `.kyverno-test` folders Kyverno's policy library keeps its tests in.
+                    if (name.starts_with('.') && name != kyverno::HIDDEN_FOLDER) || name == "target"
+                    {
                         continue;
                     }
                     let path = entry.path();
                     if path.is_dir() {
                         stack.push(path);
-                    } else if name.ends_with(SUFFIX) || is_kyverno_file(&path, &name, max_bytes) {
+                    } else if name.ends_with(SUFFIX) || name == kyverno::FILE_NAME {
                         out.push(path);
                     }
                 }
@@ -528,11 +532,6 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// A `kyverno-test.yaml` that is a Kyverno CLI Test ([`kyverno`]).
-fn is_kyverno_file(path: &Path, name: &str, max_bytes: u64) -> bool {
-    name == kyverno::FILE_NAME && read_text(path, max_bytes).is_ok_and(|t| kyverno::is_kyverno(&t))
 }
 
 /// Runs every suite under `paths`; with `--update`, writes the observed results into the
@@ -635,7 +634,7 @@ fn run_once(paths: &[PathBuf], options: &Options) -> Result<Report, RunError> {
     let mut report = Report::default();
     let collector = (options.coverage || options.min_coverage.is_some())
         .then(|| coverage::Collector::new(options.version));
-    let suites = find_suites(paths, options.max_file_bytes)?;
+    let suites = find_suites(paths)?;
     for file in &suites {
         run_file(file, options, &mut report, collector.as_ref());
     }
@@ -791,12 +790,15 @@ fn run_file(
         options.max_file_bytes,
     );
     let mut updatable = options.update;
+    let named_kyverno = file.file_name().is_some_and(|n| n == kyverno::FILE_NAME);
     let suite = match read_text(file, options.max_file_bytes)
         .map_err(|e| format!("{name}: {e}"))
         .and_then(|text| {
             if kyverno::is_kyverno(&text) {
                 updatable = false;
                 kyverno::suite(&name, &text, base)
+            } else if named_kyverno {
+                Err(format!("{name}: {}", kyverno::NOT_A_TEST))
             } else {
                 parse_suite_for(&name, &text, options.update)
             }
