@@ -1430,3 +1430,23 @@ fn older_kyverno_test_files_run_or_are_refused_by_name() {
         "{out}"
     );
 }
+
+#[test]
+fn update_says_it_cannot_write_a_kyverno_file() {
+    let dir = kyverno_ns_dir("kyverno-update");
+    // A stale expectation: the case fails and --update cannot fix it.
+    let stale = KYVERNO_NS_TEST.replacen("result: skip", "result: pass", 1);
+    write(&dir, "kyverno-test.yaml", &stale);
+    let (code, out, err) = celgate(&["test", "--update"], &dir);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.ends_with("4 passed, 2 failed\n"), "{out}");
+    assert_eq!(
+        err,
+        "celgate: ./kyverno-test.yaml: not updated: --update writes celgate suites \
+         (*.celgate-test.yaml) only, not Kyverno test files\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("kyverno-test.yaml")).unwrap(),
+        stale
+    );
+}

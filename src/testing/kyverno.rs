@@ -19,7 +19,7 @@
 //! `exceptions`, `checks`, `jsonPayload(s)`, `targetResources`, `context`,
 //! `patchedResource`, `generatedResource`, `cloneSourceResource`: a file using them is
 //! refused (exit 2) naming the field, rather than run with a different meaning.
-//! `--update` does not write into a Kyverno file.
+//! `--update` does not write into a Kyverno file (it says so).
 
 mod values;
 

@@ -563,7 +563,9 @@ pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, RunError> {
             ..options.clone()
         },
     )?;
-    let updated = write_updates(&first);
+    // What the first run could not update (a Kyverno file), then what was written.
+    let mut updated = first.updated.clone();
+    updated.extend(write_updates(&first));
     let mut report = run_once(
         paths,
         &Options {
@@ -796,6 +798,12 @@ fn run_file(
         .and_then(|text| {
             if kyverno::is_kyverno(&text) {
                 updatable = false;
+                if options.update {
+                    report.updated.push(format!(
+                        "{name}: not updated: --update writes celgate suites (*{SUFFIX}) \
+                         only, not Kyverno test files"
+                    ));
+                }
                 kyverno::suite(&name, &text, base)
             } else if named_kyverno {
                 Err(format!("{name}: {}", kyverno::NOT_A_TEST))
