@@ -26,6 +26,7 @@ fn options() -> Options {
         update: false,
         roots: Vec::new(),
         max_file_bytes: celgate::source::read::DEFAULT_MAX_FILE_BYTES,
+        allow_empty: false,
     }
 }
 
@@ -214,11 +215,75 @@ fn exit_codes_and_filter() {
     let (code, out, _) = celgate(&["test", "--output", "junit"], &dir);
     assert_eq!(code, 1);
     assert!(out.starts_with("<?xml"), "{out}");
-    // A file not named *.celgate-test.yaml is not a suite.
+    // A file not named *.celgate-test.yaml is not a suite: nothing runs, which fails the run.
     let other = temp_dir("not-a-suite");
     write(&other, "owner.yaml", SUITE);
     let (code, out, _) = celgate(&["test"], &other);
-    assert_eq!((code, out.as_str()), (0, "0 passed, 0 failed\n"));
+    assert_eq!((code, out.as_str()), (1, "0 passed, 0 failed\n"));
+}
+
+#[test]
+fn output_has_the_short_flag_of_the_other_commands() {
+    let dir = temp_dir("short-o");
+    write(&dir, "policy.yaml", POLICY);
+    write(&dir, "owner.celgate-test.yaml", SUITE);
+    let (code, out, err) = celgate(&["test", "-o", "tap"], &dir);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.starts_with("TAP version"), "{out}{err}");
+}
+
+#[test]
+fn a_run_that_tests_nothing_fails_unless_allowed() {
+    // No suite under the paths: exit 1, saying what was searched.
+    let dir = temp_dir("empty-run");
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    write(&dir.join("policies"), "policy.yaml", POLICY);
+    let (code, out, err) = celgate(&["test", "policies"], &dir);
+    assert_eq!((code, out.as_str()), (1, "0 passed, 0 failed\n"), "{err}");
+    assert_eq!(
+        err,
+        "celgate: no test ran: no suite found under policies \
+         (suites are files named *.celgate-test.yaml or kyverno-test.yaml); \
+         --allow-empty accepts a run without tests\n"
+    );
+    let (code, out, err) = celgate(&["test", "policies", "--allow-empty"], &dir);
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (0, "0 passed, 0 failed\n", "")
+    );
+    // Every case filtered out.
+    write(&dir, "policy.yaml", POLICY);
+    write(&dir, "owner.celgate-test.yaml", SUITE);
+    let (code, _, err) = celgate(&["test", "--filter", "nothing like it"], &dir);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        "celgate: no test ran: 1 suite found under ., no case selected by --filter; \
+         --allow-empty accepts a run without tests\n"
+    );
+    // Every case skipped: nothing was tested either.
+    let (code, out, err) = celgate(&["test", "--filter", "later"], &dir);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.ends_with("0 passed, 0 failed, 1 skipped\n"), "{out}");
+    assert_eq!(
+        err,
+        "celgate: no test ran: 1 suite found under ., every case selected (1) is skipped; \
+         --allow-empty accepts a run without tests\n"
+    );
+    let (code, _, err) = celgate(&["test", "--filter", "later", "--allow-empty"], &dir);
+    assert_eq!((code, err.as_str()), (0, ""));
+    // The library says the same through the report's exit code.
+    let report = run(&[dir.join("policies")], &options()).unwrap();
+    assert_eq!(report.exit_code(), 1);
+    let report = run(
+        &[dir.join("policies")],
+        &Options {
+            allow_empty: true,
+            ..options()
+        },
+    )
+    .unwrap();
+    assert_eq!(report.exit_code(), 0);
 }
 
 /// The message for an invalid suite, run through the library.
@@ -965,14 +1030,14 @@ fn kyverno_test_files_run_with_the_same_meaning() {
     write(
         &dir,
         "kyverno-test.yaml",
-        &KYVERNO_TEST.replace("results:", "variables: values.yaml\nresults:"),
+        &KYVERNO_TEST.replace("results:", "userinfo: user-info.yaml\nresults:"),
     );
     let report = run(std::slice::from_ref(&dir), &options()).unwrap();
     assert_eq!(report.exit_code(), 2);
     assert!(
         report.invalid[0]
             .message
-            .ends_with("kyverno-test.yaml: variables: not supported by celgate (it runs ValidatingAdmissionPolicies only)"),
+            .ends_with("kyverno-test.yaml: userinfo: not supported by celgate (it runs ValidatingAdmissionPolicies only)"),
         "{:?}",
         report.invalid
     );
@@ -1131,4 +1196,257 @@ fn suite_references_stay_under_the_root() {
     let (code, out, err) = celgate(&["test", "tests"], &repo);
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("/etc/passwd: outside the root"), "{out}{err}");
+}
+
+/// Kyverno's documented ValidatingAdmissionPolicy test with a values file: a binding that
+/// selects namespaces by label, the labels given by the values file's `namespaceSelector`.
+const KYVERNO_NS_POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: check-deployment-replicas}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [apps], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [deployments]}
+  validations:
+  - expression: object.spec.replicas <= 2
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: check-deployment-replicas-binding}
+spec:
+  policyName: check-deployment-replicas
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchExpressions:
+      - {key: environment, operator: In, values: [staging, production]}
+"#;
+
+const KYVERNO_NS_VALUES: &str = r#"apiVersion: cli.kyverno.io/v1alpha1
+kind: Values
+metadata: {name: values}
+namespaceSelector:
+- name: staging
+  labels: {environment: staging}
+- name: production
+  labels: {environment: production}
+- name: testing
+  labels: {environment: testing}
+"#;
+
+const KYVERNO_NS_TEST: &str = r#"apiVersion: cli.kyverno.io/v1alpha1
+kind: Test
+metadata: {name: kyverno-test.yaml}
+policies: [policy.yaml]
+resources: [resource.yaml]
+variables: values.yaml
+results:
+- kind: Deployment
+  policy: check-deployment-replicas
+  isValidatingAdmissionPolicy: true
+  resources: [testing-deployment-1, testing-deployment-2]
+  result: skip
+- kind: Deployment
+  policy: check-deployment-replicas
+  isValidatingAdmissionPolicy: true
+  resources: [staging-deployment-1, production-deployment-1]
+  result: fail
+- kind: Deployment
+  policy: check-deployment-replicas
+  isValidatingAdmissionPolicy: true
+  resources: [staging-deployment-2, production-deployment-2]
+  result: pass
+"#;
+
+/// Two Deployments (4 and 2 replicas) in each of testing, staging and production.
+fn kyverno_ns_resources() -> String {
+    let mut docs = Vec::new();
+    for ns in ["testing", "staging", "production"] {
+        for (i, replicas) in [(1, 4), (2, 2)] {
+            docs.push(format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {ns}-deployment-{i}, namespace: {ns}}}\n\
+                 spec: {{replicas: {replicas}, selector: {{matchLabels: {{app: x}}}}, \
+                 template: {{metadata: {{labels: {{app: x}}}}, spec: {{containers: [{{name: c, image: busybox}}]}}}}}}\n"
+            ));
+        }
+    }
+    docs.join("---\n")
+}
+
+fn kyverno_ns_dir(name: &str) -> PathBuf {
+    let dir = temp_dir(name);
+    write(&dir, "policy.yaml", KYVERNO_NS_POLICY);
+    write(&dir, "resource.yaml", &kyverno_ns_resources());
+    write(&dir, "values.yaml", KYVERNO_NS_VALUES);
+    write(&dir, "kyverno-test.yaml", KYVERNO_NS_TEST);
+    dir
+}
+
+#[test]
+fn kyverno_values_give_namespace_labels() {
+    let dir = kyverno_ns_dir("kyverno-values");
+    let (code, out, err) = celgate(&["test"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("6 passed, 0 failed\n"), "{out}");
+    // The labels decide: without the values file every Deployment is outside the binding.
+    write(
+        &dir,
+        "kyverno-test.yaml",
+        &KYVERNO_NS_TEST.replace("variables: values.yaml\n", ""),
+    );
+    let (code, out, _) = celgate(&["test"], &dir);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.ends_with("2 passed, 4 failed\n"), "{out}");
+    // The values may be written inline, under `values`.
+    let inline: String = KYVERNO_NS_VALUES
+        .lines()
+        .skip(3)
+        .map(|l| format!("  {l}\n"))
+        .collect();
+    write(
+        &dir,
+        "kyverno-test.yaml",
+        &KYVERNO_NS_TEST.replace("variables: values.yaml\n", &format!("values:\n{inline}")),
+    );
+    let (code, out, err) = celgate(&["test"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    // A value celgate cannot honour is refused, naming the file and the key.
+    write(&dir, "kyverno-test.yaml", KYVERNO_NS_TEST);
+    for (values, message) in [
+        (
+            "globalValues:\n  request.operation: UPDATE\n",
+            "values.yaml: globalValues.request.operation: UPDATE: celgate admits each Kyverno \
+             test resource as a CREATE (an UPDATE or DELETE needs the old object, which a Kyverno \
+             test does not give); write a celgate suite for other operations",
+        ),
+        (
+            "globalValues:\n  request.object.metadata.name: x\n",
+            "values.yaml: globalValues.request.object.metadata.name: not supported by celgate: \
+             a ValidatingAdmissionPolicy reads no Kyverno variable (only request.operation: \
+             CREATE is accepted)",
+        ),
+        (
+            "policies:\n- name: check-deployment-replicas\n  rules:\n  - name: r\n    values: {a: b}\n",
+            "values.yaml: policies[0].rules: a ValidatingAdmissionPolicy has no rules",
+        ),
+        (
+            "subresources: []\n",
+            "values.yaml: subresources: not supported by celgate",
+        ),
+        (
+            "namespaces: []\n",
+            "values.yaml: namespaces: unknown field of a Kyverno values file",
+        ),
+    ] {
+        write(
+            &dir,
+            "values.yaml",
+            &format!("{KYVERNO_NS_VALUES}{values}"),
+        );
+        let (code, out, err) = celgate(&["test"], &dir);
+        assert_eq!(code, 2, "{values}: {out}{err}");
+        assert!(
+            out.contains(&format!("! invalid test file ./kyverno-test.yaml: variables: {message}\n")),
+            "{values}: {out}{err}"
+        );
+    }
+    // A per-resource operation of CREATE, and values of a Kyverno policy (whose cases are
+    // skipped), are accepted.
+    write(
+        &dir,
+        "values.yaml",
+        &format!(
+            "{KYVERNO_NS_VALUES}globalValues: {{request.operation: CREATE}}\npolicies:\n\
+             - name: check-deployment-replicas\n  resources:\n  - name: staging-deployment-1\n    \
+             values: {{request.operation: CREATE}}\n\
+             - name: some-cluster-policy\n  rules:\n  - name: r\n    values: {{a: b}}\n"
+        ),
+    );
+    let (code, out, err) = celgate(&["test"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    // A namespace given both in the test's resources and the values file is ambiguous.
+    write(&dir, "values.yaml", KYVERNO_NS_VALUES);
+    write(
+        &dir,
+        "ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: staging}\n",
+    );
+    write(
+        &dir,
+        "kyverno-test.yaml",
+        &KYVERNO_NS_TEST.replace("variables:", "clusterResources: [ns.yaml]\nvariables:"),
+    );
+    let (code, out, _) = celgate(&["test"], &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(
+            "variables: values.yaml: namespaceSelector[0]: namespace \"staging\" is also given in the test's \
+             resources: give its labels in one place"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn older_kyverno_test_files_run_or_are_refused_by_name() {
+    // The format before apiVersion/kind (name, policies, resources, results at the top), in
+    // the hidden `.kyverno-test` folder Kyverno's policy library keeps its tests in.
+    let dir = kyverno_ns_dir("kyverno-old");
+    std::fs::create_dir_all(dir.join("pol/.kyverno-test")).unwrap();
+    for f in ["policy.yaml", "resource.yaml", "values.yaml"] {
+        std::fs::rename(dir.join(f), dir.join("pol/.kyverno-test").join(f)).unwrap();
+    }
+    std::fs::remove_file(dir.join("kyverno-test.yaml")).unwrap();
+    let old = KYVERNO_NS_TEST.replace(
+        "apiVersion: cli.kyverno.io/v1alpha1\nkind: Test\nmetadata: {name: kyverno-test.yaml}\n",
+        "name: check-replicas\n",
+    );
+    write(&dir.join("pol/.kyverno-test"), "kyverno-test.yaml", &old);
+    let (code, out, err) = celgate(&["test"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("6 passed, 0 failed\n"), "{out}");
+    let (code, out, err) = celgate(&["test", "pol/.kyverno-test/kyverno-test.yaml"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    // Other hidden folders are still not searched.
+    std::fs::rename(dir.join("pol/.kyverno-test"), dir.join("pol/.hidden")).unwrap();
+    let (code, _, err) = celgate(&["test"], &dir);
+    assert_eq!(code, 1, "{err}");
+    std::fs::rename(dir.join("pol/.hidden"), dir.join("pol/.kyverno-test")).unwrap();
+    // A kyverno-test.yaml in neither format is refused, naming the file and the formats.
+    write(
+        &dir.join("pol/.kyverno-test"),
+        "kyverno-test.yaml",
+        "apiVersion: cli.kyverno.io/v1beta1\nkind: Test\nresults: []\n",
+    );
+    let (code, out, _) = celgate(&["test"], &dir);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(
+            "! invalid test file ./pol/.kyverno-test/kyverno-test.yaml: not a Kyverno CLI test \
+             file: expected apiVersion: cli.kyverno.io/v1alpha1 and kind: Test, or the older \
+             format without them (name, policies, resources and results at the top level)\n"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn update_says_it_cannot_write_a_kyverno_file() {
+    let dir = kyverno_ns_dir("kyverno-update");
+    // A stale expectation: the case fails and --update cannot fix it.
+    let stale = KYVERNO_NS_TEST.replacen("result: skip", "result: pass", 1);
+    write(&dir, "kyverno-test.yaml", &stale);
+    let (code, out, err) = celgate(&["test", "--update"], &dir);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.ends_with("4 passed, 2 failed\n"), "{out}");
+    assert_eq!(
+        err,
+        "celgate: ./kyverno-test.yaml: not updated: --update writes celgate suites \
+         (*.celgate-test.yaml) only, not Kyverno test files\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("kyverno-test.yaml")).unwrap(),
+        stale
+    );
 }

@@ -18,7 +18,7 @@ pub struct TestArgs {
     #[arg(long, value_name = "REGEX", value_parser = Checked(flags::regex))]
     filter: Option<regex::Regex>,
     /// Report format: a table, JSON, JUnit XML or TAP, on standard output.
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
     output: TestOutput,
     /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
     #[arg(long, value_name = "1.N", default_value_t = K8sVersion::NEWEST)]
@@ -41,6 +41,10 @@ pub struct TestArgs {
     /// any.
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
+    /// Pass a run that tested nothing: no suite found under the paths, no case selected, or
+    /// every case skipped (without it such a run fails, exit 1).
+    #[arg(long)]
+    allow_empty: bool,
     /// Largest file read (a manifest, suite or policy file); a larger one, or one that is not a regular file (a FIFO,
     /// a device), is skipped with a warning in a folder, refused when named
     /// itself.
@@ -84,6 +88,7 @@ pub fn run(args: TestArgs) -> Result<Outcome, CliError> {
         update: args.update,
         roots: test_roots(args.root, &args.paths),
         max_file_bytes: args.max_file_bytes,
+        allow_empty: args.allow_empty,
     };
     let report =
         celgate::testing::run(&args.paths, &options).map_err(|e| CliError::Input(e.into()))?;
@@ -107,6 +112,14 @@ pub fn run(args: TestArgs) -> Result<Outcome, CliError> {
                 "celgate: coverage {:.1}% is below --min-coverage {}",
                 c.percent(),
                 args.min_coverage.unwrap_or_default()
+            );
+        }
+    }
+    if report.fails_empty() {
+        if let Some(nothing) = report.nothing_tested() {
+            eprintln!(
+                "celgate: no test ran: {}; --allow-empty accepts a run without tests",
+                nothing.describe(&report.searched)
             );
         }
     }

@@ -1,30 +1,39 @@
-//! Reads a Kyverno CLI test file (`kyverno-test.yaml`, `apiVersion: cli.kyverno.io/v1alpha1`,
-//! `kind: Test`) whose policies are native ValidatingAdmissionPolicies, as a celgate suite
-//! with the same meaning, so that its users can point `celgate test` at their folders.
+//! Reads a Kyverno CLI test file (`kyverno-test.yaml`: `apiVersion: cli.kyverno.io/v1alpha1`,
+//! `kind: Test`, or the older format without them, whose `name`, `policies`, `resources` and
+//! `results` are at the top level) whose policies are native ValidatingAdmissionPolicies, as a
+//! celgate suite with the same meaning, so that its users can point `celgate test` at their
+//! folders. A file named `kyverno-test.yaml` in neither format is refused, never skipped.
 //!
 //! What maps: `policies` (with their bindings; a policy given without one is bound with
 //! `validationActions: [Deny]`, as the Kyverno CLI applies a lone policy), `resources` (the
 //! objects under test, each admitted as a CREATE by the default test user),
-//! `paramResources` and `clusterResources` (cluster state), and each `results[]` entry:
+//! `paramResources` and `clusterResources` (cluster state), `variables` (a values file) or
+//! `values` (the same, inline) as far as a ValidatingAdmissionPolicy can see them
+//! ([`values`]: the namespaces' labels), and each `results[]` entry:
 //! one case per listed resource (`name` or `namespace/name`, of `kind`; the deprecated
 //! `resource`, `namespace` and `status` too) expecting the policy's result `pass`, `fail`,
 //! `skip` or `error` (`warn`: the policy fails under a binding that only warns, so `fail`).
 //! Namespaces the resources use are created (with their name label) unless given.
 //! What does not: Kyverno policies (a result with a `rule`, or naming a policy that is not a
-//! ValidatingAdmissionPolicy, becomes a skipped case saying so), and `variables`, `values`,
-//! `userinfo`, `exceptions`, `checks`, `jsonPayload(s)`, `targetResources`, `context`,
+//! ValidatingAdmissionPolicy, becomes a skipped case saying so), and `userinfo`,
+//! `exceptions`, `checks`, `jsonPayload(s)`, `targetResources`, `context`,
 //! `patchedResource`, `generatedResource`, `cloneSourceResource`: a file using them is
 //! refused (exit 2) naming the field, rather than run with a different meaning.
-//! `--update` does not write into a Kyverno file.
+//! `--update` does not write into a Kyverno file (it says so).
+
+mod values;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 use serde_json::{json, Value as Json};
 
+use super::refs::Refs;
 use super::{Case, Expect, Expected, Suite};
 
 pub const FILE_NAME: &str = "kyverno-test.yaml";
+/// The hidden folder Kyverno's policy library (kyverno/policies) keeps each policy's test in.
+pub const HIDDEN_FOLDER: &str = ".kyverno-test";
 pub const API_VERSION: &str = "cli.kyverno.io/v1alpha1";
 
 #[derive(Debug, Deserialize)]
@@ -38,6 +47,12 @@ struct Test {
     param_resources: Vec<String>,
     #[serde(default)]
     cluster_resources: Vec<String>,
+    /// A values file, relative to the test file.
+    #[serde(default)]
+    variables: Option<String>,
+    /// Values written inline.
+    #[serde(default)]
+    values: Option<Json>,
     #[serde(default)]
     results: Vec<TestResult>,
     #[serde(flatten)]
@@ -68,8 +83,6 @@ struct TestResult {
 
 /// Fields of a Test that celgate does not run (see the module comment).
 const UNSUPPORTED: &[&str] = &[
-    "variables",
-    "values",
     "userinfo",
     "exceptions",
     "checks",
@@ -87,18 +100,29 @@ const UNSUPPORTED_RESULT: &[&str] = &[
 const IGNORED: &[&str] = &["apiVersion", "kind", "metadata", "name"];
 const IGNORED_RESULT: &[&str] = &["isValidatingAdmissionPolicy"];
 
-/// Whether `text` is a Kyverno CLI Test.
+/// Why a file named `kyverno-test.yaml` is not read as a Kyverno CLI Test.
+pub const NOT_A_TEST: &str = "not a Kyverno CLI test file: expected apiVersion: \
+    cli.kyverno.io/v1alpha1 and kind: Test, or the older format without them (name, policies, \
+    resources and results at the top level)";
+
+/// Whether `text` is a Kyverno CLI Test: `apiVersion: cli.kyverno.io/v1alpha1` and
+/// `kind: Test`, or the older format, a mapping with `results` and neither field (a celgate
+/// suite has `cases`, never `results`).
 pub fn is_kyverno(text: &str) -> bool {
-    serde_yaml_ng::from_str::<Json>(text)
-        .is_ok_and(|v| v["apiVersion"] == API_VERSION && v["kind"] == "Test")
+    serde_yaml_ng::from_str::<Json>(text).is_ok_and(|v| {
+        (v["apiVersion"] == API_VERSION && v["kind"] == "Test")
+            || (v.get("apiVersion").is_none()
+                && v.get("kind").is_none()
+                && v.get("results").is_some())
+    })
 }
 
-/// The celgate suite a Kyverno Test means; `load` reads a path relative to the file.
-pub fn suite(
-    file: &str,
-    text: &str,
-    load: impl Fn(&str) -> Result<Vec<Json>, String>,
-) -> Result<Suite, String> {
+/// The celgate suite a Kyverno Test means; the files it names are read through `base`.
+pub(super) fn suite(file: &str, text: &str, base: Refs<'_>) -> Result<Suite, String> {
+    let load = |rel: &str| -> Result<Vec<Json>, String> {
+        let loaded = base.load(rel).map_err(|e| e.to_string())?;
+        Ok(loaded.into_iter().map(|l| l.object).collect())
+    };
     let test: Test = serde_yaml_ng::from_str(text).map_err(|e| format!("{file}: {e}"))?;
     for key in test.other.keys() {
         if UNSUPPORTED.contains(&key.as_str()) {
@@ -138,6 +162,7 @@ pub fn suite(
         .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
         .filter_map(|o| o["spec"]["policyName"].as_str().map(str::to_string))
         .collect();
+    let labelled = namespace_labels(file, &test, base, &vaps)?;
     let mut inline: Vec<Json> = Vec::new();
     for p in vaps.difference(&bound) {
         inline.push(json!({
@@ -239,6 +264,23 @@ pub fn suite(
         .filter(|o| o["kind"] == "Namespace")
         .map(name_of)
         .collect();
+    if let Some((field, labelled)) = &labelled {
+        for (i, ns) in labelled.iter().enumerate() {
+            if given.contains(&ns.name) {
+                return Err(format!(
+                    "{file}: {field}namespaceSelector[{i}]: namespace {:?} is also given in the \
+                     test's resources: give its labels in one place",
+                    ns.name
+                ));
+            }
+            namespaces.remove(&ns.name);
+            inline.push(json!({
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns.name, "labels": ns.labels},
+            }));
+        }
+    }
     for n in namespaces.difference(&given) {
         inline.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}));
     }
@@ -257,4 +299,35 @@ pub fn suite(
         cluster_defaults: true,
         cases,
     })
+}
+
+/// The namespaces the test's values (`variables` or `values`) label, and the prefix that
+/// names where they were given in a message; `None` without values.
+fn namespace_labels(
+    file: &str,
+    test: &Test,
+    base: Refs<'_>,
+    vaps: &BTreeSet<String>,
+) -> Result<Option<(String, Vec<values::Namespace>)>, String> {
+    match (&test.variables, &test.values) {
+        (Some(_), Some(_)) => Err(format!(
+            "{file}: variables and values: give the values in one of them"
+        )),
+        (Some(rel), None) => {
+            let at = format!("variables: {rel}: ");
+            let (_, text) = base
+                .read(rel)
+                .map_err(|e| format!("{file}: variables: {e}"))?;
+            let labelled =
+                values::read_file(&text, vaps).map_err(|e| format!("{file}: {at}{e}"))?;
+            Ok(Some((at, labelled)))
+        }
+        (None, Some(inline)) => {
+            let at = "values: ".to_string();
+            let labelled =
+                values::read(inline.clone(), vaps).map_err(|e| format!("{file}: {at}{e}"))?;
+            Ok(Some((at, labelled)))
+        }
+        (None, None) => Ok(None),
+    }
 }

@@ -318,6 +318,9 @@ pub struct Options {
     pub roots: Vec<PathBuf>,
     /// Largest file read (`--max-file-bytes`).
     pub max_file_bytes: u64,
+    /// A run in which no case was tested (no suite, every case filtered out or skipped)
+    /// passes (`--allow-empty`); otherwise it fails ([`Report::exit_code`]).
+    pub allow_empty: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -359,6 +362,56 @@ pub struct Report {
     pub min_coverage: Option<f64>,
     /// With `--update`: what was written, and what could not be.
     pub updated: Vec<String>,
+    /// The paths searched for suites, and the suite files found there.
+    pub searched: Vec<PathBuf>,
+    pub suites: usize,
+    /// Whether the run was filtered (`--filter`).
+    pub filtered: bool,
+    /// `--allow-empty`: a run that tested nothing passes.
+    pub allow_empty: bool,
+}
+
+/// Why a run tested nothing: no case passed or failed (`celgate test` fails such a run
+/// unless `--allow-empty`, so that a wrong path or a suite format it does not read is not a
+/// green build).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NothingTested {
+    /// No suite file under the paths.
+    NoSuite,
+    /// Suites, but no case in them (or none `--filter` selects).
+    NoCase { suites: usize, filtered: bool },
+    /// Every case selected is skipped.
+    AllSkipped { suites: usize, skipped: usize },
+}
+
+impl NothingTested {
+    /// The sentence `celgate test` prints, naming the paths searched.
+    pub fn describe(&self, searched: &[PathBuf]) -> String {
+        let paths: Vec<String> = searched.iter().map(|p| p.display().to_string()).collect();
+        let under = paths.join(", ");
+        let found = |n: usize| {
+            let s = if n == 1 { "" } else { "s" };
+            format!("{n} suite{s} found under {under}")
+        };
+        match self {
+            NothingTested::NoSuite => format!(
+                "no suite found under {under} (suites are files named *{SUFFIX} or {})",
+                kyverno::FILE_NAME
+            ),
+            NothingTested::NoCase {
+                suites,
+                filtered: true,
+            } => format!("{}, no case selected by --filter", found(*suites)),
+            NothingTested::NoCase {
+                suites,
+                filtered: false,
+            } => format!("{}, with no case", found(*suites)),
+            NothingTested::AllSkipped { suites, skipped } => format!(
+                "{}, every case selected ({skipped}) is skipped",
+                found(*suites)
+            ),
+        }
+    }
 }
 
 impl Report {
@@ -374,12 +427,35 @@ impl Report {
         }
     }
 
-    /// 0 when every case passed (and coverage reached `--min-coverage`), 1 when one failed
-    /// or coverage is too low, 2 when a suite file is invalid.
+    /// Why no case was tested (none passed or failed), if so; `None` when one was.
+    pub fn nothing_tested(&self) -> Option<NothingTested> {
+        if self.count(Status::Pass) + self.count(Status::Fail) > 0 {
+            return None;
+        }
+        let suites = self.suites;
+        Some(match self.count(Status::Skip) {
+            _ if suites == 0 => NothingTested::NoSuite,
+            0 => NothingTested::NoCase {
+                suites,
+                filtered: self.filtered,
+            },
+            skipped => NothingTested::AllSkipped { suites, skipped },
+        })
+    }
+
+    /// Whether the run fails for testing nothing: nothing was tested, without
+    /// `--allow-empty`, and no suite file was invalid (that is reported as such).
+    pub fn fails_empty(&self) -> bool {
+        !self.allow_empty && self.invalid.is_empty() && self.nothing_tested().is_some()
+    }
+
+    /// 0 when every case passed (and coverage reached `--min-coverage`), 1 when one failed,
+    /// coverage is too low or no case was tested (unless `--allow-empty`), 2 when a suite
+    /// file is invalid.
     pub fn exit_code(&self) -> u8 {
         if !self.invalid.is_empty() {
             2
-        } else if self.count(Status::Fail) > 0 || self.coverage_too_low() {
+        } else if self.count(Status::Fail) > 0 || self.coverage_too_low() || self.fails_empty() {
             1
         } else {
             0
@@ -387,8 +463,10 @@ impl Report {
     }
 }
 
-/// The suite files under `paths` (files are taken as given, folders are walked), sorted.
-pub fn find_suites(paths: &[PathBuf], max_bytes: u64) -> Result<Vec<PathBuf>, RunError> {
+/// The suite files under `paths` (files are taken as given, folders are walked), sorted: every
+/// `*.celgate-test.yaml` and `kyverno-test.yaml` (one that is not a Kyverno CLI Test is
+/// refused when run, not skipped).
+pub fn find_suites(paths: &[PathBuf]) -> Result<Vec<PathBuf>, RunError> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -408,14 +486,16 @@ pub fn find_suites(paths: &[PathBuf], max_bytes: u64) -> Result<Vec<PathBuf>, Ru
                     let entry = entry.map_err(unreadable)?;
                     let name = entry.file_name();
                     let name = name.to_string_lossy();
-                    // Hidden folders and build output are not searched.
-                    if name.starts_with('.') || name == "target" {
+                    // Hidden folders and build output are not searched, but for the
+                    // `.kyverno-test` folders Kyverno's policy library keeps its tests in.
+                    if (name.starts_with('.') && name != kyverno::HIDDEN_FOLDER) || name == "target"
+                    {
                         continue;
                     }
                     let path = entry.path();
                     if path.is_dir() {
                         stack.push(path);
-                    } else if name.ends_with(SUFFIX) || is_kyverno_file(&path, &name, max_bytes) {
+                    } else if name.ends_with(SUFFIX) || name == kyverno::FILE_NAME {
                         out.push(path);
                     }
                 }
@@ -454,11 +534,6 @@ pub enum RunError {
     },
 }
 
-/// A `kyverno-test.yaml` that is a Kyverno CLI Test ([`kyverno`]).
-fn is_kyverno_file(path: &Path, name: &str, max_bytes: u64) -> bool {
-    name == kyverno::FILE_NAME && read_text(path, max_bytes).is_ok_and(|t| kyverno::is_kyverno(&t))
-}
-
 /// Runs every suite under `paths`; with `--update`, writes the observed results into the
 /// suites first and reports a second run.
 pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, RunError> {
@@ -488,7 +563,9 @@ pub fn run(paths: &[PathBuf], options: &Options) -> Result<Report, RunError> {
             ..options.clone()
         },
     )?;
-    let updated = write_updates(&first);
+    // What the first run could not update (a Kyverno file), then what was written.
+    let mut updated = first.updated.clone();
+    updated.extend(write_updates(&first));
     let mut report = run_once(
         paths,
         &Options {
@@ -559,11 +636,16 @@ fn run_once(paths: &[PathBuf], options: &Options) -> Result<Report, RunError> {
     let mut report = Report::default();
     let collector = (options.coverage || options.min_coverage.is_some())
         .then(|| coverage::Collector::new(options.version));
-    for file in find_suites(paths, options.max_file_bytes)? {
-        run_file(&file, options, &mut report, collector.as_ref());
+    let suites = find_suites(paths)?;
+    for file in &suites {
+        run_file(file, options, &mut report, collector.as_ref());
     }
     report.coverage = collector.map(coverage::Collector::finish);
     report.min_coverage = options.min_coverage;
+    report.searched = paths.to_vec();
+    report.suites = suites.len();
+    report.filtered = options.filter.is_some();
+    report.allow_empty = options.allow_empty;
     Ok(report)
 }
 
@@ -709,17 +791,22 @@ fn run_file(
         &options.roots,
         options.max_file_bytes,
     );
-    let load = |rel: &str| -> Result<Vec<Json>, String> {
-        let loaded = base.load(rel).map_err(|e| e.to_string())?;
-        Ok(loaded.into_iter().map(|l| l.object).collect())
-    };
     let mut updatable = options.update;
+    let named_kyverno = file.file_name().is_some_and(|n| n == kyverno::FILE_NAME);
     let suite = match read_text(file, options.max_file_bytes)
         .map_err(|e| format!("{name}: {e}"))
         .and_then(|text| {
             if kyverno::is_kyverno(&text) {
                 updatable = false;
-                kyverno::suite(&name, &text, load)
+                if options.update {
+                    report.updated.push(format!(
+                        "{name}: not updated: --update writes celgate suites (*{SUFFIX}) \
+                         only, not Kyverno test files"
+                    ));
+                }
+                kyverno::suite(&name, &text, base)
+            } else if named_kyverno {
+                Err(format!("{name}: {}", kyverno::NOT_A_TEST))
             } else {
                 parse_suite_for(&name, &text, options.update)
             }
