@@ -16,9 +16,16 @@
 
 FROM rust:1.95-bookworm@sha256:6258907abe69656e41cd992e0b705cdcfabcbbe3db374f92ed2d47121282d4a1 AS build
 WORKDIR /src
+# The workspace: the root package and its two crates (the engine's lint includes
+# crates/celgate-engine/assets/ at compile time). Cargo refuses a manifest whose declared
+# [[test]] and [[bench]] targets have no file, even to build the binary alone, so their files
+# come too; they are not compiled. `.ci/dockerfile-check` replays these lines without Docker
+# and fails CI when the stage no longer compiles from what it copies.
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
-COPY benches ./benches
+COPY crates ./crates
+COPY benches/*.rs ./benches/
+COPY tests/*.rs ./tests/
 # The cache mounts keep the registry and compiled dependencies between builds. No debug info
 # and stripped symbols in the image; the release profile keeps them for
 # profiling on developer machines.
