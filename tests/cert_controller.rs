@@ -426,16 +426,36 @@ fn settings_that_cannot_rotate_in_time_are_refused() {
     let mut o = options(long_lived());
     assert_eq!(o.check(), Ok(()));
     o.timing.renew_before = Duration::from_secs(100);
-    assert!(o.check().unwrap_err().to_string().contains("--cert-renew-before"));
+    assert!(o
+        .check()
+        .unwrap_err()
+        .to_string()
+        .contains("--cert-renew-before"));
     o = options(long_lived());
     o.timing.overlap = Duration::from_millis(60);
-    assert!(o.check().unwrap_err().to_string().contains("--cert-overlap"));
+    assert!(o
+        .check()
+        .unwrap_err()
+        .to_string()
+        .contains("--cert-overlap"));
     o = options(long_lived());
     o.timing.validity = o.timing.renew_before;
-    assert!(o.check().unwrap_err().to_string().contains("--cert-validity"));
+    assert!(o
+        .check()
+        .unwrap_err()
+        .to_string()
+        .contains("--cert-validity"));
     o = options(long_lived());
     o.names = vec!["not a name".into()];
-    assert!(o.check().unwrap_err().to_string().contains("--cert-dns-name"));
+    assert!(o
+        .check()
+        .unwrap_err()
+        .to_string()
+        .contains("--cert-dns-name"));
     o.names.clear();
-    assert!(o.check().unwrap_err().to_string().contains("--cert-dns-name"));
+    assert!(o
+        .check()
+        .unwrap_err()
+        .to_string()
+        .contains("--cert-dns-name"));
 }
