@@ -11,9 +11,8 @@ mod fake_apiserver;
 use std::path::Path;
 use std::time::Duration;
 
-use celgate::app::{start, CertSource, PolicySource, Running, ServeConfig, WebhookRulesMode};
+use celgate::app::{start, CertSource, Running, ServeConfig, WebhookRulesMode};
 use celgate::certs::{Options, Timing};
-use celgate::matching::registry::Equivalents;
 use celgate::matching::rules::{rule_matches, Gvr};
 use celgate::matching::{Match, Namespaces, RequestAttributes};
 use celgate::policy::snapshot::Snapshot;

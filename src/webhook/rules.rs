@@ -36,7 +36,10 @@ pub const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
 /// other (kube-apiserver's `AddCohabitatingResources`). Only events are still served in both
 /// groups; the `extensions` ones are kept, as a rule naming an unserved resource costs
 /// nothing.
-const COHABITING: [((&str, &str), (&str, &str)); 8] = [
+/// A group and resource.
+type GroupResource = (&'static str, &'static str);
+
+const COHABITING: [(GroupResource, GroupResource); 8] = [
     (("", "events"), ("events.k8s.io", "events")),
     (("apps", "deployments"), ("extensions", "deployments")),
     (("apps", "daemonsets"), ("extensions", "daemonsets")),
@@ -195,7 +198,7 @@ pub struct RuleSet {
 }
 
 /// A list normalized: `*` alone if present.
-fn wildcard_or<'a>(list: &'a [String]) -> Vec<&'a str> {
+fn wildcard_or(list: &[String]) -> Vec<&str> {
     if list.iter().any(|x| x == "*") {
         vec!["*"]
     } else {
@@ -425,7 +428,8 @@ impl RuleSet {
                 .push(entry);
         }
         // (scope, operations, resources) -> groups.
-        let mut groups: BTreeMap<(Scope, Vec<&str>, Vec<String>), Vec<&str>> = BTreeMap::new();
+        type Shape<'a> = (Scope, Vec<&'a str>, Vec<String>);
+        let mut groups: BTreeMap<Shape<'_>, Vec<&str>> = BTreeMap::new();
         for ((group, scope, operations), entries) in resources {
             groups
                 .entry((scope, operations, entries))
