@@ -22,6 +22,7 @@
 //! - [`server`]: the webhook's HTTP service over a snapshot handle, a readiness flag and the
 //!   metrics; it knows no source;
 //! - [`testing`]: `celgate test`, policy test suites run on the engine over folder sources;
+//! - [`webhook`]: the webhook configuration's `rules` that the loaded bindings need, pure;
 //! - [`app`]: the composition root of `celgate serve` and `celgate scan`, the only layer that
 //!   wires a source to the server (used by `main.rs` and the integration tests).
 //!
@@ -46,4 +47,5 @@ pub mod certs;
 pub mod server;
 pub mod source;
 pub mod testing;
+pub mod webhook;
 pub mod x509;

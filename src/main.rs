@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Command::Crd(args) => on_big_stack(move || cli::crd::run(args)),
         Command::Scan(args) => on_big_stack(move || cli::scan::run(args)),
         Command::Lint(args) => cli::lint::run(args),
+        Command::WebhookRules(args) => on_big_stack(move || cli::webhook_rules::run(args)),
         Command::Version => {
             cli::emit_line(&format!("celgate {}", env!("CARGO_PKG_VERSION")));
             Ok(Outcome::Success)

@@ -23,6 +23,7 @@ pub(super) async fn start(
     options: KubeOptions,
     sar: Option<SarOptions>,
     feed: Option<Arc<kube::PolicyFeed>>,
+    publish: Option<crate::certs::rules::Install>,
 ) -> Result<Arc<KubeSource>, ClientError> {
     let client = kube::client(connect).await?;
     let authorizer =
@@ -33,7 +34,8 @@ pub(super) async fn start(
         namespace_lookup: Some(Arc::new(ClusterNamespaces::new(client.clone()))),
     });
     let target = state.clone();
-    let publish = Arc::new(move |s| target.install(s));
+    // At once, or through the webhook rules controller once the rules cover the snapshot.
+    let publish = publish.unwrap_or_else(|| Arc::new(move |s| target.install(s)));
     // With a feed, policies and bindings come from it (a folder) instead of the cluster.
     let source = KubeSource::start_fed(client, options, publish, feed);
     // Background scans: the serving snapshot, the same authorizer, and namespaces from the

@@ -51,6 +51,8 @@ pub(super) struct FolderWatch {
     /// Where the policies and bindings go: `None`, a snapshot of the folder installed here;
     /// `Some`, the cluster source, which builds the snapshot.
     feed: Option<Arc<PolicyFeed>>,
+    /// How a snapshot is installed: at once, or once the webhook rules cover it.
+    publish: crate::certs::rules::Install,
 }
 
 /// A folder state built in the blocking pool (once per reload: its size does not matter).
@@ -69,6 +71,7 @@ impl FolderWatch {
                 .source_reload_refused
                 .with_label_values(&[reason]);
         }
+        let target = state.clone();
         FolderWatch {
             state,
             source,
@@ -78,7 +81,13 @@ impl FolderWatch {
             last_good: Arc::default(),
             last_files: Arc::default(),
             feed: None,
+            publish: Arc::new(move |s| target.install(s)),
         }
+    }
+
+    /// Installs snapshots through `publish` (the webhook rules controller).
+    pub(super) fn publishing(self, publish: crate::certs::rules::Install) -> FolderWatch {
+        FolderWatch { publish, ..self }
     }
 
     /// A watch handing the folder's policies and bindings to the cluster source.
@@ -205,7 +214,7 @@ impl FolderWatch {
         // order left a window where a fixed binding was still reported).
         problems.extend(files);
         self.report(problems);
-        self.state.install(snapshot);
+        (self.publish)(snapshot);
         self.last_good = Arc::new(accepted);
         self.last_files = Arc::new(by_file);
     }

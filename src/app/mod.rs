@@ -64,6 +64,17 @@ pub enum PolicySource {
     },
 }
 
+/// Who keeps the webhook configuration's `rules` (`--webhook-rules`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WebhookRulesMode {
+    /// Someone else (the chart's rendered rules, GitOps): celgate leaves them alone.
+    #[default]
+    Static,
+    /// celgate, to what the served bindings can match ([`certs::rules`]), through the
+    /// certificate controller's client and configuration.
+    Dynamic,
+}
+
 /// The policy folder `celgate serve` watches when `--policies` is not given.
 pub const DEFAULT_POLICY_DIR: &str = "examples/policies";
 
@@ -96,6 +107,8 @@ pub struct ServeConfig {
     pub poll: Duration,
     /// Kubernetes minor version of the CEL environment.
     pub version: u16,
+    /// Who keeps the webhook configuration's rules.
+    pub webhook_rules: WebhookRulesMode,
 }
 
 impl Default for ServeConfig {
@@ -117,6 +130,7 @@ impl Default for ServeConfig {
             answering: Answering::default(),
             poll: DEFAULT_POLL,
             version: crate::cel::NEWEST_MINOR,
+            webhook_rules: WebhookRulesMode::Static,
         }
     }
 }
@@ -142,6 +156,10 @@ pub enum StartError {
     /// The certificate controller stopped before it issued the first certificate.
     #[error("certificate controller: stopped before issuing a certificate")]
     CertificatesStopped,
+    /// Dynamic webhook rules without the certificate controller, whose client and
+    /// configuration they use.
+    #[error("--webhook-rules dynamic needs the certificate controller (--cert-secret and --cert-webhook): it keeps the rules of that configuration")]
+    RulesNeedController,
     /// The policy folder does not exist or cannot be read (`--source folder`): a typo or a
     /// relative path run from elsewhere, which waiting would not fix.
     #[error("cannot read the policy folder {}: {source}", dir.display())]
@@ -272,6 +290,8 @@ pub struct Running {
     pub cluster: Option<Arc<KubeSource>>,
     /// The certificate controller, stopped when dropped.
     certs: Option<certs::Handle>,
+    /// The webhook rules controller, stopped when dropped.
+    rules: Option<Arc<certs::rules::RulesHandle>>,
 }
 
 impl Running {
@@ -286,6 +306,7 @@ impl Running {
             tasks,
             cluster,
             certs,
+            rules,
             ..
         } = self;
         let _ = shutdown.send(true);
@@ -300,6 +321,7 @@ impl Running {
             }
         };
         tokio::join!(release, drain);
+        drop(rules);
         drop(certs);
     }
 }
@@ -307,6 +329,13 @@ impl Running {
 /// Starts the service; returns once both listeners are bound and the first load was tried.
 pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
     let mut cert_controller = None;
+    // The certificate controller's client, for the rules controller.
+    let mut controller_client = None;
+    if cfg.webhook_rules == WebhookRulesMode::Dynamic
+        && !matches!(cfg.cert, CertSource::Controller { .. })
+    {
+        return Err(StartError::RulesNeedController);
+    }
     match &cfg.source {
         PolicySource::Folder(source) => check_folder(&source.dir)?,
         PolicySource::Kubernetes { options, .. } => {
@@ -320,6 +349,7 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
         CertSource::Controller { connect, options } => {
             options.check()?;
             let client = crate::source::kube::client(connect.clone()).await?;
+            controller_client = Some((client.clone(), options.clone()));
             let handle = certs::start(client, options.clone());
             let pair = first_certificate(&handle).await?;
             cert_controller = Some(handle);
@@ -345,6 +375,22 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
     if let Some(t) = identity.not_after() {
         state.metrics.certificate_expiry.set(t);
     }
+    // Dynamic rules: snapshots are installed once the configuration's rules cover them.
+    let rules = match (cfg.webhook_rules, controller_client) {
+        (WebhookRulesMode::Dynamic, Some((client, options))) => {
+            let target = state.clone();
+            Some(Arc::new(certs::rules::start(
+                client,
+                options.webhook,
+                options.check_every,
+                Arc::new(move |s| target.install(s)),
+            )))
+        }
+        _ => None,
+    };
+    let publish = rules
+        .clone()
+        .map(|r| -> certs::rules::Install { Arc::new(move |s| r.publish(s)) });
     let mut folder_watch = None;
     let cluster = match &cfg.source {
         PolicySource::Folder(source) => {
@@ -358,6 +404,9 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
                 });
             }
             let mut watch = folder::FolderWatch::new(state.clone(), source.clone(), cfg.version);
+            if let Some(p) = &publish {
+                watch = watch.publishing(p.clone());
+            }
             // The first load does not wait for a quiet period: only for a read during which
             // nothing changed.
             watch.load_now().await;
@@ -382,8 +431,15 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
                 .policy_folder
                 .as_ref()
                 .map(|_| Arc::new(crate::source::kube::PolicyFeed::default()));
-            let source =
-                cluster::start(&state, connect, options.clone(), sar.clone(), feed.clone()).await?;
+            let source = cluster::start(
+                &state,
+                connect,
+                options.clone(),
+                sar.clone(),
+                feed.clone(),
+                publish.clone(),
+            )
+            .await?;
             if let (Some(folder), Some(feed)) = (&options.policy_folder, feed) {
                 let version = options.version;
                 let mut watch =
@@ -441,6 +497,7 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
         tasks,
         cluster,
         certs: cert_controller,
+        rules,
     })
 }
 

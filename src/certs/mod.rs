@@ -23,6 +23,7 @@
 //! create of Secrets (which RBAC cannot narrow to a name), for the first start.
 
 pub mod pki;
+pub mod rules;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -12,6 +12,7 @@ pub mod lint;
 pub mod scan;
 pub mod serve;
 pub mod test;
+pub mod webhook_rules;
 
 use std::path::PathBuf;
 
@@ -72,6 +73,11 @@ pub enum Command {
     /// folder), with `params` typed by the paramKind's schema. Prints the
     /// `expressionWarnings`. Exit 0 without warnings, 1 with warnings, 2 for unreadable input.
     Lint(lint::LintArgs),
+    /// Print the ValidatingWebhookConfiguration `rules` that send the API server's requests
+    /// to celgate only when a binding of --policies can match them (for a configuration kept
+    /// in Git; `celgate serve --webhook-rules dynamic` keeps them itself). Exit 0, 2 for
+    /// unreadable input.
+    WebhookRules(webhook_rules::WebhookRulesArgs),
     /// Print the version.
     Version,
 }

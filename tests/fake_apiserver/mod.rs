@@ -112,6 +112,8 @@ pub struct Fake {
     pub posted_events: Mutex<Vec<Json>>,
     /// Successful replaces (PUT) of cluster-scoped objects, as `plural/name`.
     pub replaces: Mutex<Vec<String>>,
+    /// Replaces (PUT) of cluster-scoped objects answered 503 while set.
+    refuse_replaces: AtomicBool,
     /// Server-side applies, as (`plural/namespace/name`, query, body); `namespace` empty
     /// for a cluster-scoped object.
     pub applies: Mutex<Vec<(String, String, Json)>>,
@@ -188,6 +190,7 @@ impl Fake {
             reviews: Mutex::default(),
             posted_events: Mutex::default(),
             replaces: Mutex::default(),
+            refuse_replaces: AtomicBool::new(false),
             applies: Mutex::default(),
             deletes: Mutex::default(),
             sar: Mutex::new(Box::new(|_| Ok(json!({"allowed": false})))),
@@ -201,6 +204,11 @@ impl Fake {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(accept(listener, app, fake.clone()));
         (fake, addr)
+    }
+
+    /// While set, replaces (PUT) of cluster-scoped objects are answered 503.
+    pub fn refuse_replaces(&self, refuse: bool) {
+        self.refuse_replaces.store(refuse, Ordering::SeqCst);
     }
 
     /// While unreachable, every connection is closed as soon as it is accepted and open ones
@@ -669,6 +677,9 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> Response {
         }
     }
     if let Some((kind, name)) = single.as_ref().filter(|_| method == Method::PUT) {
+        if fake.refuse_replaces.load(Ordering::SeqCst) {
+            return status(StatusCode::SERVICE_UNAVAILABLE, "replaces refused");
+        }
         let mut body: Json = serde_json::from_slice(&body).unwrap_or(Json::Null);
         let stored = {
             let r = fake.resources.lock().unwrap();

@@ -185,6 +185,12 @@ pub struct ServeArgs {
     pub client_ca: Option<PathBuf>,
     #[command(flatten)]
     pub cert_controller: CertControllerFlags,
+    /// Who keeps the `rules` of the --cert-webhook configuration: `static`, whoever rendered
+    /// it (celgate leaves them alone); `dynamic`, celgate, to what the served bindings can
+    /// match (widened before a snapshot with new bindings is served, narrowed after; needs
+    /// --cert-secret), as `celgate webhook-rules` prints them.
+    #[arg(long, value_enum, default_value = "static")]
+    pub webhook_rules: WebhookRules,
     /// Log lines as text or as one JSON object each (on standard error).
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -253,6 +259,15 @@ pub struct ServeArgs {
 pub enum SourceKind {
     Folder,
     Kubernetes,
+}
+
+/// `--webhook-rules`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum WebhookRules {
+    /// Left alone.
+    Static,
+    /// Kept to what the served bindings can match.
+    Dynamic,
 }
 
 /// How `celgate serve` answers.

@@ -19,7 +19,7 @@ use celgate::source::kube::lease::LeaseOptions;
 use celgate::source::kube::reports::ReportOptions;
 use celgate::source::kube::KubeOptions;
 
-use args::{LogColor, ServeMode, ServeReports, SourceKind};
+use args::{LogColor, ServeMode, ServeReports, SourceKind, WebhookRules};
 
 use crate::cli::flags::{FlagError, LogFormat, ServiceAccount};
 use crate::cli::{CliError, Outcome};
@@ -66,6 +66,7 @@ pub fn run(args: ServeArgs) -> Result<Outcome, CliError> {
         ca_out,
         eval_threads,
         k8s_version,
+        webhook_rules,
         ..
     } = args;
     // None: the API server's own (cluster mode), or the newest known (folder mode).
@@ -165,6 +166,10 @@ pub fn run(args: ServeArgs) -> Result<Outcome, CliError> {
         },
         poll: Duration::from_secs(1),
         version,
+        webhook_rules: match webhook_rules {
+            WebhookRules::Static => celgate::app::WebhookRulesMode::Static,
+            WebhookRules::Dynamic => celgate::app::WebhookRulesMode::Dynamic,
+        },
     };
     celgate::app::serve(cfg, eval_threads, ca_out.as_deref())?;
     Ok(Outcome::Success)

@@ -1,0 +1,247 @@
+//! The webhook rules controller (`celgate serve --webhook-rules dynamic`): beside the
+//! caBundle, it keeps the `rules` of every webhook of the certificate controller's
+//! ValidatingWebhookConfiguration to what the served snapshot's bindings can match
+//! ([`crate::webhook::rules`]), so that the API server calls celgate only for requests a
+//! policy can decide.
+//!
+//! The API server only sends what the rules select, so a snapshot is served only once the
+//! configuration covers it: each new snapshot first widens the rules to what the served one
+//! and the new one match (old ∪ new), then is handed to the server; narrowing to the new
+//! one alone waits for the next check, after the snapshot is live. Until the widening is
+//! written (the API server down, a conflict, RBAC) the previous snapshot keeps serving, and
+//! a newer snapshot replaces the waiting one. Every `check_every` the rules are set again to
+//! what the served snapshot matches (re-widened when someone narrowed them, narrowed once
+//! nothing needs the extra). With several replicas, one whose snapshot lags may narrow
+//! away what a newer one added, until that one's next check widens again: the lagging
+//! replica itself does not enforce the new binding meanwhile either.
+//!
+//! Writes are replaces conditional on the resourceVersion read, as for the caBundle: a
+//! conflict reads again.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::api::{DynamicObject, PostParams};
+use kube::{Api, Client};
+use serde_json::Value as Json;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::policy::snapshot::Snapshot;
+use crate::webhook::rules::{RuleSet, WebhookRule};
+
+/// Why the rules could not be written (retried on the next check).
+#[derive(Debug, thiserror::Error)]
+pub enum RulesError {
+    /// The API server refused or failed a request.
+    #[error("{what}: {source}")]
+    Api {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    /// Other writers kept changing the configuration.
+    #[error("gave up after repeated conflicts")]
+    Conflicts,
+}
+
+/// How the configuration's rules are set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    /// To cover the rules given, keeping whatever else they select.
+    Widen,
+    /// To exactly the rules given.
+    Exact,
+}
+
+/// What installs a snapshot in the server.
+pub type Install = Arc<dyn Fn(Snapshot) + Send + Sync>;
+
+/// A running rules controller: snapshots go through [`Self::publish`]; dropping it stops
+/// the loop (a snapshot still waiting is dropped with it).
+pub struct RulesHandle {
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for RulesHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl RulesHandle {
+    /// Hands a new snapshot over: it is installed once the configuration covers it.
+    pub fn publish(&self, snapshot: Snapshot) {
+        // A poisoned lock only means a panic elsewhere while it was held: the slot is still
+        // a valid Option.
+        *self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(snapshot);
+        self.shared.wake.notify_one();
+    }
+}
+
+struct Shared {
+    pending: Mutex<Option<Snapshot>>,
+    wake: Notify,
+}
+
+/// Starts the controller for the configuration `webhook`, installing with `install`.
+pub fn start(
+    client: Client,
+    webhook: String,
+    check_every: Duration,
+    install: Install,
+) -> RulesHandle {
+    let shared = Arc::new(Shared {
+        pending: Mutex::new(None),
+        wake: Notify::new(),
+    });
+    let controller = Controller {
+        webhooks: Api::all_with(client, &super::webhook_resource()),
+        webhook,
+        check_every,
+        install,
+        shared: shared.clone(),
+    };
+    RulesHandle {
+        shared,
+        task: tokio::spawn(controller.run()),
+    }
+}
+
+struct Controller {
+    webhooks: Api<DynamicObject>,
+    webhook: String,
+    check_every: Duration,
+    install: Install,
+    shared: Arc<Shared>,
+}
+
+/// A conditional write lost to another writer.
+struct Conflict;
+
+impl Controller {
+    async fn run(self) {
+        // What the served snapshot matches; `None` before the first.
+        let mut served: Option<RuleSet> = None;
+        loop {
+            let pending = self
+                .shared
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            match pending {
+                Some(snapshot) => {
+                    let new = RuleSet::of_snapshot(&snapshot);
+                    let want = served
+                        .as_ref()
+                        .map_or_else(|| new.clone(), |s| s.union(&new));
+                    match self.set(&want, Write::Widen).await {
+                        Ok(()) => {
+                            (self.install)(snapshot);
+                            served = Some(new);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, webhook = %self.webhook, "webhook rules not widened for the new policies: the previous snapshot keeps serving, retrying");
+                            // Put back, unless a newer one came meanwhile.
+                            let mut slot = self
+                                .shared
+                                .pending
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner());
+                            if slot.is_none() {
+                                *slot = Some(snapshot);
+                            }
+                        }
+                    }
+                }
+                None => {
+                    if let Some(rules) = &served {
+                        if let Err(e) = self.set(rules, Write::Exact).await {
+                            tracing::warn!(error = %e, webhook = %self.webhook, "webhook rules not updated, retrying");
+                        }
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.shared.wake.notified() => {}
+                _ = tokio::time::sleep(self.check_every) => {}
+            }
+        }
+    }
+
+    /// Sets the rules of every webhook, read again after a conflict. A configuration that
+    /// does not exist has nothing to guard.
+    async fn set(&self, rules: &RuleSet, how: Write) -> Result<(), RulesError> {
+        for _ in 0..5 {
+            if self.try_set(rules, how).await?.is_ok() {
+                return Ok(());
+            }
+        }
+        Err(RulesError::Conflicts)
+    }
+
+    async fn try_set(
+        &self,
+        rules: &RuleSet,
+        how: Write,
+    ) -> Result<Result<(), Conflict>, RulesError> {
+        let Some(mut w) = self
+            .webhooks
+            .get_opt(&self.webhook)
+            .await
+            .map_err(|source| RulesError::Api {
+                what: "reading the ValidatingWebhookConfiguration",
+                source,
+            })?
+        else {
+            tracing::debug!(webhook = %self.webhook, "ValidatingWebhookConfiguration not found: no rules to keep");
+            return Ok(Ok(()));
+        };
+        let Some(hooks) = w.data.get_mut("webhooks").and_then(Json::as_array_mut) else {
+            return Ok(Ok(()));
+        };
+        let mut changed = false;
+        for hook in hooks.iter_mut() {
+            let current: Vec<WebhookRule> =
+                serde_json::from_value(hook["rules"].clone()).unwrap_or_default();
+            let next = match how {
+                Write::Widen if RuleSet::of_rules(&current).covers(rules) => continue,
+                Write::Widen => RuleSet::of_rules(&current).union(rules).rules(),
+                Write::Exact => rules.rules(),
+            };
+            if next == current {
+                continue;
+            }
+            match serde_json::to_value(&next) {
+                Ok(v) => hook["rules"] = v,
+                // Plain strings and lists: serializing cannot fail.
+                Err(_) => continue,
+            }
+            changed = true;
+        }
+        if !changed {
+            return Ok(Ok(()));
+        }
+        match self
+            .webhooks
+            .replace(&self.webhook, &PostParams::default(), &w)
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(webhook = %self.webhook, rules = rules.rules().len(), widen = how == Write::Widen, "webhook rules written");
+                Ok(Ok(()))
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Err(Conflict)),
+            Err(source) => Err(RulesError::Api {
+                what: "writing the webhook rules",
+                source,
+            }),
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! `celgate webhook-rules`: the ValidatingWebhookConfiguration `rules` the bindings of a
+//! policy folder need (`celgate::webhook::rules`), for a configuration kept in Git (the
+//! chart's `webhook.rulesMode: static` and `webhook.rules`).
+
+use std::path::PathBuf;
+
+use celgate::webhook::rules::RuleSet;
+
+use crate::cli::files::load_folder;
+use crate::cli::flags::K8sVersion;
+use crate::cli::{emit, CliError, Outcome};
+
+#[derive(clap::Args)]
+pub struct WebhookRulesArgs {
+    /// Folder (read recursively) of the policies and bindings to serve, as `celgate serve
+    /// --policies` reads it; the rules cover what its bindings can match.
+    #[arg(long, value_name = "DIR")]
+    policies: PathBuf,
+    /// `yaml`: a YAML list of rules, the chart's `webhook.rules`; `json`: a JSON array
+    /// (`helm --set-json "webhook.rules=..."`).
+    #[arg(short = 'o', long, value_enum, default_value = "yaml")]
+    output: RulesOutput,
+    /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
+    #[arg(long, value_name = "1.N", default_value_t = K8sVersion::NEWEST)]
+    k8s_version: K8sVersion,
+    /// Largest file read; a larger one, or one that is not a regular file, is skipped with a
+    /// warning.
+    #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
+    max_file_bytes: u64,
+}
+
+/// `celgate webhook-rules`'s output.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum RulesOutput {
+    Yaml,
+    Json,
+}
+
+/// `celgate webhook-rules`: exit 0 with the rules (an empty list when no binding matches
+/// anything), 2 for unreadable input.
+pub fn run(args: WebhookRulesArgs) -> Result<Outcome, CliError> {
+    let objects = load_folder(&args.policies, args.max_file_bytes)?;
+    // Not strict: a policy the API server would refuse still decides what it matches (a
+    // configuration error under its failurePolicy), so its resources are covered.
+    let snapshot = celgate::source::snapshot(objects, args.k8s_version.0, false)
+        .map_err(|e| CliError::Input(e.into()))?;
+    let rules = RuleSet::of_snapshot(&snapshot).rules();
+    let text = match args.output {
+        RulesOutput::Json => format!(
+            "{}\n",
+            serde_json::to_string_pretty(&rules).map_err(CliError::Json)?
+        ),
+        RulesOutput::Yaml => serde_yaml_ng::to_string(&rules).map_err(CliError::Yaml)?,
+    };
+    emit(&text);
+    Ok(Outcome::Success)
+}

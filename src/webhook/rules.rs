@@ -1,0 +1,563 @@
+//! The `rules` a ValidatingWebhookConfiguration needs so that the API server sends celgate
+//! every request a loaded binding can decide: the union, over the bindings of a snapshot, of
+//! what each can match (its policy's `matchConstraints.resourceRules` intersected with the
+//! binding's `matchResources.resourceRules`), as `admissionregistration/v1`
+//! `RuleWithOperations`. Follows `k8s.io/apiserver/pkg/admission/plugin/policy/matching`
+//! (a request must match the policy's and the binding's rules; empty rules match all; an
+//! exclusion only narrows) and `webhook/predicates/rules` (how the API server matches the
+//! result).
+//!
+//! Never narrower than what a binding can decide, since a request left out is a bypass:
+//! what the rules cannot say is widened. `resourceNames`, `excludeResourceRules` and the
+//! selectors are left out (they only narrow); `apiVersions` is always `*`, so that every
+//! version of a resource reaches celgate as itself, never converted to a version a rule names
+//! (matchPolicy Equivalent: all served versions of a resource are equivalent); and the
+//! resources the API server stores together across groups (`AddCohabitatingResources`: core
+//! and `events.k8s.io` events, and the `extensions` twins of `apps` and
+//! `networking.k8s.io` resources) are added beside the ones rules name. Operations no
+//! request has (`PATCH`) are dropped: they match nothing, and the API server refuses them.
+//!
+//! A rule set is kept as atoms (group, resource, subresource, operation, scope), each a
+//! product of single values or `*`, so that intersection, union and coverage are exact on
+//! what they express; the rules written are the atoms no other atom covers, regrouped.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::matching::Matcher;
+use crate::model::NamedRule;
+use crate::policy::snapshot::Snapshot;
+
+/// The operations a webhook rule can name (besides `*`).
+pub const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
+
+/// Resources the API server stores under one key across groups: each is equivalent to the
+/// other (kube-apiserver's `AddCohabitatingResources`). Only events are still served in both
+/// groups; the `extensions` ones are kept, as a rule naming an unserved resource costs
+/// nothing.
+/// A group and resource.
+type GroupResource = (&'static str, &'static str);
+
+const COHABITING: [(GroupResource, GroupResource); 8] = [
+    (("", "events"), ("events.k8s.io", "events")),
+    (("apps", "deployments"), ("extensions", "deployments")),
+    (("apps", "daemonsets"), ("extensions", "daemonsets")),
+    (("apps", "replicasets"), ("extensions", "replicasets")),
+    (
+        ("", "replicationcontrollers"),
+        ("extensions", "replicationcontrollers"),
+    ),
+    (
+        ("networking.k8s.io", "networkpolicies"),
+        ("extensions", "networkpolicies"),
+    ),
+    (
+        ("networking.k8s.io", "ingresses"),
+        ("extensions", "ingresses"),
+    ),
+    (
+        ("policy", "podsecuritypolicies"),
+        ("extensions", "podsecuritypolicies"),
+    ),
+];
+
+/// One rule of a ValidatingWebhookConfiguration's webhook (`RuleWithOperations`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct WebhookRule {
+    pub api_groups: Vec<String>,
+    pub api_versions: Vec<String>,
+    pub operations: Vec<String>,
+    pub resources: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+}
+
+impl WebhookRule {
+    /// The rule as a binding's rule, for matching requests against it
+    /// ([`crate::matching::rules::rule_matches`] follows the webhook predicates).
+    pub fn as_named_rule(&self) -> NamedRule {
+        NamedRule {
+            resource_names: Vec::new(),
+            operations: self.operations.clone(),
+            api_groups: self.api_groups.clone(),
+            api_versions: self.api_versions.clone(),
+            resources: self.resources.clone(),
+            scope: self.scope.clone(),
+        }
+    }
+}
+
+/// `scope` of a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Scope {
+    All,
+    Namespaced,
+    Cluster,
+}
+
+impl Scope {
+    /// An unknown scope (which the API server refuses) is widened to all.
+    fn parse(s: Option<&str>) -> Scope {
+        match s {
+            Some("Namespaced") => Scope::Namespaced,
+            Some("Cluster") => Scope::Cluster,
+            _ => Scope::All,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Scope::All => "*",
+            Scope::Namespaced => "Namespaced",
+            Scope::Cluster => "Cluster",
+        }
+    }
+
+    fn covers(self, other: Scope) -> bool {
+        self == Scope::All || self == other
+    }
+
+    fn meet(self, other: Scope) -> Option<Scope> {
+        match (self, other) {
+            (Scope::All, x) | (x, Scope::All) => Some(x),
+            (a, b) if a == b => Some(a),
+            _ => None,
+        }
+    }
+}
+
+/// One product of single values (or `*`): requests of `group`, `resource`/`sub` (`sub`
+/// empty: the main resource; `*`: every subresource and the main resource), `operation`,
+/// `scope`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Atom {
+    group: String,
+    resource: String,
+    sub: String,
+    operation: String,
+    scope: Scope,
+}
+
+fn token_covers(a: &str, b: &str) -> bool {
+    a == "*" || a == b
+}
+
+fn token_meet(a: &str, b: &str) -> Option<String> {
+    match (a, b) {
+        ("*", x) | (x, "*") => Some(x.to_string()),
+        (a, b) if a == b => Some(a.to_string()),
+        _ => None,
+    }
+}
+
+impl Atom {
+    fn everything() -> Atom {
+        Atom {
+            group: "*".into(),
+            resource: "*".into(),
+            sub: "*".into(),
+            operation: "*".into(),
+            scope: Scope::All,
+        }
+    }
+
+    fn covers(&self, other: &Atom) -> bool {
+        token_covers(&self.group, &other.group)
+            && token_covers(&self.resource, &other.resource)
+            && token_covers(&self.sub, &other.sub)
+            && token_covers(&self.operation, &other.operation)
+            && self.scope.covers(other.scope)
+    }
+
+    fn meet(&self, other: &Atom) -> Option<Atom> {
+        Some(Atom {
+            group: token_meet(&self.group, &other.group)?,
+            resource: token_meet(&self.resource, &other.resource)?,
+            sub: token_meet(&self.sub, &other.sub)?,
+            operation: token_meet(&self.operation, &other.operation)?,
+            scope: self.scope.meet(other.scope)?,
+        })
+    }
+
+    /// The resource entry as rules write it.
+    fn resource_entry(&self) -> String {
+        if self.sub.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}/{}", self.resource, self.sub)
+        }
+    }
+}
+
+/// What a set of rules selects, as atoms.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleSet {
+    atoms: BTreeSet<Atom>,
+}
+
+/// A list normalized: `*` alone if present.
+fn wildcard_or(list: &[String]) -> Vec<&str> {
+    if list.iter().any(|x| x == "*") {
+        vec!["*"]
+    } else {
+        list.iter().map(String::as_str).collect()
+    }
+}
+
+/// The atoms of one rule: every combination of its groups, resources, operations, with its
+/// scope. `versions` empty matches nothing; otherwise versions are not kept (always `*`).
+fn atoms_of(
+    groups: &[String],
+    versions: &[String],
+    operations: &[String],
+    resources: &[String],
+    scope: Option<&str>,
+) -> Vec<Atom> {
+    if versions.is_empty() {
+        return Vec::new();
+    }
+    let scope = Scope::parse(scope);
+    let operations: Vec<&str> = wildcard_or(operations)
+        .into_iter()
+        // An operation no request has matches nothing (and the API server refuses it).
+        .filter(|o| *o == "*" || OPERATIONS.contains(o))
+        .collect();
+    let mut out = Vec::new();
+    for group in wildcard_or(groups) {
+        for entry in resources {
+            let (resource, sub) = entry.split_once('/').unwrap_or((entry, ""));
+            // An empty name, or a path deeper than resource/subresource, matches nothing.
+            if resource.is_empty() || sub.contains('/') {
+                continue;
+            }
+            for operation in &operations {
+                out.push(Atom {
+                    group: group.to_string(),
+                    resource: resource.to_string(),
+                    sub: sub.to_string(),
+                    operation: operation.to_string(),
+                    scope,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The atoms of a binding's or policy's include rules; `None`: it matches every request
+/// (no rules, or matchConstraints the API server would refuse, which every request reports).
+fn matcher_atoms(rules: &[NamedRule]) -> Option<Vec<Atom>> {
+    if rules.is_empty() {
+        return None;
+    }
+    let mut atoms: Vec<Atom> = rules
+        .iter()
+        .flat_map(|r| {
+            atoms_of(
+                &r.api_groups,
+                &r.api_versions,
+                &r.operations,
+                &r.resources,
+                r.scope.as_deref(),
+            )
+        })
+        .collect();
+    add_cohabiting(&mut atoms);
+    Some(atoms)
+}
+
+/// Adds, for every atom naming a resource that cohabits with one of another group, that one
+/// (matchPolicy Equivalent matches it; taken for every policy, as widening is safe).
+fn add_cohabiting(atoms: &mut Vec<Atom>) {
+    let mut extra = Vec::new();
+    for a in atoms.iter() {
+        if a.group == "*" {
+            continue;
+        }
+        for (x, y) in COHABITING {
+            for ((g, r), (og, or)) in [(x, y), (y, x)] {
+                if a.group == g && token_covers(&a.resource, r) {
+                    extra.push(Atom {
+                        group: og.to_string(),
+                        resource: or.to_string(),
+                        ..a.clone()
+                    });
+                }
+            }
+        }
+    }
+    atoms.extend(extra);
+}
+
+impl RuleSet {
+    /// Every request: what a webhook without narrower rules receives (`*/*`).
+    pub fn everything() -> RuleSet {
+        RuleSet {
+            atoms: BTreeSet::from([Atom::everything()]),
+        }
+    }
+
+    /// Whether it selects nothing.
+    pub fn is_empty(&self) -> bool {
+        self.atoms.is_empty()
+    }
+
+    /// What the bindings of `snapshot` can match: for each binding of each policy, the
+    /// policy's rules intersected with the binding's (a binding without matchResources, or
+    /// with no rules, takes its policy's). Bindings naming no loaded policy are not in the
+    /// snapshot: they decide nothing.
+    pub fn of_snapshot(snapshot: &Snapshot) -> RuleSet {
+        let mut atoms = BTreeSet::new();
+        for entry in &snapshot.policies {
+            let policy = entry
+                .policy
+                .matcher
+                .as_ref()
+                .ok()
+                .and_then(|m| matcher_atoms(m.rules()));
+            for binding in &entry.bindings {
+                let bound = binding
+                    .matcher
+                    .as_ref()
+                    .and_then(|m: &Matcher| matcher_atoms(m.rules()));
+                match (&policy, bound) {
+                    (None, None) => {
+                        atoms.insert(Atom::everything());
+                    }
+                    (Some(p), None) => atoms.extend(p.iter().cloned()),
+                    (None, Some(b)) => atoms.extend(b),
+                    (Some(p), Some(b)) => {
+                        for x in p {
+                            atoms.extend(b.iter().filter_map(|y| x.meet(y)));
+                        }
+                    }
+                }
+            }
+        }
+        RuleSet { atoms }.reduced()
+    }
+
+    /// What webhook rules select (as the API server matches them), for comparing a
+    /// configuration with the wanted rules. A rule not for every version is taken for what it
+    /// names only if it names `*`: else it covers less than its atoms say, and is dropped
+    /// (so that a configuration holding it is never taken to cover more than it does).
+    pub fn of_rules(rules: &[WebhookRule]) -> RuleSet {
+        let atoms = rules
+            .iter()
+            .filter(|r| r.api_versions.iter().any(|v| v == "*"))
+            .flat_map(|r| {
+                atoms_of(
+                    &r.api_groups,
+                    &r.api_versions,
+                    &r.operations,
+                    &r.resources,
+                    r.scope.as_deref(),
+                )
+            })
+            .collect();
+        RuleSet { atoms }.reduced()
+    }
+
+    /// What either selects.
+    pub fn union(&self, other: &RuleSet) -> RuleSet {
+        RuleSet {
+            atoms: self.atoms.union(&other.atoms).cloned().collect(),
+        }
+        .reduced()
+    }
+
+    /// Whether every request `other` selects is selected here.
+    pub fn covers(&self, other: &RuleSet) -> bool {
+        other
+            .atoms
+            .iter()
+            .all(|b| self.atoms.iter().any(|a| a.covers(b)))
+    }
+
+    /// Without atoms another covers, Namespaced and Cluster twins made one of scope `*`.
+    fn reduced(self) -> RuleSet {
+        let mut atoms = self.atoms;
+        let twins: Vec<Atom> = atoms
+            .iter()
+            .filter(|a| a.scope == Scope::Namespaced)
+            .filter(|a| {
+                atoms.contains(&Atom {
+                    scope: Scope::Cluster,
+                    ..(*a).clone()
+                })
+            })
+            .map(|a| Atom {
+                scope: Scope::All,
+                ..a.clone()
+            })
+            .collect();
+        atoms.extend(twins);
+        let kept: BTreeSet<Atom> = atoms
+            .iter()
+            .filter(|b| !atoms.iter().any(|a| a != *b && a.covers(b)))
+            .cloned()
+            .collect();
+        RuleSet { atoms: kept }
+    }
+
+    /// The webhook rules, in a stable order: one rule per scope, operations and resources,
+    /// with every group that has exactly those.
+    pub fn rules(&self) -> Vec<WebhookRule> {
+        // (group, resource entry, scope) -> operations.
+        let mut ops: BTreeMap<(&str, String, Scope), BTreeSet<&str>> = BTreeMap::new();
+        for a in &self.atoms {
+            ops.entry((&a.group, a.resource_entry(), a.scope))
+                .or_default()
+                .insert(&a.operation);
+        }
+        // (group, scope, operations) -> resources.
+        let mut resources: BTreeMap<(&str, Scope, Vec<&str>), Vec<String>> = BTreeMap::new();
+        for ((group, entry, scope), set) in ops {
+            let all = set.contains("*") || OPERATIONS.iter().all(|o| set.contains(o));
+            let operations = if all {
+                vec!["*"]
+            } else {
+                // In the API's order.
+                OPERATIONS.into_iter().filter(|o| set.contains(o)).collect()
+            };
+            resources
+                .entry((group, scope, operations))
+                .or_default()
+                .push(entry);
+        }
+        // (scope, operations, resources) -> groups.
+        type Shape<'a> = (Scope, Vec<&'a str>, Vec<String>);
+        let mut groups: BTreeMap<Shape<'_>, Vec<&str>> = BTreeMap::new();
+        for ((group, scope, operations), entries) in resources {
+            groups
+                .entry((scope, operations, entries))
+                .or_default()
+                .push(group);
+        }
+        groups
+            .into_iter()
+            .map(|((scope, operations, resources), groups)| WebhookRule {
+                api_groups: groups.into_iter().map(String::from).collect(),
+                api_versions: vec!["*".into()],
+                operations: operations.into_iter().map(String::from).collect(),
+                resources,
+                scope: Some(scope.name().into()),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(groups: &[&str], ops: &[&str], resources: &[&str], scope: Option<&str>) -> WebhookRule {
+        let s = |l: &[&str]| l.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        WebhookRule {
+            api_groups: s(groups),
+            api_versions: vec!["v1".into(), "*".into()],
+            operations: s(ops),
+            resources: s(resources),
+            scope: scope.map(String::from),
+        }
+    }
+
+    #[test]
+    fn covered_entries_go_and_twins_merge() {
+        let set = RuleSet::of_rules(&[
+            rule(&[""], &["CREATE"], &["pods", "pods/*", "configmaps"], None),
+            rule(&[""], &["*"], &["configmaps"], Some("Namespaced")),
+            rule(&[""], &["*"], &["configmaps"], Some("Cluster")),
+            rule(&["apps"], &["CREATE", "PATCH"], &["deployments"], None),
+        ]);
+        assert_eq!(
+            set.rules(),
+            vec![
+                WebhookRule {
+                    api_groups: vec!["".into()],
+                    api_versions: vec!["*".into()],
+                    operations: vec!["*".into()],
+                    resources: vec!["configmaps".into()],
+                    scope: Some("*".into()),
+                },
+                WebhookRule {
+                    api_groups: vec!["apps".into()],
+                    api_versions: vec!["*".into()],
+                    operations: vec!["CREATE".into()],
+                    resources: vec!["deployments".into(),],
+                    scope: Some("*".into()),
+                },
+                WebhookRule {
+                    api_groups: vec!["".into()],
+                    api_versions: vec!["*".into()],
+                    operations: vec!["CREATE".into()],
+                    resources: vec!["pods/*".into()],
+                    scope: Some("*".into()),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn meet_of_subresource_forms() {
+        let a = &atoms_of(
+            &["*".into()],
+            &["*".into()],
+            &["*".into()],
+            &["pods/*".into()],
+            None,
+        )[0];
+        let b = &atoms_of(
+            &["".into()],
+            &["v1".into()],
+            &["CREATE".into()],
+            &["*".into()],
+            None,
+        )[0];
+        let m = a.meet(b).unwrap();
+        assert_eq!(
+            (m.group.as_str(), m.resource_entry(), m.operation.as_str()),
+            ("", "pods".into(), "CREATE")
+        );
+        let status = &atoms_of(
+            &["".into()],
+            &["v1".into()],
+            &["*".into()],
+            &["*/status".into()],
+            None,
+        )[0];
+        assert_eq!(a.meet(status).unwrap().resource_entry(), "pods/status");
+        let cluster = &atoms_of(
+            &["".into()],
+            &["v1".into()],
+            &["*".into()],
+            &["pods".into()],
+            Some("Cluster"),
+        )[0];
+        let namespaced = &atoms_of(
+            &["".into()],
+            &["v1".into()],
+            &["*".into()],
+            &["pods".into()],
+            Some("Namespaced"),
+        )[0];
+        assert!(cluster.meet(namespaced).is_none());
+    }
+
+    #[test]
+    fn events_bring_their_twin() {
+        let mut atoms = atoms_of(
+            &["".into()],
+            &["v1".into()],
+            &["CREATE".into()],
+            &["events".into()],
+            None,
+        );
+        add_cohabiting(&mut atoms);
+        assert!(atoms
+            .iter()
+            .any(|a| a.group == "events.k8s.io" && a.resource == "events"));
+    }
+}
