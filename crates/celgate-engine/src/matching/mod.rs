@@ -162,7 +162,7 @@ impl Matcher {
     /// (`matching.go` `matchesResourceRules`): the request's own when a rule names it (or
     /// there are no rules), else under matchPolicy Equivalent the first rule, in order, that
     /// names an equivalent one.
-    pub(crate) fn matches_resource<'s>(
+    pub fn matches_resource<'s>(
         &'s self,
         req: &RequestAttributes,
         namespaces: &dyn Namespaces,
