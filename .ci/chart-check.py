@@ -383,8 +383,8 @@ def check_reports(variant, objects, args):
 def check_background(variant, objects, args):
     """background.enabled (the default): celgate gets the --background-* flags of the values
     and its service account, and a ClusterRole grants exactly get and list on
-    background.rbacRules (every resource by default), bound to celgate's service account.
-    Off: --background-interval=0, and no such RBAC."""
+    background.rbacRules (by default common workload kinds: no `*`, no Secrets), bound to
+    celgate's service account. Off: --background-interval=0, and no such RBAC."""
     b = variant_values(variant).get("background", {})
     on = b.get("enabled", True)
     flags = sorted(a for a in args if a.startswith(("--background", "--service-account")))
@@ -404,7 +404,12 @@ def check_background(variant, objects, args):
         if role or binding:
             fail(f"{variant}: background RBAC without background.enabled")
         return
-    rules = b.get("rbacRules", [{"apiGroups": ["*"], "resources": ["*"]}])
+    rules = b.get("rbacRules")
+    if rules is None:
+        rules = yaml.safe_load((CHART / "values.yaml").read_text())["background"]["rbacRules"]
+        wide = [r for r in rules if "*" in r["apiGroups"] + r["resources"] or "secrets" in r["resources"]]
+        if wide:
+            fail(f"{variant}: the default background RBAC grants a wildcard or Secrets: {wide}")
     expected = [{"apiGroups": r["apiGroups"], "resources": r["resources"], "verbs": ["get", "list"]} for r in rules]
     if role is None or role["rules"] != expected:
         fail(f"{variant}: background ClusterRole {role and role['rules']}, expected {expected}")

@@ -331,6 +331,63 @@ async fn an_expired_list_starts_over() {
     server.shutdown().await;
 }
 
+/// A policy and its binding on `resources` of the core group, whose validation passes.
+fn core_policy(name: &str, resources: &[&str]) -> [Json; 2] {
+    [
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["*"], "operations": ["CREATE"], "resources": resources}]},
+                "validations": [{"expression": "true"}]
+            }
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Audit"]}
+        }),
+    ]
+}
+
+/// Scans read only what the bindings can match: with Pod policies, Pods (no ConfigMap or
+/// Secret list); a core-group `*` policy adds ConfigMaps but not Secrets; Secrets are
+/// listed once a policy names `secrets`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scans_list_what_policies_match_and_secrets_only_when_named() {
+    let mut kinds = kinds();
+    kinds.push(Kind::new("v1", "Secret", "secrets", true));
+    let (fake, api) = Fake::start(&kinds).await;
+    cluster(&fake, 1, 1);
+    fake.apply(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "team"}}));
+    let server = start(config(api, background(3_600_000, 500, 100.0), None))
+        .await
+        .unwrap();
+    let scans = |server: &Running| {
+        metric(server, "celgate_background_scan_duration_seconds_count").unwrap_or(0.0)
+    };
+    eventually("the first scan", || scans(&server) >= 1.0).await;
+    let lists = |plural: &str| fake.count(&format!("GET /api/v1/{plural}?"));
+    assert_eq!(
+        (lists("pods"), lists("configmaps"), lists("secrets")),
+        (1, 0, 0),
+        "Pod policies: Pods only"
+    );
+    for o in core_policy("everything-core", &["*"]) {
+        fake.apply(o);
+    }
+    eventually("the wildcard's scan", || lists("configmaps") == 1).await;
+    eventually("its end", || scans(&server) >= 2.0).await;
+    assert_eq!(lists("secrets"), 0, "a wildcard does not read Secrets");
+    for o in core_policy("secrets-named", &["secrets"]) {
+        fake.apply(o);
+    }
+    eventually("Secrets listed once named", || lists("secrets") == 1).await;
+    server.shutdown().await;
+}
+
 /// Of two replicas, only the Lease holder scans and writes; once it is gone, the other
 /// takes the Lease over and scans at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

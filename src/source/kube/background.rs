@@ -9,7 +9,10 @@
 //!   a CREATE may match some (policy, binding): the policy's matchConstraints and the
 //!   binding's matchResources, names and selectors aside
 //!   ([`crate::matching::Matcher::may_match_some_object`]). Bindings whose rules match no
-//!   CREATE select nothing.
+//!   CREATE select nothing. Sensitive resources ([`SENSITIVE`]: Secrets) are listed only
+//!   when a rule of that policy or binding names them (`secrets`, not a `*`): a wildcard
+//!   policy still judges Secrets at admission, but a scan does not read every Secret of the
+//!   cluster (and the chart need not grant it) unless a policy asks for them.
 //! - Listing: full objects, paginated (`limit` and `continue`), rate-limited (a request per
 //!   `1/qps` at most, discovery included) with `concurrency` resources listed at once. A
 //!   `410 Gone` on a continue token (the list expired) restarts that resource's list, its
@@ -184,6 +187,18 @@ impl Target {
     }
 }
 
+/// Resources (group, plural) a scan lists only when a rule names them: reading them all
+/// is a privilege a wildcard policy should not need.
+pub const SENSITIVE: &[(&str, &str)] = &[("", "secrets")];
+
+/// Whether some rule of `matcher` names `plural` of `group` itself (not through `*`).
+fn names(matcher: &Matcher, group: &str, plural: &str) -> bool {
+    matcher.rules().iter().any(|r| {
+        r.resources.iter().any(|p| p == plural)
+            && r.api_groups.iter().any(|g| g == group || g == "*")
+    })
+}
+
 /// Each (policy matchConstraints, binding matchResources) pair of `snapshot`; a policy whose
 /// matchConstraints do not compile selects nothing (its error is reported at admission).
 fn pairs(snapshot: &Snapshot) -> Vec<(&Matcher, Option<&Matcher>)> {
@@ -218,7 +233,8 @@ pub fn wanted_groups(snapshot: &Snapshot) -> Option<BTreeSet<String>> {
 
 /// The resources a scan of `snapshot` lists, of those `served`: for each group and
 /// resource, the first version (the group's preferred one first) at which a CREATE may
-/// match some policy and its binding.
+/// match some policy and its binding ([`SENSITIVE`] resources: some policy and binding, one
+/// of which names them).
 pub fn select(snapshot: &Snapshot, served: &[ServedGroup]) -> Vec<Target> {
     let pairs = pairs(snapshot);
     let mut out = Vec::new();
@@ -237,6 +253,7 @@ pub fn select(snapshot: &Snapshot, served: &[ServedGroup]) -> Vec<Target> {
             }
         }
         for (plural, versions) in by_plural {
+            let sensitive = SENSITIVE.contains(&(group.name.as_str(), plural));
             let chosen = versions.iter().find(|(version, r)| {
                 let create = RequestAttributes {
                     operation: "CREATE".into(),
@@ -254,6 +271,9 @@ pub fn select(snapshot: &Snapshot, served: &[ServedGroup]) -> Vec<Target> {
                 pairs.iter().any(|(policy, binding)| {
                     policy.may_match_some_object(&create)
                         && binding.is_none_or(|b| b.may_match_some_object(&create))
+                        && (!sensitive
+                            || names(policy, &group.name, plural)
+                            || binding.is_some_and(|b| names(b, &group.name, plural)))
                 })
             });
             if let Some((version, r)) = chosen {
@@ -745,8 +765,8 @@ mod tests {
         }
     }
 
-    /// A cluster: core v1 (pods, pods/status, configmaps, namespaces, bindings without
-    /// list), apps v1 (deployments) and a CRD group served at v1 (preferred) and v1beta1.
+    /// A cluster: core v1 (pods, pods/status, configmaps, secrets, namespaces, bindings
+    /// without list), apps v1 (deployments) and a CRD group served at v1 (preferred) and v1beta1.
     fn served() -> Vec<ServedGroup> {
         let mut bindings = res("bindings", "Binding", true);
         bindings.verbs = vec!["create".into()];
@@ -760,6 +780,7 @@ mod tests {
                         res("pods", "Pod", true),
                         res("pods/status", "Pod", true),
                         res("configmaps", "ConfigMap", true),
+                        res("secrets", "Secret", true),
                         res("namespaces", "Namespace", false),
                         bindings,
                     ],
@@ -848,8 +869,8 @@ mod tests {
             binding("all", "all", None),
         ]);
         assert_eq!(wanted_groups(&s), None);
-        // pods/status (a subresource) and bindings (no list) are not listed; each resource
-        // once, at its group's preferred version.
+        // pods/status (a subresource), bindings (no list) and secrets (sensitive, named by
+        // no rule) are not listed; each resource once, at its group's preferred version.
         assert_eq!(
             labels(&select(&s, &served())),
             [
@@ -860,6 +881,47 @@ mod tests {
                 "widgets.example.com@v1"
             ]
         );
+    }
+
+    #[test]
+    fn secrets_are_listed_only_when_a_rule_names_them() {
+        let wildcard = || policy("all", json!([rule(&["*"], &["*"], &["CREATE"], &["*"])]));
+        let core = |resources: &[&str]| rule(&[""], &["v1"], &["CREATE"], resources);
+        let has_secrets = |s: &Snapshot| {
+            labels(&select(s, &served()))
+                .iter()
+                .any(|l| l == "secrets@v1")
+        };
+        // A wildcard policy and binding: every resource but secrets.
+        assert!(!has_secrets(&snapshot(&[
+            wildcard(),
+            binding("all", "all", None)
+        ])));
+        // The policy names them (a `*` group still names the resource).
+        let named = policy(
+            "s",
+            json!([rule(&["*"], &["v1"], &["CREATE"], &["secrets"])]),
+        );
+        assert!(has_secrets(&snapshot(&[named, binding("s", "s", None)])));
+        // A wildcard policy whose binding names them.
+        let narrowed = json!({"resourceRules": [core(&["secrets", "configmaps"])]});
+        assert!(has_secrets(&snapshot(&[
+            wildcard(),
+            binding("all", "all", Some(narrowed))
+        ])));
+        // Named by one policy's rules, but its binding keeps configmaps only; another
+        // binding matches them through a wildcard only: not listed.
+        let s = snapshot(&[
+            policy("s", json!([core(&["secrets", "configmaps"])])),
+            binding(
+                "s",
+                "s",
+                Some(json!({"resourceRules": [core(&["configmaps"])]})),
+            ),
+            wildcard(),
+            binding("all", "all", None),
+        ]);
+        assert!(!has_secrets(&s));
     }
 
     #[test]
