@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Renders and lints charts/celgate with its default values and with each certificate mode,
-validates every rendered object against the Kubernetes schemas (oldest and newest supported
-minor), checks the properties the chart promises (among them: no render without
+validates every rendered object against the Kubernetes schemas (the chart's kubeVersion floor,
+and the newest), checks that Chart.yaml's kubeVersion and README's modes table name that
+floor, checks the properties the chart promises (among them: no render without
 image.repository, the webhook fail-open until celgate is seen ready, namespace-scoped param
 Roles with the matching --param-namespaces), and checks that deploy/celgate.yaml and charts/celgate/README.md are current.
 
@@ -29,8 +30,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "celgate"
 DEPLOY = ROOT / "deploy" / "celgate.yaml"
 RELEASE, NAMESPACE = "celgate", "celgate-system"
-# The chart's kubeVersion floor and the newest schemas available.
-KUBE_VERSIONS = ["1.30.0", "1.37.0"]
+# The chart's kubeVersion floor, and the newest schemas available. The same for both policy
+# sources: the cluster's own policies need the v1 ValidatingAdmissionPolicy API (GA in 1.30),
+# and every rendering the preStop `sleep` action (beta in 1.30; the 1.28 schema refuses it).
+FLOOR, NEWEST = "1.30.0", "1.37.0"
 # Kinds from CRDs, which kubernetes-validate has no schema for: checked by the required
 # fields of their CRDs here instead.
 CRD_REQUIRED = {
@@ -147,10 +150,17 @@ def with_image(values):
     return merged
 
 
-def render(values, chart_dir=CHART):
-    """The rendered objects as one YAML text, the objects, and the NOTES."""
+def render(values, chart_dir=CHART, kube_version=None):
+    """The rendered objects as one YAML text, the objects, and the NOTES; `kube_version`:
+    the cluster's (.Capabilities.KubeVersion), else Helm's default."""
     chart = helm.Chart.load(str(chart_dir))
-    manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    if kube_version is None:
+        manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    else:
+        # Chart.render has no kube_version parameter; the SDK's C call it wraps takes one.
+        from helm_python import _native
+        opts = {"name": RELEASE, "namespace": NAMESPACE, "is_install": True, "kube_version": kube_version}
+        manifests = json.loads(_native.call_string("helm_render", chart._raw(), json.dumps(values), json.dumps(opts)))
     text = "".join(
         f"---\n# Source: {path}\n{body.strip()}\n"
         for path, body in sorted(manifests.items())
@@ -161,7 +171,7 @@ def render(values, chart_dir=CHART):
     return text, objects, notes
 
 
-def validate(variant, obj):
+def validate(variant, obj, versions=(FLOOR, NEWEST)):
     kind = (obj.get("apiVersion"), obj.get("kind"))
     name = f"{variant}: {kind[1]} {obj.get('metadata', {}).get('name')}"
     if kind in CRD_REQUIRED:
@@ -172,7 +182,7 @@ def validate(variant, obj):
             if field not in spec:
                 fail(f"{name}: spec.{field} missing")
         return
-    for version in KUBE_VERSIONS:
+    for version in versions:
         try:
             kubernetes_validate.validate(obj, version, strict=True)
         except kubernetes_validate.ValidationError as e:
@@ -594,6 +604,28 @@ def check_rendering(variant, values):
         ok(f"{variant}: {len(objects)} objects rendered, linted and validated")
 
 
+def check_kube_versions():
+    """One story about versions: Chart.yaml's kubeVersion is FLOOR, both policy sources
+    render under that minor's Capabilities, and README's modes table names it."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    if chart.get("kubeVersion") != f">={FLOOR}-0":
+        fail(f"Chart.yaml kubeVersion {chart.get('kubeVersion')!r}, expected '>={FLOOR}-0'")
+    else:
+        ok(f"kubeVersion >={FLOOR}-0")
+    folder = {"policies": {"fromConfigMap": "policies"}}
+    for what, values in [("cluster policies", {}), ("folder policies", folder)]:
+        try:
+            render(with_image(values), kube_version=FLOOR)
+            ok(f"{what} render on Kubernetes {FLOOR}")
+        except helm.HelmError as e:
+            fail(f"{what} on Kubernetes {FLOOR}: not rendered: {e}")
+    readme = (ROOT / "README.md").read_text()
+    table = "\n".join(l for l in readme.splitlines() if l.startswith("|"))
+    minor = FLOOR.rsplit(".", 1)[0]
+    if f"{minor}+" not in table:
+        fail(f"README.md's modes table does not name Kubernetes {minor}+ (the chart's kubeVersion)")
+
+
 def check_refused(what, values, needles):
     try:
         render(values)
@@ -624,6 +656,7 @@ def main():
     for variant, values in VARIANTS.items():
         check_rendering(variant, values)
     check_fail_open()
+    check_kube_versions()
     for what, (values, needle) in INVALID.items():
         check_refused(what, with_image(values), [needle])
     check_refused("no image.repository", {}, NO_IMAGE_HINT)
