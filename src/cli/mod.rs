@@ -48,8 +48,8 @@ pub enum Command {
     Expr(expr::ExprArgs),
     /// Evaluate an AdmissionReview, or a plain manifest as the request the API server would
     /// send for it, against a folder of policies, bindings, params, namespaces and RBAC
-    /// objects, offline, and print the AdmissionReview answer. Exit 0 whatever the decision;
-    /// 2 for unreadable input or an invalid object.
+    /// objects, offline, and print the AdmissionReview answer. Exit 0 whatever the decision
+    /// (1 when --fail-on deny or warn says so); 2 for unreadable input or an invalid object.
     Eval(eval::EvalArgs),
     /// Run policy test suites: every `*.celgate-test.yaml` (and Kyverno CLI `kyverno-test.yaml`
     /// whose policies are ValidatingAdmissionPolicies) under PATH (default `.`). Exit 0 when
@@ -184,6 +184,25 @@ pub fn emit(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// Writes `value` to standard output as `format` says (pretty JSON and a newline, or a YAML
+/// document).
+pub fn emit_document(
+    value: &impl serde::Serialize,
+    format: flags::DocFormat,
+) -> Result<(), CliError> {
+    let text = match format {
+        flags::DocFormat::Json => {
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(value).map_err(CliError::Json)?
+            )
+        }
+        flags::DocFormat::Yaml => serde_yaml_ng::to_string(value).map_err(CliError::Yaml)?,
+    };
+    emit(&text);
+    Ok(())
 }
 
 /// [`emit`] and a newline.

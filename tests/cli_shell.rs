@@ -1,0 +1,113 @@
+//! The command line as CI and shells use it, through the real binary: `-o` on the commands
+//! that print, `eval --fail-on`'s exit codes, `serve` refusing to guess a policy folder,
+//! summaries that count what they say, shell completions and man pages generated from the
+//! clap tree, and the published JSON Schemas kept equal to what the code writes.
+
+use common::cli::celgate_in as celgate;
+use common::temp_dir;
+
+mod common;
+
+/// A Pod policy whose binding has `actions` (`Deny` or `Warn`), and a Pod that fails it.
+fn no_latest(dir: &std::path::Path, actions: &str) {
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    std::fs::write(
+        dir.join("policies/p.yaml"),
+        format!(
+            r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: no-latest}}
+spec:
+  matchConstraints:
+    resourceRules: [{{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}]
+  validations:
+  - expression: "object.spec.containers.all(c, !c.image.endsWith(':latest'))"
+    message: no latest images
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: no-latest}}
+spec: {{policyName: no-latest, validationActions: [{actions}]}}
+"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("latest.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: default}\nspec: {containers: [{name: c, image: 'nginx:latest'}]}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("pinned.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: b, namespace: default}\nspec: {containers: [{name: c, image: 'nginx:1.27'}]}\n",
+    )
+    .unwrap();
+}
+
+/// `eval --fail-on never|deny|warn`: exit 0 whatever the decision by default (as before the
+/// flag), 1 on a denial with `deny`, 1 on a denial or warnings with `warn`.
+#[test]
+fn eval_fails_on_what_fail_on_names() {
+    for (actions, object, expected) in [
+        // fail-on: never, deny, warn.
+        ("Deny", "latest.yaml", [0, 1, 1]),
+        ("Warn", "latest.yaml", [0, 0, 1]),
+        ("Deny", "pinned.yaml", [0, 0, 0]),
+        ("Warn", "pinned.yaml", [0, 0, 0]),
+    ] {
+        let dir = temp_dir(&format!("fail-on-{actions}-{object}"));
+        no_latest(&dir, actions);
+        let base = ["eval", "--policies", "policies", "--request", object];
+        let (code, out, err) = celgate(&base, &dir, "");
+        assert_eq!(code, expected[0], "{actions} {object} default: {err}");
+        let answer: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(answer["kind"], "AdmissionReview");
+        for (when, code_wanted) in ["never", "deny", "warn"].into_iter().zip(expected) {
+            let (code, _, err) = celgate(&[&base[..], &["--fail-on", when]].concat(), &dir, "");
+            assert_eq!(
+                code, code_wanted,
+                "{actions} {object} --fail-on {when}: {err}"
+            );
+        }
+    }
+    let dir = temp_dir("fail-on-bad");
+    let (code, _, err) = celgate(
+        &[
+            "eval",
+            "--policies",
+            ".",
+            "--request",
+            "-",
+            "--fail-on",
+            "sometimes",
+        ],
+        &dir,
+        "",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("[possible values: never, deny, warn]"),
+        "{err}"
+    );
+}
+
+/// `-o yaml` on the commands that printed only JSON: the same document.
+#[test]
+fn eval_and_expr_print_yaml_on_request() {
+    let dir = temp_dir("output-yaml");
+    no_latest(&dir, "Deny");
+    let base = ["eval", "--policies", "policies", "--request", "latest.yaml"];
+    let (_, json, err) = celgate(&base, &dir, "");
+    let (code, yaml, _) = celgate(&[&base[..], &["-o", "yaml"]].concat(), &dir, "");
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let yaml: serde_json::Value = serde_yaml_ng::from_str(&yaml).unwrap();
+    assert_eq!(json, yaml);
+    assert_eq!(yaml["response"]["allowed"], false);
+
+    let (code, out, err) = celgate(&["expr", "-o", "yaml", "{'a': [1, 2]}"], &dir, "");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "a:\n- 1\n- 2\n");
+    let (code, out, _) = celgate(&["expr", "--output", "json", "[1]"], &dir, "");
+    assert_eq!((code, out.as_str()), (0, "[\n  1\n]\n"));
+}
