@@ -4,7 +4,7 @@
 //! clap tree, and the published JSON Schemas kept equal to what the code writes.
 
 use common::cli::celgate_in as celgate;
-use common::temp_dir;
+use common::{repo, temp_dir};
 
 mod common;
 
@@ -110,4 +110,45 @@ fn eval_and_expr_print_yaml_on_request() {
     assert_eq!(out, "a:\n- 1\n- 2\n");
     let (code, out, _) = celgate(&["expr", "--output", "json", "[1]"], &dir, "");
     assert_eq!((code, out.as_str()), (0, "[\n  1\n]\n"));
+}
+
+
+/// The scan summary counts objects and results apart, each with its own noun and plural.
+#[test]
+fn scan_summary_counts_objects_and_results() {
+    let dir = temp_dir("scan-counts");
+    no_latest(&dir, "Deny");
+    std::fs::create_dir_all(dir.join("one")).unwrap();
+    std::fs::copy(dir.join("pinned.yaml"), dir.join("one/pod.yaml")).unwrap();
+    let (code, out, err) = celgate(
+        &["scan", "--policies", "policies", "--objects", "one"],
+        &dir,
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.ends_with(
+            "no violations\n1 object scanned, 1 result: 1 pass, 0 fail, 0 error, 0 skip\n"
+        ),
+        "{out}"
+    );
+    // Two results for one object: the examples' pod policies both match a Pod.
+    let (code, out, err) = celgate(
+        &[
+            "scan",
+            "--policies",
+            "examples/policies",
+            "--objects",
+            "examples/pod.yaml",
+        ],
+        &repo(),
+        "",
+    );
+    assert!(code == 0 || code == 1, "{err}");
+    let last = out.lines().last().unwrap();
+    assert!(last.starts_with("1 object scanned, "), "{out}");
+    assert!(
+        !last.contains(" 1 results") && last.contains(" results: "),
+        "{out}"
+    );
 }
