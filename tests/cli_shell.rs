@@ -3,7 +3,7 @@
 //! summaries that count what they say, shell completions and man pages generated from the
 //! clap tree, and the published JSON Schemas kept equal to what the code writes.
 
-use common::cli::celgate_in as celgate;
+use common::cli::{celgate_in as celgate, celgate_within};
 use common::{repo, temp_dir};
 
 mod common;
@@ -112,6 +112,29 @@ fn eval_and_expr_print_yaml_on_request() {
     assert_eq!((code, out.as_str()), (0, "[\n  1\n]\n"));
 }
 
+/// `serve` in folder mode without `--policies` does not read a folder relative to wherever
+/// it was started: exit 2, saying what to pass.
+#[test]
+fn serve_without_policies_refuses_with_a_hint() {
+    let dir = temp_dir("serve-no-policies");
+    let (code, out, err) = celgate_within(
+        &[
+            "serve",
+            "--self-signed",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(
+        err.contains("needs --policies DIR") && err.contains("--policies examples/policies"),
+        "{err}"
+    );
+}
 
 /// The scan summary counts objects and results apart, each with its own noun and plural.
 #[test]

@@ -129,6 +129,8 @@ pub enum CliError {
     BufferBelowBody { max_body: usize },
     #[error("--strict-namespaces is for --source folder (with --source kubernetes namespaces come from the cluster)")]
     StrictNamespacesInCluster,
+    #[error("--source folder (the default) needs --policies DIR, the folder of policies to serve (e.g. --policies examples/policies), or --source kubernetes for the cluster's own")]
+    NoPolicyFolder,
     #[error("--reports needs --source kubernetes (reports are written in the cluster)")]
     ReportsNeedCluster,
     #[error("{name}: is an AdmissionReview: --operation, --old, --user, --group, --namespace, --subresource and --dry-run describe a plain manifest")]
