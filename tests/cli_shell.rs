@@ -175,3 +175,105 @@ fn scan_summary_counts_objects_and_results() {
         "{out}"
     );
 }
+
+/// The subcommands `celgate [CMD] --help` lists under `Commands:` (clap's own `help` left
+/// out), read from the binary so that a new command is checked without editing this test.
+fn subcommands(path: &[&str]) -> Vec<String> {
+    let dir = temp_dir("help");
+    let (code, out, err) = celgate(&[path, &["--help"]].concat(), &dir, "");
+    assert_eq!(code, 0, "{err}");
+    let Some((_, listed)) = out.split_once("Commands:\n") else {
+        return Vec::new();
+    };
+    listed
+        .lines()
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every command and nested command, as `["crd", "check"]`.
+fn command_paths() -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    for top in subcommands(&[]) {
+        let nested = subcommands(&[top.as_str()]);
+        paths.push(vec![top.clone()]);
+        paths.extend(nested.into_iter().map(|sub| vec![top.clone(), sub]));
+    }
+    assert!(paths.len() > 10, "{paths:?}");
+    paths
+}
+
+/// `celgate completion SHELL` prints a script naming every command and nested command; bash
+/// accepts the bash script (`bash -n`) where bash is installed.
+#[test]
+fn completion_scripts_cover_every_command() {
+    let dir = temp_dir("completion");
+    let paths = command_paths();
+    for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
+        let (code, script, err) = celgate(&["completion", shell], &dir, "");
+        assert_eq!(code, 0, "{shell}: {err}");
+        for path in &paths {
+            let name = path.last().unwrap();
+            assert!(script.contains(name.as_str()), "{shell}: no {path:?}");
+        }
+        // A flag of a nested command, and a new flag (fish names them without dashes).
+        assert!(script.contains("crds"), "{shell}");
+        assert!(script.contains("fail-on"), "{shell}");
+        if shell == "bash" {
+            let file = dir.join("celgate.bash");
+            std::fs::write(&file, &script).unwrap();
+            match std::process::Command::new("bash")
+                .arg("-n")
+                .arg(&file)
+                .output()
+            {
+                Ok(out) => assert!(
+                    out.status.success(),
+                    "bash -n: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => panic!("bash: {e}"),
+            }
+        }
+    }
+    let (code, _, err) = celgate(&["completion", "tcsh"], &dir, "");
+    assert_eq!(code, 2, "{err}");
+}
+
+/// `celgate man` prints celgate.1, which lists every command; `--out DIR` writes it and one
+/// page per command and nested command, each with its own flags.
+#[test]
+fn man_pages_cover_every_command() {
+    let dir = temp_dir("man");
+    let (code, page, err) = celgate(&["man"], &dir, "");
+    assert_eq!(code, 0, "{err}");
+    assert!(page.contains(".TH celgate 1"), "{page}");
+    let paths = command_paths();
+    for path in paths.iter().filter(|p| p.len() == 1) {
+        // roff escapes every `-`.
+        let name = format!("celgate-{}(1)", path[0]).replace('-', "\\-");
+        assert!(page.contains(&name), "{path:?}");
+    }
+    let (code, out, err) = celgate(&["man", "--out", "pages"], &dir, "");
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    assert!(dir.join("pages/celgate.1").is_file());
+    for path in &paths {
+        let file = dir.join(format!("pages/celgate-{}.1", path.join("-")));
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file:?}: {e}"));
+        assert!(text.contains(".SH SYNOPSIS"), "{file:?}");
+    }
+    let eval = std::fs::read_to_string(dir.join("pages/celgate-eval.1")).unwrap();
+    assert!(eval.contains("fail\\-on"), "{eval}");
+    // A folder that cannot be made: exit 1, naming it.
+    std::fs::write(dir.join("file"), "").unwrap();
+    let (code, _, err) = celgate(&["man", "--out", "file/pages"], &dir, "");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("cannot write the man pages into file/pages"),
+        "{err}"
+    );
+}

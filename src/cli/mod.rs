@@ -3,12 +3,14 @@
 //! exit code and message), and what the commands share: flag parsers ([`flags`]), file
 //! loading ([`files`]), writing to standard output and running on a big stack.
 
+pub mod completion;
 pub mod crd;
 pub mod eval;
 pub mod expr;
 pub mod files;
 pub mod flags;
 pub mod lint;
+pub mod man;
 pub mod scan;
 pub mod serve;
 pub mod test;
@@ -78,6 +80,12 @@ pub enum Command {
     /// in Git; `celgate serve --webhook-rules dynamic` keeps them itself). Exit 0, 2 for
     /// unreadable input.
     WebhookRules(webhook_rules::WebhookRulesArgs),
+    /// Print the shell completion script for bash, zsh, fish, powershell or elvish (e.g.
+    /// `source <(celgate completion bash)`). Exit 0.
+    Completion(completion::CompletionArgs),
+    /// Print the man page `celgate.1`, or write it and one page per subcommand into
+    /// --out DIR. Exit 0, 1 when a page cannot be written.
+    Man(man::ManArgs),
     /// Print the version.
     Version,
 }
@@ -151,6 +159,15 @@ pub enum CliError {
     /// The result cannot be written as YAML (exit 1).
     #[error("cannot write the result as YAML: {0}")]
     Yaml(#[source] serde_yaml_ng::Error),
+    /// `celgate man --out`: a page cannot be written (exit 1).
+    #[error("cannot write the man pages into {}: {source}", dir.display())]
+    ManPages {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// `celgate man`: the page cannot be rendered (exit 1).
+    #[error("cannot render the man page: {0}")]
+    ManPage(#[source] std::io::Error),
     /// `celgate serve` could not start or stopped with an error (exit 1).
     #[error(transparent)]
     Serve(#[from] ServeError),
