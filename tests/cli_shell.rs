@@ -277,3 +277,317 @@ fn man_pages_cover_every_command() {
         "{err}"
     );
 }
+
+/// The schemas of schemas/: JSON, read once per test.
+fn schema(name: &str) -> serde_json::Value {
+    let path = repo().join("schemas").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
+}
+
+/// Checks `value` against `schema` (a part of `root`): the subset of JSON Schema 2020-12
+/// that schemas/ uses. No validator crate is in the build and none is worth adding for two
+/// files; a keyword this checker does not know fails the test, so the schemas cannot rely on
+/// one it would silently skip.
+fn check(
+    root: &serde_json::Value,
+    schema: &serde_json::Value,
+    value: &serde_json::Value,
+    at: &str,
+    errors: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    let Value::Object(keywords) = schema else {
+        panic!("{at}: a schema that is not an object: {schema}");
+    };
+    for (keyword, arg) in keywords {
+        match keyword.as_str() {
+            "$schema" | "title" | "description" | "$defs" => {}
+            "$ref" => {
+                let pointer = arg.as_str().and_then(|r| r.strip_prefix('#')).unwrap();
+                let target = root
+                    .pointer(pointer)
+                    .unwrap_or_else(|| panic!("no {pointer}"));
+                check(root, target, value, at, errors);
+            }
+            "type" => {
+                let types: Vec<&str> = match arg {
+                    Value::String(t) => vec![t.as_str()],
+                    Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+                    _ => panic!("{at}: type {arg}"),
+                };
+                let fits = |t: &str| match t {
+                    "object" => value.is_object(),
+                    "array" => value.is_array(),
+                    "string" => value.is_string(),
+                    "boolean" => value.is_boolean(),
+                    "integer" => value.is_i64() || value.is_u64(),
+                    "number" => value.is_number(),
+                    "null" => value.is_null(),
+                    other => panic!("{at}: type {other}"),
+                };
+                if !types.iter().any(|t| fits(t)) {
+                    errors.push(format!("{at}: {value} is not of type {arg}"));
+                }
+            }
+            "enum" => {
+                if !arg.as_array().unwrap().contains(value) {
+                    errors.push(format!("{at}: {value} is not one of {arg}"));
+                }
+            }
+            "required" => {
+                for name in arg.as_array().unwrap().iter().filter_map(Value::as_str) {
+                    if value.is_object() && value.get(name).is_none() {
+                        errors.push(format!("{at}: {name} is required"));
+                    }
+                }
+            }
+            "properties" => {
+                for (name, sub) in arg.as_object().unwrap() {
+                    if let Some(v) = value.get(name) {
+                        check(root, sub, v, &format!("{at}.{name}"), errors);
+                    }
+                }
+            }
+            "additionalProperties" => {
+                let known = keywords.get("properties").and_then(Value::as_object);
+                for (name, v) in value.as_object().into_iter().flatten() {
+                    if known.is_some_and(|k| k.contains_key(name)) {
+                        continue;
+                    }
+                    match arg {
+                        Value::Bool(false) => errors.push(format!("{at}: unknown field {name}")),
+                        Value::Bool(true) => {}
+                        sub => check(root, sub, v, &format!("{at}.{name}"), errors),
+                    }
+                }
+            }
+            "items" => {
+                for (i, v) in value.as_array().into_iter().flatten().enumerate() {
+                    check(root, arg, v, &format!("{at}[{i}]"), errors);
+                }
+            }
+            "minimum" | "maximum" => {
+                if let (Some(n), Some(bound)) = (value.as_f64(), arg.as_f64()) {
+                    if (keyword == "minimum" && n < bound) || (keyword == "maximum" && n > bound) {
+                        errors.push(format!("{at}: {n} is out of {keyword} {bound}"));
+                    }
+                }
+            }
+            "pattern" => {
+                let re = regex::Regex::new(arg.as_str().unwrap()).unwrap();
+                if value.as_str().is_some_and(|s| !re.is_match(s)) {
+                    errors.push(format!("{at}: {value} does not match {arg}"));
+                }
+            }
+            other => panic!("{at}: the schema checker does not know the keyword {other}"),
+        }
+    }
+}
+
+/// The errors of `value` against the schema `root`.
+fn schema_errors(root: &serde_json::Value, value: &serde_json::Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    check(root, root, value, "", &mut errors);
+    errors
+}
+
+/// Every suite the repository holds: `*.celgate-test.yaml` files (examples, test fixtures)
+/// and the docs' ```` ```yaml celgate-test ```` blocks.
+fn suites_in_repo() -> Vec<(String, String)> {
+    fn walk(dir: &std::path::Path, found: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, found);
+            } else if path.to_string_lossy().ends_with(".celgate-test.yaml") {
+                found.push((
+                    path.display().to_string(),
+                    std::fs::read_to_string(&path).unwrap(),
+                ));
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for dir in ["examples", "tests", "docs"] {
+        walk(&repo().join(dir), &mut found);
+    }
+    for dir in ["docs/users", "docs/operators", "docs/contributors"] {
+        for entry in std::fs::read_dir(repo().join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let mut block: Option<String> = None;
+            for line in text.lines() {
+                match &mut block {
+                    None if line.trim() == "```yaml celgate-test" => block = Some(String::new()),
+                    Some(b) if line.trim() == "```" => {
+                        found.push((path.display().to_string(), std::mem::take(b)));
+                        block = None;
+                    }
+                    Some(b) => {
+                        b.push_str(line);
+                        b.push('\n');
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+    found
+}
+
+/// schemas/celgate-test.schema.json accepts every suite of the repository, and refuses a
+/// misspelled field and a wrong type.
+#[test]
+fn every_suite_in_the_repository_fits_the_test_schema() {
+    let root = schema("celgate-test.schema.json");
+    let suites = suites_in_repo();
+    assert!(suites.len() >= 4, "{}", suites.len());
+    for (file, text) in &suites {
+        let value: serde_json::Value =
+            serde_yaml_ng::from_str(text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let errors = schema_errors(&root, &value);
+        assert!(errors.is_empty(), "{file}: {errors:?}");
+        // The examples name the schema for editors, by a path that leads to it.
+        if file.contains("/examples/") {
+            let first = text.lines().next().unwrap_or_default();
+            let path = first
+                .strip_prefix("# yaml-language-server: $schema=")
+                .unwrap_or_else(|| panic!("{file}: no modeline: {first}"));
+            let target = std::path::Path::new(file).parent().unwrap().join(path);
+            assert!(
+                target.ends_with("schemas/celgate-test.schema.json") && target.is_file(),
+                "{file}: {path}"
+            );
+        }
+    }
+    let bad = serde_json::json!({
+        "apiVersion": "celgate.dev/v1alpha1", "kind": "CelgateTest",
+        "cases": [{"name": "x", "operation": "PATCH", "expect": {"alowed": true, "code": "403"}}]
+    });
+    assert_eq!(
+        schema_errors(&root, &bad),
+        [
+            ".cases[0].expect: unknown field alowed",
+            ".cases[0].expect.code: \"403\" is not of type \"integer\"",
+            ".cases[0].operation: \"PATCH\" is not one of [\"CREATE\",\"UPDATE\",\"DELETE\",\"CONNECT\"]",
+        ]
+    );
+}
+
+/// The test schema names exactly the fields `celgate test` accepts: for each object of the
+/// schema, a suite with an unknown field there is refused by the binary with serde's list of
+/// the fields it expects (from the Rust types), which must be the schema's properties.
+#[test]
+fn the_test_schema_has_the_fields_of_the_loader() {
+    let root = schema("celgate-test.schema.json");
+    let dir = temp_dir("schema-fields");
+    // Where each object of the schema is in a suite.
+    let places: [(&str, &str); 6] = [
+        ("", ""),
+        ("/$defs/case", "/cases/0"),
+        ("/$defs/userInfo", "/cases/0/userInfo"),
+        ("/$defs/expect", "/cases/0/expect"),
+        ("/$defs/crdExpect", "/cases/0/expect/crd"),
+        ("/$defs/cause", "/cases/0/expect/crd/causes/0"),
+    ];
+    let closed: Vec<String> = root["$defs"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, d)| d["additionalProperties"] == false)
+        .map(|(name, _)| format!("/$defs/{name}"))
+        .collect();
+    let mut placed: Vec<&str> = places
+        .iter()
+        .map(|p| p.0)
+        .filter(|p| !p.is_empty())
+        .collect();
+    placed.sort_unstable();
+    assert_eq!(
+        closed, placed,
+        "every closed object of the schema has a place here"
+    );
+    for (def, place) in places {
+        let mut suite = serde_json::json!({
+            "apiVersion": "celgate.dev/v1alpha1", "kind": "CelgateTest",
+            "cases": [{"name": "x", "userInfo": {}, "expect": {"crd": {"causes": [{"type": "t", "field": "f", "message": "m"}]}}}]
+        });
+        suite.pointer_mut(place).unwrap()["bogusField"] = 1.into();
+        std::fs::write(dir.join("s.celgate-test.yaml"), suite.to_string()).unwrap();
+        let (code, out, err) = celgate(&["test", "s.celgate-test.yaml"], &dir, "");
+        assert_eq!(code, 2, "{def}: {out}{err}");
+        let listed = out
+            .split_once("unknown field `bogusField`, expected one of ")
+            .unwrap_or_else(|| panic!("{def}: {out}"))
+            .1;
+        let listed = listed.split(" at line").next().unwrap();
+        let mut accepted: Vec<&str> = listed.split(", ").map(|f| f.trim_matches('`')).collect();
+        let mut in_schema: Vec<&str> = root
+            .pointer(&format!("{def}/properties"))
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        accepted.sort_unstable();
+        in_schema.sort_unstable();
+        assert_eq!(accepted, in_schema, "{def}");
+    }
+}
+
+/// schemas/crd-answer.schema.json describes every line `crd check|validate -o json` prints:
+/// acceptances, refusals with causes, and `check --costs`.
+#[test]
+fn crd_json_lines_fit_the_answer_schema() {
+    let root = schema("crd-answer.schema.json");
+    let runs: [&[&str]; 3] = [
+        &[
+            "crd",
+            "validate",
+            "--crds",
+            "examples/crds",
+            "-o",
+            "json",
+            "examples/crds/valid.yaml",
+            "examples/crds/invalid.yaml",
+        ],
+        &[
+            "crd",
+            "check",
+            "--costs",
+            "-o",
+            "json",
+            "examples/crds/crd.yaml",
+        ],
+        &[
+            "crd",
+            "validate",
+            "--crds",
+            "examples/crds",
+            "-o",
+            "json",
+            "examples/pod.yaml",
+        ],
+    ];
+    let mut seen = std::collections::BTreeSet::new();
+    for args in runs {
+        let (code, out, err) = celgate(args, &repo(), "");
+        assert!(code == 0 || code == 1, "{args:?}: {err}");
+        for line in out.lines() {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            seen.extend(value.as_object().unwrap().keys().cloned());
+            let errors = schema_errors(&root, &value);
+            assert!(errors.is_empty(), "{args:?}: {line}: {errors:?}");
+        }
+    }
+    // Every property of the schema was printed at least once.
+    let properties: std::collections::BTreeSet<String> = root["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(seen, properties);
+}
