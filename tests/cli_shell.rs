@@ -176,6 +176,20 @@ fn scan_summary_counts_objects_and_results() {
     );
 }
 
+/// `celgate test`'s summary says `1 invalid file`, and `2 invalid files`.
+#[test]
+fn test_summary_counts_invalid_files_in_the_singular() {
+    let dir = temp_dir("invalid-count");
+    let suite = "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\nbogus: 1\ncases: []\n";
+    std::fs::write(dir.join("a.celgate-test.yaml"), suite).unwrap();
+    let (code, out, _) = celgate(&["test", "."], &dir, "");
+    assert_eq!(code, 2, "{out}");
+    assert!(out.ends_with(", 1 invalid file\n"), "{out}");
+    std::fs::write(dir.join("b.celgate-test.yaml"), suite).unwrap();
+    let (_, out, _) = celgate(&["test", "."], &dir, "");
+    assert!(out.ends_with(", 2 invalid files\n"), "{out}");
+}
+
 /// The subcommands `celgate [CMD] --help` lists under `Commands:` (clap's own `help` left
 /// out), read from the binary so that a new command is checked without editing this test.
 fn subcommands(path: &[&str]) -> Vec<String> {
