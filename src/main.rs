@@ -27,10 +27,7 @@ fn main() -> ExitCode {
         Command::WebhookRules(args) => on_big_stack(move || cli::webhook_rules::run(args)),
         Command::Completion(args) => cli::completion::run(args),
         Command::Man(args) => cli::man::run(args),
-        Command::Version => {
-            cli::emit_line(&format!("celgate {}", env!("CARGO_PKG_VERSION")));
-            Ok(Outcome::Success)
-        }
+        Command::Version(args) => cli::version::run(args),
     };
     exit(result)
 }

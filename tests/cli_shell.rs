@@ -190,6 +190,28 @@ fn test_summary_counts_invalid_files_in_the_singular() {
     assert!(out.ends_with(", 2 invalid files\n"), "{out}");
 }
 
+/// `celgate version -o json|yaml`: the version and the Kubernetes versions it knows, for
+/// scripts; text by default, as before.
+#[test]
+fn version_prints_json_and_yaml() {
+    let dir = temp_dir("version");
+    let (code, out, _) = celgate(&["version"], &dir, "");
+    assert_eq!(
+        (code, out),
+        (0, format!("celgate {}\n", env!("CARGO_PKG_VERSION")))
+    );
+    let (code, json, _) = celgate(&["version", "-o", "json"], &dir, "");
+    assert_eq!(code, 0);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(json["kubernetes"]["oldest"], "1.27");
+    let (_, yaml, _) = celgate(&["version", "--output", "yaml"], &dir, "");
+    assert_eq!(
+        serde_yaml_ng::from_str::<serde_json::Value>(&yaml).unwrap(),
+        json
+    );
+}
+
 /// The subcommands `celgate [CMD] --help` lists under `Commands:` (clap's own `help` left
 /// out), read from the binary so that a new command is checked without editing this test.
 fn subcommands(path: &[&str]) -> Vec<String> {

@@ -14,6 +14,7 @@ pub mod man;
 pub mod scan;
 pub mod serve;
 pub mod test;
+pub mod version;
 pub mod webhook_rules;
 
 use std::path::PathBuf;
@@ -86,8 +87,9 @@ pub enum Command {
     /// Print the man page `celgate.1`, or write it and one page per subcommand into
     /// --out DIR. Exit 0, 1 when a page cannot be written.
     Man(man::ManArgs),
-    /// Print the version.
-    Version,
+    /// Print the version (`-o json|yaml`: with the Kubernetes versions --k8s-version
+    /// accepts). Exit 0.
+    Version(version::VersionArgs),
 }
 
 /// How a command that ran to its end went: its exit code.
