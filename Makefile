@@ -27,7 +27,7 @@ bench:
 
 # The main job: the webhook on the bundled example policies.
 run:
-	cargo run --release -- serve --self-signed --ca-out /tmp/celgate-ca.pem --listen 127.0.0.1:8443 --metrics-listen 127.0.0.1:9090
+	cargo run --release -- serve --policies examples/policies --self-signed --ca-out /tmp/celgate-ca.pem --listen 127.0.0.1:8443 --metrics-listen 127.0.0.1:9090
 
 load:
 	bash benches/load/run.sh

@@ -25,16 +25,16 @@ fn main() -> ExitCode {
         Command::Scan(args) => on_big_stack(move || cli::scan::run(args)),
         Command::Lint(args) => cli::lint::run(args),
         Command::WebhookRules(args) => on_big_stack(move || cli::webhook_rules::run(args)),
-        Command::Version => {
-            cli::emit_line(&format!("celgate {}", env!("CARGO_PKG_VERSION")));
-            Ok(Outcome::Success)
-        }
+        Command::Completion(args) => cli::completion::run(args),
+        Command::Man(args) => cli::man::run(args),
+        Command::Version(args) => cli::version::run(args),
     };
     exit(result)
 }
 
 /// The exit code of how a command ended, after saying why it stopped, if it did: 1 for a CEL
-/// error of `celgate expr`, a failure of the service or of writing the result, 2 for bad
+/// error of `celgate expr`, a failure of the service or of writing the result (or a man
+/// page), 2 for bad
 /// usage or input.
 fn exit(result: Result<Outcome, CliError>) -> ExitCode {
     let error = match result {
@@ -50,7 +50,12 @@ fn exit(result: Result<Outcome, CliError>) -> ExitCode {
         CliError::Serve(ServeError::CaOut { path, source }) => {
             tracing::error!(error = %source, path = %path.display(), "cannot write the CA bundle");
         }
-        e @ (CliError::Serve(_) | CliError::Thread(_) | CliError::Json(_) | CliError::Yaml(_)) => {
+        e @ (CliError::Serve(_)
+        | CliError::Thread(_)
+        | CliError::Json(_)
+        | CliError::Yaml(_)
+        | CliError::ManPages { .. }
+        | CliError::ManPage(_)) => {
             eprintln!("celgate: {e}")
         }
         // The panic message is printed already.

@@ -262,7 +262,7 @@ spec: {{policyName: no-latest, validationActions: [{actions}]}}
         vec![
             "POLICY     BINDING    RESOURCE   RESULT  MESSAGE",
             "no-latest  no-latest  Pod web/a  fail    no latest images",
-            "2 objects scanned: 1 pass, 1 fail, 0 error, 0 skip",
+            "2 objects scanned, 2 results: 1 pass, 1 fail, 0 error, 0 skip",
         ]
     );
 

@@ -329,7 +329,7 @@ fn flags_and_a_missing_folder() {
         "--strict-namespaces is for --source folder",
     )]);
     serve_flags::serve_help_shows(&[
-        ("--policies <DIR>", "default: examples/policies"),
+        ("--policies <DIR>", "required with `--source folder`"),
         (
             "--policies <DIR>",
             "With `--source kubernetes`: take only the",

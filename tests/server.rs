@@ -2077,9 +2077,14 @@ fn the_default_configuration_is_the_commands() {
         panic!("the default source is not a folder: {:?}", d.source)
     };
     assert_eq!(shown("source").as_deref(), Some("folder"));
+    // The flag has no default (`celgate serve` refuses to start without it, tests/cli.rs);
+    // the configuration's, for tests, is the examples the help names.
     serve_flags::serve_help_shows(&[(
         "--policies <DIR>",
-        &format!("default: {}", folder.dir.display()),
+        &format!(
+            "required with `--source folder`, e.g. `--policies {}`",
+            folder.dir.display()
+        ),
     )]);
     assert_eq!(duration("reload-settle"), folder.settle);
     assert_eq!(number("max-file-bytes"), folder.max_file_bytes);

@@ -75,7 +75,8 @@ pub enum WebhookRulesMode {
     Dynamic,
 }
 
-/// The policy folder `celgate serve` watches when `--policies` is not given.
+/// The policy folder of `ServeConfig::default()` (for tests; `celgate serve` in folder mode
+/// requires `--policies`).
 pub const DEFAULT_POLICY_DIR: &str = "examples/policies";
 
 /// `--listen`'s default: HTTPS on every interface, port 8443.

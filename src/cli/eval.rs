@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 
 use crate::cli::files::{load_folder, read_document, FileError};
-use crate::cli::flags::K8sVersion;
-use crate::cli::{emit_line, CliError, Outcome};
+use crate::cli::flags::{DocFormat, K8sVersion};
+use crate::cli::{emit_document, CliError, Outcome};
 
 #[derive(clap::Args)]
 pub struct EvalArgs {
@@ -22,6 +22,13 @@ pub struct EvalArgs {
     request: String,
     #[command(flatten)]
     manifest: ManifestFlags,
+    /// How the AdmissionReview answer is printed: JSON (pretty) or YAML.
+    #[arg(short = 'o', long, value_enum, default_value = "json")]
+    output: DocFormat,
+    /// When the answer makes the exit code 1: `never` (exit 0 whatever the decision),
+    /// `deny` (the request is refused), `warn` (refused, or admitted with warnings).
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "never")]
+    fail_on: FailOn,
     /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
     #[arg(long, value_name = "1.N", default_value_t = K8sVersion::NEWEST)]
     k8s_version: K8sVersion,
@@ -33,6 +40,38 @@ pub struct EvalArgs {
     /// itself.
     #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
     max_file_bytes: u64,
+}
+
+/// `celgate eval --fail-on`: which answers exit 1, for CI.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum FailOn {
+    /// Exit 0 whatever the decision (the answer is the result).
+    Never,
+    /// Exit 1 when the request is refused (`response.allowed` false).
+    Deny,
+    /// Exit 1 when the request is refused or admitted with warnings.
+    Warn,
+}
+
+impl FailOn {
+    /// The exit of an AdmissionReview answer (`{"response": {"allowed", "warnings"}}`).
+    fn outcome(self, review: &Json) -> Outcome {
+        let response = &review["response"];
+        let denied = response["allowed"] != Json::Bool(true);
+        let warned = response["warnings"]
+            .as_array()
+            .is_some_and(|w| !w.is_empty());
+        let fails = match self {
+            FailOn::Never => false,
+            FailOn::Deny => denied,
+            FailOn::Warn => denied || warned,
+        };
+        if fails {
+            Outcome::Refused
+        } else {
+            Outcome::Success
+        }
+    }
 }
 
 /// `celgate eval`'s flags that describe a plain manifest's request.
@@ -81,6 +120,8 @@ pub fn run(args: EvalArgs) -> Result<Outcome, CliError> {
         policies,
         request,
         manifest,
+        output,
+        fail_on,
         k8s_version,
         no_cluster_defaults,
         max_file_bytes,
@@ -160,6 +201,6 @@ pub fn run(args: EvalArgs) -> Result<Outcome, CliError> {
     let answer = celgate::review::answer(&snapshot, &body, &Default::default(), Default::default())
         .map_err(|e| refused(e.into()))?
         .review;
-    emit_line(&serde_json::to_string_pretty(&answer).map_err(CliError::Json)?);
-    Ok(Outcome::Success)
+    emit_document(&answer, output)?;
+    Ok(fail_on.outcome(&answer))
 }

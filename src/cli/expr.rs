@@ -10,8 +10,8 @@ use celgate::cel::{Meter, Type, Value, PER_CALL_LIMIT};
 use serde_json::Value as Json;
 
 use crate::cli::files::read_document;
-use crate::cli::flags::{K8sVersion, Var};
-use crate::cli::{emit_line, CliError, Outcome};
+use crate::cli::flags::{DocFormat, K8sVersion, Var};
+use crate::cli::{emit_document, CliError, Outcome};
 
 #[derive(clap::Args)]
 pub struct ExprArgs {
@@ -25,6 +25,9 @@ pub struct ExprArgs {
     /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
     #[arg(long, value_name = "1.N", default_value_t = K8sVersion::NEWEST)]
     k8s_version: K8sVersion,
+    /// How the value is printed: JSON (pretty) or YAML.
+    #[arg(short = 'o', long, value_enum, default_value = "json")]
+    output: DocFormat,
     /// Print the evaluation's cost on standard error.
     #[arg(long)]
     cost: bool,
@@ -98,6 +101,6 @@ pub fn run(args: ExprArgs) -> Result<Outcome, CliError> {
         eprintln!("cost: {}", meter.cost);
     }
     let value = result.map_err(CliError::Evaluation)?;
-    emit_line(&serde_json::to_string_pretty(&value.to_json()).map_err(CliError::Json)?);
+    emit_document(&value.to_json(), args.output)?;
     Ok(Outcome::Success)
 }

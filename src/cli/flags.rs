@@ -320,3 +320,10 @@ pub enum LogFormat {
     Text,
     Json,
 }
+
+/// A document printed as JSON (pretty) or YAML (`-o` of `eval` and `expr`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum DocFormat {
+    Json,
+    Yaml,
+}

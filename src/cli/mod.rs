@@ -3,15 +3,18 @@
 //! exit code and message), and what the commands share: flag parsers ([`flags`]), file
 //! loading ([`files`]), writing to standard output and running on a big stack.
 
+pub mod completion;
 pub mod crd;
 pub mod eval;
 pub mod expr;
 pub mod files;
 pub mod flags;
 pub mod lint;
+pub mod man;
 pub mod scan;
 pub mod serve;
 pub mod test;
+pub mod version;
 pub mod webhook_rules;
 
 use std::path::PathBuf;
@@ -48,8 +51,8 @@ pub enum Command {
     Expr(expr::ExprArgs),
     /// Evaluate an AdmissionReview, or a plain manifest as the request the API server would
     /// send for it, against a folder of policies, bindings, params, namespaces and RBAC
-    /// objects, offline, and print the AdmissionReview answer. Exit 0 whatever the decision;
-    /// 2 for unreadable input or an invalid object.
+    /// objects, offline, and print the AdmissionReview answer. Exit 0 whatever the decision
+    /// (1 when --fail-on deny or warn says so); 2 for unreadable input or an invalid object.
     Eval(eval::EvalArgs),
     /// Run policy test suites: every `*.celgate-test.yaml` (and Kyverno CLI `kyverno-test.yaml`
     /// whose policies are ValidatingAdmissionPolicies) under PATH (default `.`). Exit 0 when
@@ -78,8 +81,15 @@ pub enum Command {
     /// in Git; `celgate serve --webhook-rules dynamic` keeps them itself). Exit 0, 2 for
     /// unreadable input.
     WebhookRules(webhook_rules::WebhookRulesArgs),
-    /// Print the version.
-    Version,
+    /// Print the shell completion script for bash, zsh, fish, powershell or elvish (e.g.
+    /// `source <(celgate completion bash)`). Exit 0.
+    Completion(completion::CompletionArgs),
+    /// Print the man page `celgate.1`, or write it and one page per subcommand into
+    /// --out DIR. Exit 0, 1 when a page cannot be written.
+    Man(man::ManArgs),
+    /// Print the version (`-o json|yaml`: with the Kubernetes versions --k8s-version
+    /// accepts). Exit 0.
+    Version(version::VersionArgs),
 }
 
 /// How a command that ran to its end went: its exit code.
@@ -129,6 +139,8 @@ pub enum CliError {
     BufferBelowBody { max_body: usize },
     #[error("--strict-namespaces is for --source folder (with --source kubernetes namespaces come from the cluster)")]
     StrictNamespacesInCluster,
+    #[error("--source folder (the default) needs --policies DIR, the folder of policies to serve (e.g. --policies examples/policies), or --source kubernetes for the cluster's own")]
+    NoPolicyFolder,
     #[error("--reports needs --source kubernetes (reports are written in the cluster)")]
     ReportsNeedCluster,
     #[error("{name}: is an AdmissionReview: --operation, --old, --user, --group, --namespace, --subresource and --dry-run describe a plain manifest")]
@@ -149,6 +161,15 @@ pub enum CliError {
     /// The result cannot be written as YAML (exit 1).
     #[error("cannot write the result as YAML: {0}")]
     Yaml(#[source] serde_yaml_ng::Error),
+    /// `celgate man --out`: a page cannot be written (exit 1).
+    #[error("cannot write the man pages into {}: {source}", dir.display())]
+    ManPages {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// `celgate man`: the page cannot be rendered (exit 1).
+    #[error("cannot render the man page: {0}")]
+    ManPage(#[source] std::io::Error),
     /// `celgate serve` could not start or stopped with an error (exit 1).
     #[error(transparent)]
     Serve(#[from] ServeError),
@@ -184,6 +205,25 @@ pub fn emit(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// Writes `value` to standard output as `format` says (pretty JSON and a newline, or a YAML
+/// document).
+pub fn emit_document(
+    value: &impl serde::Serialize,
+    format: flags::DocFormat,
+) -> Result<(), CliError> {
+    let text = match format {
+        flags::DocFormat::Json => {
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(value).map_err(CliError::Json)?
+            )
+        }
+        flags::DocFormat::Yaml => serde_yaml_ng::to_string(value).map_err(CliError::Yaml)?,
+    };
+    emit(&text);
+    Ok(())
 }
 
 /// [`emit`] and a newline.

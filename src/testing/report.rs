@@ -40,7 +40,8 @@ fn summary(report: &Report) -> String {
         let _ = write!(s, ", {skipped} skipped");
     }
     if !report.invalid.is_empty() {
-        let _ = write!(s, ", {} invalid files", report.invalid.len());
+        let n = report.invalid.len();
+        let _ = write!(s, ", {n} invalid file{}", if n == 1 { "" } else { "s" });
     }
     s
 }

@@ -25,8 +25,8 @@ pub struct ServeArgs {
     /// with `--log-format json`. Always on in observe mode.
     #[arg(long)]
     pub log_results: bool,
-    /// Folder of policies, bindings, params, namespaces and RBAC objects (`--source
-    /// folder`; default: examples/policies). With `--source kubernetes`: take only the
+    /// Folder of policies, bindings, params, namespaces and RBAC objects (required with
+    /// `--source folder`, e.g. `--policies examples/policies`). With `--source kubernetes`: take only the
     /// policies and bindings from this folder (watched and reloaded as in folder mode; its
     /// other objects are ignored with a warning) instead of the cluster's, whose own are
     /// not watched (the API server enforces them); namespaces, params, the authorizer and

@@ -86,9 +86,11 @@ pub fn run(args: ServeArgs) -> Result<Outcome, CliError> {
         return Err(CliError::ReportsNeedCluster);
     }
     let source = match source {
-        SourceKind::Folder => PolicySource::Folder(folder(
-            policies.unwrap_or_else(|| PathBuf::from("examples/policies")),
-        )),
+        // No folder is read unless named: a default relative to the working directory
+        // served whatever was there (or nothing) depending on where celgate started.
+        SourceKind::Folder => {
+            PolicySource::Folder(folder(policies.ok_or(CliError::NoPolicyFolder)?))
+        }
         SourceKind::Kubernetes => {
             let api = match reports {
                 ServeReports::Wgpolicy => Some(celgate::scan::report::ReportApi::WgPolicy),

@@ -95,6 +95,15 @@ pub fn summary<'a>(objects: impl IntoIterator<Item = &'a ObjectResults>) -> Summ
     s
 }
 
+/// `1 object`, `2 objects`: a count and the noun it counts.
+fn counted(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// `rule` of a result.
 fn rule(binding: &str, validation: Option<usize>) -> String {
     match validation {
@@ -387,9 +396,13 @@ pub fn table(snapshot: &Snapshot, objects: &[ObjectResults]) -> String {
     }
     rows.sort();
     let s = summary(objects);
+    // Objects and (policy, binding) results are counted apart: one object has a result per
+    // binding that matches it.
+    let results = s.pass + s.fail + s.error + s.skip;
     let tail = format!(
-        "{} objects scanned: {} pass, {} fail, {} error, {} skip\n",
-        objects.len(),
+        "{} scanned, {}: {} pass, {} fail, {} error, {} skip\n",
+        counted(objects.len(), "object"),
+        counted(results, "result"),
         s.pass,
         s.fail,
         s.error,
