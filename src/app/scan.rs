@@ -86,6 +86,7 @@ pub fn read_objects(
                 out.push(Loaded {
                     file: loaded.file.clone(),
                     document: loaded.document,
+                    field_errors: Vec::new(),
                     object,
                 });
             }

@@ -733,6 +733,7 @@ fn suite_objects(suite: &Suite, base: Refs<'_>) -> Result<Vec<Loaded>, String> {
         objects.push(Loaded {
             file: PathBuf::from("<inline objects>"),
             document: i + 1,
+            field_errors: Vec::new(),
             object: o.clone(),
         });
     }
