@@ -44,6 +44,46 @@ const TYPO: &str = "  failurPolicy: Fail\n  failurePolicy: Fail\n  failurePolicy
 const TYPO_ERROR: &str = r#"ValidatingAdmissionPolicy in version "v1" cannot be handled as a ValidatingAdmissionPolicy: strict decoding error: unknown field "spec.failurPolicy", duplicate field "spec.failurePolicy", unknown field "spec.validations[0].messageExpresion""#;
 
 #[test]
+fn lint_refuses_unknown_and_duplicate_fields_with_their_paths() {
+    let dir = folder(
+        "strict-lint-typo",
+        &[(
+            "p.yaml",
+            format!("{}---\n{}", policy(TYPO), binding(BIND_P)),
+        )],
+    );
+    let (code, out, err) = lint(&dir, &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains(TYPO_ERROR), "{out}");
+    assert!(
+        out.contains("1 error and 0 warnings in the objects"),
+        "{out}"
+    );
+
+    // warn: each field a warning, which fails only with --fail-on warning.
+    let (code, out, _) = lint(&dir, &["--field-validation", "warn"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(r#"warning: unknown field "spec.failurPolicy""#),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"warning: duplicate field "spec.failurePolicy""#),
+        "{out}"
+    );
+    let (code, _, _) = lint(
+        &dir,
+        &["--field-validation", "warn", "--fail-on", "warning"],
+    );
+    assert_eq!(code, 1);
+    let (code, out, _) = lint(
+        &dir,
+        &["--field-validation", "ignore", "--fail-on", "warning"],
+    );
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
 fn eval_refuses_unknown_fields_unless_told_otherwise() {
     let dir = folder(
         "strict-eval-typo",
@@ -83,3 +123,105 @@ fn eval_refuses_unknown_fields_unless_told_otherwise() {
     );
 }
 
+#[test]
+fn json_files_and_lists_are_checked_too() {
+    let list = r#"{"apiVersion": "v1", "kind": "List", "items": [
+      {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}, "dta": {}},
+      {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+       "metadata": {"name": "b", "name": "b"}, "spec": {"policyName": "p", "validationActions": ["Deny"]}}]}"#;
+    let dir = folder(
+        "strict-json-list",
+        &[
+            ("p.yaml", policy(VALIDATIONS)),
+            ("list.json", list.to_string()),
+        ],
+    );
+    let (code, out, _) = lint(&dir, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(r#"ConfigMap c: error: ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "dta""#),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"strict decoding error: duplicate field "metadata.name""#),
+        "{out}"
+    );
+}
+
+#[test]
+fn lint_runs_the_creation_time_checks_eval_runs() {
+    let spec = "  validations:\n  - expression: \"1 + 1\"\n";
+    let p = policy(spec).replace("operations: [CREATE]", "operations: [PATCH]");
+    let dir = folder(
+        "strict-lint-creation",
+        &[(
+            "p.yaml",
+            format!(
+                "{p}---\n{}",
+                binding("{policyName: p, validationActions: [deny]}")
+            ),
+        )],
+    );
+    let (code, out, err) = lint(&dir, &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("ValidatingAdmissionPolicy p: error: spec.matchConstraints.resourceRules[0].operations[0]: Unsupported value: \"PATCH\""), "{out}");
+    assert!(out.contains("ValidatingAdmissionPolicy p: error: spec.validations[0].expression: Invalid value: \"1 + 1\""), "{out}");
+    assert!(out.contains("ValidatingAdmissionPolicyBinding b: error: spec.validationActions[0]: Unsupported value: \"deny\""), "{out}");
+}
+
+#[test]
+fn lint_checks_what_bindings_name() {
+    // A binding to a policy that is not there.
+    let dir = folder(
+        "strict-lint-no-policy",
+        &[(
+            "b.yaml",
+            binding("{policyName: nope, validationActions: [Deny]}"),
+        )],
+    );
+    let (code, out, _) = lint(&dir, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            r#"ValidatingAdmissionPolicyBinding b: error: spec.policyName: policy "nope" not found"#
+        ),
+        "{out}"
+    );
+
+    // A param kind neither built in nor in the files.
+    let with_params = |kind: &str| policy(&format!("  paramKind: {kind}\n{VALIDATIONS}"));
+    let dir = folder(
+        "strict-lint-no-param-kind",
+        &[("p.yaml", format!("{}---\n{}", with_params("{apiVersion: example.com/v1, kind: Limits}"),
+            binding("{policyName: p, validationActions: [Deny], paramRef: {name: l, parameterNotFoundAction: Deny}}")))],
+    );
+    let (code, out, _) = lint(&dir, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("paramKind example.com/v1, Kind=Limits is not a built-in kind"),
+        "{out}"
+    );
+
+    // A param object that is not there: an error under Deny, a warning under Allow.
+    for (action, severity, code_default) in [("Deny", "error", 1), ("Allow", "warning", 0)] {
+        let dir = folder(
+            &format!("strict-lint-no-param-{action}"),
+            &[("p.yaml", format!("{}---\n{}", with_params("{apiVersion: v1, kind: ConfigMap}"),
+                binding(&format!("{{policyName: p, validationActions: [Deny], paramRef: {{name: limits, namespace: default, parameterNotFoundAction: {action}}}}}"))))],
+        );
+        let (code, out, _) = lint(&dir, &[]);
+        assert_eq!(code, code_default, "{out}");
+        assert!(out.contains(&format!("b: {severity}: spec.paramRef.name: no ConfigMap \"limits\" in namespace \"default\"")), "{out}");
+        let (code, _, _) = lint(&dir, &["--fail-on", "warning"]);
+        assert_eq!(code, 1);
+        // With the param in the files, nothing is said.
+        std::fs::write(
+            dir.join("cm.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: limits, namespace: default}\n",
+        )
+        .unwrap();
+        let (code, out, _) = lint(&dir, &["--fail-on", "warning"]);
+        assert_eq!(code, 0, "{out}");
+        assert!(!out.contains("in the objects"), "{out}");
+    }
+}
