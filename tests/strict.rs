@@ -225,3 +225,54 @@ fn lint_checks_what_bindings_name() {
         assert!(!out.contains("in the objects"), "{out}");
     }
 }
+
+#[test]
+fn test_and_scan_refuse_unknown_fields_unless_told_otherwise() {
+    let suite = "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\npolicies: [p.yaml]\ncases:\n- name: any pod\n  object: {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: default}}\n  expect: {allowed: true}\n";
+    let dir = folder(
+        "strict-test-scan",
+        &[
+            (
+                "p.yaml",
+                format!("{}---\n{}", policy(TYPO), binding(BIND_P)),
+            ),
+            ("s.celgate-test.yaml", suite.to_string()),
+        ],
+    );
+    let p = dir.to_str().unwrap();
+    // As for a policy the API server refuses: its cases fail with the server's message.
+    let (code, out, err) = celgate_no_input(&["test", p], &dir);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(format!("{out}{err}").contains(TYPO_ERROR), "{out}{err}");
+    let (code, out, err) = celgate_no_input(&["test", p, "--field-validation", "warn"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains(r#"unknown field "spec.failurPolicy""#),
+        "{err}"
+    );
+
+    let objects = common::temp_dir("strict-scan-objects");
+    std::fs::write(
+        objects.join("pod.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: default}\n",
+    )
+    .unwrap();
+    let o = objects.to_str().unwrap();
+    let (code, out, err) = celgate_no_input(&["scan", "--policies", p, "--objects", o], &dir);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains(TYPO_ERROR), "{err}");
+    let (code, out, err) = celgate_no_input(
+        &[
+            "scan",
+            "--policies",
+            p,
+            "--objects",
+            o,
+            "--field-validation",
+            "ignore",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("unknown field"), "{err}");
+}
