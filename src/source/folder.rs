@@ -46,6 +46,9 @@ pub struct FolderSource {
     pub strict_namespaces: bool,
     /// Largest manifest file read (`--max-file-bytes`); a larger one is skipped and reported.
     pub max_file_bytes: u64,
+    /// Unknown and duplicate fields (`--field-validation`): `Strict` refuses the load (the
+    /// last good snapshot stays), `Warn` logs each, `Ignore` drops them.
+    pub field_validation: FieldValidation,
 }
 
 impl FolderSource {
@@ -58,6 +61,7 @@ impl FolderSource {
             allow_empty: false,
             strict_namespaces: false,
             max_file_bytes: super::read::DEFAULT_MAX_FILE_BYTES,
+            field_validation: FieldValidation::Strict,
         }
     }
 }
