@@ -460,8 +460,8 @@ fn field_errors(ordered: Option<&[Ordered]>, i: usize, item: Option<usize>) -> V
         Some(index) => match doc {
             Ordered::Object(entries) => entries
                 .iter()
-                .filter(|(k, _)| k == "items")
-                .last()
+                // The last `items` is the one a JSON decoder keeps.
+                .rfind(|(k, _)| k == "items")
                 .and_then(|(_, items)| match items {
                     Ordered::Array(items) => items.get(index),
                     _ => None,
