@@ -276,3 +276,30 @@ fn test_and_scan_refuse_unknown_fields_unless_told_otherwise() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(!err.contains("unknown field"), "{err}");
 }
+
+#[test]
+fn lint_refuses_validation_actions_the_api_server_refuses() {
+    let dir = folder(
+        "strict-lint-actions",
+        &[(
+            "p.yaml",
+            format!(
+                "{}---\n{}",
+                policy(VALIDATIONS),
+                binding("{policyName: p, validationActions: [Deny, Warn, Deny]}")
+            ),
+        )],
+    );
+    let (code, out, _) = lint(&dir, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("b: error: spec.validationActions[2]: Duplicate value: \"Deny\""),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "b: error: spec.validationActions: Invalid value: \"Deny,Warn,Deny\": must not contain both Deny and Warn"
+        ),
+        "{out}"
+    );
+}
