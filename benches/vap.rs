@@ -26,6 +26,7 @@ fn loaded(object: Json) -> Loaded {
     Loaded {
         file: PathBuf::from("bench"),
         document: 1,
+        field_errors: Vec::new(),
         object,
     }
 }

@@ -29,6 +29,7 @@ fn loaded(object: Json) -> Loaded {
     Loaded {
         file: PathBuf::from("scan-bench"),
         document: 1,
+        field_errors: Vec::new(),
         object,
     }
 }

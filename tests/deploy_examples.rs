@@ -13,6 +13,7 @@ fn answer(pod: Json, user: &str, groups: &[&str]) -> Json {
     objects.push(folder::Loaded {
         file: "test".into(),
         document: 0,
+        field_errors: Vec::new(),
         object: ns,
     });
     add_cluster_defaults(&mut objects);

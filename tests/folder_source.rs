@@ -354,6 +354,30 @@ fn a_broken_folder_at_start_is_logged_as_not_ready() {
     assert!(!text.contains("last good snapshot"), "{text}");
 }
 
+/// A misspelled field is refused at load as `kubectl apply` refuses it (strict field
+/// validation): the folder does not load; `--field-validation warn` loads it and logs the field.
+#[test]
+fn unknown_fields_refuse_the_folder_unless_told_otherwise() {
+    let dir = temp_dir("strict-fields");
+    let typo = policies(&["a"]).replacen("spec:\n", "spec:\n  failurPolicy: Fail\n", 1);
+    assert!(typo.contains("failurPolicy"), "{typo}");
+    std::fs::write(dir.join("a.yaml"), typo).unwrap();
+    let (status, lines) = binary_start(&dir, &[]);
+    assert_eq!(status, 503);
+    let text = lines.join("\n");
+    assert!(
+        text.contains(r#"strict decoding error: unknown field \"spec.failurPolicy\""#),
+        "{text}"
+    );
+    let (status, lines) = binary_start(&dir, &["--field-validation", "warn"]);
+    assert_eq!(status, 200);
+    let text = lines.join("\n");
+    assert!(
+        text.contains(r#"unknown field \"spec.failurPolicy\""#),
+        "{text}"
+    );
+}
+
 /// The command line: `--allow-empty-policies` makes an empty folder ready; a bad
 /// `--reload-settle` is a usage error; the settle interval defaults to 2 s.
 #[test]

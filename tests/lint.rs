@@ -2,6 +2,8 @@
 //! and `expected.json` what the API server's type checking (`typechecking.go`) would write
 //! into each policy's `status.typeChecking`, worked out from its source and tests:
 //! `{"k8sVersion": "1.N", "exitCode": N, "policies": [<one -o json line per policy>]}`.
+//! Findings of the other checks (strict fields, creation-time checks, references between
+//! objects; one `-o json` line each) are compared when `expected.json` has `"findings"`.
 //! A case with `expected.txt` also checks the text output. Each case runs the binary as a
 //! user does; `cargo test --test lint -- NAME` runs the cases whose name contains NAME.
 
@@ -41,11 +43,25 @@ fn run(dir: &Path) -> Result<(), String> {
     let want: Json = serde_json::from_str(&text).map_err(|e| format!("expected.json: {e}"))?;
     let version = want["k8sVersion"].as_str().unwrap_or("1.32");
     let (code, out) = lint(dir, version, "json")?;
-    let got: Vec<Json> = out
+    let lines: Vec<Json> = out
         .lines()
         .map(serde_json::from_str)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("output is not JSON lines: {e}\n{out}"))?;
+    // A line per policy (`policy`), then one per finding of the other checks (`severity`),
+    // compared when the case records them (`findings`).
+    let (got, mut findings): (Vec<Json>, Vec<Json>) =
+        lines.into_iter().partition(|l| l.get("policy").is_some());
+    let prefix = format!("{}/", dir.display());
+    for f in &mut findings {
+        if let Some(file) = f["file"].as_str().and_then(|p| p.strip_prefix(&prefix)) {
+            f["file"] = Json::String(file.to_string());
+        }
+    }
+    let want_findings = want["findings"].as_array().cloned().unwrap_or_default();
+    if want.get("findings").is_some() && findings != want_findings {
+        diffs_findings(&findings, &want_findings)?;
+    }
     let mut diffs = Vec::new();
     if Some(i64::from(code)) != want["exitCode"].as_i64() {
         diffs.push(format!("exit code: got {code}, want {}", want["exitCode"]));
@@ -79,6 +95,15 @@ fn run(dir: &Path) -> Result<(), String> {
     } else {
         Err(diffs.join("\n"))
     }
+}
+
+/// The findings differ: say how (the file path is the case's, relative to the repository).
+fn diffs_findings(got: &[Json], want: &[Json]) -> Result<(), String> {
+    Err(format!(
+        "findings:\n   got  {}\n   want {}",
+        serde_json::to_string_pretty(got).unwrap_or_default(),
+        serde_json::to_string_pretty(want).unwrap_or_default()
+    ))
 }
 
 fn main() {

@@ -300,6 +300,7 @@ fn a_scan_evaluates_each_object_as_its_create() {
         &dir.join("objects"),
         celgate::cel::NEWEST_MINOR,
         celgate::source::read::DEFAULT_MAX_FILE_BYTES,
+        Default::default(),
     )
     .unwrap();
     let s = &scanned.snapshot;
@@ -358,6 +359,7 @@ fn scan_results_become_policy_reports() {
         &dir.join("objects"),
         celgate::cel::NEWEST_MINOR,
         celgate::source::read::DEFAULT_MAX_FILE_BYTES,
+        Default::default(),
     )
     .unwrap();
     let wg = reports(
@@ -500,6 +502,7 @@ metadata: {name: no-param, namespace: b}
         &dir.join("objects"),
         celgate::cel::NEWEST_MINOR,
         celgate::source::read::DEFAULT_MAX_FILE_BYTES,
+        Default::default(),
     )
     .unwrap();
     let results: Vec<Vec<(Option<usize>, &str)>> = scanned

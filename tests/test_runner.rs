@@ -27,6 +27,7 @@ fn options() -> Options {
         roots: Vec::new(),
         max_file_bytes: celgate::source::read::DEFAULT_MAX_FILE_BYTES,
         allow_empty: false,
+        field_validation: Default::default(),
     }
 }
 

@@ -125,9 +125,13 @@ impl FolderWatch {
         let last_good = self.last_good.clone();
         let previous = self.last_files.clone();
         let max_bytes = self.source.max_file_bytes;
+        let field_validation = self.source.field_validation;
         let fed = self.feed.is_some();
         let built = tokio::task::spawn_blocking(move || {
             let mut load = folder::load_settled(&dir, &wanted, max_bytes)?;
+            for w in field_validation.apply(&mut load.objects) {
+                tracing::warn!(field = %w, "policy folder: unknown or duplicate field (--field-validation warn)");
+            }
             let kept = folder::hold_last_good(&mut load, &previous);
             let files = file_problems(&dir, &load.skipped, &kept);
             let by_file = folder::by_file(&load.objects);

@@ -45,6 +45,8 @@ pub struct Scanned {
     pub objects: Vec<ObjectResults>,
     /// Files of the folders skipped (not regular files, over `--max-file-bytes`), to warn of.
     pub skipped: Vec<Skipped>,
+    /// With `--field-validation warn`: the policy folder's unknown and duplicate fields.
+    pub field_warnings: Vec<String>,
 }
 
 impl Scanned {
@@ -86,6 +88,7 @@ pub fn read_objects(
                 out.push(Loaded {
                     file: loaded.file.clone(),
                     document: loaded.document,
+                    field_errors: Vec::new(),
                     object,
                 });
             }
@@ -104,12 +107,14 @@ pub fn scan_folder(
     objects: &std::path::Path,
     version: u16,
     max_bytes: u64,
+    field_validation: crate::source::folder::FieldValidation,
 ) -> Result<Scanned, ScanError> {
     let crate::source::folder::Load {
         objects: mut loaded,
         mut skipped,
         ..
     } = crate::source::folder::load(policies, max_bytes)?;
+    let field_warnings = field_validation.apply(&mut loaded);
     let objects = read_objects(objects, max_bytes, &mut skipped)?;
     let mut defined: std::collections::BTreeSet<String> = loaded
         .iter()
@@ -148,5 +153,6 @@ pub fn scan_folder(
         snapshot,
         objects: results,
         skipped,
+        field_warnings,
     })
 }

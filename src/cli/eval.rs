@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as Json;
 
 use crate::cli::files::{load_folder, read_document, FileError};
+use celgate::source::folder::FieldValidation;
+
 use crate::cli::flags::{DocFormat, K8sVersion};
 use crate::cli::{emit_document, CliError, Outcome};
 
@@ -40,6 +42,10 @@ pub struct EvalArgs {
     /// itself.
     #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
     max_file_bytes: u64,
+    /// Unknown and duplicate fields of policies, bindings and ConfigMaps, as `kubectl apply
+    /// --validate`: `strict` refuses the folder, `warn` warns on standard error, `ignore`.
+    #[arg(long, value_name = "strict|warn|ignore", default_value_t = FieldValidation::Strict)]
+    field_validation: FieldValidation,
 }
 
 /// `celgate eval --fail-on`: which answers exit 1, for CI.
@@ -125,8 +131,12 @@ pub fn run(args: EvalArgs) -> Result<Outcome, CliError> {
         k8s_version,
         no_cluster_defaults,
         max_file_bytes,
+        field_validation,
     } = args;
     let mut objects = load_folder(&policies, max_file_bytes)?;
+    for w in field_validation.apply(&mut objects) {
+        eprintln!("warning: {w}");
+    }
     if !no_cluster_defaults {
         celgate::source::add_cluster_defaults(&mut objects);
     }

@@ -70,11 +70,12 @@ pub enum Command {
     /// when every object would be admitted, 1 when one would be refused (a Deny binding
     /// failed, or an error under failurePolicy Fail), 2 for unreadable input.
     Scan(scan::ScanArgs),
-    /// Type-check the ValidatingAdmissionPolicies of --policies as the API server does for
-    /// `status.typeChecking`: each validation's expression and messageExpression against
-    /// the schema of every kind its matchConstraints name (built-in kinds, and CRDs in the
-    /// folder), with `params` typed by the paramKind's schema. Prints the
-    /// `expressionWarnings`. Exit 0 without warnings, 1 with warnings, 2 for unreadable input.
+    /// Check the policies and bindings of --policies as the API server would: unknown and
+    /// duplicate fields (strict field validation), the validation and creation-time CEL
+    /// checks, what bindings name (policy, param kind, param), and the type checking of
+    /// `status.typeChecking` (each expression against the schema of every kind its
+    /// matchConstraints name). Exit 0 clean, 1 on an error or type-checking warning (or any
+    /// warning with --fail-on warning), 2 for unreadable input.
     Lint(lint::LintArgs),
     /// Print the ValidatingWebhookConfiguration `rules` that send the API server's requests
     /// to celgate only when a binding of --policies can match them (for a configuration kept

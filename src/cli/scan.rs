@@ -36,6 +36,11 @@ pub struct ScanArgs {
     /// itself.
     #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
     max_file_bytes: u64,
+    /// Unknown and duplicate fields of the policy folder's policies, bindings and
+    /// ConfigMaps, as `kubectl apply --validate`: `strict` refuses the folder, `warn` warns
+    /// on standard error, `ignore`.
+    #[arg(long, value_name = "strict|warn|ignore", default_value_t = celgate::source::folder::FieldValidation::Strict)]
+    field_validation: celgate::source::folder::FieldValidation,
 }
 
 /// `celgate scan`'s output.
@@ -60,9 +65,13 @@ pub fn run(args: ScanArgs) -> Result<Outcome, CliError> {
         &args.objects,
         args.k8s_version.0,
         args.max_file_bytes,
+        args.field_validation,
     )
     .map_err(|e| CliError::Input(e.into()))?;
     warn_skipped(&scanned.skipped);
+    for w in &scanned.field_warnings {
+        eprintln!("warning: {w}");
+    }
     let api = match args.reports {
         ReportKind::Wgpolicy => ReportApi::WgPolicy,
         ReportKind::Openreports => ReportApi::OpenReports,

@@ -50,6 +50,11 @@ pub struct TestArgs {
     /// itself.
     #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
     max_file_bytes: u64,
+    /// Unknown and duplicate fields of policies, bindings and ConfigMaps, as `kubectl apply
+    /// --validate`: `strict` makes the suite invalid, `warn` warns on standard error,
+    /// `ignore`.
+    #[arg(long, value_name = "strict|warn|ignore", default_value_t = celgate::source::folder::FieldValidation::Strict)]
+    field_validation: celgate::source::folder::FieldValidation,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -89,9 +94,13 @@ pub fn run(args: TestArgs) -> Result<Outcome, CliError> {
         roots: test_roots(args.root, &args.paths),
         max_file_bytes: args.max_file_bytes,
         allow_empty: args.allow_empty,
+        field_validation: args.field_validation,
     };
     let report =
         celgate::testing::run(&args.paths, &options).map_err(|e| CliError::Input(e.into()))?;
+    for w in &report.field_warnings {
+        eprintln!("warning: {w}");
+    }
     let format = match args.output {
         TestOutput::Table => Format::Table,
         TestOutput::Json => Format::Json,

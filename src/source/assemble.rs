@@ -73,9 +73,18 @@ fn snapshot_checked(
     Ok(b.build_cached(version, cache))
 }
 
-/// Adds one object to a snapshot under construction: a policy or binding is read and refused
-/// if it fails `check`; anything else is a namespace, param or RBAC object.
+/// Adds one object to a snapshot under construction: an object with unknown or duplicate
+/// fields ([`Loaded::field_errors`]) is refused whatever `check` is; a policy or binding is
+/// read and refused if it fails `check`; anything else is a namespace, param or RBAC object.
 pub fn add_loaded(b: &mut SnapshotBuilder, o: Loaded, check: Check) -> Result<(), LoadError> {
+    // Strict field validation comes first, as the API server decodes before it validates.
+    if !o.field_errors.is_empty() {
+        return Err(LoadError::Object {
+            source: ObjectError::strict_decoding(&o.object, o.field_errors),
+            file: o.file,
+            document: o.document,
+        });
+    }
     add_shared(b, std::sync::Arc::new(o.object), check).map_err(|source| LoadError::Object {
         file: o.file,
         document: o.document,

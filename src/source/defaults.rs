@@ -29,6 +29,7 @@ pub fn add_cluster_defaults(objects: &mut Vec<Loaded>) {
         extra.push(Loaded {
                 file: o.file.clone(),
                 document: o.document,
+                field_errors: Vec::new(),
                 object: json!({
                     "apiVersion": "v1",
                     "kind": "ConfigMap",

@@ -22,6 +22,7 @@ use serde_json::Value as Json;
 
 use super::read::{read_text, ReadError};
 use crate::cel::deep_value::{self, DeepValue};
+use crate::model::strict::{self, Ordered};
 
 /// How long the folder must be unchanged before a change is loaded (`--reload-settle`).
 pub const DEFAULT_SETTLE: Duration = Duration::from_secs(2);
@@ -45,6 +46,9 @@ pub struct FolderSource {
     pub strict_namespaces: bool,
     /// Largest manifest file read (`--max-file-bytes`); a larger one is skipped and reported.
     pub max_file_bytes: u64,
+    /// Unknown and duplicate fields (`--field-validation`): `Strict` refuses the load (the
+    /// last good snapshot stays), `Warn` logs each, `Ignore` drops them.
+    pub field_validation: FieldValidation,
 }
 
 impl FolderSource {
@@ -57,6 +61,7 @@ impl FolderSource {
             allow_empty: false,
             strict_namespaces: false,
             max_file_bytes: super::read::DEFAULT_MAX_FILE_BYTES,
+            field_validation: FieldValidation::Strict,
         }
     }
 }
@@ -70,6 +75,76 @@ pub struct Loaded {
     /// 1-based document number in the file.
     pub document: usize,
     pub object: Json,
+    /// What strict field validation finds in the object as the file spells it
+    /// (`unknown field "spec.x"`, `duplicate field "metadata.name"`; see
+    /// [`crate::model::strict`]), for the kinds whose fields are known; empty for an object
+    /// that did not come from a file. A snapshot refuses an object with any
+    /// ([`FieldValidation`] turns them into warnings or drops them first).
+    pub field_errors: Vec<String>,
+}
+
+/// What the commands do with unknown and duplicate fields (`--field-validation`, as
+/// `kubectl apply --validate`): refuse the object (`strict`, kubectl's default), warn and
+/// load it (`warn`), or load it silently (`ignore`), the API server's `fieldValidation`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    #[default]
+    Strict,
+    Warn,
+    Ignore,
+}
+
+/// A `--field-validation` value that is none of `strict`, `warn`, `ignore`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not strict, warn or ignore")]
+pub struct BadFieldValidation(String);
+
+impl std::str::FromStr for FieldValidation {
+    type Err = BadFieldValidation;
+
+    /// kubectl's `--validate` values (and its `true`/`false`, strict and ignore).
+    fn from_str(s: &str) -> Result<FieldValidation, BadFieldValidation> {
+        match s {
+            "strict" | "true" => Ok(FieldValidation::Strict),
+            "warn" => Ok(FieldValidation::Warn),
+            "ignore" | "false" => Ok(FieldValidation::Ignore),
+            other => Err(BadFieldValidation(other.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for FieldValidation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FieldValidation::Strict => "strict",
+            FieldValidation::Warn => "warn",
+            FieldValidation::Ignore => "ignore",
+        })
+    }
+}
+
+impl FieldValidation {
+    /// Applies the level to loaded objects: `strict` leaves their field errors (a snapshot
+    /// refuses them); `warn` takes them out and returns them as warnings naming the file and
+    /// document; `ignore` drops them.
+    pub fn apply(self, objects: &mut [Loaded]) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self == FieldValidation::Strict {
+            return warnings;
+        }
+        for o in objects {
+            for e in std::mem::take(&mut o.field_errors) {
+                if self == FieldValidation::Warn {
+                    warnings.push(format!(
+                        "{} (document {}): {e}",
+                        o.file.display(),
+                        o.document
+                    ));
+                }
+            }
+        }
+        warnings
+    }
 }
 
 /// Why a folder's objects cannot be loaded. Each names the file, and the document (1-based)
@@ -318,6 +393,16 @@ fn yaml_document(text: &str) -> Result<Json, serde_yaml_ng::Error> {
 /// written into a YAML stream). The separators are blanked out rather than cut, so that an
 /// error's line and column are those of `text`. An error comes with its document number.
 fn json_documents(text: &str) -> Result<Vec<Json>, (usize, serde_json::Error)> {
+    let blanked = blank_separators(text);
+    let mut docs = Vec::new();
+    for value in deep_value::stream(&blanked) {
+        docs.push(value.map_err(|e| (docs.len() + 1, e))?);
+    }
+    Ok(docs)
+}
+
+/// `text` with YAML's `---` separator lines blanked out (their line breaks kept).
+fn blank_separators(text: &str) -> String {
     let mut blanked = String::with_capacity(text.len());
     for line in text.split_inclusive('\n') {
         if line.trim_end() == "---" {
@@ -326,11 +411,66 @@ fn json_documents(text: &str) -> Result<Vec<Json>, (usize, serde_json::Error)> {
             blanked.push_str(line);
         }
     }
-    let mut docs = Vec::new();
-    for value in deep_value::stream(&blanked) {
-        docs.push(value.map_err(|e| (docs.len() + 1, e))?);
+    blanked
+}
+
+/// The documents of `text` read again as [`Ordered`] trees (keys in order, repeats kept), by
+/// the same parser [`parse_documents`] chose; `None` if that reading fails (past 128 levels of
+/// nesting, which no admissionregistration object reaches), and no field is then reported.
+fn ordered_documents(file: &Path, text: &str) -> Option<Vec<Ordered>> {
+    let yaml = || {
+        serde_yaml_ng::Deserializer::from_str(text)
+            .map(Ordered::deserialize)
+            .collect::<Result<Vec<_>, _>>()
+            .ok()
+    };
+    if is_json_file(file) {
+        serde_json::from_str(text).ok().map(|d| vec![d])
+    } else if looks_like_json(text) {
+        let blanked = blank_separators(text);
+        serde_json::Deserializer::from_str(&blanked)
+            .into_iter::<Ordered>()
+            .collect::<Result<Vec<_>, _>>()
+            .ok()
+            .or_else(yaml)
+    } else {
+        yaml()
     }
-    Ok(docs)
+}
+
+/// Whether strict field validation looks into a document: a kind whose fields are known, or
+/// a `List` holding one.
+fn needs_field_check(doc: &Json) -> bool {
+    if doc["kind"] == "List" {
+        doc["items"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(strict::is_checked_kind))
+    } else {
+        strict::is_checked_kind(doc)
+    }
+}
+
+/// The field errors of document `i`'s object (or of its `index`-th item, for a List).
+fn field_errors(ordered: Option<&[Ordered]>, i: usize, item: Option<usize>) -> Vec<String> {
+    let Some(doc) = ordered.and_then(|docs| docs.get(i)) else {
+        return Vec::new();
+    };
+    match item {
+        None => strict::strict_errors(doc),
+        Some(index) => match doc {
+            Ordered::Object(entries) => entries
+                .iter()
+                // The last `items` is the one a JSON decoder keeps.
+                .rfind(|(k, _)| k == "items")
+                .and_then(|(_, items)| match items {
+                    Ordered::Array(items) => items.get(index),
+                    _ => None,
+                })
+                .map(strict::strict_errors)
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        },
+    }
 }
 
 fn yaml_documents(file: &Path, text: &str) -> Result<Vec<Json>, LoadError> {
@@ -372,16 +512,25 @@ pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError
     } else {
         yaml_documents(file, text)?
     };
+    // Read a second time, keys in order, only when a document is of a kind whose fields are
+    // checked.
+    let ordered = if docs.iter().any(needs_field_check) {
+        ordered_documents(file, text)
+    } else {
+        None
+    };
     let mut out = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
         let document = i + 1;
         match doc {
             Json::Null => {}
             Json::Object(_) if doc["kind"] == "List" => {
-                for item in doc["items"].as_array().cloned().unwrap_or_default() {
+                let items = doc["items"].as_array().cloned().unwrap_or_default();
+                for (index, item) in items.into_iter().enumerate() {
                     out.push(Loaded {
                         file: file.to_path_buf(),
                         document,
+                        field_errors: field_errors(ordered.as_deref(), i, Some(index)),
                         object: item,
                     });
                 }
@@ -389,6 +538,7 @@ pub fn parse_documents(file: &Path, text: &str) -> Result<Vec<Loaded>, LoadError
             Json::Object(_) => out.push(Loaded {
                 file: file.to_path_buf(),
                 document,
+                field_errors: field_errors(ordered.as_deref(), i, None),
                 object: doc,
             }),
             _ => {

@@ -334,6 +334,7 @@ spec: {policyName: broken, validationActions: [Deny]}
             let loaded = crate::source::folder::Loaded {
                 file: "t".into(),
                 document: 0,
+                field_errors: Vec::new(),
                 object: Json::clone(o),
             };
             crate::source::add_loaded(&mut b, loaded, crate::source::Check::Nothing).unwrap();
@@ -457,6 +458,7 @@ metadata: {name: kube-system}
         for o in policies.iter().chain(&bindings).chain(&namespaces) {
             let loaded = crate::source::folder::Loaded {
                 file: "t".into(),
+                field_errors: Vec::new(),
                 document: 0,
                 object: Json::clone(o),
             };

@@ -47,6 +47,15 @@ pub fn build_for_serving(
     let mut accepted = BTreeMap::new();
     let mut refusals = Vec::new();
     for o in objects {
+        // An object with unknown or duplicate fields does not decode (strict field
+        // validation): the whole load is refused, as for one that does not read at all.
+        if !o.field_errors.is_empty() {
+            return Err(LoadError::Object {
+                source: ObjectError::strict_decoding(&o.object, o.field_errors),
+                file: o.file,
+                document: o.document,
+            });
+        }
         let mut object = Arc::new(o.object);
         if crate::model::API_VERSIONS.contains(&object["apiVersion"].as_str().unwrap_or("")) {
             match object["kind"].as_str() {
@@ -165,7 +174,15 @@ pub fn folder_policies(
             file,
             document,
             object,
+            field_errors,
         } = o;
+        if !field_errors.is_empty() {
+            return Err(LoadError::Object {
+                source: ObjectError::strict_decoding(&object, field_errors),
+                file,
+                document,
+            });
+        }
         let object = Arc::new(object);
         let is_vap =
             crate::model::API_VERSIONS.contains(&object["apiVersion"].as_str().unwrap_or(""));

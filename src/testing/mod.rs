@@ -321,6 +321,10 @@ pub struct Options {
     /// A run in which no case was tested (no suite, every case filtered out or skipped)
     /// passes (`--allow-empty`); otherwise it fails ([`Report::exit_code`]).
     pub allow_empty: bool,
+    /// Unknown and duplicate fields (`--field-validation`): `Strict` makes the suite
+    /// invalid with the API server's strict decoding error; `Warn` reports them in
+    /// [`Report::field_warnings`]; `Ignore` drops them.
+    pub field_validation: crate::source::folder::FieldValidation,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -369,6 +373,9 @@ pub struct Report {
     pub filtered: bool,
     /// `--allow-empty`: a run that tested nothing passes.
     pub allow_empty: bool,
+    /// With `--field-validation warn`: each unknown or duplicate field of the suites'
+    /// policies, bindings and ConfigMaps, naming its file, for standard error.
+    pub field_warnings: Vec<String>,
 }
 
 /// Why a run tested nothing: no case passed or failed (`celgate test` fails such a run
@@ -733,6 +740,7 @@ fn suite_objects(suite: &Suite, base: Refs<'_>) -> Result<Vec<Loaded>, String> {
         objects.push(Loaded {
             file: PathBuf::from("<inline objects>"),
             document: i + 1,
+            field_errors: Vec::new(),
             object: o.clone(),
         });
     }
@@ -827,7 +835,11 @@ fn run_file(
             .is_none_or(|re| re.is_match(&format!("{name}: {case}")))
     };
     let built = match suite_objects(&suite, base) {
-        Ok(objects) => build(objects, suite.cluster_defaults, options.version),
+        Ok(mut objects) => {
+            let warnings = options.field_validation.apply(&mut objects);
+            report.field_warnings.extend(warnings);
+            build(objects, suite.cluster_defaults, options.version)
+        }
         Err(e) => {
             report.invalid.push(InvalidFile {
                 message: format!("{name}: {e}"),

@@ -54,6 +54,11 @@ pub struct ServeArgs {
     /// celgate_config_problems (kind File); the objects it last gave stay served.
     #[arg(long, value_name = "BYTES", default_value_t = celgate::source::read::DEFAULT_MAX_FILE_BYTES)]
     pub max_file_bytes: u64,
+    /// Unknown and duplicate fields of the policy folder's policies, bindings and
+    /// ConfigMaps, as `kubectl apply --validate`: `strict` refuses the load (the last good
+    /// snapshot stays; not ready before the first), `warn` logs each, `ignore`.
+    #[arg(long, value_name = "strict|warn|ignore", default_value_t = celgate::source::folder::FieldValidation::Strict)]
+    pub field_validation: celgate::source::folder::FieldValidation,
     /// API server URL (`--source kubernetes`), without credentials (`kubectl proxy`);
     /// default: the in-cluster service account, or the kubeconfig.
     #[arg(long, value_name = "URL", conflicts_with = "kubeconfig", value_parser = Checked(flags::url))]

@@ -38,6 +38,7 @@ pub fn run(args: ServeArgs) -> Result<Outcome, CliError> {
         allow_empty_policies,
         strict_namespaces,
         max_file_bytes,
+        field_validation,
         kube_api_url,
         kubeconfig,
         authz_cache_ttl,
@@ -81,6 +82,7 @@ pub fn run(args: ServeArgs) -> Result<Outcome, CliError> {
         allow_empty: allow_empty_policies,
         strict_namespaces,
         max_file_bytes,
+        field_validation,
     };
     if reports != ServeReports::Off && matches!(source, SourceKind::Folder) {
         return Err(CliError::ReportsNeedCluster);

@@ -723,6 +723,7 @@ mod tests {
             .map(|(i, o)| Loaded {
                 file: "test.yaml".into(),
                 document: i,
+                field_errors: Vec::new(),
                 object: o.clone(),
             })
             .collect();

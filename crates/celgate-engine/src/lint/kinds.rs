@@ -124,6 +124,20 @@ impl Kinds {
             .collect()
     }
 
+    /// Whether the kind exists: a CRD among the documents serving it, or a built-in kind.
+    pub(crate) fn knows_kind(&self, gvk: &Gvk) -> bool {
+        let crd = self.crds.iter().any(|c| {
+            c.group == gvk.group
+                && c.kind == gvk.kind
+                && c.versions.iter().any(|v| v.name == gvk.version)
+        });
+        crd || builtin().is_some_and(|t| {
+            t.resources
+                .iter()
+                .any(|r| r.group == gvk.group && r.version == gvk.version && r.kind == gvk.kind)
+        })
+    }
+
     /// `SchemaResolver.ResolveSchema`: the schema of a kind, or `None` (`ErrSchemaNotFound`)
     /// when neither a CRD in the folder nor the built-in table has it.
     pub(crate) fn schema(&self, gvk: &Gvk) -> Option<Schema> {

@@ -11,6 +11,9 @@
 
 mod decl;
 mod kinds;
+mod objects;
+
+pub use objects::{check_objects, Finding, Severity};
 
 use std::collections::BTreeSet;
 

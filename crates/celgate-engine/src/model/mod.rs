@@ -10,6 +10,7 @@ mod binding;
 mod meta;
 mod policy;
 mod rules;
+pub mod strict;
 
 pub use binding::{Binding, BindingSpec, ParamRef};
 pub use meta::{LabelSelector, ObjectMeta, SelectorRequirement};
