@@ -3,20 +3,17 @@
 //! problems, leadership). Its tasks stop when it is dropped, as kube-runtime's controllers
 //! stop with their stream.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::Client;
 
 use super::feed::PolicyFeed;
 use super::options::KubeOptions;
 use super::run::run;
-use super::{background, history, lease, lock, reports, Problem, Reader, SourceStatus, Task};
-use crate::policy::snapshot::Snapshot;
-
-/// Receives each new snapshot.
-pub type Publish = Arc<dyn Fn(Snapshot) + Send + Sync>;
+use super::shared::{Publish, Shared};
+use super::{background, lease, lock, reports, Problem, SourceStatus, Task};
 
 /// A running cluster source; dropping it stops every watcher.
 pub struct KubeSource {
@@ -32,28 +29,6 @@ pub struct KubeSource {
     lease: tokio::sync::Mutex<Option<LeaseTask>>,
     _task: Task,
     _reports_task: Option<Task>,
-}
-
-#[derive(Default)]
-pub(super) struct Shared {
-    pub(super) ready: AtomicBool,
-    /// The Lease rounds completed before the last decision whether to report Events.
-    pub(super) reporting_decided_after: AtomicU64,
-    pub(super) stores: Mutex<Vec<Reader>>,
-    pub(super) problems: Mutex<Vec<Problem>>,
-    /// The policy API version in use (`v1` or `v1beta1`), once discovered.
-    pub(super) vap_version: Mutex<Option<String>>,
-    /// When the discovery of the policy API first failed, while it has not answered yet.
-    pub(super) discovery_failing_since: Mutex<Option<Instant>>,
-    /// The CEL environment's version read from the API server, once read.
-    pub(super) cel_version: Mutex<Option<u16>>,
-    /// Whether this replica holds the Lease (Events, policy reports, background scans).
-    pub(super) leadership: Arc<lease::Leadership>,
-    /// Bumped after each published snapshot whose policies or bindings changed (the first
-    /// included): background scans follow it.
-    pub(super) policy_changes: tokio::sync::watch::Sender<u64>,
-    /// Shared by the watches: history resets, drift.
-    pub(super) history: Arc<history::History>,
 }
 
 /// The status reported before discovery has answered: the watches do not exist yet, and an

@@ -68,6 +68,7 @@ mod params;
 pub mod reports;
 mod retry;
 mod run;
+mod shared;
 mod store;
 mod watch;
 mod watched;
@@ -81,8 +82,9 @@ pub use discovery::{discover, server_minor};
 pub use error::{CallError, ClientError, DiscoveryError, ParamNamespaceError};
 pub use feed::{Fed, PolicyFeed};
 pub use feedback::Problem;
-pub use handle::{KubeSource, Publish, DISCOVERY_SOURCE};
+pub use handle::{KubeSource, DISCOVERY_SOURCE};
 pub use options::{param_namespaces, KubeOptions};
+pub use shared::Publish;
 pub use store::{Reader, SourceStatus, Writer};
 
 // The guarded values are replaced whole, so a poisoned lock still holds a consistent value.

@@ -17,7 +17,6 @@ use super::discovery::{
     api_server_version, policy_version, resource, server_minor, LOOKUP_TIMEOUT, VAP_GROUP,
 };
 use super::feed::{PolicyFeed, PolicyInput};
-use super::handle::{Publish, Shared};
 use super::inputs::Inputs;
 use super::options::KubeOptions;
 use super::params::{
@@ -25,6 +24,7 @@ use super::params::{
     Wakers,
 };
 use super::retry::Backoff;
+use super::shared::{Publish, Shared};
 use super::watched::Watched;
 use super::{feedback, history, lease, lock, param_refs, watch, DiscoveryError, Reader};
 use crate::policy::snapshot::CompileCache;
