@@ -1,11 +1,13 @@
-# Common tasks. `make test` is exactly what CI runs (through .ci/run): every Rust test, then
-# the Helm chart check (rendering, lint, Kubernetes schemas; Python tools from PyPI).
+# Common tasks. `make test` is exactly what CI runs (through .ci/run): the Python checker the
+# MutatingAdmissionPolicy oracle test runs (PyPI), every Rust test, then the Helm chart check
+# (rendering, lint, Kubernetes schemas; Python tools from PyPI).
 .PHONY: build test lint bench run fmt load chart fuzz
 
 build:
 	cargo build --release
 
 test:
+	bash .ci/map-venv
 	cargo test --all-targets
 	cargo test --doc
 	bash .ci/chart-test

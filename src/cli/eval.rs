@@ -46,6 +46,27 @@ pub struct EvalArgs {
     /// --validate`: `strict` refuses the folder, `warn` warns on standard error, `ignore`.
     #[arg(long, value_name = "strict|warn|ignore", default_value_t = FieldValidation::Strict)]
     field_validation: FieldValidation,
+    /// Which admission phase answers: `all` (the API server's order: MutatingAdmissionPolicies
+    /// mutate the object, then ValidatingAdmissionPolicies validate the mutated object; the
+    /// answer carries both's result and the patch), `mutating` (as `/mutate` answers:
+    /// allowed with the patch, or the denial) or `validating` (as `/validate` answers).
+    #[arg(long, value_enum, value_name = "PHASE", default_value = "all")]
+    phase: Phase,
+    /// Also write the object after the mutations (the request's object when nothing
+    /// changed it) to FILE, as JSON.
+    #[arg(long, value_name = "FILE")]
+    mutated_object: Option<PathBuf>,
+}
+
+/// `celgate eval --phase`: which webhook's answer to give.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Phase {
+    /// Mutate, then validate the mutated object.
+    All,
+    /// Only MutatingAdmissionPolicies, as `/mutate`.
+    Mutating,
+    /// Only ValidatingAdmissionPolicies, as `/validate`.
+    Validating,
 }
 
 /// `celgate eval --fail-on`: which answers exit 1, for CI.
@@ -132,6 +153,8 @@ pub fn run(args: EvalArgs) -> Result<Outcome, CliError> {
         no_cluster_defaults,
         max_file_bytes,
         field_validation,
+        phase,
+        mutated_object,
     } = args;
     let mut objects = load_folder(&policies, max_file_bytes)?;
     for w in field_validation.apply(&mut objects) {
@@ -148,6 +171,9 @@ pub fn run(args: EvalArgs) -> Result<Outcome, CliError> {
         .collect();
     let snapshot = celgate::source::snapshot(objects, k8s_version.0, true)
         .map_err(|e| CliError::Input(e.into()))?;
+    for why in &snapshot.refused {
+        eprintln!("warning: left out, as the API server refuses it: {why}");
+    }
     let (name, text) = if request == "-" {
         let s = celgate::source::read::read_stdin(max_file_bytes).map_err(CliError::Stdin)?;
         ("<stdin>".to_string(), s)
@@ -208,9 +234,80 @@ pub fn run(args: EvalArgs) -> Result<Outcome, CliError> {
         }
         None => text.into_bytes(),
     };
-    let answer = celgate::review::answer(&snapshot, &body, &Default::default(), Default::default())
-        .map_err(|e| refused(e.into()))?
-        .review;
+    let answer =
+        answer_phases(&snapshot, &body, phase, mutated_object.as_deref()).map_err(|e| match e {
+            PhaseError::Review(e) => refused(e.into()),
+            PhaseError::Write(e) => e,
+        })?;
     emit_document(&answer, output)?;
     Ok(fail_on.outcome(&answer))
+}
+
+enum PhaseError {
+    Review(celgate::review::ReviewError),
+    Write(CliError),
+}
+
+/// The answer of `phase` to the review `body`; with `mutated_object`, the object after the
+/// mutations written there.
+fn answer_phases(
+    snapshot: &celgate::policy::Snapshot,
+    body: &[u8],
+    phase: Phase,
+    mutated_object: Option<&Path>,
+) -> Result<Json, PhaseError> {
+    let context = Default::default();
+    let validate = |body: &[u8]| {
+        celgate::review::answer(snapshot, body, &context, Default::default())
+            .map(|a| a.review)
+            .map_err(PhaseError::Review)
+    };
+    if phase == Phase::Validating {
+        return validate(body);
+    }
+    let mutating =
+        celgate::review::answer_mutating(snapshot, body, &context).map_err(PhaseError::Review)?;
+    let mutated = mutating.verdict.mutated.as_ref().map(|m| &m.after);
+    if let Some(path) = mutated_object {
+        let object = match mutated {
+            Some(o) => o.clone(),
+            None => serde_json::from_slice::<Json>(body)
+                .map(|r| r["request"]["object"].clone())
+                .unwrap_or(Json::Null),
+        };
+        let text = serde_json::to_string_pretty(&object).unwrap_or_default();
+        std::fs::write(path, text + "\n").map_err(|source| {
+            PhaseError::Write(CliError::WriteFile {
+                flag: "--mutated-object",
+                path: path.to_path_buf(),
+                source,
+            })
+        })?;
+    }
+    if phase == Phase::Mutating || !mutating.verdict.allowed() {
+        return Ok(mutating.review);
+    }
+    // The API server validates the object as the mutations left it.
+    let mut review = match mutated {
+        None => return validate(body),
+        Some(object) => {
+            let mut review: Json = serde_json::from_slice(body).map_err(|e| {
+                PhaseError::Review(celgate::review::ReviewError::MalformedJson(e.into()))
+            })?;
+            review["request"]["object"] = object.clone();
+            let bytes = serde_json::to_vec(&review).unwrap_or_default();
+            validate(&bytes)?
+        }
+    };
+    // Admitted: the answer carries the mutations' patch too.
+    if review["response"]["allowed"] == true {
+        if let Some(r) = review["response"].as_object_mut() {
+            for key in ["patchType", "patch"] {
+                if let Some(v) = mutating.review["response"].get(key) {
+                    r.insert(key.into(), v.clone());
+                }
+            }
+        }
+    }
+    Ok(review)
 }

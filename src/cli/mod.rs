@@ -162,6 +162,13 @@ pub enum CliError {
     /// The result cannot be written as YAML (exit 1).
     #[error("cannot write the result as YAML: {0}")]
     Yaml(#[source] serde_yaml_ng::Error),
+    /// An output file named by a flag cannot be written (exit 1).
+    #[error("{flag}: cannot write {}: {source}", path.display())]
+    WriteFile {
+        flag: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// `celgate man --out`: a page cannot be written (exit 1).
     #[error("cannot write the man pages into {}: {source}", dir.display())]
     ManPages {

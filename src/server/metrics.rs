@@ -74,6 +74,8 @@ pub struct Metrics {
     registry: Registry,
     pub check_total: IntCounterVec<4>,
     pub check_duration: HistogramVec<4>,
+    pub mutation_total: IntCounterVec<3>,
+    pub mutation_duration: HistogramVec<3>,
     pub match_condition_errors: IntCounterVec<4>,
     pub requests: IntCounterVec<2>,
     pub request_seconds: HistogramVec<2>,
@@ -270,6 +272,8 @@ impl Metrics {
             config_problems: vec(&r, "celgate_config_problems", "Misconfigured policies and bindings (also reported as Events): 1 per current problem; a reason without a problem has one series at 0 with empty kind and name.", ["kind", "name", "reason"]),
             check_total: counter(&r, "celgate_validating_admission_policy_check_total", "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.", check_labels),
             check_duration: histogram(&r, "celgate_validating_admission_policy_check_duration_seconds", "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.", check_labels, CHECK_BUCKETS),
+            mutation_total: counter(&r, "celgate_mutating_admission_policy_check_total", "Mutation admission policy check total, labeled by policy and further identified by binding.", ["policy", "policy_binding", "error_type"]),
+            mutation_duration: histogram(&r, "celgate_mutating_admission_policy_check_duration_seconds", "Mutation admission latency for individual mutation expressions in seconds, labeled by policy and binding.", ["policy", "policy_binding", "error_type"], CHECK_BUCKETS),
             match_condition_errors: counter(&r, "celgate_admission_match_condition_evaluation_errors_total", "Admission match condition evaluation errors count, identified by name of resource containing the match condition and broken out for each kind containing matchConditions (webhook or policy), operation and admission type (validate or admit).", mc_labels),
             requests: counter(&r, "celgate_requests_total", "AdmissionReview requests answered, by operation (CREATE, UPDATE, DELETE, CONNECT or other) and decision (allowed, denied, or timeout: 504 past the request's deadline).", ["operation", "decision"]),
             request_seconds: histogram(&r, "celgate_request_duration_seconds", "Time to answer an AdmissionReview, from the request to the answer.", ["operation", "decision"], REQUEST_BUCKETS),
@@ -306,6 +310,17 @@ impl Metrics {
                     .with_label_values(&[c.policy.as_str(), "policy", "validate", operation])
                     .inc_by(c.match_condition_errors);
             }
+        }
+    }
+
+    /// Records the in-tree check metrics of one `/mutate` request: one per mutation.
+    pub fn record_mutations(&self, checks: &[celgate_engine::admission::mutate::MutationCheck]) {
+        for c in checks {
+            let labels = [c.policy.as_str(), c.binding.as_str(), c.error_type];
+            self.mutation_total.with_label_values(&labels).inc();
+            self.mutation_duration
+                .with_label_values(&labels)
+                .observe(c.elapsed.as_secs_f64());
         }
     }
 

@@ -250,6 +250,7 @@ impl AppState {
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate))
+        .route("/mutate", post(mutate))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .with_state(state)
@@ -314,11 +315,116 @@ fn deadline(query: &std::collections::HashMap<String, String>, default: Duration
         .map_or(default, |n| Duration::from_nanos(n as u64))
 }
 
+/// Which webhook a review was sent to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// `/validate`: ValidatingAdmissionPolicies.
+    Validating,
+    /// `/mutate`: MutatingAdmissionPolicies.
+    Mutating,
+}
+
+/// A review answered by either webhook.
+enum Answered {
+    Validating(crate::review::Answer),
+    Mutating(crate::review::MutatingAnswer),
+}
+
+impl Answered {
+    fn review(&self) -> &serde_json::Value {
+        match self {
+            Answered::Validating(a) => &a.review,
+            Answered::Mutating(a) => &a.review,
+        }
+    }
+
+    fn operation(&self) -> &str {
+        match self {
+            Answered::Validating(a) => &a.operation,
+            Answered::Mutating(a) => &a.operation,
+        }
+    }
+
+    fn timed_out(&self) -> bool {
+        match self {
+            Answered::Validating(a) => a.verdict.timed_out,
+            Answered::Mutating(a) => a.verdict.timed_out,
+        }
+    }
+
+    fn allowed(&self) -> bool {
+        match self {
+            Answered::Validating(a) => a.verdict.allowed(),
+            Answered::Mutating(a) => a.verdict.allowed(),
+        }
+    }
+
+    /// The check metrics of what was evaluated.
+    fn record(&self, metrics: &metrics::Metrics) {
+        match self {
+            Answered::Validating(a) => metrics.record(&a.verdict.checks, &a.operation),
+            Answered::Mutating(a) => metrics.record_mutations(&a.verdict.checks),
+        }
+    }
+
+    /// Logs a denial (not in observe mode, where nothing is denied).
+    fn log_denial(&self) {
+        let (policy, binding, message) = match self {
+            Answered::Validating(a) => match a.verdict.denials.first() {
+                Some(d) => (
+                    d.policy.as_str(),
+                    d.binding.as_deref().unwrap_or(""),
+                    d.message.as_str(),
+                ),
+                None => return,
+            },
+            Answered::Mutating(a) => match &a.verdict.denial {
+                Some(d) => ("", "", d.message.as_str()),
+                None => return,
+            },
+        };
+        let (uid, operation) = match self {
+            Answered::Validating(a) => (&a.uid, &a.operation),
+            Answered::Mutating(a) => (&a.uid, &a.operation),
+        };
+        tracing::info!(
+            uid = %Clipped(uid),
+            operation = %operation,
+            policy = %policy,
+            binding = binding,
+            denial = %message,
+            "request denied"
+        );
+    }
+}
+
 async fn validate(
     State(s): State<Arc<AppState>>,
+    query: Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    serve_review(s, query, headers, body, Phase::Validating).await
+}
+
+async fn mutate(
+    State(s): State<Arc<AppState>>,
+    query: Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    serve_review(s, query, headers, body, Phase::Mutating).await
+}
+
+/// One AdmissionReview at either webhook, with the same limits: readiness, content type,
+/// body size and read time, the buffer budget, the in-flight bound, the evaluation pool
+/// and the request's deadline.
+async fn serve_review(
+    s: Arc<AppState>,
     Query(query): Query<std::collections::HashMap<String, String>>,
     headers: HeaderMap,
     body: Body,
+    phase: Phase,
 ) -> Response {
     let started = Instant::now();
     // The API server gives up at its `?timeout=`, counted from when it sent the request.
@@ -413,6 +519,17 @@ async fn validate(
             return None;
         }
         let context = state.admit_context(deadline_at);
+        if phase == Phase::Mutating {
+            let observing = state.answering.mode == crate::review::Mode::Observe;
+            let answer = crate::review::answer_mutating(&snapshot, &bytes, &context).map(|a| {
+                if observing {
+                    a.observed()
+                } else {
+                    a
+                }
+            });
+            return Some(answer.map(Answered::Mutating));
+        }
         let sink = state.sink.get();
         let options = crate::review::AnswerOptions {
             mode: state.answering.mode,
@@ -434,7 +551,7 @@ async fn validate(
                 sink.admitted(&snapshot, a);
             }
         }
-        Some(answer)
+        Some(answer.map(Answered::Validating))
     });
     // Until the deadline; meanwhile, once the evaluation has run for SLOW_EVALUATION, it is
     // marked slow so that a spare thread serves the reviews queued behind it.
@@ -456,8 +573,8 @@ async fn validate(
             tokio::spawn(async move {
                 let operation = match work.await {
                     Ok(Some(Ok(a))) => {
-                        s2.metrics.record(&a.verdict.checks, &a.operation);
-                        a.operation
+                        a.record(&s2.metrics);
+                        a.operation().to_string()
                     }
                     _ => String::new(),
                 };
@@ -482,18 +599,18 @@ async fn validate(
         }
         Ok(Ok(Some(Ok(a)))) => a,
     };
-    s.metrics.record(&answer.verdict.checks, &answer.operation);
+    answer.record(&s.metrics);
     // Stopped at the deadline (the timer had not fired yet): the verdict is incomplete.
-    if answer.verdict.timed_out {
+    if answer.timed_out() {
         s.metrics
-            .answered(&answer.operation, "timeout", started.elapsed());
+            .answered(answer.operation(), "timeout", started.elapsed());
         return timed_out(timeout);
     }
     // The answer is buffered until written: within the budget, or not sent (and not counted
     // as answered).
     // Encoding a review cannot fail today (string keys, finite numbers); if it ever does, the
     // API server gets an error it applies failurePolicy to, never a 200 with an empty body.
-    let body = match serde_json::to_vec(&answer.review) {
+    let body = match serde_json::to_vec(answer.review()) {
         Ok(body) => body,
         Err(e) => {
             return refuse(
@@ -517,22 +634,15 @@ async fn validate(
     });
     // What was answered: in observe mode, always allowed.
     let observing = s.answering.mode == crate::review::Mode::Observe;
-    let decision = if observing || answer.verdict.allowed() {
+    let decision = if observing || answer.allowed() {
         "allowed"
     } else {
         "denied"
     };
     s.metrics
-        .answered(&answer.operation, decision, started.elapsed());
-    if let Some(first) = answer.verdict.denials.first().filter(|_| !observing) {
-        tracing::info!(
-            uid = %Clipped(&answer.uid),
-            operation = %answer.operation,
-            policy = %first.policy,
-            binding = first.binding.as_deref().unwrap_or(""),
-            denial = %first.message,
-            "request denied"
-        );
+        .answered(answer.operation(), decision, started.elapsed());
+    if !observing {
+        answer.log_denial();
     }
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }

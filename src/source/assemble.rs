@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 
 use super::error::ObjectError;
 use super::folder::{LoadError, Loaded};
-use crate::model::{Binding, Policy};
+use crate::model::{Binding, MutatingBinding, MutatingPolicy, Policy};
 use crate::policy::snapshot::{CompileCache, Snapshot, SnapshotBuilder};
 use crate::policy::validate::{validate_binding, FieldErrors};
 
@@ -131,6 +131,35 @@ pub fn add_shared(
                 }
             }
             b.add_binding(binding);
+        }
+        (true, Some("MutatingAdmissionPolicy")) => {
+            let p = MutatingPolicy::deserialize(&*object).map_err(ObjectError::Malformed)?;
+            let errors = match check {
+                Check::Nothing => FieldErrors::default(),
+                Check::Stored => crate::policy::validate_mutating::validate_mutating_policy(&p),
+                Check::Created(version) => {
+                    crate::policy::compile_mutating::mutating_creation_errors(&p, version)
+                }
+            };
+            if errors.is_empty() {
+                b.add_mutating_policy(p);
+            } else {
+                // Left out, as `kubectl apply` leaves out what the API server refuses: the
+                // requests are answered as that cluster would answer them.
+                b.refuse(invalid(errors).to_string());
+            }
+        }
+        (true, Some("MutatingAdmissionPolicyBinding")) => {
+            let binding = MutatingBinding::deserialize(&*object).map_err(ObjectError::Malformed)?;
+            let errors = match check {
+                Check::Nothing => FieldErrors::default(),
+                _ => crate::policy::validate_mutating::validate_mutating_binding(&binding),
+            };
+            if errors.is_empty() {
+                b.add_mutating_binding(binding);
+            } else {
+                b.refuse(invalid(errors).to_string());
+            }
         }
         _ => b.add_object(object),
     }

@@ -61,7 +61,7 @@ impl Item {
     fn new(site: Site, index: usize, name: &str, compiled: &Compiled, source: &str) -> Item {
         let boolean = match site {
             Site::MatchCondition | Site::Validation => true,
-            Site::AuditAnnotation => false,
+            Site::AuditAnnotation | Site::Mutation => false,
             Site::Variable => compiled
                 .as_ref()
                 .is_ok_and(|p| *p.result_type() == Type::Bool),
@@ -135,6 +135,7 @@ impl Item {
             Site::Variable => "variables",
             Site::Validation => "validations",
             Site::AuditAnnotation => "auditAnnotations",
+            Site::Mutation => "mutations",
         };
         if self.name.is_empty() {
             format!("{list}[{}]", self.index)

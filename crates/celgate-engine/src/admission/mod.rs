@@ -17,6 +17,7 @@ pub mod bare;
 mod context;
 mod convert;
 mod error;
+pub mod mutate;
 mod params;
 pub mod probe;
 mod rbac;

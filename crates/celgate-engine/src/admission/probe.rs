@@ -10,6 +10,8 @@ pub enum Site {
     Variable,
     Validation,
     AuditAnnotation,
+    /// A MutatingAdmissionPolicy's mutation.
+    Mutation,
 }
 
 /// What one evaluation of an expression gave.

@@ -528,9 +528,40 @@ fn evaluate(
     }
 }
 
+/// Evaluates one mutation of a mutating policy (`patch.Patcher`): in its validation group
+/// (variables, params, the authorizer), on a fresh 10,000,000 budget; a result or the
+/// error as the API server words it.
+pub(super) fn eval_mutation<'a>(
+    policy: &CompiledPolicy,
+    values: &[Value<'a>],
+    program: &Program,
+    index: usize,
+    deadline: &Deadline,
+    probe: Option<&dyn Probe>,
+) -> Result<Value<'a>, ExprFailure> {
+    let lazy = Lazy::new(policy, values, deadline, probe);
+    let act = Act {
+        values,
+        lazy: Some(&lazy),
+    };
+    let mut budget = Budget(BUDGET, deadline);
+    match budget.eval(policy, program, &act).inspect(|r| {
+        probed(probe, policy, Site::Mutation, index, r, &act);
+    }) {
+        Err(OutOfBudget) => Err(out_of_budget()),
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err((e, kind))) => Err(runtime_error(program.source(), &e, kind)),
+    }
+}
+
+/// A compile error as its expression's failure (`compilation error: ...`).
+pub(super) fn compile_failure(e: &impl std::fmt::Display) -> ExprFailure {
+    compile_error(e)
+}
+
 /// `Some(result)` when the conditions decide (no match, or an error decision); `None` to go
 /// on. With the number of conditions that errored.
-fn match_conditions(
+pub(super) fn match_conditions(
     policy: &CompiledPolicy,
     values: &[Value<'_>],
     deadline: &Deadline,

@@ -106,6 +106,34 @@ impl<'a> Versions<'a> {
     }
 }
 
+/// The kind a policy matched `req` as, when not its own, and how an object converts to it
+/// (the same as [`Versions::view`] uses): `(request kind, matched kind, conversion)`.
+pub(super) fn matched_kind(
+    req: &Request<'_>,
+    matched: Matched<'_>,
+    equivalents: Equivalents<'_>,
+) -> Option<(Gvk, Gvk, Conversion)> {
+    let from = request_kind(req);
+    match matched {
+        Matched::Own => None,
+        Matched::Equivalent(e) => {
+            let strategy = match equivalents {
+                Equivalents::Known { class, .. } => class.conversion.clone(),
+                Equivalents::Unknown => Conversion::Rewrite,
+            };
+            Some((from, e.kind.clone(), strategy))
+        }
+        Matched::Version(v) => {
+            let kind = if from.group == req.attributes.group {
+                Gvk::new(&from.group, v, &from.kind)
+            } else {
+                from.clone()
+            };
+            Some((from, kind, Conversion::Rewrite))
+        }
+    }
+}
+
 fn build<'a>(
     req: &Request<'a>,
     from: &Gvk,
@@ -207,7 +235,7 @@ fn replaced_by<'a>(
 }
 
 /// A review node as JSON, one stack segment check per level (the review may nest deeply).
-fn to_json(r: Ref<'_, '_>) -> Json {
+pub(super) fn to_json(r: Ref<'_, '_>) -> Json {
     match r.item() {
         Item::Array(_) => {
             celgate_cel::json::with_stack(|| Json::Array(r.children().map(to_json).collect()))
@@ -225,7 +253,7 @@ fn to_json(r: Ref<'_, '_>) -> Json {
 }
 
 /// The request's kind, as its review names it.
-fn request_kind(req: &Request<'_>) -> Gvk {
+pub(super) fn request_kind(req: &Request<'_>) -> Gvk {
     let kind = req.request.get("kind");
     let field = |k: &str| {
         kind.and_then(|r| r.get(k))

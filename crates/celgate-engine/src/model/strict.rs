@@ -240,6 +240,54 @@ const BINDING: &[(&str, Shape)] = &[
     ("spec", Fields(BINDING_SPEC)),
 ];
 
+const MUTATING_POLICY_SPEC: &[(&str, Shape)] = &[
+    ("paramKind", Fields(&[("apiVersion", Any), ("kind", Any)])),
+    ("matchConstraints", Fields(MATCH_RESOURCES)),
+    ("variables", List(&[("name", Any), ("expression", Any)])),
+    (
+        "mutations",
+        List(&[
+            ("patchType", Any),
+            ("applyConfiguration", Fields(&[("expression", Any)])),
+            ("jsonPatch", Fields(&[("expression", Any)])),
+        ]),
+    ),
+    ("failurePolicy", Any),
+    (
+        "matchConditions",
+        List(&[("name", Any), ("expression", Any)]),
+    ),
+    ("reinvocationPolicy", Any),
+];
+
+const MUTATING_POLICY: &[(&str, Shape)] = &[
+    ("apiVersion", Any),
+    ("kind", Any),
+    ("metadata", Fields(OBJECT_META)),
+    ("spec", Fields(MUTATING_POLICY_SPEC)),
+];
+
+const MUTATING_BINDING_SPEC: &[(&str, Shape)] = &[
+    ("policyName", Any),
+    (
+        "paramRef",
+        Fields(&[
+            ("name", Any),
+            ("namespace", Any),
+            ("selector", Fields(LABEL_SELECTOR)),
+            ("parameterNotFoundAction", Any),
+        ]),
+    ),
+    ("matchResources", Fields(MATCH_RESOURCES)),
+];
+
+const MUTATING_BINDING: &[(&str, Shape)] = &[
+    ("apiVersion", Any),
+    ("kind", Any),
+    ("metadata", Fields(OBJECT_META)),
+    ("spec", Fields(MUTATING_BINDING_SPEC)),
+];
+
 /// A core ConfigMap (the usual params kind): `kubectl apply` refuses its unknown fields too.
 const CONFIG_MAP: &[(&str, Shape)] = &[
     ("apiVersion", Any),
@@ -256,6 +304,8 @@ fn shape_of(api_version: &str, kind: &str) -> Option<&'static [(&'static str, Sh
         match kind {
             "ValidatingAdmissionPolicy" => Some(POLICY),
             "ValidatingAdmissionPolicyBinding" => Some(BINDING),
+            "MutatingAdmissionPolicy" => Some(MUTATING_POLICY),
+            "MutatingAdmissionPolicyBinding" => Some(MUTATING_BINDING),
             _ => None,
         }
     } else if api_version == "v1" && kind == "ConfigMap" {

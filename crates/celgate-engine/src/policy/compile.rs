@@ -228,6 +228,24 @@ pub fn invalid(errors: FieldErrors) -> Option<FieldErrors> {
 
 /// Compiles `policy` against the CEL environment of Kubernetes 1.`version`.
 pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
+    CompiledPolicy {
+        invalid: invalid(super::validate::validate_policy(policy)),
+        ..compile_in_envs(policy, version, vap_env)
+    }
+}
+
+/// What builds the environment of each expression kind: [`vap_env`] for a validating
+/// policy, the mutating environment (`Object`, `JSONPatch`) for a mutating one.
+pub(crate) type EnvBuilder = fn(u16, Decls) -> (Env, Slots);
+
+/// Compiles the parts every policy kind shares (matchConditions, variables, and for a
+/// validating policy its validations and audit annotations) in the environments `make_env`
+/// builds; `invalid` is left for the caller, whose kind has its own validation.
+pub(crate) fn compile_in_envs(
+    policy: &Policy,
+    version: u16,
+    vap_env: EnvBuilder,
+) -> CompiledPolicy {
     let spec = &policy.spec;
     let params = spec.param_kind.is_some();
     let (cond_env, condition) = vap_env(
@@ -338,7 +356,7 @@ pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
             validation: SlotLayout::of(&val_env, validation),
             message: SlotLayout::of(&msg_env, message),
         },
-        invalid: invalid(super::validate::validate_policy(policy)),
+        invalid: None,
     }
 }
 

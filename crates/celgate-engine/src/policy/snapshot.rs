@@ -12,10 +12,11 @@ use std::sync::Arc;
 use serde_json::Value as Json;
 
 use super::compile::{compile, CompiledPolicy};
+use super::compile_mutating::{compile_mutating, CompiledMutatingPolicy};
 pub use super::namespace_object::namespace_view;
 use crate::matching::registry::{Equivalents, Registry};
 use crate::matching::{Matcher, Namespaces};
-use crate::model::{Binding, ParamRef, Policy};
+use crate::model::{Binding, MutatingBinding, MutatingPolicy, ParamRef, Policy};
 
 /// A binding's validationActions entry: what a failed validation becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +61,29 @@ impl CompiledBinding {
             invalid: super::compile::invalid(super::validate::validate_binding(b)),
         }
     }
+}
+
+impl CompiledBinding {
+    /// A MutatingAdmissionPolicyBinding: a binding without validationActions.
+    pub fn compile_mutating(b: &MutatingBinding) -> CompiledBinding {
+        CompiledBinding {
+            name: b.metadata.name.clone(),
+            param_ref: b.spec.param_ref.clone(),
+            matcher: b.spec.match_resources.as_ref().map(Matcher::compile),
+            actions: Vec::new(),
+            action_names: Vec::new(),
+            invalid: super::compile::invalid(super::validate_mutating::validate_mutating_binding(
+                b,
+            )),
+        }
+    }
+}
+
+/// A mutating policy and its bindings.
+#[derive(Debug)]
+pub struct MutatingEntry {
+    pub policy: Arc<CompiledMutatingPolicy>,
+    pub bindings: Vec<Arc<CompiledBinding>>,
 }
 
 /// A policy and its bindings.
@@ -207,6 +231,16 @@ pub struct Snapshot {
     pub rbac: Arc<Vec<Arc<Json>>>,
     /// Which policies a request's resource may match.
     pub index: PolicyIndex,
+    /// The MutatingAdmissionPolicies that have a binding, compiled, by name; each with its
+    /// bindings by name.
+    pub mutating: Vec<MutatingEntry>,
+    /// Which mutating policies a request's resource may match.
+    pub mutating_index: PolicyIndex,
+    /// Objects left out because the API server would refuse them, each with why.
+    pub refused: Vec<String>,
+    /// The schemas mutations are typed by (built-in kinds and the CRDs), built only when
+    /// there are mutating policies.
+    pub schemas: Arc<crate::mutating::Schemas>,
     /// The resources the cluster serves (built-ins of the snapshot's Kubernetes minor, and
     /// its CRDs), for equivalent matching and conversion.
     pub registry: Registry,
@@ -335,6 +369,8 @@ impl CompileCache {
 pub struct SnapshotBuilder {
     policies: Vec<Policy>,
     bindings: Vec<Binding>,
+    mutating_policies: Vec<MutatingPolicy>,
+    mutating_bindings: Vec<MutatingBinding>,
     rbac: Vec<Arc<Json>>,
     crds: Vec<Arc<Json>>,
     snapshot: Snapshot,
@@ -380,6 +416,22 @@ impl SnapshotBuilder {
     /// Adds a ValidatingAdmissionPolicyBinding.
     pub fn add_binding(&mut self, b: Binding) {
         self.bindings.push(b);
+    }
+
+    /// Records an object left out because the API server would refuse to create it (a
+    /// MutatingAdmissionPolicy or binding that fails validation): `why` is shown to the user.
+    pub fn refuse(&mut self, why: String) {
+        self.snapshot.refused.push(why);
+    }
+
+    /// Adds a MutatingAdmissionPolicy (compiled by [`Self::build`] if a binding names it).
+    pub fn add_mutating_policy(&mut self, p: MutatingPolicy) {
+        self.mutating_policies.push(p);
+    }
+
+    /// Adds a MutatingAdmissionPolicyBinding.
+    pub fn add_mutating_binding(&mut self, b: MutatingBinding) {
+        self.mutating_bindings.push(b);
     }
 
     /// Adds any other object: a namespace, an RBAC object, a CRD (which declares a kind's
@@ -478,12 +530,48 @@ impl SnapshotBuilder {
             });
         }
         cache.retain(&live);
+        self.build_mutating(version);
+        if !self.snapshot.mutating.is_empty() {
+            self.snapshot.schemas = Arc::new(crate::mutating::Schemas::new(
+                self.crds.iter().map(|c| &**c),
+            ));
+        }
         self.snapshot.registry = Registry::builtin(version);
         for crd in &self.crds {
             self.snapshot.registry.add_crd(crd);
         }
         self.snapshot.rbac = Arc::new(self.rbac);
         self.snapshot
+    }
+}
+
+impl SnapshotBuilder {
+    /// Compiles every mutating policy that has a binding (as for validating policies, a
+    /// binding without its policy is ignored).
+    fn build_mutating(&mut self, version: u16) {
+        let mut by_policy: BTreeMap<String, Vec<Arc<CompiledBinding>>> = BTreeMap::new();
+        for b in &self.mutating_bindings {
+            by_policy
+                .entry(b.spec.policy_name.clone())
+                .or_default()
+                .push(Arc::new(CompiledBinding::compile_mutating(b)));
+        }
+        self.mutating_policies
+            .sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        for p in &self.mutating_policies {
+            let Some(mut bindings) = by_policy.remove(&p.metadata.name) else {
+                continue;
+            };
+            bindings.sort_by(|a, b| a.name.cmp(&b.name));
+            let compiled = Arc::new(compile_mutating(p, version));
+            self.snapshot
+                .mutating_index
+                .add(self.snapshot.mutating.len(), &compiled.base);
+            self.snapshot.mutating.push(MutatingEntry {
+                policy: compiled,
+                bindings,
+            });
+        }
     }
 }
 

@@ -7,7 +7,10 @@
 use std::collections::BTreeSet;
 
 use crate::matching::selector::{Selector, SelectorError};
-use crate::model::{Binding, LabelSelector, MatchResources, NamedRule, Policy};
+use crate::model::{
+    Binding, LabelSelector, MatchCondition, MatchResources, NamedRule, ParamKind, ParamRef, Policy,
+    Variable,
+};
 use celgate_cel::apimachinery::names;
 use celgate_cel::lexer::is_reserved;
 
@@ -91,7 +94,7 @@ impl FieldErrors {
         self.0.is_empty()
     }
 
-    fn required(&mut self, path: &str, detail: &str) {
+    pub(super) fn required(&mut self, path: &str, detail: &str) {
         self.0.push(FieldError::Required {
             path: path.to_string(),
             detail: detail.to_string(),
@@ -107,7 +110,7 @@ impl FieldErrors {
         });
     }
 
-    fn invalid(&mut self, path: &str, value: &str, detail: &str) {
+    pub(super) fn invalid(&mut self, path: &str, value: &str, detail: &str) {
         self.0.push(FieldError::Invalid {
             path: path.to_string(),
             value: value.to_string(),
@@ -115,7 +118,12 @@ impl FieldErrors {
         });
     }
 
-    fn unsupported(&mut self, path: &str, value: &str, supported: &'static [&'static str]) {
+    pub(super) fn unsupported(
+        &mut self,
+        path: &str,
+        value: &str,
+        supported: &'static [&'static str],
+    ) {
         self.0.push(FieldError::Unsupported {
             path: path.to_string(),
             value: value.to_string(),
@@ -123,28 +131,28 @@ impl FieldErrors {
         });
     }
 
-    fn duplicate(&mut self, path: &str, value: &str) {
+    pub(super) fn duplicate(&mut self, path: &str, value: &str) {
         self.0.push(FieldError::Duplicate {
             path: path.to_string(),
             value: value.to_string(),
         });
     }
 
-    fn forbidden(&mut self, path: &str, detail: &str) {
+    pub(super) fn forbidden(&mut self, path: &str, detail: &str) {
         self.0.push(FieldError::Forbidden {
             path: path.to_string(),
             detail: detail.to_string(),
         });
     }
 
-    fn dns_subdomain(&mut self, path: &str, value: &str) {
+    pub(super) fn dns_subdomain(&mut self, path: &str, value: &str) {
         for e in names::dns1123_subdomain(value) {
             self.invalid(path, value, &e);
         }
     }
 }
 
-fn blank(s: &str) -> bool {
+pub(super) fn blank(s: &str) -> bool {
     s.trim().is_empty()
 }
 
@@ -163,99 +171,10 @@ pub fn validate_policy(p: &Policy) -> FieldErrors {
         }
     }
     if let Some(pk) = &spec.param_kind {
-        if pk.api_version.is_empty() {
-            e.required("spec.paramKind.apiVersion", "");
-        } else if pk.api_version.matches('/').count() > 1 {
-            e.invalid(
-                "spec.paramKind.apiVersion",
-                &pk.api_version,
-                "an apiVersion is of the form <group>/<version>",
-            );
-        } else {
-            let (group, version) = pk
-                .api_version
-                .rsplit_once('/')
-                .unwrap_or(("", &pk.api_version));
-            if !group.is_empty() {
-                e.dns_subdomain("spec.paramKind.apiVersion", group);
-            }
-            if version.is_empty() || !names::dns1035_label(version).is_empty() {
-                e.invalid(
-                    "spec.paramKind.apiVersion",
-                    &pk.api_version,
-                    "the version must be a DNS-1035 label",
-                );
-            }
-        }
-        if pk.kind.is_empty() {
-            e.required("spec.paramKind.kind", "");
-        } else if !names::dns1035_label(&pk.kind.to_lowercase()).is_empty() {
-            e.invalid(
-                "spec.paramKind.kind",
-                &pk.kind,
-                "a kind must be a DNS-1035 label once lower-cased",
-            );
-        }
+        param_kind(&mut e, pk);
     }
-    match &spec.match_constraints {
-        None => e.required("spec.matchConstraints", ""),
-        Some(m) => {
-            if m.resource_rules.is_empty() {
-                e.required("spec.matchConstraints.resourceRules", "");
-            }
-            match_resources(&mut e, "spec.matchConstraints", m);
-        }
-    }
-    if spec.match_conditions.len() > 64 {
-        e.0.push(FieldError::TooMany {
-            path: "spec.matchConditions".into(),
-            count: spec.match_conditions.len(),
-            max: 64,
-        });
-    }
-    let mut names = BTreeSet::new();
-    for (i, c) in spec.match_conditions.iter().enumerate() {
-        let path = format!("spec.matchConditions[{i}]");
-        if c.name.is_empty() {
-            e.required(&format!("{path}.name"), "");
-        } else {
-            for err in names::qualified_name(&c.name) {
-                e.invalid(&format!("{path}.name"), &c.name, &err);
-            }
-            if !names.insert(c.name.clone()) {
-                e.duplicate(&format!("{path}.name"), &c.name);
-            }
-        }
-        if blank(&c.expression) {
-            e.required(&format!("{path}.expression"), "");
-        }
-    }
-    for (i, v) in spec.variables.iter().enumerate() {
-        let path = format!("spec.variables[{i}]");
-        let ident = v
-            .name
-            .chars()
-            .next()
-            .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-            && v.name
-                .chars()
-                .all(|c| c == '_' || c.is_ascii_alphanumeric());
-        if v.name.is_empty() {
-            e.required(&format!("{path}.name"), "");
-        } else if !ident
-            || is_reserved(&v.name)
-            || matches!(v.name.as_str(), "true" | "false" | "null" | "in")
-        {
-            e.invalid(
-                &format!("{path}.name"),
-                &v.name,
-                "name is not a valid CEL identifier",
-            );
-        }
-        if blank(&v.expression) {
-            e.required(&format!("{path}.expression"), "");
-        }
-    }
+    match_constraints(&mut e, spec.match_constraints.as_ref());
+    conditions_and_variables(&mut e, &spec.match_conditions, &spec.variables);
     if spec.validations.is_empty() && spec.audit_annotations.is_empty() {
         e.required(
             "spec.validations",
@@ -347,7 +266,115 @@ pub fn validate_policy(p: &Policy) -> FieldErrors {
     e
 }
 
-fn selector(e: &mut FieldErrors, path: &str, s: &Option<LabelSelector>) {
+/// `spec.paramKind` (validating and mutating policies alike).
+pub(super) fn param_kind(e: &mut FieldErrors, pk: &ParamKind) {
+    if pk.api_version.is_empty() {
+        e.required("spec.paramKind.apiVersion", "");
+    } else if pk.api_version.matches('/').count() > 1 {
+        e.invalid(
+            "spec.paramKind.apiVersion",
+            &pk.api_version,
+            "an apiVersion is of the form <group>/<version>",
+        );
+    } else {
+        let (group, version) = pk
+            .api_version
+            .rsplit_once('/')
+            .unwrap_or(("", &pk.api_version));
+        if !group.is_empty() {
+            e.dns_subdomain("spec.paramKind.apiVersion", group);
+        }
+        if version.is_empty() || !names::dns1035_label(version).is_empty() {
+            e.invalid(
+                "spec.paramKind.apiVersion",
+                &pk.api_version,
+                "the version must be a DNS-1035 label",
+            );
+        }
+    }
+    if pk.kind.is_empty() {
+        e.required("spec.paramKind.kind", "");
+    } else if !names::dns1035_label(&pk.kind.to_lowercase()).is_empty() {
+        e.invalid(
+            "spec.paramKind.kind",
+            &pk.kind,
+            "a kind must be a DNS-1035 label once lower-cased",
+        );
+    }
+}
+
+/// `spec.matchConstraints`: required, with resourceRules.
+pub(super) fn match_constraints(e: &mut FieldErrors, m: Option<&MatchResources>) {
+    match m {
+        None => e.required("spec.matchConstraints", ""),
+        Some(m) => {
+            if m.resource_rules.is_empty() {
+                e.required("spec.matchConstraints.resourceRules", "");
+            }
+            match_resources(e, "spec.matchConstraints", m);
+        }
+    }
+}
+
+/// `spec.matchConditions` and `spec.variables`: names and non-blank expressions.
+pub(super) fn conditions_and_variables(
+    e: &mut FieldErrors,
+    match_conditions: &[MatchCondition],
+    variables: &[Variable],
+) {
+    if match_conditions.len() > 64 {
+        e.0.push(FieldError::TooMany {
+            path: "spec.matchConditions".into(),
+            count: match_conditions.len(),
+            max: 64,
+        });
+    }
+    let mut names = BTreeSet::new();
+    for (i, c) in match_conditions.iter().enumerate() {
+        let path = format!("spec.matchConditions[{i}]");
+        if c.name.is_empty() {
+            e.required(&format!("{path}.name"), "");
+        } else {
+            for err in names::qualified_name(&c.name) {
+                e.invalid(&format!("{path}.name"), &c.name, &err);
+            }
+            if !names.insert(c.name.clone()) {
+                e.duplicate(&format!("{path}.name"), &c.name);
+            }
+        }
+        if blank(&c.expression) {
+            e.required(&format!("{path}.expression"), "");
+        }
+    }
+    for (i, v) in variables.iter().enumerate() {
+        let path = format!("spec.variables[{i}]");
+        let ident = v
+            .name
+            .chars()
+            .next()
+            .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+            && v.name
+                .chars()
+                .all(|c| c == '_' || c.is_ascii_alphanumeric());
+        if v.name.is_empty() {
+            e.required(&format!("{path}.name"), "");
+        } else if !ident
+            || is_reserved(&v.name)
+            || matches!(v.name.as_str(), "true" | "false" | "null" | "in")
+        {
+            e.invalid(
+                &format!("{path}.name"),
+                &v.name,
+                "name is not a valid CEL identifier",
+            );
+        }
+        if blank(&v.expression) {
+            e.required(&format!("{path}.expression"), "");
+        }
+    }
+}
+
+pub(super) fn selector(e: &mut FieldErrors, path: &str, s: &Option<LabelSelector>) {
     if let Some(s) = s {
         if let Err(source) = Selector::compile(s) {
             e.0.push(FieldError::Selector {
@@ -358,7 +385,7 @@ fn selector(e: &mut FieldErrors, path: &str, s: &Option<LabelSelector>) {
     }
 }
 
-fn match_resources(e: &mut FieldErrors, path: &str, m: &MatchResources) {
+pub(super) fn match_resources(e: &mut FieldErrors, path: &str, m: &MatchResources) {
     if let Some(mp) = &m.match_policy {
         if mp != "Exact" && mp != "Equivalent" {
             e.unsupported(&format!("{path}.matchPolicy"), mp, &["Equivalent", "Exact"]);
@@ -504,29 +531,7 @@ pub fn validate_binding(b: &Binding) -> FieldErrors {
         e.dns_subdomain("spec.policyName", &spec.policy_name);
     }
     if let Some(pr) = &spec.param_ref {
-        match (&pr.name, &pr.selector) {
-            (Some(_), Some(_)) => e.forbidden(
-                "spec.paramRef.name",
-                "name and selector are mutually exclusive",
-            ),
-            (None, None) => {
-                e.required("spec.paramRef", "one of name or selector must be specified")
-            }
-            (Some(n), None) if n.is_empty() || n.contains('/') => {
-                e.invalid("spec.paramRef.name", n, "must be a valid path segment name")
-            }
-            _ => {}
-        }
-        selector(&mut e, "spec.paramRef.selector", &pr.selector);
-        match pr.parameter_not_found_action.as_deref() {
-            None => e.required("spec.paramRef.parameterNotFoundAction", ""),
-            Some("Allow" | "Deny") => {}
-            Some(other) => e.unsupported(
-                "spec.paramRef.parameterNotFoundAction",
-                other,
-                &["Allow", "Deny"],
-            ),
-        }
+        param_ref(&mut e, pr);
     }
     if let Some(m) = &spec.match_resources {
         match_resources(&mut e, "spec.matchResources", m);
@@ -559,6 +564,31 @@ pub fn validate_binding(b: &Binding) -> FieldErrors {
         );
     }
     e
+}
+
+/// `spec.paramRef` of a binding (validating and mutating alike).
+pub(super) fn param_ref(e: &mut FieldErrors, pr: &ParamRef) {
+    match (&pr.name, &pr.selector) {
+        (Some(_), Some(_)) => e.forbidden(
+            "spec.paramRef.name",
+            "name and selector are mutually exclusive",
+        ),
+        (None, None) => e.required("spec.paramRef", "one of name or selector must be specified"),
+        (Some(n), None) if n.is_empty() || n.contains('/') => {
+            e.invalid("spec.paramRef.name", n, "must be a valid path segment name")
+        }
+        _ => {}
+    }
+    selector(e, "spec.paramRef.selector", &pr.selector);
+    match pr.parameter_not_found_action.as_deref() {
+        None => e.required("spec.paramRef.parameterNotFoundAction", ""),
+        Some("Allow" | "Deny") => {}
+        Some(other) => e.unsupported(
+            "spec.paramRef.parameterNotFoundAction",
+            other,
+            &["Allow", "Deny"],
+        ),
+    }
 }
 
 #[cfg(test)]

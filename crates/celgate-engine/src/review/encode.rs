@@ -165,6 +165,46 @@ pub fn review(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
     json!({"apiVersion": req.api_version, "kind": "AdmissionReview", "response": response(req, verdict)})
 }
 
+/// The answer at `/mutate`: allowed with the patch (`patchType: JSONPatch`, base64), or the
+/// denial's status, in the request's API version.
+pub fn mutating_review(
+    req: &Request<'_>,
+    verdict: &crate::admission::mutate::MutationVerdict,
+    patch: Option<&Json>,
+) -> Json {
+    use base64::Engine as _;
+    let mut r = Map::new();
+    r.insert("uid".into(), Json::String(req.uid.clone()));
+    r.insert("allowed".into(), Json::Bool(verdict.allowed()));
+    if let Some(d) = &verdict.denial {
+        let causes: Vec<Json> = d.causes.iter().map(|c| json!({"message": c})).collect();
+        r.insert(
+            "status".into(),
+            json!({
+                "metadata": {},
+                "status": "Failure",
+                "message": d.message,
+                "reason": d.reason,
+                "details": {
+                    "name": cut_bytes(&req.display_name(), MAX_ECHOED),
+                    "group": cut_bytes(&req.attributes.group, MAX_ECHOED),
+                    "kind": cut_bytes(&req.attributes.resource, MAX_ECHOED),
+                    "causes": causes,
+                },
+                "code": d.code,
+            }),
+        );
+    } else if let Some(patch) = patch {
+        let bytes = serde_json::to_vec(patch).unwrap_or_default();
+        r.insert("patchType".into(), Json::String("JSONPatch".into()));
+        r.insert(
+            "patch".into(),
+            Json::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
+        );
+    }
+    json!({"apiVersion": req.api_version, "kind": "AdmissionReview", "response": Json::Object(r)})
+}
+
 /// The answer of observe mode, whatever was decided: allowed, without warnings or audit
 /// annotations, in the request's API version.
 pub fn observed(req: &Request<'_>) -> Json {

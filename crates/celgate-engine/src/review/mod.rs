@@ -117,6 +117,63 @@ pub fn answer(
     })
 }
 
+/// An answered review at `/mutate`: the AdmissionReview to send back (with the JSON patch
+/// from the request's object to the mutated one), and what was decided.
+#[derive(Debug)]
+pub struct MutatingAnswer {
+    /// The AdmissionReview to send back.
+    pub review: Json,
+    /// What mutating admission decided.
+    pub verdict: crate::admission::mutate::MutationVerdict,
+    /// The JSON patch sent (RFC 6902), when the object changed.
+    pub patch: Option<Json>,
+    /// `request.uid`.
+    pub uid: String,
+    /// `request.operation`.
+    pub operation: String,
+    /// The request's apiVersion (the answer uses the same).
+    pub api_version: String,
+}
+
+impl MutatingAnswer {
+    /// The answer of observe mode: allowed, without the patch (the API server that enforces
+    /// the same policies in-tree mutates itself); the verdict is kept for metrics.
+    pub fn observed(mut self) -> MutatingAnswer {
+        self.review = serde_json::json!({
+            "apiVersion": self.api_version,
+            "kind": "AdmissionReview",
+            "response": {"uid": self.uid, "allowed": true},
+        });
+        self
+    }
+}
+
+/// Parses an AdmissionReview body (JSON) and answers it as the in-tree
+/// MutatingAdmissionPolicy plugin would: the whole `/mutate` path, shared by
+/// `celgate eval --phase mutating` and the server.
+pub fn answer_mutating(
+    snapshot: &Snapshot,
+    body: &[u8],
+    context: &AdmitContext<'_>,
+) -> Result<MutatingAnswer, ReviewError> {
+    let doc = celgate_cel::json::Doc::parse(body).map_err(ReviewError::MalformedJson)?;
+    let req = request(&doc)?;
+    let verdict = crate::admission::mutate::mutate(snapshot, &req, context, None);
+    let patch = verdict
+        .mutated
+        .as_ref()
+        .map(|m| crate::mutating::patch::diff::diff(&m.before, &m.after));
+    let review = encode::mutating_review(&req, &verdict, patch.as_ref());
+    Ok(MutatingAnswer {
+        review,
+        verdict,
+        patch,
+        uid: req.uid.clone(),
+        operation: req.attributes.operation.clone(),
+        api_version: req.api_version.clone(),
+    })
+}
+
 /// The stored object `req` is about: the new object, or the old one of a DELETE; `None` for
 /// a subresource, a dry run, or a request without an object.
 fn reported(req: &crate::admission::request::Request<'_>) -> Option<ObjectRef> {

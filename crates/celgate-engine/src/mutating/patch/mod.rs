@@ -1,0 +1,2 @@
+//! The patch kinds of a mutation (in-tree `mutating/patch`).
+pub mod diff;
