@@ -474,7 +474,7 @@ pub struct Hints {
 
 /// The selector every one of `pairs` requires (each pair: the policy's and the binding's
 /// restricting selectors), the first pair's order deciding between several.
-fn common<'a>(pairs: &[[Option<&'a LabelSelector>; 2]]) -> Option<LabelSelector> {
+fn common(pairs: &[[Option<&LabelSelector>; 2]]) -> Option<LabelSelector> {
     let (first, rest) = pairs.split_first()?;
     first
         .iter()

@@ -105,6 +105,9 @@ fn invalid(errors: FieldErrors) -> Vec<String> {
     errors.0.iter().map(ToString::to_string).collect()
 }
 
+/// Whether a document is one a paramRef picks (by name or by selector).
+type Picks = Box<dyn Fn(&Json) -> bool>;
+
 /// What the binding names that the documents lack: its policy, its param kind, its param.
 fn binding_references(
     b: &Binding,
@@ -157,7 +160,7 @@ fn binding_references(
     let namespace = param_ref.namespace.as_deref().filter(|n| !n.is_empty());
     let at = namespace.map_or(String::new(), |ns| format!(" in namespace {ns:?}"));
     // What the reference picks, and how it reads in a message: by name, or by selector.
-    let (field, wanted, picks): (&str, String, Box<dyn Fn(&Json) -> bool>) =
+    let (field, wanted, picks): (&str, String, Picks) =
         if let Some(name) = param_ref.name.as_deref().filter(|n| !n.is_empty()) {
             let name = name.to_string();
             (
