@@ -71,6 +71,8 @@ VARIANTS = {
         "webhook": {"failOpenUntilReady": False},
     },
     "observe": {"mode": "observe"},
+    # celgate keeps the webhook's rules (and selector hints) itself: the other default.
+    "dynamic-rules": {"webhook": {"rulesMode": "dynamic"}},
     "policies-from-configmap": {"policies": {"fromConfigMap": "canary-policies"}},
     "policies-from-secret-tls-files": {"policies": {"fromSecret": "canary-policies"},
                                        "certificates": {"mode": "generated"}},
@@ -106,6 +108,9 @@ INVALID = {
     "unknown key": ({"webhok": {}}, SCHEMA),
     "certificate mode": ({"certificates": {"mode": "selfmade"}}, SCHEMA),
     "mode": ({"mode": "audit"}, SCHEMA),
+    "rules mode": ({"webhook": {"rulesMode": "auto"}}, SCHEMA),
+    "dynamic rules without the controller": ({"webhook": {"rulesMode": "dynamic"}, "certificates": {"mode": "generated"}},
+                                              "webhook.rulesMode dynamic needs certificates.mode controller"),
     "policies from both": ({"policies": {"fromConfigMap": "a", "fromSecret": "b"}}, "set fromConfigMap or fromSecret, not both"),
     "policies unknown key": ({"policies": {"fromConfigmap": "a"}}, SCHEMA),
     "reports format": ({"reports": {"enabled": True, "format": "kyverno"}}, SCHEMA),
@@ -244,6 +249,15 @@ def check_promises(variant, objects):
             fail(f"{variant}: {probe} missing")
     if "preStop" not in c.get("lifecycle", {}):
         fail(f"{variant}: preStop missing")
+    # Who keeps the rules: the chart's rendering (static, the default) or celgate (dynamic),
+    # which needs the certificate controller's client (checked refused without it).
+    dynamic = variant_values(variant).get("webhook", {}).get("rulesMode", "static") == "dynamic"
+    if ("--webhook-rules=dynamic" in c["args"]) != dynamic:
+        fail(f"{variant}: --webhook-rules=dynamic must follow webhook.rulesMode: {c['args']}")
+    if dynamic and mode != "controller":
+        fail(f"{variant}: webhook.rulesMode dynamic rendered without the certificate controller")
+    if not w.get("rules"):
+        fail(f"{variant}: the webhook must render rules (dynamic mode too: until celgate's first write)")
     if "--source=kubernetes" not in c["args"]:
         fail(f"{variant}: celgate must read the cluster's policies")
     if f"--mode={'observe' if observe else 'enforce'}" not in c["args"]:

@@ -1451,3 +1451,39 @@ fn update_says_it_cannot_write_a_kyverno_file() {
         stale
     );
 }
+
+/// Counts are worded as what they count: one case updated is `1 case`.
+#[test]
+fn update_counts_one_case_in_the_singular() {
+    let dir = temp_dir("update-one");
+    let crd = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/crds/crd.yaml"),
+    )
+    .unwrap();
+    write(&dir, "crd.yaml", &crd);
+    let one = &STALE_CRD_SUITE[..STALE_CRD_SUITE.find("- name: flow style").unwrap()];
+    write(&dir, "db.celgate-test.yaml", one);
+    let (code, out, err) = celgate(&["test", ".", "--update"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("db.celgate-test.yaml: updated 1 case\n"),
+        "{err}"
+    );
+}
+
+/// The coverage table counts runs and errors as what they count: `1 run`, `1 error`.
+#[test]
+fn coverage_counts_one_run_in_the_singular() {
+    let dir = temp_dir("coverage-one");
+    write(&dir, "policy.yaml", COVERED_POLICY);
+    let one = &COVERED_SUITE[..COVERED_SUITE.find("- name: labelled, short name").unwrap()];
+    let case = "- name: unlabelled\n  object: {apiVersion: v1, kind: Pod, metadata: {name: unlabelled}, spec: {containers: [{name: c, image: nginx}]}}\n  expect: {allowed: false}\n";
+    write(&dir, "covered.celgate-test.yaml", &format!("{one}{case}"));
+    let mut o = options();
+    o.coverage = true;
+    let report = run(std::slice::from_ref(&dir), &o).unwrap();
+    let table = rendered(&dir, &report, Format::Table);
+    assert!(table.contains("     1 run  "), "{table}");
+    assert!(!table.contains(" 1 runs"), "{table}");
+    assert!(!table.contains(" 1 errors"), "{table}");
+}

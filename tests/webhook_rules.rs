@@ -169,6 +169,52 @@ fn the_command_prints_the_rules_of_the_examples() {
     assert_eq!(code, 2, "{err}");
 }
 
+/// The namespaceSelector every binding requires is printed with `-o webhook`; a binding
+/// without it, and there is none. No objectSelector unless all have one; never
+/// matchConditions.
+#[test]
+fn the_command_prints_the_selector_every_binding_requires() {
+    let dir = temp_dir("webhook-rules-hints");
+    write_policy(&dir, "pods-a", "", "[pods]", "[CREATE]", TEAM_A);
+    write_policy(&dir, "pods-b", "", "[pods]", "[UPDATE]", TEAM_A);
+    let object_only = "  matchResources: {objectSelector: {matchLabels: {checked: 'yes'}}}\n";
+    let policies = dir.to_str().unwrap();
+    let webhook = |dir: &Path| -> Json {
+        let args = [
+            "webhook-rules",
+            "--policies",
+            dir.to_str().unwrap(),
+            "-o",
+            "webhook",
+        ];
+        let (code, out, err) = celgate_within(&args, &repo());
+        assert_eq!(code, 0, "{err}");
+        serde_yaml_ng::from_str(&out).unwrap()
+    };
+    let got = webhook(&dir);
+    assert_eq!(
+        got["namespaceSelector"]["matchLabels"],
+        json!({"team": "a"}),
+        "{got}"
+    );
+    assert!(got.get("objectSelector").is_none(), "{got}");
+    assert!(got.get("matchConditions").is_none(), "{got}");
+    let rules: Vec<WebhookRule> = serde_json::from_value(got["rules"].clone()).unwrap();
+    assert!(sends(
+        &rules,
+        &attributes(&("UPDATE", "", "pods", "", "app"))
+    ));
+    // The plain outputs are still the rules alone.
+    let (_, out, _) = celgate_within(&["webhook-rules", "--policies", policies], &repo());
+    let plain: Vec<WebhookRule> = serde_yaml_ng::from_str(&out).unwrap();
+    assert_eq!(plain, rules);
+
+    write_policy(&dir, "pods-c", "", "[pods]", "[DELETE]", object_only);
+    let got = webhook(&dir);
+    assert!(got.get("namespaceSelector").is_none(), "{got}");
+    assert!(got.get("objectSelector").is_none(), "{got}");
+}
+
 /// The rules never leave out what a binding decides, for policies and bindings that narrow
 /// each other in every way the rules can express, and a binding with no policy rules.
 #[test]
@@ -239,6 +285,14 @@ fn everything() -> Json {
     json!([{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE", "DELETE", "CONNECT"], "resources": ["*/*"], "scope": "*"}])
 }
 
+/// A binding restricted to the namespaces labelled `team: a`.
+const TEAM_A: &str = "  matchResources: {namespaceSelector: {matchLabels: {team: a}}}\n";
+
+/// The chart's exclusion of the control plane's namespaces.
+fn excluded() -> Json {
+    json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NS]})
+}
+
 fn webhook_configuration() -> Json {
     json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -250,6 +304,7 @@ fn webhook_configuration() -> Json {
             "sideEffects": "None",
             "clientConfig": {"service": {"name": "celgate", "namespace": NS, "path": "/validate"}},
             "rules": everything(),
+            "namespaceSelector": {"matchExpressions": [excluded()]},
         }],
     })
 }
@@ -347,6 +402,55 @@ async fn rules_widen_before_a_new_binding_is_served_and_narrow_after() {
     .await;
     assert!(!serves(&running, "configmaps"));
     assert!(sends(&live_rules(&fake), &pod));
+    running.shutdown().await;
+}
+
+fn live_namespace_selector(fake: &Fake) -> Json {
+    fake.object("validatingwebhookconfigurations", "", WEBHOOK)
+        .expect("the configuration")["webhooks"][0]["namespaceSelector"]
+        .clone()
+}
+
+/// Dynamic mode adds the namespaceSelector every binding requires to the configuration's
+/// own (the chart's exclusions stay), and takes it away again when a binding without it
+/// comes (widened before that binding is served).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_namespace_selector_is_added_to_the_webhook_and_taken_away() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    fake.apply(webhook_configuration());
+    let dir = temp_dir("webhook-hints-dynamic");
+    write_policy(&dir, "pods-a", "", "[pods]", "[CREATE]", TEAM_A);
+    write_policy(&dir, "pods-b", "", "[pods]", "[UPDATE]", TEAM_A);
+    let running = serve(api, &dir).await;
+    let hinted = json!({"matchExpressions": [excluded()], "matchLabels": {"team": "a"}});
+    eventually("the namespaceSelector hint written", || {
+        live_namespace_selector(&fake) == hinted
+    })
+    .await;
+    let w = fake
+        .object("validatingwebhookconfigurations", "", WEBHOOK)
+        .unwrap();
+    assert!(
+        w["metadata"]["annotations"]["celgate.dev/selector-hints"]
+            .as_str()
+            .is_some_and(|a| a.contains("team")),
+        "{w}"
+    );
+
+    // A binding for every namespace: the hint goes before it is served, the exclusion stays.
+    write_policy(&dir, "pods-c", "", "[pods]", "[DELETE]", "");
+    eventually("the binding for every namespace served", || {
+        let served = serves(&running, "pods-c");
+        if served {
+            assert_eq!(
+                live_namespace_selector(&fake),
+                json!({"matchExpressions": [excluded()]}),
+                "served while the webhook still required team: a"
+            );
+        }
+        served
+    })
+    .await;
     running.shutdown().await;
 }
 

@@ -296,6 +296,15 @@ impl FolderWatch {
     }
 }
 
+/// What a skipped or emptied file still serves, counted as what it counts.
+fn last_given(n: usize) -> String {
+    if n == 1 {
+        "the object it last gave is still served".into()
+    } else {
+        format!("the {n} objects it last gave are still served")
+    }
+}
+
 /// The problems of a load's files: each skipped (`FileSkipped`) and each emptied whose last
 /// objects are kept (`FileEmptied`), named by their path below `dir`.
 fn file_problems(dir: &Path, skipped: &[Skipped], kept: &[(PathBuf, usize)]) -> Vec<Problem> {
@@ -312,7 +321,7 @@ fn file_problems(dir: &Path, skipped: &[Skipped], kept: &[(PathBuf, usize)]) -> 
         .iter()
         .map(|s| {
             let served = match kept_of(&s.file) {
-                Some(n) => format!("the {n} objects it last gave are still served"),
+                Some(n) => last_given(n),
                 None => "none of its objects is served".into(),
             };
             problem(&s.file, "FileSkipped", format!("{s}; {served}"))
@@ -324,8 +333,9 @@ fn file_problems(dir: &Path, skipped: &[Skipped], kept: &[(PathBuf, usize)]) -> 
                 file,
                 "FileEmptied",
                 format!(
-                    "{}: holds no object (emptied, or being rewritten); the {n} objects it last gave are still served until it holds objects again or is removed",
-                    file.display()
+                    "{}: holds no object (emptied, or being rewritten); {} until it holds objects again or is removed",
+                    file.display(),
+                    last_given(*n)
                 ),
             ));
         }
@@ -350,5 +360,28 @@ pub(super) async fn watch(mut watch: FolderWatch, poll: Duration, mut stop: watc
                 watch.load(state).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_objects_are_counted_as_what_they_count() {
+        let dir = Path::new("/p");
+        let kept = [(dir.join("one.yaml"), 1), (dir.join("two.yaml"), 2)];
+        let messages: Vec<String> = file_problems(dir, &[], &kept)
+            .into_iter()
+            .map(|p| p.message)
+            .collect();
+        assert!(
+            messages[0].contains("; the object it last gave is still served until"),
+            "{messages:?}"
+        );
+        assert!(
+            messages[1].contains("; the 2 objects it last gave are still served until"),
+            "{messages:?}"
+        );
     }
 }

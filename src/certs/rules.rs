@@ -15,6 +15,13 @@
 //! away what a newer one added, until that one's next check widens again: the lagging
 //! replica itself does not enforce the new binding meanwhile either.
 //!
+//! The same goes for the [`Hints`] (a namespaceSelector or objectSelector every binding
+//! requires): added to the configuration's own selectors (the chart's excluded namespaces
+//! stay), widened with the rules (a selector that differs between the served and the new
+//! snapshot is dropped until the narrowing) and narrowed with them. What celgate added is
+//! recorded in the annotation [`HINTS_ANNOTATION`], so that the next write takes exactly that
+//! away again and leaves the rest of the selectors as their owner wrote them.
+//!
 //! Writes are replaces conditional on the resourceVersion read, as for the caBundle: a
 //! conflict reads again.
 
@@ -27,8 +34,13 @@ use serde_json::Value as Json;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use crate::model::LabelSelector;
 use crate::policy::snapshot::Snapshot;
-use crate::webhook::rules::{RuleSet, WebhookRule};
+use crate::webhook::rules::{with_hint, without_hint, Hints, RuleSet, WebhookRule};
+
+/// The configuration's annotation holding the hints celgate added to its webhooks' selectors
+/// (JSON of [`Hints`]).
+pub const HINTS_ANNOTATION: &str = "celgate.dev/selector-hints";
 
 /// Why the rules could not be written (retried on the next check).
 #[derive(Debug, thiserror::Error)]
@@ -127,7 +139,7 @@ struct Conflict;
 impl Controller {
     async fn run(self) {
         // What the served snapshot matches; `None` before the first.
-        let mut served: Option<RuleSet> = None;
+        let mut served: Option<(RuleSet, Hints)> = None;
         loop {
             let pending = self
                 .shared
@@ -137,10 +149,14 @@ impl Controller {
                 .take();
             match pending {
                 Some(snapshot) => {
-                    let new = RuleSet::of_snapshot(&snapshot);
-                    let want = served
-                        .as_ref()
-                        .map_or_else(|| new.clone(), |s| s.union(&new));
+                    let new = (
+                        RuleSet::of_snapshot(&snapshot),
+                        Hints::of_snapshot(&snapshot),
+                    );
+                    let want = served.as_ref().map_or_else(
+                        || new.clone(),
+                        |(rules, hints)| (rules.union(&new.0), hints.union(&new.1)),
+                    );
                     match self.set(&want, Write::Widen).await {
                         Ok(()) => {
                             (self.install)(snapshot);
@@ -177,9 +193,9 @@ impl Controller {
 
     /// Sets the rules of every webhook, read again after a conflict. A configuration that
     /// does not exist has nothing to guard.
-    async fn set(&self, rules: &RuleSet, how: Write) -> Result<(), RulesError> {
+    async fn set(&self, want: &(RuleSet, Hints), how: Write) -> Result<(), RulesError> {
         for _ in 0..5 {
-            if self.try_set(rules, how).await?.is_ok() {
+            if self.try_set(want, how).await?.is_ok() {
                 return Ok(());
             }
         }
@@ -188,7 +204,7 @@ impl Controller {
 
     async fn try_set(
         &self,
-        rules: &RuleSet,
+        (rules, hints): &(RuleSet, Hints),
         how: Write,
     ) -> Result<Result<(), Conflict>, RulesError> {
         let Some(mut w) = self
@@ -203,6 +219,20 @@ impl Controller {
             tracing::debug!(webhook = %self.webhook, "ValidatingWebhookConfiguration not found: no rules to keep");
             return Ok(Ok(()));
         };
+        // What celgate added last time (none when the annotation is missing or unreadable:
+        // the selectors are then taken as their owner wrote them).
+        let added: Hints = w
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(HINTS_ANNOTATION))
+            .and_then(|t| serde_json::from_str(t).ok())
+            .unwrap_or_default();
+        let next_hints = match how {
+            // What is there already selects no less than `added ∪ hints`.
+            Write::Widen => added.union(hints),
+            Write::Exact => hints.clone(),
+        };
         let Some(hooks) = w.data.get_mut("webhooks").and_then(Json::as_array_mut) else {
             return Ok(Ok(()));
         };
@@ -211,19 +241,43 @@ impl Controller {
             let current: Vec<WebhookRule> =
                 serde_json::from_value(hook["rules"].clone()).unwrap_or_default();
             let next = match how {
-                Write::Widen if RuleSet::of_rules(&current).covers(rules) => continue,
+                Write::Widen if RuleSet::of_rules(&current).covers(rules) => current.clone(),
                 Write::Widen => RuleSet::of_rules(&current).union(rules).rules(),
                 Write::Exact => rules.rules(),
             };
-            if next == current {
-                continue;
+            if next != current {
+                match serde_json::to_value(&next) {
+                    Ok(v) => hook["rules"] = v,
+                    // Plain strings and lists: serializing cannot fail.
+                    Err(_) => continue,
+                }
+                changed = true;
             }
-            match serde_json::to_value(&next) {
-                Ok(v) => hook["rules"] = v,
+            for (field, was, now) in [
+                (
+                    "namespaceSelector",
+                    &added.namespace_selector,
+                    &next_hints.namespace_selector,
+                ),
+                (
+                    "objectSelector",
+                    &added.object_selector,
+                    &next_hints.object_selector,
+                ),
+            ] {
+                changed |= set_selector(hook, field, was.as_ref(), now.as_ref());
+            }
+        }
+        if next_hints != added {
+            let annotations = w.metadata.annotations.get_or_insert_with(Default::default);
+            match serde_json::to_string(&next_hints) {
+                Ok(text) => {
+                    annotations.insert(HINTS_ANNOTATION.into(), text);
+                    changed = true;
+                }
                 // Plain strings and lists: serializing cannot fail.
-                Err(_) => continue,
+                Err(_) => return Ok(Ok(())),
             }
-            changed = true;
         }
         if !changed {
             return Ok(Ok(()));
@@ -234,7 +288,7 @@ impl Controller {
             .await
         {
             Ok(_) => {
-                tracing::info!(webhook = %self.webhook, rules = rules.rules().len(), widen = how == Write::Widen, "webhook rules written");
+                tracing::info!(webhook = %self.webhook, rules = rules.rules().len(), namespace_hint = next_hints.namespace_selector.is_some(), object_hint = next_hints.object_selector.is_some(), widen = how == Write::Widen, "webhook rules written");
                 Ok(Ok(()))
             }
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Err(Conflict)),
@@ -244,4 +298,37 @@ impl Controller {
             }),
         }
     }
+}
+
+/// Replaces, in `hook[field]`, the hint `was` (what celgate added before) by `now`; whether
+/// the selector changed. An unreadable selector is left alone.
+fn set_selector(
+    hook: &mut Json,
+    field: &str,
+    was: Option<&LabelSelector>,
+    now: Option<&LabelSelector>,
+) -> bool {
+    let live: LabelSelector = match &hook[field] {
+        Json::Null => LabelSelector::default(),
+        v => match serde_json::from_value(v.clone()) {
+            Ok(s) => s,
+            Err(_) => return false,
+        },
+    };
+    let next = with_hint(&without_hint(&live, was), now);
+    if next == live {
+        return false;
+    }
+    let mut v = serde_json::Map::new();
+    if !next.match_labels.is_empty() {
+        v.insert("matchLabels".into(), serde_json::json!(next.match_labels));
+    }
+    if !next.match_expressions.is_empty() {
+        v.insert(
+            "matchExpressions".into(),
+            serde_json::json!(next.match_expressions),
+        );
+    }
+    hook[field] = Json::Object(v);
+    true
 }

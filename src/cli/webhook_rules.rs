@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use celgate::webhook::rules::RuleSet;
+use celgate::webhook::rules::{Hints, RuleSet, WebhookRule};
 
 use crate::cli::files::load_folder;
 use crate::cli::flags::K8sVersion;
@@ -17,7 +17,10 @@ pub struct WebhookRulesArgs {
     #[arg(long, value_name = "DIR")]
     policies: PathBuf,
     /// `yaml`: a YAML list of rules, the chart's `webhook.rules`; `json`: a JSON array
-    /// (`helm --set-json "webhook.rules=..."`).
+    /// (`helm --set-json "webhook.rules=..."`); `webhook`: the fields of a webhook that
+    /// follow the policies, as YAML: `rules`, and the `namespaceSelector`/`objectSelector`
+    /// every binding requires when there is one (to add to the webhook's own selectors, as
+    /// `--webhook-rules dynamic` does).
     #[arg(short = 'o', long, value_enum, default_value = "yaml")]
     output: RulesOutput,
     /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
@@ -34,6 +37,15 @@ pub struct WebhookRulesArgs {
 enum RulesOutput {
     Yaml,
     Json,
+    Webhook,
+}
+
+/// `-o webhook`: the rules and the selector hints.
+#[derive(serde::Serialize)]
+struct WebhookFields {
+    rules: Vec<WebhookRule>,
+    #[serde(flatten)]
+    hints: Hints,
 }
 
 /// `celgate webhook-rules`: exit 0 with the rules (an empty list when no binding matches
@@ -46,6 +58,11 @@ pub fn run(args: WebhookRulesArgs) -> Result<Outcome, CliError> {
         .map_err(|e| CliError::Input(e.into()))?;
     let rules = RuleSet::of_snapshot(&snapshot).rules();
     let text = match args.output {
+        RulesOutput::Webhook => serde_yaml_ng::to_string(&WebhookFields {
+            rules,
+            hints: Hints::of_snapshot(&snapshot),
+        })
+        .map_err(CliError::Yaml)?,
         RulesOutput::Json => format!(
             "{}\n",
             serde_json::to_string_pretty(&rules).map_err(CliError::Json)?

@@ -405,16 +405,18 @@ impl Coverage {
                 } else {
                     format!("evaluated {}", mark(i.evaluated > 0))
                 };
+                let plural = |n: u64| if n == 1 { "" } else { "s" };
                 let errors = if i.errors > 0 {
-                    format!(", {} errors", i.errors)
+                    format!(", {} error{}", i.errors, plural(i.errors))
                 } else {
                     String::new()
                 };
                 let _ = writeln!(
                     out,
-                    "    {:<36} {:>5} runs{errors}  {seen}",
+                    "    {:<36} {:>5} run{}{errors}  {seen}",
                     i.label(),
-                    i.evaluated
+                    i.evaluated,
+                    plural(i.evaluated)
                 );
                 for (n, o) in i.operands.iter().enumerate() {
                     let _ = writeln!(

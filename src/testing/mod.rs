@@ -631,7 +631,10 @@ fn write_updates(report: &Report) -> Vec<String> {
         }
         if count > 0 {
             match std::fs::write(file, &text) {
-                Ok(()) => notes.push(format!("{file}: updated {count} cases")),
+                Ok(()) => {
+                    let s = if count == 1 { "" } else { "s" };
+                    notes.push(format!("{file}: updated {count} case{s}"))
+                }
                 Err(e) => notes.push(format!("{file}: not updated: {e}")),
             }
         }

@@ -17,6 +17,18 @@
 //! `networking.k8s.io` resources) are added beside the ones rules name. Operations no
 //! request has (`PATCH`) are dropped: they match nothing, and the API server refuses them.
 //!
+//! Beside the rules, [`Hints`]: a `namespaceSelector` or `objectSelector` the webhook can
+//! carry too. The API server matches a webhook's selectors with the very matchers it matches
+//! a policy's and a binding's `matchResources` selectors with (`policy/matching` calls
+//! `webhook/predicates/namespace` and `.../object`), so a selector that every (policy,
+//! binding) pair requires, copied to the webhook, leaves out only requests no pair can match.
+//! Any pair without it (or with a selector that does not compile, whose error every matched
+//! request reports) and there is no hint. `matchConditions` are never hinted: a policy's
+//! conditions are CEL that may read `params` and its own `variables`, which a webhook's
+//! conditions cannot see, and an error in one counts under the policy's failurePolicy,
+//! where in a webhook's it counts under the webhook's: copied, they could drop a request a
+//! policy must decide or report.
+//!
 //! A rule set is kept as atoms (group, resource, subresource, operation, scope), each a
 //! product of single values or `*`, so that intersection, union and coverage are exact on
 //! what they express; the rules written are the atoms no other atom covers, regrouped.
@@ -26,7 +38,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::matching::Matcher;
-use crate::model::NamedRule;
+use crate::model::{LabelSelector, NamedRule};
 use crate::policy::snapshot::Snapshot;
 
 /// The operations a webhook rule can name (besides `*`).
@@ -447,6 +459,123 @@ impl RuleSet {
             })
             .collect()
     }
+}
+
+/// The selectors every (policy, binding) pair of a snapshot requires, for the webhook
+/// (`None`: none safe to copy).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Hints {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object_selector: Option<LabelSelector>,
+}
+
+/// The selector every one of `pairs` requires (each pair: the policy's and the binding's
+/// restricting selectors), the first pair's order deciding between several.
+fn common(pairs: &[[Option<&LabelSelector>; 2]]) -> Option<LabelSelector> {
+    let (first, rest) = pairs.split_first()?;
+    first
+        .iter()
+        .flatten()
+        .find(|s| rest.iter().all(|pair| pair.contains(&Some(**s))))
+        .map(|s| (*s).clone())
+}
+
+impl Hints {
+    /// What every (policy, binding) pair of `snapshot` requires of the namespace and of the
+    /// object. A policy without valid matchConstraints matches every request: no hint.
+    pub fn of_snapshot(snapshot: &Snapshot) -> Hints {
+        let mut namespaces = Vec::new();
+        let mut objects = Vec::new();
+        for entry in &snapshot.policies {
+            let policy = entry.policy.matcher.as_ref().ok();
+            for binding in &entry.bindings {
+                let bound = binding.matcher.as_ref();
+                namespaces.push([
+                    policy.and_then(Matcher::restricting_namespace_selector),
+                    bound.and_then(Matcher::restricting_namespace_selector),
+                ]);
+                objects.push([
+                    policy.and_then(Matcher::restricting_object_selector),
+                    bound.and_then(Matcher::restricting_object_selector),
+                ]);
+            }
+        }
+        Hints {
+            namespace_selector: common(&namespaces),
+            object_selector: common(&objects),
+        }
+    }
+
+    /// What selects the requests of either: a selector only where both have the same.
+    pub fn union(&self, other: &Hints) -> Hints {
+        let same = |a: &Option<LabelSelector>, b: &Option<LabelSelector>| {
+            if a == b {
+                a.clone()
+            } else {
+                None
+            }
+        };
+        Hints {
+            namespace_selector: same(&self.namespace_selector, &other.namespace_selector),
+            object_selector: same(&self.object_selector, &other.object_selector),
+        }
+    }
+}
+
+/// `base` with `hint`'s requirements added (AND: a label selector's requirements all hold).
+pub fn with_hint(base: &LabelSelector, hint: Option<&LabelSelector>) -> LabelSelector {
+    let mut out = base.clone();
+    if let Some(h) = hint {
+        for (k, v) in &h.match_labels {
+            match out.match_labels.get(k) {
+                // The same key with another value: both must hold, as an expression.
+                Some(other) if other != v => out.match_expressions.push(label_in(k, v)),
+                _ => {
+                    out.match_labels.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        out.match_expressions
+            .extend(h.match_expressions.iter().cloned());
+    }
+    out
+}
+
+/// `key In [value]`: a matchLabels entry as an expression.
+fn label_in(key: &str, value: &str) -> crate::model::SelectorRequirement {
+    crate::model::SelectorRequirement {
+        key: key.to_string(),
+        operator: "In".into(),
+        values: vec![value.to_string()],
+    }
+}
+
+/// `live` without what `hint` added (its labels where they still hold its value, one copy of
+/// each of its expressions): the selector the configuration had without celgate's hint.
+pub fn without_hint(live: &LabelSelector, hint: Option<&LabelSelector>) -> LabelSelector {
+    let mut out = live.clone();
+    if let Some(h) = hint {
+        for (k, v) in &h.match_labels {
+            if out.match_labels.get(k) == Some(v) {
+                out.match_labels.remove(k);
+            } else if let Some(i) = out
+                .match_expressions
+                .iter()
+                .position(|x| *x == label_in(k, v))
+            {
+                out.match_expressions.remove(i);
+            }
+        }
+        for e in &h.match_expressions {
+            if let Some(i) = out.match_expressions.iter().position(|x| x == e) {
+                out.match_expressions.remove(i);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -193,7 +193,8 @@ pub struct ServeArgs {
     /// Who keeps the `rules` of the --cert-webhook configuration: `static`, whoever rendered
     /// it (celgate leaves them alone); `dynamic`, celgate, to what the served bindings can
     /// match (widened before a snapshot with new bindings is served, narrowed after; needs
-    /// --cert-secret), as `celgate webhook-rules` prints them.
+    /// --cert-secret), as `celgate webhook-rules` prints them, with the namespaceSelector or
+    /// objectSelector every binding requires added to the webhook's own.
     #[arg(long, value_enum, default_value = "static")]
     pub webhook_rules: WebhookRules,
     /// Log lines as text or as one JSON object each (on standard error).

@@ -3,11 +3,13 @@
 //! policy's expressions in the creation-time CEL environment: the same checks `eval` and
 //! `test` refuse a folder for), and what only the set of objects shows: a binding naming a
 //! policy that is not there, a paramRef whose param kind is neither in the files nor a
-//! built-in kind, or that names a param object that is not there.
+//! built-in kind, or whose name or selector picks no param object in the files (saying so
+//! when it picks an object of another kind than the policy's paramKind).
 
 use serde::Serialize;
 use serde_json::Value as Json;
 
+use crate::matching::selector::{labels_of, Selector};
 use crate::model::{Binding, Policy};
 use crate::policy::validate::FieldErrors;
 
@@ -103,6 +105,9 @@ fn invalid(errors: FieldErrors) -> Vec<String> {
     errors.0.iter().map(ToString::to_string).collect()
 }
 
+/// Whether a document is one a paramRef picks (by name or by selector).
+type Picks = Box<dyn Fn(&Json) -> bool>;
+
 /// What the binding names that the documents lack: its policy, its param kind, its param.
 fn binding_references(
     b: &Binding,
@@ -152,29 +157,82 @@ fn binding_references(
         ));
         return out;
     }
-    let Some(name) = param_ref.name.as_deref().filter(|n| !n.is_empty()) else {
-        return out;
-    };
     let namespace = param_ref.namespace.as_deref().filter(|n| !n.is_empty());
-    let found = of_kind.iter().any(|d| {
-        d["metadata"]["name"] == name && namespace.is_none_or(|ns| d["metadata"]["namespace"] == ns)
-    });
-    if !found {
-        let at = namespace.map_or(String::new(), |ns| format!(" in namespace {ns:?}"));
-        let deny = param_ref.parameter_not_found_action.as_deref() != Some("Allow");
-        out.push(if deny {
+    let at = namespace.map_or(String::new(), |ns| format!(" in namespace {ns:?}"));
+    // What the reference picks, and how it reads in a message: by name, or by selector.
+    let (field, wanted, picks): (&str, String, Picks) =
+        if let Some(name) = param_ref.name.as_deref().filter(|n| !n.is_empty()) {
+            let name = name.to_string();
             (
-                Severity::Error,
-                format!("spec.paramRef.name: no {} {name:?}{at} in the files: with parameterNotFoundAction Deny every request the binding matches is denied", gvk.kind),
+                "spec.paramRef.name",
+                format!("{} {name:?}{at}", gvk.kind),
+                Box::new(move |d: &Json| d["metadata"]["name"] == name.as_str()),
+            )
+        } else if let Some(selector) = &param_ref.selector {
+            // A selector that does not compile is the validation's `Invalid value`.
+            let Ok(selector) = Selector::compile(selector) else {
+                return out;
+            };
+            (
+                "spec.paramRef.selector",
+                format!("{} matching the selector{at}", gvk.kind),
+                Box::new(move |d: &Json| selector.matches(&labels_of(d).unwrap_or_default())),
             )
         } else {
-            (
-                Severity::Warning,
-                format!("spec.paramRef.name: no {} {name:?}{at} in the files: with parameterNotFoundAction Allow the policy is not evaluated", gvk.kind),
-            )
-        });
+            return out; // the validation's `Required value` says it
+        };
+    let in_place =
+        |d: &&Json| namespace.is_none_or(|ns| d["metadata"]["namespace"] == ns) && picks(d);
+    if of_kind.iter().any(in_place) {
+        return out;
     }
+    // The API server looks params up by the policy's paramKind only (the dispatcher's
+    // `collectParams`): an object the reference picks but of another kind or version is
+    // not a param, the usual slip being a paramKind that names the wrong kind.
+    let other_kind = docs
+        .iter()
+        .filter(|d| !is_admission_object(d))
+        .find(|d| in_place(d))
+        .map(|d| {
+            format!(
+                ", but {} ({}) {:?} is: params are looked up by the policy's paramKind, {} {};",
+                d["kind"].as_str().unwrap_or(""),
+                d["apiVersion"].as_str().unwrap_or(""),
+                d["metadata"]["name"].as_str().unwrap_or(""),
+                param_kind.api_version,
+                param_kind.kind
+            )
+        })
+        .unwrap_or_default();
+    // Same rule as for a missing name: the consequence decides. With Deny every matched
+    // request is denied (`collectParams` fails when no param is found, by name or by
+    // selector); with Allow the policy is skipped, which may be meant (params created in
+    // the cluster later, or per namespace).
+    let sep = if other_kind.is_empty() {
+        ":".to_string()
+    } else {
+        other_kind
+    };
+    let deny = param_ref.parameter_not_found_action.as_deref() != Some("Allow");
+    out.push(if deny {
+        (
+            Severity::Error,
+            format!("{field}: no {wanted} in the files{sep} with parameterNotFoundAction Deny every request the binding matches is denied"),
+        )
+    } else {
+        (
+            Severity::Warning,
+            format!("{field}: no {wanted} in the files{sep} with parameterNotFoundAction Allow the policy is not evaluated"),
+        )
+    });
     out
+}
+
+/// A policy, binding or CRD: objects that are never params.
+fn is_admission_object(d: &Json) -> bool {
+    is_kind(d, "ValidatingAdmissionPolicy")
+        || is_kind(d, "ValidatingAdmissionPolicyBinding")
+        || d["kind"] == "CustomResourceDefinition"
 }
 
 #[cfg(test)]

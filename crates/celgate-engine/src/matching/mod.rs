@@ -77,6 +77,11 @@ pub enum MatchError {
 pub struct Matcher {
     namespace_selector: Result<Selector, MatchError>,
     object_selector: Result<Selector, MatchError>,
+    /// The selectors as written, for the webhook configuration's hints.
+    written: (
+        Option<crate::model::LabelSelector>,
+        Option<crate::model::LabelSelector>,
+    ),
     rules: Vec<NamedRule>,
     exclude: Vec<NamedRule>,
     equivalent: bool,
@@ -129,6 +134,16 @@ pub fn is_exempt(group: &str, resource: &str) -> bool {
     )
 }
 
+fn restricting<'a>(
+    compiled: &Result<Selector, MatchError>,
+    written: &'a Option<crate::model::LabelSelector>,
+) -> Option<&'a crate::model::LabelSelector> {
+    match compiled {
+        Ok(s) if !s.is_empty() => written.as_ref(),
+        _ => None,
+    }
+}
+
 impl Matcher {
     /// Compiles with the API server's defaults: selectors `{}`, matchPolicy `Equivalent`.
     pub fn compile(m: &MatchResources) -> Matcher {
@@ -139,10 +154,22 @@ impl Matcher {
         Matcher {
             namespace_selector: compile(&m.namespace_selector),
             object_selector: compile(&m.object_selector),
+            written: (m.namespace_selector.clone(), m.object_selector.clone()),
             rules: m.resource_rules.clone(),
             exclude: m.exclude_resource_rules.clone(),
             equivalent: m.match_policy.as_deref() != Some("Exact"),
         }
+    }
+
+    /// The namespaceSelector as written, when it compiles and selects less than everything
+    /// (`None`: every namespace, or a selector error, which every matched request reports).
+    pub fn restricting_namespace_selector(&self) -> Option<&crate::model::LabelSelector> {
+        restricting(&self.namespace_selector, &self.written.0)
+    }
+
+    /// The objectSelector as written, as [`Self::restricting_namespace_selector`].
+    pub fn restricting_object_selector(&self) -> Option<&crate::model::LabelSelector> {
+        restricting(&self.object_selector, &self.written.1)
     }
 
     /// The include rules (for indexing).

@@ -14,14 +14,14 @@ pub struct ObjectMeta {
     pub generation: Option<i64>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct LabelSelector {
     pub match_labels: BTreeMap<String, String>,
     pub match_expressions: Vec<SelectorRequirement>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase", default)]
 pub struct SelectorRequirement {
     pub key: String,
