@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::matching::selector::{labels_of, Selector};
-use crate::model::{Binding, Policy};
+use crate::model::{Binding, BindingSpec, MutatingBinding, MutatingPolicy, Policy};
 use crate::policy::validate::FieldErrors;
 
 use super::kinds::{Gvk, Kinds};
@@ -60,6 +60,18 @@ pub fn check_objects(docs: &[Json], version: u16) -> Vec<Finding> {
         .filter(|(_, d)| is_kind(d, "ValidatingAdmissionPolicy"))
         .filter_map(|(i, d)| Some((i, serde_json::from_value(d.clone()).ok()?)))
         .collect();
+    let mutating: Vec<(usize, MutatingPolicy)> = docs
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| is_kind(d, "MutatingAdmissionPolicy"))
+        .filter_map(|(i, d)| Some((i, serde_json::from_value(d.clone()).ok()?)))
+        .collect();
+    // What the binding checks read of a mutating policy: the parts it shares with a
+    // validating one.
+    let mutating_shared: Vec<Policy> = mutating
+        .iter()
+        .map(|(_, p)| crate::policy::compile_mutating::shared_parts(p))
+        .collect();
     let mut out = Vec::new();
     let mut push = |document: usize, kind: &str, name: &str, severity, message: String| {
         out.push(Finding {
@@ -92,13 +104,51 @@ pub fn check_objects(docs: &[Json], version: u16) -> Vec<Finding> {
                 .iter()
                 .map(|(_, p)| p)
                 .find(|p| p.metadata.name == b.spec.policy_name);
-            for (severity, message) in binding_references(&b, policy, docs, &kinds) {
+            for (severity, message) in binding_references(&b, policy, docs, &kinds, POLICY) {
+                push(i, kind, &name, severity, message);
+            }
+        } else if is_kind(d, "MutatingAdmissionPolicy") {
+            let Some((_, p)) = mutating.iter().find(|(j, _)| *j == i) else {
+                continue;
+            };
+            let kind = "MutatingAdmissionPolicy";
+            let errors = crate::policy::compile_mutating::mutating_creation_errors(p, version);
+            for e in invalid(errors) {
+                push(i, kind, &p.metadata.name, Severity::Error, e);
+            }
+        } else if is_kind(d, "MutatingAdmissionPolicyBinding") {
+            let Ok(b) = serde_json::from_value::<MutatingBinding>(d.clone()) else {
+                continue;
+            };
+            let kind = "MutatingAdmissionPolicyBinding";
+            let name = b.metadata.name.clone();
+            let validation = crate::policy::validate_mutating::validate_mutating_binding(&b);
+            for e in invalid(validation) {
+                push(i, kind, &name, Severity::Error, e);
+            }
+            let policy = mutating_shared
+                .iter()
+                .find(|p| p.metadata.name == b.spec.policy_name);
+            let shared = Binding {
+                metadata: b.metadata.clone(),
+                spec: BindingSpec {
+                    policy_name: b.spec.policy_name.clone(),
+                    param_ref: b.spec.param_ref.clone(),
+                    match_resources: b.spec.match_resources.clone(),
+                    validation_actions: Vec::new(),
+                },
+            };
+            let references = binding_references(&shared, policy, docs, &kinds, MUTATING_POLICY);
+            for (severity, message) in references {
                 push(i, kind, &name, severity, message);
             }
         }
     }
     out
 }
+
+const POLICY: &str = "ValidatingAdmissionPolicy";
+const MUTATING_POLICY: &str = "MutatingAdmissionPolicy";
 
 /// Each field error as its own message.
 fn invalid(errors: FieldErrors) -> Vec<String> {
@@ -114,6 +164,7 @@ fn binding_references(
     policy: Option<&Policy>,
     docs: &[Json],
     kinds: &Kinds,
+    policy_kind: &str,
 ) -> Vec<(Severity, String)> {
     let mut out = Vec::new();
     if b.spec.policy_name.is_empty() {
@@ -123,7 +174,7 @@ fn binding_references(
         out.push((
             Severity::Error,
             format!(
-                "spec.policyName: policy {:?} not found: the binding does nothing (the files hold no ValidatingAdmissionPolicy of that name)",
+                "spec.policyName: policy {:?} not found: the binding does nothing (the files hold no {policy_kind} of that name)",
                 b.spec.policy_name
             ),
         ));

@@ -54,7 +54,7 @@ fn mutating_env(version: u16, decls: Decls) -> (Env, Slots) {
 }
 
 /// The parts shared with a validating policy, as a validating policy without validations.
-fn shared_parts(p: &MutatingPolicy) -> Policy {
+pub(crate) fn shared_parts(p: &MutatingPolicy) -> Policy {
     let spec = &p.spec;
     Policy {
         metadata: p.metadata.clone(),
