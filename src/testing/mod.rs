@@ -10,6 +10,7 @@
 pub(crate) mod coverage;
 pub(crate) mod crd;
 pub(crate) mod kyverno;
+pub(crate) mod mutation;
 mod refs;
 pub mod report;
 pub(crate) mod review;
@@ -142,6 +143,18 @@ pub struct Expect {
     /// CRD is in the suite), before any webhook.
     #[serde(default)]
     pub crd: Option<crd::CrdExpect>,
+    /// The object after the suite's MutatingAdmissionPolicies, exactly.
+    #[serde(default)]
+    pub object: Option<Json>,
+    /// Fields the object has after the mutations (maps by key, lists item by item).
+    #[serde(default)]
+    pub object_contains: Option<Json>,
+    /// The JSON patch (RFC 6902) `/mutate` answers; `[]` when nothing changes.
+    #[serde(default)]
+    pub patch: Option<Json>,
+    /// Whether the mutations changed the object.
+    #[serde(default)]
+    pub mutated: Option<bool>,
 }
 
 impl Expect {
@@ -155,6 +168,10 @@ impl Expect {
             && self.audit_annotations.is_none()
             && self.policies.is_none()
             && self.bindings.is_none()
+            && self.object.is_none()
+            && self.object_contains.is_none()
+            && self.patch.is_none()
+            && self.mutated.is_none()
             && self.crd.as_ref().is_none_or(crd::CrdExpect::is_empty)
     }
 
@@ -764,7 +781,9 @@ fn build(mut objects: Vec<Loaded>, cluster_defaults: bool, version: u16) -> Resu
     );
     let mut binding_policy = BTreeMap::new();
     for o in &objects {
-        if o.object["kind"] == "ValidatingAdmissionPolicyBinding" {
+        if o.object["kind"] == "ValidatingAdmissionPolicyBinding"
+            || o.object["kind"] == "MutatingAdmissionPolicyBinding"
+        {
             if let (Some(b), Some(p)) = (
                 o.object["metadata"]["name"].as_str(),
                 o.object["spec"]["policyName"].as_str(),
@@ -995,6 +1014,30 @@ fn run_webhook(
         Ok(b) => b,
         Err(e) => return (vec![e], None),
     };
+    // The API server's order: the mutating policies, then the validating ones on the object
+    // as they left it.
+    let mutation = match mutation::run(&built.snapshot, &body) {
+        Ok(m) => m,
+        Err(e) => return (vec![e], None),
+    };
+    if let Some(m) = mutation.as_ref().filter(|m| !m.allowed()) {
+        let verdict = AdmissionVerdict::default();
+        let answered = Answered {
+            verdict: &verdict,
+            response: &m.response,
+            mutation: Some(m),
+        };
+        let failures = check(built, case.expect.as_ref(), &answered);
+        let edits = observe(built, case.expect.as_ref(), &answered);
+        return (failures, Some(edits));
+    }
+    let body = match &mutation {
+        Some(m) => match mutation::mutated_review(&body, m) {
+            Ok(b) => b,
+            Err(e) => return (vec![e], None),
+        },
+        None => body,
+    };
     let doc = match crate::cel::json::Doc::parse(&body) {
         Ok(d) => d,
         Err(e) => return (vec![format!("the review is not valid JSON: {e}")], None),
@@ -1006,13 +1049,39 @@ fn run_webhook(
     let options = crate::admission::AdmitOptions { trace: true, probe };
     let verdict = crate::admission::admit(&built.snapshot, &req, &Default::default(), options);
     let response = crate::review::encode::response(&req, &verdict);
-    let failures = check(built, case.expect.as_ref(), &verdict, &response);
-    let edits = observe(built, case.expect.as_ref(), &verdict, &response);
+    let answered = Answered {
+        verdict: &verdict,
+        response: &response,
+        mutation: mutation.as_ref(),
+    };
+    let failures = check(built, case.expect.as_ref(), &answered);
+    let edits = observe(built, case.expect.as_ref(), &answered);
     (failures, Some(edits))
 }
 
+/// A case's answer: the validating verdict and response (the mutating phase's denial when
+/// it denied: then no validating policy ran), and what the mutating phase did.
+struct Answered<'a> {
+    verdict: &'a AdmissionVerdict,
+    response: &'a Json,
+    mutation: Option<&'a mutation::Mutation>,
+}
+
+impl Answered<'_> {
+    fn allowed(&self) -> bool {
+        self.mutation.is_none_or(mutation::Mutation::allowed) && self.verdict.allowed()
+    }
+}
+
 /// A policy's result: the worst of its bindings', `skip` when none was evaluated.
-fn policy_result(verdict: &AdmissionVerdict, policy: &str) -> Expected {
+fn policy_result(answered: &Answered<'_>, policy: &str) -> Expected {
+    if let Some(r) = answered
+        .mutation
+        .and_then(|m| mutation::policy_result(m, policy))
+    {
+        return r;
+    }
+    let verdict = answered.verdict;
     Expected::of(
         verdict
             .results
@@ -1024,7 +1093,14 @@ fn policy_result(verdict: &AdmissionVerdict, policy: &str) -> Expected {
 }
 
 /// A binding's result; a policy-level configuration error is every binding's.
-fn binding_result(built: &Built, verdict: &AdmissionVerdict, binding: &str) -> Expected {
+fn binding_result(built: &Built, answered: &Answered<'_>, binding: &str) -> Expected {
+    if let Some(r) = answered
+        .mutation
+        .and_then(|m| mutation::binding_result(m, binding))
+    {
+        return r;
+    }
+    let verdict = answered.verdict;
     let policy = built.binding_policy.get(binding);
     Expected::of(
         verdict
@@ -1042,16 +1118,23 @@ fn binding_result(built: &Built, verdict: &AdmissionVerdict, binding: &str) -> E
 /// The edits that make `expect` what was observed: each field it has, with its observed
 /// value (a `messageMatches` that does not match becomes an exact `message`); for a case
 /// without expectation, `allowed`, and `message` and `warnings` when there are some.
-fn observe(
+fn observe(built: &Built, expect: Option<&Expect>, answered: &Answered<'_>) -> Vec<update::Edit> {
+    let mut out = observe_answer(built, expect, answered);
+    mutation::observe(expect, answered.mutation, &mut out);
+    out
+}
+
+/// [`observe`] of the answer's fields (all but the mutation's).
+fn observe_answer(
     built: &Built,
     expect: Option<&Expect>,
-    verdict: &AdmissionVerdict,
-    response: &Json,
+    answered: &Answered<'_>,
 ) -> Vec<update::Edit> {
     use serde_json::json;
+    let (verdict, response) = (answered.verdict, answered.response);
     let status = &response["status"];
     let message = status["message"].as_str().unwrap_or("");
-    let allowed = verdict.allowed();
+    let allowed = answered.allowed();
     let edit = |key, value| update::Edit {
         key,
         new_key: key,
@@ -1106,31 +1189,28 @@ fn observe(
     if let Some(want) = &expect.policies {
         let m: serde_json::Map<String, Json> = want
             .keys()
-            .map(|p| (p.clone(), json!(policy_result(verdict, p).name())))
+            .map(|p| (p.clone(), json!(policy_result(answered, p).name())))
             .collect();
         out.push(edit("policies", Json::Object(m)));
     }
     if let Some(want) = &expect.bindings {
         let m: serde_json::Map<String, Json> = want
             .keys()
-            .map(|b| (b.clone(), json!(binding_result(built, verdict, b).name())))
+            .map(|b| (b.clone(), json!(binding_result(built, answered, b).name())))
             .collect();
         out.push(edit("bindings", Json::Object(m)));
     }
     out
 }
 
-fn check(
-    built: &Built,
-    expect: Option<&Expect>,
-    verdict: &AdmissionVerdict,
-    response: &Json,
-) -> Vec<String> {
+fn check(built: &Built, expect: Option<&Expect>, answered: &Answered<'_>) -> Vec<String> {
     let Some(expect) = expect.filter(|e| !e.is_empty()) else {
         return vec!["no expectation".into()];
     };
+    let (verdict, response) = (answered.verdict, answered.response);
     let mut out = Vec::new();
-    let allowed = verdict.allowed();
+    mutation::check(expect, answered.mutation, &mut out);
+    let allowed = answered.allowed();
     let status = &response["status"];
     let message = status["message"].as_str().unwrap_or("");
     let reason = status["reason"].as_str().unwrap_or("");
@@ -1192,7 +1272,7 @@ fn check(
         }
     }
     for (policy, want) in expect.policies.iter().flatten() {
-        let got = policy_result(verdict, policy);
+        let got = policy_result(answered, policy);
         if got != *want {
             out.push(format!(
                 "policies[{policy}]: expected {}, got {}",
@@ -1202,7 +1282,7 @@ fn check(
         }
     }
     for (binding, want) in expect.bindings.iter().flatten() {
-        let got = binding_result(built, verdict, binding);
+        let got = binding_result(built, answered, binding);
         if got != *want {
             out.push(format!(
                 "bindings[{binding}]: expected {}, got {}",
