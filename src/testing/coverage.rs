@@ -213,6 +213,30 @@ impl Collector {
         policies.insert(policy.name.clone(), items);
     }
 
+    /// Makes a mutating policy's expressions known: its matchConditions, variables and
+    /// mutations (without operands: those are tracked for validating policies only).
+    pub fn register_mutating(
+        &self,
+        policy: &crate::policy::compile_mutating::CompiledMutatingPolicy,
+    ) {
+        let mut policies = self.policies.borrow_mut();
+        let base = &policy.base;
+        if policies.contains_key(&base.name) {
+            return;
+        }
+        let mut items = Vec::new();
+        for (i, (name, c)) in base.match_conditions.iter().enumerate() {
+            items.push(Item::new(Site::MatchCondition, i, name, c, source(c)));
+        }
+        for (i, (name, c)) in base.variables.iter().enumerate() {
+            items.push(Item::new(Site::Variable, i, name, c, source(c)));
+        }
+        for (i, m) in policy.mutations.iter().enumerate() {
+            items.push(Item::new(Site::Mutation, i, "", &m.program, &m.expression));
+        }
+        policies.insert(base.name.clone(), items);
+    }
+
     pub fn finish(self) -> Coverage {
         Coverage {
             policies: self.policies.into_inner(),

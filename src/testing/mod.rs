@@ -874,6 +874,9 @@ fn run_file(
         for entry in &b.snapshot.policies {
             c.register(&entry.policy);
         }
+        for entry in &b.snapshot.mutating {
+            c.register_mutating(&entry.policy);
+        }
     }
     let probe = collector.map(|c| c as &dyn crate::admission::probe::Probe);
     for (index, case) in suite.cases.iter().enumerate() {
@@ -1016,7 +1019,7 @@ fn run_webhook(
     };
     // The API server's order: the mutating policies, then the validating ones on the object
     // as they left it.
-    let mutation = match mutation::run(&built.snapshot, &body) {
+    let mutation = match mutation::run(&built.snapshot, &body, probe) {
         Ok(m) => m,
         Err(e) => return (vec![e], None),
     };

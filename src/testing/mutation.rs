@@ -31,11 +31,15 @@ impl Mutation {
 
 /// Runs the mutating phase on the review `body`: `None` when the snapshot has no mutating
 /// policy (the request goes to the validating policies as it is).
-pub(crate) fn run(snapshot: &Snapshot, body: &[u8]) -> Result<Option<Mutation>, String> {
+pub(crate) fn run(
+    snapshot: &Snapshot,
+    body: &[u8],
+    probe: Option<&dyn crate::admission::probe::Probe>,
+) -> Result<Option<Mutation>, String> {
     if snapshot.mutating.is_empty() {
         return Ok(None);
     }
-    let answer = crate::review::answer_mutating(snapshot, body, &Default::default())
+    let answer = crate::review::answer_mutating_probed(snapshot, body, &Default::default(), probe)
         .map_err(|e| format!("the review is invalid: {e}"))?;
     let object = match &answer.verdict.mutated {
         Some(m) => m.after.clone(),
@@ -70,7 +74,12 @@ pub(crate) fn policy_result(m: &Mutation, policy: &str) -> Option<Expected> {
 
 /// A mutating binding's result, as [`policy_result`].
 pub(crate) fn binding_result(m: &Mutation, binding: &str) -> Option<Expected> {
-    result(m.verdict.invocations.iter().filter(|i| i.binding == binding))
+    result(
+        m.verdict
+            .invocations
+            .iter()
+            .filter(|i| i.binding == binding),
+    )
 }
 
 fn result<'a>(
@@ -121,8 +130,7 @@ pub(crate) fn check(expect: &Expect, m: Option<&Mutation>, out: &mut Vec<String>
     }
     let Some(m) = m else {
         out.push(
-            "object/objectContains/patch/mutated: the suite has no MutatingAdmissionPolicy"
-                .into(),
+            "object/objectContains/patch/mutated: the suite has no MutatingAdmissionPolicy".into(),
         );
         return;
     };

@@ -156,9 +156,20 @@ pub fn answer_mutating(
     body: &[u8],
     context: &AdmitContext<'_>,
 ) -> Result<MutatingAnswer, ReviewError> {
+    answer_mutating_probed(snapshot, body, context, None)
+}
+
+/// [`answer_mutating`], telling `probe` about every expression evaluated (for
+/// `celgate test --coverage`).
+pub fn answer_mutating_probed(
+    snapshot: &Snapshot,
+    body: &[u8],
+    context: &AdmitContext<'_>,
+    probe: Option<&dyn crate::admission::probe::Probe>,
+) -> Result<MutatingAnswer, ReviewError> {
     let doc = celgate_cel::json::Doc::parse(body).map_err(ReviewError::MalformedJson)?;
     let req = request(&doc)?;
-    let verdict = crate::admission::mutate::mutate(snapshot, &req, context, None);
+    let verdict = crate::admission::mutate::mutate(snapshot, &req, context, probe);
     let patch = verdict
         .mutated
         .as_ref()
