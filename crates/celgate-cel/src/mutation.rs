@@ -12,6 +12,10 @@
 //! `mutating/patch/json_patch.go` with cel-go's `ConvertToNative` into `structpb.Value`
 //! (`common/types/*.go`) for [`to_patch_json`]. cel-go charges a struct creation 40
 //! (`common.StructCreateBaseCost`).
+//!
+//! The checked result type Kubernetes words `must evaluate to Object but got ...` with is
+//! [`crate::Program::result_type`], whose `Display` is cel-go's `Type.String()`
+//! (`list(JSONPatch)`, `list(dyn)` for `[]`, `map(string, string)`, `Object.spec`).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -431,9 +435,9 @@ fn to_static(v: &Value<'_>, meter: &mut Meter) -> Result<Value<'static>, EvalErr
                 }
                 Value::Map(Map::Owned(Arc::new(OwnedMap::from_distinct(entries))))
             }
-            Value::Timestamp(t) => Value::Timestamp(t.clone()),
+            Value::Timestamp(t) => Value::Timestamp(*t),
             Value::Duration(d) => Value::Duration(*d),
-            Value::Type(t) => Value::Type(*t),
+            Value::Type(t) => Value::Type(t),
             Value::Optional(o) => match o {
                 None => Value::Optional(None),
                 Some(inner) => Value::optional(Some(to_static(inner, meter)?)),
