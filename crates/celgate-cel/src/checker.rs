@@ -333,10 +333,13 @@ impl<'e> Checker<'e> {
 
     fn function(&self, name: &str) -> Option<&'static Function> {
         let f = table().get(name)?;
-        f.overloads
-            .iter()
-            .any(|o| o.since <= self.env.version)
-            .then_some(f)
+        f.overloads.iter().any(|o| self.offered(o)).then_some(f)
+    }
+
+    /// Whether the environment offers overload `o`: introduced at or before its version, or
+    /// one of the patch types' library when those are declared.
+    fn offered(&self, o: &Overload) -> bool {
+        o.since <= self.env.version || (o.since == since::PATCH_TYPES && self.env.has_patch_types())
     }
 
     /// Checks `e`. A failure is recorded and the node becomes an error node of type `dyn`
@@ -402,7 +405,9 @@ impl<'e> Checker<'e> {
                 }
                 let (node, ty) = self.check(operand)?;
                 match &ty {
-                    Type::Object(o) if o.field(field).is_none() => {
+                    Type::Object(o)
+                        if o.field(field).is_none() && self.patch_field(o, field).is_none() =>
+                    {
                         return Err(self.err(e, format!("undefined field '{field}'")));
                     }
                     Type::Object(_) | Type::Map(..) | Type::Dyn | Type::Optional(_) => {}
@@ -505,6 +510,9 @@ impl<'e> Checker<'e> {
     /// `namespaceObject`'s) are message types here: their fields are checked as cel-go checks
     /// them; building one fails at run time, as Kubernetes' type provider creates no values.
     fn message(&mut self, e: &Expr, type_name: &str, fields: &[FieldInit]) -> Checked {
+        if let Some(ty) = self.patch_type(type_name) {
+            return self.patch_message(type_name, ty, fields);
+        }
         let Some(object) = self.object_type(type_name) else {
             return Err(self.err(
                 e,
@@ -530,6 +538,59 @@ impl<'e> Checker<'e> {
         }
         let unknown = format!("unknown type '{type_name}'");
         Ok((Node::Fail(unknown.into()), Type::Object(object)))
+    }
+
+    /// The patch type `name` names, in an environment that declares them.
+    fn patch_type(&self, name: &str) -> Option<Type> {
+        if !self.env.has_patch_types() {
+            return None;
+        }
+        super::mutation::patch_type(name)
+    }
+
+    /// The type of `field` of `o` when `o` is a patch type (`Some(None)`: a JSONPatch field
+    /// found without a type); `None` for another object type.
+    fn patch_field(&self, o: &ObjectType, field: &str) -> Option<Option<Type>> {
+        if !self.env.has_patch_types() {
+            return None;
+        }
+        super::mutation::patch_field(&o.name, field)
+    }
+
+    /// A patch type's construction (`Object.spec{...}`, `JSONPatch{...}`): each field's
+    /// value must be assignable to the field's type (`dyn` for every `Object` field); a
+    /// JSONPatch field beyond its four has no type, which cel-go prints as `''`.
+    fn patch_message(&mut self, type_name: &str, ty: Type, fields: &[FieldInit]) -> Checked {
+        let mut nodes = Vec::with_capacity(fields.len());
+        for f in fields {
+            let (node, mut vt) = self.check_operand(&f.value)?;
+            if f.optional {
+                vt = self.unwrap_optional(&f.value, vt);
+            }
+            let field_type = super::mutation::patch_field(type_name, &f.name).flatten();
+            let assignable = match &field_type {
+                Some(ft) => Bindings::default().accepts(ft, &vt),
+                None => vt.is_dyn(),
+            };
+            if !assignable {
+                let expected = field_type.as_ref().map(|t| Cel(t).to_string());
+                self.issue_at(
+                    f.pos as usize,
+                    format!(
+                        "expected type of field '{}' is '{}' but provided type is '{}'",
+                        f.name,
+                        expected.unwrap_or_default(),
+                        TypeVars(&vt)
+                    ),
+                );
+            }
+            nodes.push((f.name.as_str().into(), node, f.optional));
+        }
+        let node = Node::Struct {
+            type_name: super::mutation::intern(type_name),
+            fields: nodes.into_boxed_slice(),
+        };
+        Ok((node, ty))
     }
 
     /// The declared object type named `name`, found among the variables' types.
@@ -568,6 +629,10 @@ impl<'e> Checker<'e> {
         }
         if let Some(n) = type_identifier(name) {
             let t = Type::Opaque(n);
+            return Ok((Node::Const(Value::Type(n)), Type::TypeOf(Box::new(t))));
+        }
+        if let Some(t) = self.patch_type(name) {
+            let n = super::mutation::intern(name);
             return Ok((Node::Const(Value::Type(n)), Type::TypeOf(Box::new(t))));
         }
         self.undeclared(e, name)
@@ -653,6 +718,13 @@ impl<'e> Checker<'e> {
                 Type::TypeOf(Box::new(Type::Opaque(n))),
             )));
         }
+        if let Some(t) = self.patch_type(&full) {
+            let n = super::mutation::intern(&full);
+            return Ok(Some((
+                Node::Const(Value::Type(n)),
+                Type::TypeOf(Box::new(t)),
+            )));
+        }
         if WRAPPER_TYPES.contains(&full.as_str()) || self.declared_object(&full) {
             // cel-go's checker knows these types by name, but its planner has no value for
             // them: the program cannot be created.
@@ -673,6 +745,10 @@ impl<'e> Checker<'e> {
             other => (other.clone(), optional),
         };
         let field_ty = match &base {
+            // A patch type's field; one JSONPatch has no type for is `dyn` here.
+            Type::Object(o) if self.patch_field(o, field).is_some() => {
+                self.patch_field(o, field).flatten().unwrap_or(Type::Dyn)
+            }
             Type::Object(o) => match o.field(field) {
                 // `variables.?x`: a composited variable, read as `variables.x` is.
                 Some(t) if matches!(node, Node::Variables) => {
@@ -960,9 +1036,7 @@ impl<'e> Checker<'e> {
             .overloads
             .iter()
             .filter(|o| {
-                o.sig.member == member
-                    && o.sig.params.len() == types.len()
-                    && o.since <= self.env.version
+                o.sig.member == member && o.sig.params.len() == types.len() && self.offered(o)
             })
             .collect();
         // A later implementation of the same signature supersedes an earlier one (a

@@ -129,6 +129,9 @@ pub struct Env {
     /// Kubernetes' `HomogeneousAggregateLiterals`: mixed-type list and map literals are
     /// compile errors. Plain CEL (the cel-spec suite) allows them.
     pub homogeneous_literals: bool,
+    /// The MutatingAdmissionPolicy patch types (`Object`, `Object.<path>`, `JSONPatch`) and
+    /// `jsonpatch.escapeKey`: set by [`crate::mutation::map_env`] only.
+    patch_types: bool,
     variables: Vec<Variable>,
 }
 
@@ -147,8 +150,20 @@ impl Env {
             check_types: true,
             optimize: true,
             homogeneous_literals: true,
+            patch_types: false,
             variables: Vec::new(),
         }
+    }
+
+    /// Whether the MutatingAdmissionPolicy patch types and library are declared (Kubernetes'
+    /// `HasPatchTypes`; see [`crate::mutation`]).
+    pub fn has_patch_types(&self) -> bool {
+        self.patch_types
+    }
+
+    /// Declares the patch types and library (only [`crate::mutation::map_env`] does).
+    pub(crate) fn declare_patch_types(&mut self) {
+        self.patch_types = true;
     }
 
     /// Declares a variable; returns its slot in the activation.

@@ -89,6 +89,12 @@ pub enum Node {
         entries: Box<[(Node, Node, bool)]>,
     },
     Comprehension(Box<Comprehension>),
+    /// A patch type's construction (`Object.spec{...}`, `JSONPatch{...}`): the type name
+    /// as written, each field's name, value and whether it is written `?name:`.
+    Struct {
+        type_name: &'static str,
+        fields: Box<[(Box<str>, Node, bool)]>,
+    },
     /// `a.or(b)` (`value == false`) and `a.orValue(b)`: `b` is evaluated only when `a` is
     /// none, and neither call is charged (cel-go's `decorateOptionalOr`).
     OptOr {
@@ -143,6 +149,7 @@ impl Node {
             Node::Map { entries } => entries
                 .iter()
                 .any(|(k, v, _)| k.reads_local(slot) || v.reads_local(slot)),
+            Node::Struct { fields, .. } => fields.iter().any(|(_, v, _)| v.reads_local(slot)),
             Node::Comprehension(c) => {
                 c.range.reads_local(slot)
                     || c.filter.as_ref().is_some_and(|f| f.reads_local(slot))
@@ -436,6 +443,9 @@ pub(crate) struct Evaluator<'a, 'x> {
 
 type R<'a> = Result<Value<'a>, EvalError>;
 
+/// What cel-go charges a struct creation (`common.StructCreateBaseCost`).
+const STRUCT_CREATE_COST: u64 = 40;
+
 impl<'a, 'x> Evaluator<'a, 'x> {
     pub fn new(act: &'x dyn Activation<'a>, meter: &'x mut Meter) -> Self {
         Evaluator {
@@ -578,6 +588,26 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 Ok(Value::Map(Map::Owned(Arc::new(out))))
             }
             Node::Comprehension(c) => self.comprehension(c),
+            Node::Struct { type_name, fields } => {
+                let mut out = Vec::with_capacity(fields.len());
+                for (name, node, opt) in fields.iter() {
+                    // cel-go charges the creation even when a field failed.
+                    let v = self
+                        .eval(node)
+                        .or_else(|e| self.failed_literal(e, STRUCT_CREATE_COST))?;
+                    if *opt {
+                        match v {
+                            Value::Optional(Some(inner)) => out.push((&**name, (*inner).clone())),
+                            Value::Optional(None) => {}
+                            _ => return Err(EvalError::no_such_overload()),
+                        }
+                    } else {
+                        out.push((&**name, v));
+                    }
+                }
+                self.meter.charge(STRUCT_CREATE_COST)?;
+                super::mutation::construct(type_name, out, self.meter)
+            }
             Node::Fail(msg) => Err(EvalError::new(msg.as_ref())),
             Node::OptOr { args, value } => match self.eval(&args[0])? {
                 Value::Optional(Some(v)) if *value => Ok((*v).clone()),
@@ -1452,6 +1482,12 @@ fn select_in<'a>(v: Value<'a>, field: &Key, optional: bool, explicit: bool) -> R
         // plain one fails there, optional chain or not.
         // A field of a list is a string index into it, for plain and `.?` selections.
         Value::List(_) => return Err(unsupported_list_index()),
+        // `JSONPatch{...}.op`: the patch type's own fields.
+        Value::Opaque(o) => match super::mutation::patch_field_value(o.as_ref(), field.as_str()) {
+            Some(x) => Some(x),
+            None if explicit => return Ok(Value::Optional(None)),
+            None => return Err(EvalError::no_such_key(field)),
+        },
         _ if explicit => return Ok(Value::Optional(None)),
         _ => return Err(EvalError::no_such_key(field)),
     };

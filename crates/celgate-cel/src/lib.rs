@@ -10,7 +10,8 @@
 //! [`NEWEST_MINOR`], [`OLDEST_MINOR`]), [`Program`], [`Value`], [`Type`], [`Activation`],
 //! [`Meter`] and its limits, and the errors ([`CompileError`], [`EvalError`],
 //! [`VersionError`]). The modules hold what a user meets beside them: [`vap`] (the variables
-//! of a ValidatingAdmissionPolicy), [`value`] (lists, maps, strings, library values),
+//! of a ValidatingAdmissionPolicy), [`mutation`] (what a MutatingAdmissionPolicy's mutations
+//! add: the `Object` and `JSONPatch` types and their values), [`value`] (lists, maps, strings, library values),
 //! [`json`] and [`deep_value`] (the documents values are read from), [`time`], [`k8s`] (the
 //! Kubernetes library types and the authorizer interface), [`apimachinery`] (Kubernetes' name
 //! rules, Go's quoting and durations), [`ast`] and [`lexer`] (for tools that analyse an
@@ -29,6 +30,7 @@ pub mod deep_value;
 pub mod json;
 pub mod k8s;
 pub mod lexer;
+pub mod mutation;
 pub mod time;
 pub mod value;
 pub mod vap;

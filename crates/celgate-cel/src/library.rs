@@ -14,6 +14,7 @@ pub fn functions() -> &'static HashMap<&'static str, Function> {
         let mut b = Builder::new();
         super::stdlib::register(&mut b);
         super::k8s::register(&mut |name, sigs, imp, cost| b.add(name, sigs, imp, cost));
+        super::mutation::register(&mut |name, sigs, imp, cost| b.add(name, sigs, imp, cost));
         b.into_functions()
     })
 }

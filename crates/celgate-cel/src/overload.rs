@@ -163,6 +163,9 @@ pub mod since {
     pub const FOLD_RANGE_ERROR: u16 = 33;
     /// `containsCIDR` masks the contained prefix (kubernetes/kubernetes#130450).
     pub const CONTAINS_CIDR_MASKED: u16 = 33;
+    /// Offered only in an environment with the MutatingAdmissionPolicy patch types
+    /// (`jsonpatch.escapeKey`): Kubernetes adds that library with them, whatever the version.
+    pub const PATCH_TYPES: u16 = u16::MAX - 1;
     /// Never offered to the checker: an overload the checker substitutes itself (the
     /// set-membership form of `in`).
     pub const HIDDEN: u16 = u16::MAX;
