@@ -1,8 +1,9 @@
 //! Compiles a MutatingAdmissionPolicy once per object version
 //! (`plugin/policy/mutating/compilation.go`): matchConditions and variables as a validating
-//! policy's, in the mutating environment (which adds `Object`, `JSONPatch` and
-//! `jsonpatch.escapeKey`), then each mutation, whose result type must be `Object` for an
-//! apply configuration and `list(JSONPatch)` for a JSON patch.
+//! policy's, in the same environment; then each mutation in the mutating environment (which
+//! adds `Object`, `JSONPatch` and `jsonpatch.escapeKey`: in-tree `HasPatchTypes` is set for
+//! the mutations only), whose result type must be `Object` for an apply configuration and
+//! `list(JSONPatch)` for a JSON patch.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use super::compile::{compile_in_envs, invalid, Compiled, CompiledPolicy, ExprCom
 use super::validate::FieldErrors;
 use super::validate_mutating::validate_mutating_policy;
 use crate::model::{MutatingPolicy, Policy, PolicySpec};
-use celgate_cel::vap::{Decls, Slots};
+use celgate_cel::vap::Decls;
 use celgate_cel::Env;
 
 /// What a mutation's expression yields.
@@ -47,12 +48,6 @@ pub struct CompiledMutatingPolicy {
     pub reinvocation: Reinvocation,
 }
 
-/// The environment of every expression of a mutating policy.
-fn mutating_env(version: u16, decls: Decls) -> (Env, Slots) {
-    // FIXME(map-cel): the mutating environment once celgate-cel has it.
-    celgate_cel::vap::vap_env(version, decls)
-}
-
 /// The parts shared with a validating policy, as a validating policy without validations.
 pub(crate) fn shared_parts(p: &MutatingPolicy) -> Policy {
     let spec = &p.spec;
@@ -85,10 +80,10 @@ fn type_checked(env: &Env, source: &str, want: &'static str) -> Compiled {
 pub fn compile_mutating(policy: &MutatingPolicy, version: u16) -> CompiledMutatingPolicy {
     let base = CompiledPolicy {
         invalid: invalid(validate_mutating_policy(policy)),
-        ..compile_in_envs(&shared_parts(policy), version, mutating_env)
+        ..compile_in_envs(&shared_parts(policy), version, celgate_cel::vap::vap_env)
     };
     // Mutations see what validations see: the variables, params and the authorizer.
-    let (mut env, _) = mutating_env(
+    let (mut env, _) = celgate_cel::mutation::map_env(
         version,
         Decls {
             params: policy.spec.param_kind.is_some(),
