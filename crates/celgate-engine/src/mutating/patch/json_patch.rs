@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use celgate_cel::json::with_stack;
-use serde_json::{Map, Number, Value};
+use serde_json::{Number, Value};
 
 use super::typed::{decode, DecodeError};
 use crate::matching::registry::Gvk;
@@ -51,7 +51,10 @@ impl PatchOp {
             op: op.to_string(),
             path: path.to_string(),
             from: (!from.is_empty()).then(|| from.to_string()),
-            value: value.map(|v| go_numbers(&v)),
+            value: value.map(|mut v| {
+                go_numbers(&mut v);
+                v
+            }),
         }
     }
 }
@@ -196,12 +199,12 @@ fn decode_key(k: &str) -> String {
     while let Some(i) = rest.find('~') {
         out.push_str(&rest[..i]);
         let tail = &rest[i..];
-        if tail.starts_with("~1") {
+        if let Some(after) = tail.strip_prefix("~1") {
             out.push('/');
-            rest = &tail[2..];
-        } else if tail.starts_with("~0") {
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("~0") {
             out.push('~');
-            rest = &tail[2..];
+            rest = after;
         } else {
             out.push('~');
             rest = &tail[1..];
@@ -704,20 +707,15 @@ fn scalar_size(v: &Value) -> u64 {
     }
 }
 
-/// The value with every float that is a whole number (and fits int64) as an integer, as
-/// protojson prints a `structpb` number.
-pub fn go_numbers(v: &Value) -> Value {
+/// Every float in `v` that is a whole number (and fits int64) made an integer, as protojson
+/// prints a `structpb` number. In place: the value may be deep, and serde_json's drop of a
+/// replaced copy would recurse.
+pub fn go_numbers(v: &mut Value) {
     match v {
-        Value::Number(n) => Value::Number(go_number(n)),
-        Value::Array(a) => with_stack(|| Value::Array(a.iter().map(go_numbers).collect())),
-        Value::Object(m) => with_stack(|| {
-            Value::Object(
-                m.iter()
-                    .map(|(k, v)| (k.clone(), go_numbers(v)))
-                    .collect::<Map<_, _>>(),
-            )
-        }),
-        other => other.clone(),
+        Value::Number(n) => *n = go_number(n),
+        Value::Array(a) => with_stack(|| a.iter_mut().for_each(go_numbers)),
+        Value::Object(m) => with_stack(|| m.values_mut().for_each(go_numbers)),
+        _ => {}
     }
 }
 
