@@ -332,7 +332,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(512))]
+        #![proptest_config(ProptestConfig::with_cases(256))]
 
         #[test]
         fn applying_the_diff_gives_the_target((a, b) in related()) {

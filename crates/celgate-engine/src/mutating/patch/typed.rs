@@ -846,6 +846,24 @@ mod tests {
     }
 
     #[test]
+    fn recorded_objects_decode_unchanged() {
+        let all: Value = serde_json::from_str(include_str!("testdata/jp-cases.json")).unwrap();
+        for (name, c) in all.as_object().unwrap() {
+            let k = &c["kind"];
+            let gvk = Gvk::new(
+                k["group"].as_str().unwrap(),
+                k["version"].as_str().unwrap(),
+                k["kind"].as_str().unwrap(),
+            );
+            for o in [&c["object"], &c["mutated"]] {
+                if !o.is_null() {
+                    assert_eq!(decode(o, &gvk).as_ref(), Ok(o), "{name}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn go_number_texts() {
         let t = |v: Value| go_number_text(v.as_number().unwrap());
         assert_eq!(t(json!(3.5)), "3.5");
