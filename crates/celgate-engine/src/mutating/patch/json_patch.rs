@@ -449,7 +449,9 @@ impl Root {
         let mut cur: Container<'_> = match &mut self.node {
             Node::Object(m) => Container::Map(m),
             Node::Array(a) => Container::Array(a),
-            _ => return None,
+            // After `replace ""` with `null` the document is a nil map.
+            Node::RawNull => Container::NilMap,
+            Node::Nil | Node::Scalar(_) => return None,
         };
         for part in &split[1..split.len() - 1] {
             let part = decode_key(part);
@@ -1136,6 +1138,12 @@ mod tests {
             ApplyLimits::default(),
         );
         assert_eq!(r, Ok(Applied::Patched(json!({"b": 2}))));
+        // With `null` the document is a nil map: writing to it panics in Go.
+        let ops = [op("replace", "", Some(Value::Null)), add("/x", json!(1))];
+        assert_eq!(
+            apply(&doc, &ops, ApplyLimits::default()),
+            Err(OpError::Panic("assignment to entry in nil map"))
+        );
     }
 
     #[test]
