@@ -3,7 +3,8 @@
 
 The source is the OpenAPI data that the k8s-openapi crate (a dependency of celgate) carries
 for one Kubernetes version: each type's `json_schema!` body and each resource's GVK, plural
-and scope. Only what decides a CEL type is kept (type, the formats CEL maps, properties,
+and scope. Only what decides a CEL type or a Go field type is kept (type, the formats CEL maps and the
+number widths (int32, int64, double) a typed decode checks, properties,
 items, additionalProperties, references and the x-kubernetes type extensions); references
 stay references, resolved by celgate when a kind is looked up, as the API server's
 definitions resolver does.
@@ -24,7 +25,7 @@ import os
 import re
 import sys
 
-KEEP_FORMATS = {"byte", "date", "date-time", "duration", "int-or-string"}
+KEEP_FORMATS = {"byte", "date", "date-time", "duration", "int-or-string", "int32", "int64", "double", "float"}
 KEEP_EXT = (
     "x-kubernetes-int-or-string",
     "x-kubernetes-embedded-resource",

@@ -165,6 +165,28 @@ impl Kinds {
     }
 }
 
+/// The built-in table's definitions, references unresolved, with the name of the definition
+/// of `gvk` (a built-in resource's kind, or a kind named by the table's convention such as
+/// `autoscaling/v1 Scale`): what `mutating::patch::typed` walks with Go's type names.
+pub(crate) fn builtin_definition(gvk: &Gvk) -> Option<(&'static Map<String, Json>, &'static str)> {
+    let table = builtin()?;
+    if let Some(r) = table
+        .resources
+        .iter()
+        .find(|r| r.group == gvk.group && r.version == gvk.version && r.kind == gvk.kind)
+    {
+        return Some((&table.definitions, r.schema.as_str()));
+    }
+    let package = match gvk.group.as_str() {
+        "" => "core",
+        "internal.apiserver.k8s.io" => "apiserverinternal",
+        g => g.split('.').next().unwrap_or(g),
+    };
+    let name = format!("io.k8s.api.{package}.{}.{}", gvk.version, gvk.kind);
+    let (name, _) = table.definitions.get_key_value(&name)?;
+    Some((&table.definitions, name.as_str()))
+}
+
 fn crd_kind(doc: &Json) -> Option<CrdKind> {
     let spec = doc.get("spec")?;
     let s = |p: &str| spec.pointer(p).and_then(Json::as_str).map(str::to_string);

@@ -61,6 +61,61 @@ pub fn apply_mutation(
     object: &Json,
     context: &PatchContext<'_>,
 ) -> Result<Json, PatchFailure> {
-    let _ = (kind, value, object, context);
-    Err(PatchFailure::Policy("not built yet".into()))
+    match kind {
+        PatchKind::JsonPatch => json_patch(value, object, context),
+        PatchKind::ApplyConfiguration => {
+            let _ = &context.schemas.kinds;
+            Err(PatchFailure::Policy("not built yet".into()))
+        }
+    }
+}
+
+/// What the API server says of a value it cannot write as JSON (`patch/json_patch.go`).
+const UNMARSHALABLE: &str = "JSONPath valueExpression evaluated to a type that could not marshal to JSON";
+
+/// A `list(JSONPatch)` applied (`jsonPatcher.Patch`): each patch's fields as Kubernetes
+/// writes them into the patch document, the document applied as evanphx/json-patch v4 does,
+/// the result decoded back into the kind's type.
+fn json_patch(value: &Value<'_>, object: &Json, context: &PatchContext<'_>) -> Result<Json, PatchFailure> {
+    use celgate_cel::mutation::{json_patch_view, to_patch_json, PatchValueError};
+    use patch::json_patch::{patch_object, ApplyLimits, JsonPatchError, OpError, PatchOp};
+    let Value::List(list) = value else {
+        // The compiler checked `list(JSONPatch)`: another value is an engine bug, reported
+        // as the policy's error rather than trusted.
+        return Err(PatchFailure::Policy(format!(
+            "{UNMARSHALABLE}: expected list(JSONPatch)"
+        )));
+    };
+    let mut ops = Vec::with_capacity(list.len());
+    for item in list.iter() {
+        let Some(p) = json_patch_view(&item) else {
+            return Err(PatchFailure::Policy(format!(
+                "{UNMARSHALABLE}: expected JSONPatch"
+            )));
+        };
+        let value = match p.value.map(to_patch_json).transpose() {
+            Ok(v) => v,
+            // In-tree cel-go's conversion panics here and the API server drops the
+            // connection: celgate denies instead.
+            Err(e @ PatchValueError::NestedObject { .. }) => {
+                return Err(PatchFailure::Internal(format!(
+                    "the API server cannot convert this JSONPatch value (it panics: {e})"
+                )))
+            }
+            Err(e) => return Err(PatchFailure::Policy(format!("{UNMARSHALABLE}: {e}"))),
+        };
+        ops.push(PatchOp::new(
+            p.op.unwrap_or(""),
+            p.path.unwrap_or(""),
+            p.from.unwrap_or(""),
+            value,
+        ));
+    }
+    patch_object(object, context.kind, &ops, ApplyLimits::default()).map_err(|e| match e {
+        JsonPatchError::Apply(OpError::Panic(why)) => PatchFailure::Internal(format!(
+            "the API server cannot apply this JSON patch (it panics: {why})"
+        )),
+        JsonPatchError::Apply(_) => PatchFailure::Policy(e.to_string()),
+        JsonPatchError::Decode(d) => PatchFailure::Internal(d.to_string()),
+    })
 }

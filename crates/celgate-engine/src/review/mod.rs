@@ -173,7 +173,10 @@ pub fn answer_mutating_probed(
     let patch = verdict
         .mutated
         .as_ref()
-        .map(|m| crate::mutating::patch::diff::diff(&m.before, &m.after));
+        .map(|m| {
+            let ops = crate::mutating::patch::diff::diff(&m.before, &m.after);
+            crate::mutating::patch::diff::to_json(&ops)
+        });
     let review = encode::mutating_review(&req, &verdict, patch.as_ref());
     Ok(MutatingAnswer {
         review,

@@ -1,2 +1,6 @@
-//! The patch kinds of a mutation (in-tree `mutating/patch`).
+//! The mutations of a MutatingAdmissionPolicy applied to an object, following the in-tree
+//! plugin's `mutating/patch` package.
+
 pub mod diff;
+pub mod json_patch;
+pub mod typed;
