@@ -594,6 +594,55 @@ async fn mutating_policies_not_served_then_turned_on() {
     assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
 }
 
+/// Policies fed from a folder (`--source kubernetes --policies DIR`): its mutating policies
+/// and bindings go into the snapshot with the validating ones; the cluster's own mutating
+/// policies (served here) are not watched, nor is their discovery asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fed_mutating_policies_reach_the_snapshot() {
+    let mut kinds = core_kinds();
+    kinds.extend(mutating_policy_kinds("v1alpha1"));
+    let (fake, addr) = Fake::start(&kinds).await;
+    fake.apply(namespace("team", "prod"));
+    fake.apply(mutating_policy("cluster-own", "v1alpha1", false));
+    fake.apply(mutating_binding("cluster-own", "v1alpha1", "cluster-own"));
+    let feed = Arc::new(celgate::source::kube::PolicyFeed::default());
+    let latest = Latest::default();
+    let sink = latest.snapshot.clone();
+    let source = KubeSource::start_fed(
+        client(addr),
+        options(),
+        Arc::new(move |s| *sink.lock().unwrap() = Some(Arc::new(s))),
+        Some(feed.clone()),
+    );
+    let objects = |o: Vec<Json>| o.into_iter().map(Arc::new).collect::<Vec<_>>();
+    feed.set(
+        objects(vec![
+            policy("no-bad", false),
+            mutating_policy("add-label", "v1alpha1", false),
+        ]),
+        objects(vec![
+            binding("no-bad", "no-bad", json!({}), None),
+            mutating_binding("add-label", "v1alpha1", "add-label"),
+        ]),
+        Vec::new(),
+    );
+    eventually("ready", || source.ready()).await;
+    assert_eq!(mutating_names(&latest), ["add-label"]);
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+    assert_eq!(source.mutating_policy_api_version(), None);
+    assert_eq!(fake.count("mutatingadmissionpolicies"), 0);
+    // A new state of the feed without it: gone.
+    feed.set(
+        objects(vec![policy("no-bad", false)]),
+        objects(vec![binding("no-bad", "no-bad", json!({}), None)]),
+        Vec::new(),
+    );
+    eventually("mutating policy gone", || {
+        mutating_names(&latest).is_empty()
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn falls_back_to_v1beta1() {
     let mut kinds = policy_kinds("v1beta1").to_vec();
