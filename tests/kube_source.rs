@@ -6,7 +6,8 @@
 //! counted until the re-list, SubjectAccessReview checks, Events for misconfigured objects,
 //! the cluster's CRDs in the resource registry (or, forbidden, lenient matching), an etcd
 //! wiped or restored (history going back, a new cluster identity), the periodic re-list that
-//! finds what a watch missed, and rebuilds only for param changes a binding can see.
+//! finds what a watch missed, rebuilds only for param changes a binding can see, and
+//! MutatingAdmissionPolicies watched beside the validating ones where the cluster serves them.
 
 mod common;
 mod fake_apiserver;
@@ -21,7 +22,7 @@ use celgate::source::kube::authorizer::{SarAuthorizer, SarOptions};
 use celgate::source::kube::namespaces::ClusterNamespaces;
 use celgate::source::kube::{KubeOptions, KubeSource};
 use common::fixtures;
-use fake_apiserver::{eventually, policy_kinds, Fake, Kind};
+use fake_apiserver::{eventually, mutating_policy_kinds, policy_kinds, Fake, Kind};
 use serde_json::{json, Value as Json};
 
 /// The latest snapshot published, and the live services the server gives evaluations (as
@@ -423,6 +424,223 @@ async fn readiness_waits_for_every_initial_list() {
     }
     fake.release("namespaces");
     eventually("ready", || source.ready()).await;
+}
+
+/// A MutatingAdmissionPolicy at `version` that labels pods; with `params`, it reads a
+/// ConfigMap param.
+fn mutating_policy(name: &str, version: &str, params: bool) -> Json {
+    let mut p = json!({
+        "apiVersion": format!("admissionregistration.k8s.io/{version}"),
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "reinvocationPolicy": "Never",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]},
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object{metadata: Object.metadata{labels: {'added': 'yes'}}}"}}]
+        }
+    });
+    if params {
+        p["spec"]["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+    }
+    p
+}
+
+fn mutating_binding(name: &str, version: &str, policy: &str) -> Json {
+    json!({
+        "apiVersion": format!("admissionregistration.k8s.io/{version}"),
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": policy}
+    })
+}
+
+/// The names of the mutating policies in the latest snapshot.
+fn mutating_names(latest: &Latest) -> Vec<String> {
+    latest.lock().unwrap().as_ref().map_or_else(Vec::new, |s| {
+        s.mutating
+            .iter()
+            .map(|e| e.policy.base.name.clone())
+            .collect()
+    })
+}
+
+/// A cluster serving MutatingAdmissionPolicy (v1alpha1, as 1.32 with the alpha on): its
+/// policies and bindings are watched, in the same snapshot as the validating ones; the first
+/// snapshot waits for their list; they appear in the status; a change follows; a binding
+/// naming no mutating policy is reported as such (a validating policy of that name does not
+/// count); a paramKind a mutating policy names is watched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_mutating_policies_where_served() {
+    let mut kinds = core_kinds();
+    kinds.extend(mutating_policy_kinds("v1alpha1"));
+    let (fake, addr) = Fake::start(&kinds).await;
+    fake.apply(namespace("team", "prod"));
+    with_no_bad_in_prod(&fake);
+    fake.apply(mutating_policy("add-label", "v1alpha1", false));
+    fake.apply(mutating_binding("add-label", "v1alpha1", "add-label"));
+    fake.stall("mutatingadmissionpolicybindings");
+    let (source, latest) = start(addr, options(), false);
+    eventually("every list but the stalled one done", || {
+        let status = source.status();
+        status.iter().filter(|s| s.synced).count() == 4
+            && fake.count("mutatingadmissionpolicybindings") > 0
+    })
+    .await;
+    assert!(!source.ready(), "ready before the mutating bindings listed");
+    fake.release("mutatingadmissionpolicybindings");
+    eventually("ready", || source.ready()).await;
+    assert_eq!(
+        source.mutating_policy_api_version().as_deref(),
+        Some("v1alpha1")
+    );
+    assert_eq!(mutating_names(&latest), ["add-label"]);
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+    let names: Vec<String> = source.status().into_iter().map(|s| s.name).collect();
+    for watched in [
+        "mutatingadmissionpolicies.v1alpha1",
+        "mutatingadmissionpolicybindings.v1alpha1",
+    ] {
+        assert!(names.iter().any(|n| n == watched), "{names:?}");
+    }
+    assert!(
+        fake.count("/apis/admissionregistration.k8s.io/v1alpha1/mutatingadmissionpolicies?") >= 1
+    );
+
+    // Deleted: gone from the snapshot; the validating policy stays.
+    fake.delete(mutating_policy("add-label", "v1alpha1", false));
+    eventually("mutating policy gone", || {
+        mutating_names(&latest).is_empty()
+    })
+    .await;
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+    // Its binding now names no mutating policy; nor does one naming `no-bad`, a validating
+    // policy's name (the kinds are not mixed up).
+    fake.apply(mutating_binding("to-no-bad", "v1alpha1", "no-bad"));
+    eventually("bindings naming no mutating policy reported", || {
+        let found: Vec<(String, String, &str)> = source
+            .problems()
+            .into_iter()
+            .map(|p| (p.kind, p.name, p.reason))
+            .collect();
+        found.contains(&(
+            "MutatingAdmissionPolicyBinding".into(),
+            "to-no-bad".into(),
+            "PolicyNotFound",
+        )) && found.contains(&(
+            "MutatingAdmissionPolicyBinding".into(),
+            "add-label".into(),
+            "PolicyNotFound",
+        ))
+    })
+    .await;
+
+    // Created again, with a param kind: it is in the snapshot, and the kind is watched.
+    fake.apply(mutating_policy("add-label", "v1alpha1", true));
+    eventually("mutating policy back, its param kind watched", || {
+        mutating_names(&latest) == ["add-label"]
+            && source
+                .status()
+                .iter()
+                .any(|s| s.name.starts_with("configmaps") && s.synced)
+    })
+    .await;
+}
+
+/// A cluster that does not serve MutatingAdmissionPolicy (most of them): the source is ready
+/// with the validating policies only, and shows no mutating watch; once the API server serves
+/// them (the feature turned on), they are picked up on the next re-check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutating_policies_not_served_then_turned_on() {
+    let (fake, addr) = Fake::start(&core_kinds()).await;
+    fake.apply(namespace("team", "prod"));
+    with_no_bad_in_prod(&fake);
+    let (source, latest) = start_ready(addr, false).await;
+    assert_eq!(source.mutating_policy_api_version(), None);
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+    assert!(mutating_names(&latest).is_empty());
+    assert!(
+        !source
+            .status()
+            .iter()
+            .any(|s| s.name.starts_with("mutating")),
+        "{:?}",
+        source.status()
+    );
+    for version in ["v1", "v1beta1", "v1alpha1"] {
+        assert!(
+            fake.count(&format!("/apis/admissionregistration.k8s.io/{version}")) >= 1,
+            "discovery asked for {version}"
+        );
+    }
+
+    for k in mutating_policy_kinds("v1beta1") {
+        fake.serve(k);
+    }
+    fake.apply(mutating_policy("add-label", "v1beta1", false));
+    fake.apply(mutating_binding("add-label", "v1beta1", "add-label"));
+    eventually("picked up once served", || {
+        mutating_names(&latest) == ["add-label"]
+    })
+    .await;
+    assert_eq!(
+        source.mutating_policy_api_version().as_deref(),
+        Some("v1beta1")
+    );
+    assert!(source
+        .status()
+        .iter()
+        .any(|s| s.name == "mutatingadmissionpolicies.v1beta1" && s.synced));
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+}
+
+/// Policies fed from a folder (`--source kubernetes --policies DIR`): its mutating policies
+/// and bindings go into the snapshot with the validating ones; the cluster's own mutating
+/// policies (served here) are not watched, nor is their discovery asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fed_mutating_policies_reach_the_snapshot() {
+    let mut kinds = core_kinds();
+    kinds.extend(mutating_policy_kinds("v1alpha1"));
+    let (fake, addr) = Fake::start(&kinds).await;
+    fake.apply(namespace("team", "prod"));
+    fake.apply(mutating_policy("cluster-own", "v1alpha1", false));
+    fake.apply(mutating_binding("cluster-own", "v1alpha1", "cluster-own"));
+    let feed = Arc::new(celgate::source::kube::PolicyFeed::default());
+    let latest = Latest::default();
+    let sink = latest.snapshot.clone();
+    let source = KubeSource::start_fed(
+        client(addr),
+        options(),
+        Arc::new(move |s| *sink.lock().unwrap() = Some(Arc::new(s))),
+        Some(feed.clone()),
+    );
+    let objects = |o: Vec<Json>| o.into_iter().map(Arc::new).collect::<Vec<_>>();
+    feed.set(
+        objects(vec![
+            policy("no-bad", false),
+            mutating_policy("add-label", "v1alpha1", false),
+        ]),
+        objects(vec![
+            binding("no-bad", "no-bad", json!({}), None),
+            mutating_binding("add-label", "v1alpha1", "add-label"),
+        ]),
+        Vec::new(),
+    );
+    eventually("ready", || source.ready()).await;
+    assert_eq!(mutating_names(&latest), ["add-label"]);
+    assert_eq!(allowed(&latest, review("team", "bad", 1)), Some(false));
+    assert_eq!(source.mutating_policy_api_version(), None);
+    assert_eq!(fake.count("mutatingadmissionpolicies"), 0);
+    // A new state of the feed without it: gone.
+    feed.set(
+        objects(vec![policy("no-bad", false)]),
+        objects(vec![binding("no-bad", "no-bad", json!({}), None)]),
+        Vec::new(),
+    );
+    eventually("mutating policy gone", || {
+        mutating_names(&latest).is_empty()
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

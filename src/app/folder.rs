@@ -240,12 +240,19 @@ impl FolderWatch {
         for object in &ignored {
             tracing::warn!(folder = %dir, %object, "ignored: with --source kubernetes only policies and bindings are read from the policy folder; namespaces, params and RBAC come from the cluster");
         }
+        let mutating: BTreeSet<&str> = policies
+            .iter()
+            .filter(|p| p["kind"] == "MutatingAdmissionPolicy")
+            .filter_map(|p| p["metadata"]["name"].as_str())
+            .collect();
         let bound = bindings
             .iter()
             .filter(|b| {
-                b["spec"]["policyName"]
-                    .as_str()
-                    .is_some_and(|p| accepted.contains_key(p))
+                let name = b["spec"]["policyName"].as_str().unwrap_or("");
+                match crate::source::problems::policy_kind_of(b) {
+                    "MutatingAdmissionPolicy" => mutating.contains(name),
+                    _ => accepted.contains_key(name),
+                }
             })
             .count();
         let ready = self.loaded();
@@ -267,7 +274,7 @@ impl FolderWatch {
                 .with_label_values(&["invalid_policy"])
                 .inc_by(refusals.len() as u64);
         }
-        tracing::info!(policies = accepted.len(), bindings = bindings.len(), refused = refusals.len(), folder = %dir, "policies loaded; handed to the cluster source");
+        tracing::info!(policies = policies.len(), bindings = bindings.len(), refused = refusals.len(), folder = %dir, "policies loaded; handed to the cluster source");
         // Logged here once each; the cluster source counts the refusals in the problem gauge
         // with its own (the files' problems are only logged: they are no objects to report).
         self.log_problems(refusals.iter().cloned().chain(files).collect());

@@ -14,7 +14,8 @@ use crate::policy::snapshot::{group_of, Scope, Snapshot};
 /// One thing wrong with a policy or binding.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Problem {
-    /// `ValidatingAdmissionPolicy` or `ValidatingAdmissionPolicyBinding`.
+    /// `ValidatingAdmissionPolicy`, `ValidatingAdmissionPolicyBinding`,
+    /// `MutatingAdmissionPolicy` or `MutatingAdmissionPolicyBinding`.
     pub kind: String,
     pub api_version: String,
     pub name: String,
@@ -72,7 +73,47 @@ pub(crate) fn problem(object: &Json, reason: &'static str, message: String) -> P
 /// namespace outside `--param-namespaces`.
 pub const NAMESPACE_NOT_WATCHED: &str = "ParamNamespaceNotWatched";
 
-/// Finds the problems of `policies` and `bindings` given the snapshot built from them.
+/// The kind of policy a binding binds: its own kind without `Binding`
+/// (`ValidatingAdmissionPolicy` or `MutatingAdmissionPolicy`).
+pub fn policy_kind_of(binding: &Json) -> &str {
+    let kind = binding["kind"].as_str().unwrap_or("");
+    kind.strip_suffix("Binding").unwrap_or(kind)
+}
+
+/// What is wrong with the compiled policy named `name` of `kind`, if the snapshot has it
+/// (only bound policies are compiled).
+fn compile_problems(snapshot: &Snapshot, kind: &str, name: &str) -> Vec<String> {
+    // The snapshot keeps its policies sorted by name.
+    if kind == "MutatingAdmissionPolicy" {
+        let Ok(i) = snapshot
+            .mutating
+            .binary_search_by(|e| e.policy.base.name.as_str().cmp(name))
+        else {
+            return Vec::new();
+        };
+        let policy = &snapshot.mutating[i].policy;
+        let mut errors = policy.base.problems();
+        for (i, m) in policy.mutations.iter().enumerate() {
+            if let Err(e) = &m.program {
+                let field = match m.kind {
+                    crate::policy::compile_mutating::PatchKind::JsonPatch => "jsonPatch",
+                    crate::policy::compile_mutating::PatchKind::ApplyConfiguration => {
+                        "applyConfiguration"
+                    }
+                };
+                errors.push(format!("spec.mutations[{i}].{field}.expression: {e}"));
+            }
+        }
+        return errors;
+    }
+    snapshot
+        .policies
+        .binary_search_by(|e| e.policy.name.as_str().cmp(name))
+        .map_or_else(|_| Vec::new(), |i| snapshot.policies[i].policy.problems())
+}
+
+/// Finds the problems of `policies` and `bindings` (validating and mutating ones, told apart
+/// by kind) given the snapshot built from them.
 /// `lookup` says whether a param exists: `None` while its kind is not listed, else the kind's
 /// scope and whether the object exists. `list_errors` says why param kinds (by `apiVersion`
 /// and kind) cannot be listed. `param_namespaces` are the namespaces in which namespaced
@@ -105,31 +146,25 @@ pub fn problems(
                 ));
             }
         }
-        // The snapshot keeps its policies sorted by name.
-        let compiled = snapshot
-            .policies
-            .binary_search_by(|e| e.policy.name.as_str().cmp(name))
-            .ok()
-            .map(|i| &snapshot.policies[i]);
-        if let Some(entry) = compiled {
-            let errors = entry.policy.problems();
-            if !errors.is_empty() {
-                out.push(problem(p, "InvalidPolicy", errors.join("; ")));
-            }
+        let errors = compile_problems(snapshot, p["kind"].as_str().unwrap_or(""), name);
+        if !errors.is_empty() {
+            out.push(problem(p, "InvalidPolicy", errors.join("; ")));
         }
     }
-    let by_name: std::collections::BTreeMap<&str, &Json> = policies
+    // By kind and name: a validating and a mutating policy may share a name.
+    let by_name: std::collections::BTreeMap<(&str, &str), &Json> = policies
         .iter()
-        .filter_map(|p| Some((p["metadata"]["name"].as_str()?, &**p)))
+        .filter_map(|p| Some(((p["kind"].as_str()?, p["metadata"]["name"].as_str()?), &**p)))
         .collect();
     for b in bindings {
         let spec = &b["spec"];
         let policy_name = spec["policyName"].as_str().unwrap_or("");
-        let Some(policy) = by_name.get(policy_name) else {
+        let policy_kind = policy_kind_of(b);
+        let Some(policy) = by_name.get(&(policy_kind, policy_name)) else {
             out.push(problem(
                 b,
                 "PolicyNotFound",
-                format!("policyName names ValidatingAdmissionPolicy {policy_name:?}, which does not exist: the binding has no effect"),
+                format!("policyName names {policy_kind} {policy_name:?}, which does not exist: the binding has no effect"),
             ));
             continue;
         };

@@ -15,7 +15,7 @@ use super::assemble::{add_shared, Check};
 use super::error::ObjectError;
 use super::folder::{LoadError, Loaded};
 use super::problems::{self, Problem};
-use crate::model::{Binding, Policy};
+use crate::model::{Binding, MutatingBinding, MutatingPolicy, Policy};
 use crate::policy::snapshot::{CompileCache, Snapshot, SnapshotBuilder};
 
 /// A folder's objects built for serving.
@@ -143,11 +143,13 @@ fn accept_policy(
 /// A folder's policies and bindings, for the cluster source
 /// (`--source kubernetes --policies DIR`).
 pub struct FolderPolicies {
+    /// Validating and mutating policies.
     pub policies: Vec<Arc<Json>>,
+    /// Their bindings.
     pub bindings: Vec<Arc<Json>>,
     /// Policies refused as the API server would refuse to create them (`InvalidPolicy`).
     pub refusals: Vec<Problem>,
-    /// The policy objects served, by name: the next load's last good versions.
+    /// The validating policy objects served, by name: the next load's last good versions.
     pub accepted: BTreeMap<String, Arc<Json>>,
     /// The folder's other objects, which are not used (namespaces, params and RBAC come from
     /// the cluster): `file: kind name` of each, to warn about.
@@ -156,7 +158,9 @@ pub struct FolderPolicies {
 
 /// The policies and bindings of a folder's objects, checked as [`build_for_serving`] checks
 /// them (a refused policy's `last_good` version is served, or none; a binding that does not
-/// read as one is an error; an invalid one is served). Other objects are [`FolderPolicies::ignored`].
+/// read as one is an error; an invalid one is served). MutatingAdmissionPolicies and their
+/// bindings are taken too; a mutating policy the API server would refuse is left out
+/// (`InvalidPolicy`). Other objects are [`FolderPolicies::ignored`].
 pub fn folder_policies(
     objects: Vec<Loaded>,
     version: u16,
@@ -201,6 +205,38 @@ pub fn folder_policies(
             }
             (true, Some("ValidatingAdmissionPolicyBinding")) => {
                 Binding::deserialize(&*object).map_err(|e| LoadError::Object {
+                    file: file.clone(),
+                    document,
+                    source: ObjectError::Malformed(e),
+                })?;
+                out.bindings.push(object);
+            }
+            (true, Some("MutatingAdmissionPolicy")) => {
+                let policy =
+                    MutatingPolicy::deserialize(&*object).map_err(|e| LoadError::Object {
+                        file: file.clone(),
+                        document,
+                        source: ObjectError::Malformed(e),
+                    })?;
+                // Refused as the API server refuses it, and left out (as the snapshot of a
+                // folder leaves it out: `assemble`).
+                let errors =
+                    crate::policy::compile_mutating::mutating_creation_errors(&policy, version);
+                if errors.is_empty() {
+                    out.policies.push(object);
+                } else {
+                    out.refusals.push(problems::problem(
+                        &object,
+                        "InvalidPolicy",
+                        format!(
+                            "refused as the API server would refuse it ({}): {errors}; not served",
+                            file.display()
+                        ),
+                    ));
+                }
+            }
+            (true, Some("MutatingAdmissionPolicyBinding")) => {
+                MutatingBinding::deserialize(&*object).map_err(|e| LoadError::Object {
                     file: file.clone(),
                     document,
                     source: ObjectError::Malformed(e),
@@ -350,6 +386,51 @@ metadata: {{name: team}}
         );
         let e = load(&malformed, &BTreeMap::new()).err().expect("refused");
         assert!(e.to_string().starts_with("f.yaml (document 2): "), "{e}");
+    }
+
+    /// `--source kubernetes --policies DIR` with MutatingAdmissionPolicies: their bindings are
+    /// handed over (not ignored); a mutating policy the API server would refuse is left out,
+    /// reported as `InvalidPolicy`; one that does not read as one fails the load.
+    #[test]
+    fn folder_policies_take_mutating_policies_and_bindings() {
+        let yaml = |expression: &str| {
+            format!(
+                r#"
+apiVersion: admissionregistration.k8s.io/v1alpha1
+kind: MutatingAdmissionPolicy
+metadata: {{name: m}}
+spec:
+  matchConstraints: {{resourceRules: [{{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}}]}}
+  reinvocationPolicy: Never
+  mutations: [{{patchType: ApplyConfiguration, applyConfiguration: {{expression: "{expression}"}}}}]
+---
+apiVersion: admissionregistration.k8s.io/v1alpha1
+kind: MutatingAdmissionPolicyBinding
+metadata: {{name: m}}
+spec: {{policyName: m}}
+"#
+            )
+        };
+        let load = |text: &str| {
+            let objects = folder::parse_documents(std::path::Path::new("f.yaml"), text).unwrap();
+            folder_policies(objects, 37, &BTreeMap::new())
+        };
+        let refused = load(&yaml("object.nosuch(")).unwrap();
+        assert!(refused.ignored.is_empty(), "{:?}", refused.ignored);
+        assert_eq!((refused.policies.len(), refused.bindings.len()), (0, 1));
+        assert_eq!(refused.refusals.len(), 1);
+        assert_eq!(refused.refusals[0].reason, "InvalidPolicy");
+        assert_eq!(refused.refusals[0].kind, "MutatingAdmissionPolicy");
+        assert!(
+            refused.refusals[0]
+                .message
+                .contains("spec.mutations[0].applyConfiguration.expression"),
+            "{}",
+            refused.refusals[0].message
+        );
+        let malformed = yaml("x").replace("mutations: [", "mutations: 3\nx: [");
+        let e = load(&malformed).err().expect("refused");
+        assert!(e.to_string().starts_with("f.yaml (document 1): "), "{e}");
     }
 
     /// A policy the API server would refuse to create (`request.namex` does not compile; a

@@ -162,6 +162,26 @@ pub fn policy_kinds(version: &str) -> [Kind; 2] {
     ]
 }
 
+/// MutatingAdmissionPolicy and its binding at `version` (`v1alpha1`, `v1beta1`, `v1`), for a
+/// cluster with the feature on.
+pub fn mutating_policy_kinds(version: &str) -> [Kind; 2] {
+    let gv = format!("admissionregistration.k8s.io/{version}");
+    [
+        Kind::new(
+            &gv,
+            "MutatingAdmissionPolicy",
+            "mutatingadmissionpolicies",
+            false,
+        ),
+        Kind::new(
+            &gv,
+            "MutatingAdmissionPolicyBinding",
+            "mutatingadmissionpolicybindings",
+            false,
+        ),
+    ]
+}
+
 impl Fake {
     /// A server for `kinds`, on an ephemeral localhost port.
     pub async fn start(kinds: &[Kind]) -> (Arc<Fake>, SocketAddr) {

@@ -1,8 +1,10 @@
 //! What the API server serves, asked through discovery: its version (for the CEL
 //! environment, `--k8s-version` from the server), the version at which it serves the
-//! ValidatingAdmissionPolicy API (`v1`, else `v1beta1`), and a kind's resource and scope (a
-//! param kind's, by `apiVersion` and `kind`), as client-go's `discovery` client and
-//! `restmapper` find them.
+//! ValidatingAdmissionPolicy API (`v1`, else `v1beta1`), the version at which it serves the
+//! MutatingAdmissionPolicy API if it does (`v1`, else `v1beta1`, else `v1alpha1`: alpha from
+//! Kubernetes 1.32, beta and off by default from 1.34, on by default from 1.36), and a kind's
+//! resource and scope (a param kind's, by `apiVersion` and `kind`), as client-go's
+//! `discovery` client and `restmapper` find them.
 
 use std::time::Duration;
 
@@ -98,6 +100,24 @@ pub(super) async fn policy_version(client: &Client) -> Result<&'static str, Disc
         }
     }
     Err(DiscoveryError::NoPolicyApi)
+}
+
+/// The newest version at which the cluster serves MutatingAdmissionPolicy (`v1`, else
+/// `v1beta1`, else `v1alpha1`), `None` when it serves none: the API is off on most clusters
+/// (alpha and beta are off by default), which is no error.
+pub(super) async fn mutating_policy_version(
+    client: &Client,
+) -> Result<Option<&'static str>, DiscoveryError> {
+    for version in ["v1", "v1beta1", "v1alpha1"] {
+        let api_version = format!("{VAP_GROUP}/{version}");
+        if discover(client, &api_version, "MutatingAdmissionPolicy")
+            .await?
+            .is_some()
+        {
+            return Ok(Some(version));
+        }
+    }
+    Ok(None)
 }
 
 pub(super) fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {

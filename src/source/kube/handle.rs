@@ -254,6 +254,13 @@ impl KubeSource {
     pub fn policy_api_version(&self) -> Option<String> {
         lock(&self.shared.vap_version).clone()
     }
+
+    /// The MutatingAdmissionPolicy API version watched (`v1`, `v1beta1` or `v1alpha1`), once
+    /// discovery found it served; `None` while the cluster does not serve it (or the policies
+    /// come from a folder).
+    pub fn mutating_policy_api_version(&self) -> Option<String> {
+        lock(&self.shared.map_version).clone()
+    }
 }
 
 /// Whether this replica writes reports and scans: the Lease holder, or always without a

@@ -6,9 +6,13 @@
 //! only when it touches an object some binding can select (`param_refs`).
 //!
 //! - Policies and bindings are read as `admissionregistration.k8s.io/v1`, or `v1beta1` where
-//!   discovery shows v1 is not served. Or, with a [`PolicyFeed`] ([`KubeSource::start_fed`],
-//!   `--source kubernetes --policies DIR`), they come from it and the cluster's own are not
-//!   watched at all; the first snapshot then also waits for the feed's first state.
+//!   discovery shows v1 is not served. MutatingAdmissionPolicies and their bindings are
+//!   watched beside them, into the same snapshot, when the cluster serves them (`v1`, else
+//!   `v1beta1`, else `v1alpha1`); when it does not, that is logged once and discovery is asked
+//!   again every [`KubeOptions::recheck`] (`mutating`). Or, with a [`PolicyFeed`]
+//!   ([`KubeSource::start_fed`], `--source kubernetes --policies DIR`), they come from it
+//!   (validating and mutating ones) and the cluster's own are not watched at all; the first
+//!   snapshot then also waits for the feed's first state.
 //! - A param kind is resolved through discovery when a policy first names it, watched while
 //!   some policy names it, and stopped when none does. Until its first list completes, a
 //!   binding that needs it is the in-tree configuration error
@@ -20,8 +24,9 @@
 //!   as for any missing param), and a binding that points there is reported
 //!   (`ParamNamespaceNotWatched`).
 //! - The first snapshot is published (and the service turns ready) only once policies,
-//!   bindings, namespaces and the param kinds named at that time are listed; a param kind
-//!   that cannot be listed within `param_grace` does not hold readiness back forever.
+//!   bindings (mutating ones too, where served), namespaces and the param kinds named at
+//!   that time are listed; a param kind that cannot be listed within `param_grace` does not
+//!   hold readiness back forever.
 //! - CustomResourceDefinitions (`apiextensions.k8s.io/v1`) are watched too, trimmed to what
 //!   the resource registry reads (group, names, scope, versions served and their
 //!   subresources, conversion strategy): equivalent matching and conversion know the
@@ -43,7 +48,8 @@
 //!
 //! By concept: [`KubeOptions`] (`options`), reaching the API server (`connect`), what it
 //! serves (`discovery`), the handle the server holds ([`KubeSource`], `handle`), the run loop
-//! (`run`), policies from a [`PolicyFeed`] or the cluster (`feed`), param kinds (`params`),
+//! (`run`), policies from a [`PolicyFeed`] or the cluster (`feed`), the cluster's mutating
+//! policies (`mutating`), param kinds (`params`),
 //! CRDs (`crd`), what a snapshot is built from (`inputs`), one watched resource (`watched`,
 //! over `watch` and its store); beside them the Lease, Events (`feedback`), policy reports,
 //! background scans and the authorizer.
@@ -61,6 +67,7 @@ mod handle;
 mod history;
 mod inputs;
 pub mod lease;
+mod mutating;
 pub mod namespaces;
 mod options;
 mod param_refs;

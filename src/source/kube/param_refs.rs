@@ -65,7 +65,8 @@ pub struct ParamRefs {
 
 impl ParamRefs {
     pub fn new(policies: &[Arc<Json>], bindings: &[Arc<Json>]) -> ParamRefs {
-        let kinds_of: BTreeMap<&str, (String, String)> = policies
+        // By the policy's kind and name: a validating and a mutating policy may share a name.
+        let kinds_of: BTreeMap<(&str, &str), (String, String)> = policies
             .iter()
             .filter_map(|p| {
                 let pk = &p["spec"]["paramKind"];
@@ -73,13 +74,18 @@ impl ParamRefs {
                     pk["apiVersion"].as_str()?.to_string(),
                     pk["kind"].as_str()?.to_string(),
                 );
-                Some((p["metadata"]["name"].as_str()?, kind))
+                let policy_kind = p["kind"].as_str().unwrap_or("");
+                Some(((policy_kind, p["metadata"]["name"].as_str()?), kind))
             })
             .collect();
         let mut kinds: BTreeMap<(String, String), Vec<Reference>> = BTreeMap::new();
         for b in bindings {
             let spec = &b["spec"];
-            let Some(kind) = spec["policyName"].as_str().and_then(|p| kinds_of.get(p)) else {
+            let policy_kind = crate::source::problems::policy_kind_of(b);
+            let Some(kind) = spec["policyName"]
+                .as_str()
+                .and_then(|p| kinds_of.get(&(policy_kind, p)))
+            else {
                 continue;
             };
             let Ok(param_ref) = serde_json::from_value::<ParamRef>(spec["paramRef"].clone()) else {

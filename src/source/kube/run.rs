@@ -1,4 +1,4 @@
-//! The run loop: discovers the policy API (or takes a [`PolicyFeed`]), starts the watches,
+//! The run loop: discovers the policy APIs (or takes a [`PolicyFeed`]), starts the watches,
 //! and on each change (debounced) reconciles the param kinds and rebuilds, publishes and
 //! reports the snapshot; it also notices when the cluster's history goes back. Follows the
 //! API server's policy plugin, which rebuilds its policy set when an informer changes
@@ -14,10 +14,12 @@ use tokio::sync::Notify;
 
 use super::crd::crd_watch;
 use super::discovery::{
-    api_server_version, policy_version, resource, server_minor, LOOKUP_TIMEOUT, VAP_GROUP,
+    api_server_version, mutating_policy_version, policy_version, resource, server_minor,
+    LOOKUP_TIMEOUT, VAP_GROUP,
 };
 use super::feed::{PolicyFeed, PolicyInput};
 use super::inputs::Inputs;
+use super::mutating::{self, MutatingApi};
 use super::options::KubeOptions;
 use super::params::{
     all_synced, named_param_kinds, next_lookup, param_lookup, reconcile_params, watches, ParamKind,
@@ -75,6 +77,19 @@ pub(super) async fn run(
         };
         *lock(&shared.cel_version) = Some(options.version);
     }
+    // Wakes the loop when a param kind's discovery (or the MutatingAdmissionPolicy API's)
+    // has answered.
+    let resolved = Arc::new(Notify::new());
+    let mutating_cx = mutating::Context {
+        client: &client,
+        changed: &changed,
+        resolved: &resolved,
+        settings: &settings,
+        shared: &shared,
+    };
+    // The cluster's MutatingAdmissionPolicies, when it serves them (not with a feed: the
+    // folder's are used).
+    let mut mutating: Option<MutatingApi> = None;
     let input = match feed {
         Some(feed) => {
             tracing::info!(
@@ -97,6 +112,25 @@ pub(super) async fn run(
             };
             *lock(&shared.vap_version) = Some(version.to_string());
             tracing::info!(version, "watching ValidatingAdmissionPolicies");
+            // Asked before the first snapshot, so that it has the mutating policies too where
+            // they are served; "not served" is an answer, only a failed lookup is retried.
+            let mutating_version = loop {
+                let answer =
+                    tokio::time::timeout(LOOKUP_TIMEOUT, mutating_policy_version(&client)).await;
+                let error = match answer {
+                    Ok(Ok(v)) => break v,
+                    Ok(Err(e)) => e,
+                    Err(_) => DiscoveryError::TimedOut,
+                };
+                let delay = backoff.next_delay();
+                tracing::warn!(error = %error, retry_in = ?delay, "cannot discover the MutatingAdmissionPolicy API");
+                tokio::time::sleep(delay).await;
+            };
+            mutating = Some(MutatingApi::first(
+                mutating_version,
+                &mutating_cx,
+                options.recheck,
+            ));
             PolicyInput::Cluster {
                 policies: Watched::start(
                     &client,
@@ -146,6 +180,7 @@ pub(super) async fn run(
     *lock(&shared.stores) = core
         .iter()
         .copied()
+        .chain(mutating.iter().flat_map(MutatingApi::watches))
         .chain(&crds)
         .map(|w| w.store.clone())
         .collect();
@@ -162,15 +197,13 @@ pub(super) async fn run(
         |leadership: &lease::Leadership| options.events_lease.is_none() || leadership.is_leader();
     let mut last_built: Option<Vec<u64>> = None;
     // The policy and binding stores' generations at the last published snapshot.
-    let mut last_policies: Option<(u64, u64)> = None;
-    // Wakes the loop when a param kind's discovery has answered.
-    let resolved = Arc::new(Notify::new());
+    let mut last_policies: Option<PolicyGenerations> = None;
     // The uid of the kube-system namespace, once listed.
     let mut cluster: Option<String> = None;
     // What the bindings' paramRefs can select, as of these policy and binding generations,
     // and each param store's fingerprint of it as of its own generation.
     let mut refs = param_refs::ParamRefs::default();
-    let mut refs_at: Option<(u64, u64)> = None;
+    let mut refs_at: Option<PolicyGenerations> = None;
     let mut fingerprints: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     loop {
         // Also awake when a failed lookup is due again, and when the grace for param kinds
@@ -203,15 +236,32 @@ pub(super) async fn run(
             _ = tokio::time::sleep(wait) => {}
         }
         check_cluster_identity(&namespaces.store, &mut cluster, &shared.history);
+        if let Some(m) = mutating.as_mut() {
+            m.reconcile(&mutating_cx, options.recheck);
+        }
+        let mutating_synced = mutating.as_ref().is_none_or(MutatingApi::synced);
         // A failing CRD watch does not hold the snapshot back: without CRDs, custom
         // resources are matched leniently.
         let crds_listed = crds
             .as_ref()
             .is_none_or(|w| w.store.synced() || w.store.error().is_some());
-        if !core.iter().all(|w| w.store.synced()) || !input.synced() || !crds_listed {
+        if !core.iter().all(|w| w.store.synced())
+            || !input.synced()
+            || !mutating_synced
+            || !crds_listed
+        {
             continue;
         }
-        let (policy_objects, binding_objects, fed_problems) = input.objects();
+        // Validating and mutating ones together: both name param kinds, and the problems
+        // and paramRefs tell them apart by kind.
+        let (mut policy_objects, mut binding_objects, fed_problems) = input.objects();
+        if let Some(m) = &mutating {
+            let (policies, bindings) = m.objects();
+            policy_objects.extend(policies);
+            binding_objects.extend(bindings);
+        }
+        let mutating_watches: Vec<&Watched> =
+            mutating.iter().flat_map(MutatingApi::watches).collect();
         reconcile_params(
             &client,
             &named_param_kinds(&policy_objects),
@@ -226,6 +276,7 @@ pub(super) async fn run(
         *lock(&shared.stores) = core
             .iter()
             .copied()
+            .chain(mutating_watches.iter().copied())
             .chain(&crds)
             .chain(params.values().flat_map(watches))
             .map(|w| w.store.clone())
@@ -241,7 +292,10 @@ pub(super) async fn run(
         }
         // Rebuild only when some store changed (or the param kinds did); for param stores,
         // only when an object some binding can select did (see `param_refs`).
-        let policies_now = input.generation();
+        let policies_now = (
+            input.generation(),
+            mutating.as_ref().map_or((0, 0), MutatingApi::generation),
+        );
         if refs_at != Some(policies_now) {
             refs = param_refs::ParamRefs::new(&policy_objects, &binding_objects);
             fingerprints.clear();
@@ -259,7 +313,12 @@ pub(super) async fn run(
             }
         };
         let mut generation = generation(core.iter().copied().chain(&crds), &params, visible);
-        generation.extend([policies_now.0, policies_now.1]);
+        generation.extend([
+            policies_now.0 .0,
+            policies_now.0 .1,
+            policies_now.1 .0,
+            policies_now.1 .1,
+        ]);
         if last_built.as_ref() != Some(&generation) {
             let inputs = Inputs::collect(
                 &policy_objects,
@@ -327,6 +386,10 @@ pub(super) async fn run(
         }
     }
 }
+
+/// The generations of the validating policy and binding stores (or the feed's), then of the
+/// mutating ones.
+type PolicyGenerations = ((u64, u64), (u64, u64));
 
 /// A kube-system namespace with another uid than before is another cluster (a new etcd,
 /// whose resourceVersions may not even have gone below those seen): every watch lists again.

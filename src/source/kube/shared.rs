@@ -23,6 +23,8 @@ pub(super) struct Shared {
     pub(super) problems: Mutex<Vec<Problem>>,
     /// The policy API version in use (`v1` or `v1beta1`), once discovered.
     pub(super) vap_version: Mutex<Option<String>>,
+    /// The MutatingAdmissionPolicy API version watched, once discovery found one served.
+    pub(super) map_version: Mutex<Option<String>>,
     /// When the discovery of the policy API first failed, while it has not answered yet.
     pub(super) discovery_failing_since: Mutex<Option<Instant>>,
     /// The CEL environment's version read from the API server, once read.
