@@ -114,13 +114,15 @@ fn rules() -> Vec<Rule> {
     };
     let cel_modules = top_level_modules(CEL);
     let mut rules = vec![
-        // Inside the engine, one way: model <- matching <- policy <- admission <- review; CRD
-        // rules beside them; lint and scan on top.
+        // Inside the engine, one way: model <- matching <- schemas <- mutating <- policy <-
+        // admission <- review; CRD rules beside them; lint and scan on top.
         rule(
             ENGINE,
             "model",
             &[
                 "matching",
+                "schemas",
+                "mutating",
                 "policy",
                 "admission",
                 "review",
@@ -133,7 +135,30 @@ fn rules() -> Vec<Rule> {
         rule(
             ENGINE,
             "matching",
-            &["policy", "admission", "review", "crd", "lint", "scan"],
+            &[
+                "schemas",
+                "mutating",
+                "policy",
+                "admission",
+                "review",
+                "crd",
+                "lint",
+                "scan",
+            ],
+            &[],
+        ),
+        // The kinds' schemas (built-in and CRDs), then the patches typed by them: below the
+        // policies that compile mutations and the admission that applies them.
+        rule(
+            ENGINE,
+            "schemas",
+            &["mutating", "policy", "admission", "review", "lint", "scan"],
+            &[],
+        ),
+        rule(
+            ENGINE,
+            "mutating",
+            &["policy", "admission", "review", "lint", "scan"],
             &[],
         ),
         rule(

@@ -291,9 +291,8 @@ fn answer_phases(
     let mut review = match mutated {
         None => return validate(body),
         Some(object) => {
-            let mut review: Json = serde_json::from_slice(body).map_err(|e| {
-                PhaseError::Review(celgate::review::ReviewError::MalformedJson(e.into()))
-            })?;
+            let mut review: Json = serde_json::from_slice(body)
+                .map_err(|e| PhaseError::Review(celgate::review::ReviewError::MalformedJson(e)))?;
             review["request"]["object"] = object.clone();
             let bytes = serde_json::to_vec(&review).unwrap_or_default();
             validate(&bytes)?

@@ -90,6 +90,7 @@ pub mod mutating;
 pub mod policy;
 pub mod review;
 pub mod scan;
+pub(crate) mod schemas;
 
 pub use admission::{
     admit, AdmissionVerdict, AdmitContext, AdmitOptions, EvalLimits, NamespaceLookup, Request,

@@ -271,7 +271,7 @@ pub fn mutate(
         verdict.timed_out |= deadline.passed();
         match outcome {
             Ok(Ran::Skipped) => verdict.invocations.push(record("skipped")),
-            Ok(Ran::Mutated) => match target.from_matched(working) {
+            Ok(Ran::Mutated) => match target.back_from_matched(working) {
                 Ok(back) => {
                     let changed = back != before;
                     object = Some(back);
@@ -363,7 +363,7 @@ impl Target {
         }
     }
 
-    fn from_matched(&self, object: Json) -> Result<Json, ConvertError> {
+    fn back_from_matched(&self, object: Json) -> Result<Json, ConvertError> {
         match &self.matched {
             None => Ok(object),
             Some((to, strategy)) => convert(&object, to, &self.own, strategy),

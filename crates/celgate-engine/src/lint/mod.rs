@@ -10,7 +10,7 @@
 //! kind whose check failed.
 
 mod decl;
-pub(crate) mod kinds;
+
 mod objects;
 
 pub use objects::{check_objects, Finding, Severity};
@@ -24,8 +24,8 @@ use crate::model::Policy;
 use celgate_cel::vap::{vap_env_typed, Decls};
 use celgate_cel::Type;
 
+use crate::schemas::{Gvk, Kinds};
 use decl::{decl_type, Naming};
-use kinds::{Gvk, Kinds};
 
 /// `maxTypesToCheck`: how many kinds a policy is checked against at most.
 pub(crate) const MAX_TYPES_TO_CHECK: usize = 10;

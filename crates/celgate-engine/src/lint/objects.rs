@@ -13,7 +13,7 @@ use crate::matching::selector::{labels_of, Selector};
 use crate::model::{Binding, BindingSpec, MutatingBinding, MutatingPolicy, Policy};
 use crate::policy::validate::FieldErrors;
 
-use super::kinds::{Gvk, Kinds};
+use crate::schemas::{Gvk, Kinds};
 
 /// How much a finding matters: an error fails `celgate lint`, a warning only with
 /// `--fail-on warning`.

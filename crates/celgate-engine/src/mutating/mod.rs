@@ -7,11 +7,19 @@
 
 pub mod patch;
 
-use crate::lint::kinds::Kinds;
 use crate::matching::registry::Gvk;
-use crate::policy::compile_mutating::PatchKind;
+use crate::schemas::Kinds;
 use celgate_cel::Value;
 use serde_json::Value as Json;
+
+/// What a mutation's expression yields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    /// An `Object{...}` merged with server-side apply semantics.
+    ApplyConfiguration,
+    /// A `list(JSONPatch)` applied as RFC 6902.
+    JsonPatch,
+}
 
 /// The schemas patches are typed by: the built-in kinds' and the snapshot's CRDs'.
 #[derive(Debug)]
@@ -71,12 +79,17 @@ pub fn apply_mutation(
 }
 
 /// What the API server says of a value it cannot write as JSON (`patch/json_patch.go`).
-const UNMARSHALABLE: &str = "JSONPath valueExpression evaluated to a type that could not marshal to JSON";
+const UNMARSHALABLE: &str =
+    "JSONPath valueExpression evaluated to a type that could not marshal to JSON";
 
 /// A `list(JSONPatch)` applied (`jsonPatcher.Patch`): each patch's fields as Kubernetes
 /// writes them into the patch document, the document applied as evanphx/json-patch v4 does,
 /// the result decoded back into the kind's type.
-fn json_patch(value: &Value<'_>, object: &Json, context: &PatchContext<'_>) -> Result<Json, PatchFailure> {
+fn json_patch(
+    value: &Value<'_>,
+    object: &Json,
+    context: &PatchContext<'_>,
+) -> Result<Json, PatchFailure> {
     use celgate_cel::mutation::{json_patch_view, to_patch_json, PatchValueError};
     use patch::json_patch::{patch_object, ApplyLimits, JsonPatchError, OpError, PatchOp};
     let Value::List(list) = value else {

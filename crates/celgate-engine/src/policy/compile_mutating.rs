@@ -11,17 +11,9 @@ use super::compile::{compile_in_envs, invalid, Compiled, CompiledPolicy, ExprCom
 use super::validate::FieldErrors;
 use super::validate_mutating::validate_mutating_policy;
 use crate::model::{MutatingPolicy, Policy, PolicySpec};
+pub use crate::mutating::PatchKind;
 use celgate_cel::vap::Decls;
 use celgate_cel::Env;
-
-/// What a mutation's expression yields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchKind {
-    /// An `Object{...}` merged with server-side apply semantics.
-    ApplyConfiguration,
-    /// A `list(JSONPatch)` applied as RFC 6902.
-    JsonPatch,
-}
 
 /// One compiled mutation.
 #[derive(Debug)]

@@ -170,13 +170,10 @@ pub fn answer_mutating_probed(
     let doc = celgate_cel::json::Doc::parse(body).map_err(ReviewError::MalformedJson)?;
     let req = request(&doc)?;
     let verdict = crate::admission::mutate::mutate(snapshot, &req, context, probe);
-    let patch = verdict
-        .mutated
-        .as_ref()
-        .map(|m| {
-            let ops = crate::mutating::patch::diff::diff(&m.before, &m.after);
-            crate::mutating::patch::diff::to_json(&ops)
-        });
+    let patch = verdict.mutated.as_ref().map(|m| {
+        let ops = crate::mutating::patch::diff::diff(&m.before, &m.after);
+        crate::mutating::patch::diff::to_json(&ops)
+    });
     let review = encode::mutating_review(&req, &verdict, patch.as_ref());
     Ok(MutatingAnswer {
         review,

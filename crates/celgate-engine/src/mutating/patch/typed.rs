@@ -31,8 +31,8 @@ use celgate_cel::json::with_stack;
 use serde_json::{Map, Value};
 
 use super::json_patch::clone_json;
-use crate::lint::kinds::builtin_definition;
 use crate::matching::registry::Gvk;
+use crate::schemas::builtin_definition;
 
 /// Why the patched object does not decode. `Display` is the Go error; the API server's status
 /// message is `Internal error occurred: ` and this ([`DecodeError::status_message`]).
