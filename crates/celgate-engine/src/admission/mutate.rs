@@ -271,13 +271,25 @@ pub fn mutate(
         verdict.timed_out |= deadline.passed();
         match outcome {
             Ok(Ran::Skipped) => verdict.invocations.push(record("skipped")),
-            Ok(Ran::Mutated) => match target.back_from_matched(working) {
+            Ok(Ran::Mutated(failed)) => match target.back_from_matched(working) {
                 Ok(back) => {
                     let changed = back != before;
                     object = Some(back);
-                    verdict
-                        .invocations
-                        .push(record(if changed { "applied" } else { "unchanged" }));
+                    let ignored = ignored(policy);
+                    let outcome = match (failed.is_empty(), ignored, changed) {
+                        (false, true, _) => "ignored_error",
+                        (false, false, _) => "error",
+                        (true, _, true) => "applied",
+                        (true, _, false) => "unchanged",
+                    };
+                    verdict.invocations.push(record(outcome));
+                    errors.extend(failed.into_iter().map(|message| PolicyError {
+                        policy: name.clone(),
+                        binding: Some(binding.clone()),
+                        ignored,
+                        reason: "Invalid",
+                        message,
+                    }));
                 }
                 Err(e) => {
                     verdict.invocations.push(record("error"));
@@ -473,8 +485,10 @@ fn find_invocations<'s>(
 enum Ran {
     /// Its matchConditions excluded the request (or their error was ignored).
     Skipped,
-    /// Every mutation ran (the object may or may not have changed).
-    Mutated,
+    /// Every mutation ran (the object may or may not have changed); the errors of those
+    /// that failed, whose patches were not applied (in-tree, a mutation's error does not
+    /// stop the next one).
+    Mutated(Vec<String>),
 }
 
 enum Failure {
@@ -521,16 +535,18 @@ fn run_invocation(
             }
         }
     }
+    let mut failed = Vec::new();
     for (index, mutation) in policy.mutations.iter().enumerate() {
         let started = std::time::Instant::now();
         let program = match &mutation.program {
             Ok(p) => p,
             Err(e) => {
                 check("compile_error", started.elapsed());
-                return Err(Failure::Policy(compile_failure(e).message));
+                failed.push(compile_failure(e).message);
+                continue;
             }
         };
-        let next = {
+        let applied = {
             let current = View {
                 object: Value::from_json(object),
                 ..view.clone()
@@ -538,26 +554,29 @@ fn run_invocation(
             let values = bind(base, &current, namespace_object, param, authz, preset);
             let evaluated =
                 eval_mutation(base, &values.validation, program, index, deadline, probe);
-            let applied = evaluated
+            evaluated
                 .map_err(|ExprFailure { message, kind }| (Failure::Policy(message), kind.label()))
                 .and_then(|value| {
                     apply_mutation(mutation.kind, &value, object, context).map_err(|e| match e {
                         PatchFailure::Policy(m) => (Failure::Policy(m), "invalid_error"),
                         PatchFailure::Internal(m) => (Failure::Internal(m), "invalid_error"),
                     })
-                });
-            match applied {
-                Ok(next) => {
-                    check("no_error", started.elapsed());
-                    next
-                }
-                Err((failure, error_type)) => {
-                    check(error_type, started.elapsed());
-                    return Err(failure);
-                }
-            }
+                })
         };
-        *object = next;
+        match applied {
+            Ok(next) => {
+                check("no_error", started.elapsed());
+                *object = next;
+            }
+            Err((Failure::Policy(message), error_type)) => {
+                check(error_type, started.elapsed());
+                failed.push(message);
+            }
+            Err((internal @ Failure::Internal(_), error_type)) => {
+                check(error_type, started.elapsed());
+                return Err(internal);
+            }
+        }
     }
-    Ok(Ran::Mutated)
+    Ok(Ran::Mutated(failed))
 }
