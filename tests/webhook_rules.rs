@@ -266,6 +266,114 @@ fn no_request_a_binding_decides_is_left_out() {
     ));
 }
 
+/// A MutatingAdmissionPolicy (v1alpha1, as recorded) on `resources` for `ops`, bound with
+/// `binding` (matchResources lines, or nothing).
+fn write_mutating(dir: &Path, name: &str, resources: &str, ops: &str, binding: &str) {
+    let text = format!(
+        "apiVersion: admissionregistration.k8s.io/v1alpha1
+kind: MutatingAdmissionPolicy
+metadata: {{name: {name}}}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ['']
+      apiVersions: [v1]
+      operations: {ops}
+      resources: {resources}
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: 'Object{{metadata: Object.metadata{{labels: {{\"added\": \"yes\"}}}}}}'
+---
+apiVersion: admissionregistration.k8s.io/v1alpha1
+kind: MutatingAdmissionPolicyBinding
+metadata: {{name: {name}-binding}}
+spec:
+  policyName: {name}
+{binding}"
+    );
+    std::fs::write(dir.join(format!("{name}.yaml")), text).unwrap();
+}
+
+/// `--phase mutating`: the rules of the MutatingAdmissionPolicies' bindings only (the
+/// validating ones' are not in them, nor the other way round), `*` as CREATE, UPDATE and
+/// CONNECT, never DELETE; the selector every binding requires with `-o webhook`.
+#[test]
+fn the_command_prints_the_mutating_webhooks_rules() {
+    let dir = temp_dir("webhook-rules-mutating");
+    write_policy(&dir, "secrets", "", "[secrets]", "['*']", "");
+    write_mutating(&dir, "pods", "[pods, 'pods/exec']", "['*']", TEAM_A);
+    write_mutating(&dir, "configmaps", "[configmaps]", "[CREATE]", TEAM_A);
+    let run = |extra: &[&str]| -> String {
+        let mut args = vec!["webhook-rules", "--policies", dir.to_str().unwrap()];
+        args.extend(extra);
+        let (code, out, err) = celgate_within(&args, &repo());
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let out = run(&["--phase", "mutating"]);
+    let rules: Vec<WebhookRule> = serde_yaml_ng::from_str(&out).unwrap();
+    for r in [
+        ("CREATE", "", "pods", "", "app"),
+        ("UPDATE", "", "pods", "", "app"),
+        ("CONNECT", "", "pods", "exec", "app"),
+        ("CREATE", "", "configmaps", "", "app"),
+    ] {
+        assert!(sends(&rules, &attributes(&r)), "{r:?} not sent: {out}");
+    }
+    for r in [
+        ("DELETE", "", "pods", "", "app"),
+        ("UPDATE", "", "configmaps", "", "app"),
+        ("CREATE", "", "secrets", "", "app"),
+    ] {
+        assert!(!sends(&rules, &attributes(&r)), "{r:?} sent: {out}");
+    }
+    assert!(
+        rules
+            .iter()
+            .all(|r| !r.operations.iter().any(|o| o == "*" || o == "DELETE")),
+        "{out}"
+    );
+    let json: Vec<WebhookRule> =
+        serde_json::from_str(&run(&["--phase", "mutating", "-o", "json"])).unwrap();
+    assert_eq!(json, rules);
+    let webhook: Json =
+        serde_yaml_ng::from_str(&run(&["--phase", "mutating", "-o", "webhook"])).unwrap();
+    assert_eq!(
+        webhook["namespaceSelector"]["matchLabels"],
+        json!({"team": "a"}),
+        "{webhook}"
+    );
+    // The validating phase (the default) is the ValidatingAdmissionPolicy's alone.
+    let validating: Vec<WebhookRule> = serde_yaml_ng::from_str(&run(&[])).unwrap();
+    assert_eq!(
+        validating,
+        serde_yaml_ng::from_str::<Vec<WebhookRule>>(&run(&["--phase", "validating"])).unwrap()
+    );
+    assert!(sends(
+        &validating,
+        &attributes(&("DELETE", "", "secrets", "", "app"))
+    ));
+    assert!(!sends(
+        &validating,
+        &attributes(&("CREATE", "", "pods", "", "app"))
+    ));
+
+    let (code, _, err) = celgate_within(
+        &[
+            "webhook-rules",
+            "--policies",
+            dir.to_str().unwrap(),
+            "--phase",
+            "both",
+        ],
+        &repo(),
+    );
+    assert_eq!(code, 2, "{err}");
+}
+
 // --- Dynamic mode against the fake API server.
 
 fn kinds() -> Vec<Kind> {
