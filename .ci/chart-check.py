@@ -4,7 +4,8 @@ validates every rendered object against the Kubernetes schemas (the chart's kube
 and the newest), checks that Chart.yaml's kubeVersion and README's modes table name that
 floor, checks the properties the chart promises (among them: no render without
 image.repository, the webhook fail-open until celgate is seen ready, namespace-scoped param
-Roles with the matching --param-namespaces), and checks that deploy/celgate.yaml and charts/celgate/README.md are current.
+Roles with the matching --param-namespaces, the optional MutatingWebhookConfiguration rendered
+and validated under every supported minor), and checks that deploy/celgate.yaml and charts/celgate/README.md are current.
 
     python3 .ci/chart-check.py            # check (CI)
     python3 .ci/chart-check.py --write    # regenerate deploy/celgate.yaml and the chart README
@@ -34,6 +35,9 @@ RELEASE, NAMESPACE = "celgate", "celgate-system"
 # sources: the cluster's own policies need the v1 ValidatingAdmissionPolicy API (GA in 1.30),
 # and every rendering the preStop `sleep` action (beta in 1.30; the 1.28 schema refuses it).
 FLOOR, NEWEST = "1.30.0", "1.37.0"
+# Every supported minor, FLOOR to NEWEST: the variants with the MutatingWebhookConfiguration are
+# rendered (Capabilities) and validated under each, as MAPs are what differs between them.
+MINORS = [f"1.{m}.0" for m in range(int(FLOOR.split(".")[1]), int(NEWEST.split(".")[1]) + 1)]
 # Kinds from CRDs, which kubernetes-validate has no schema for: checked by the required
 # fields of their CRDs here instead.
 CRD_REQUIRED = {
@@ -88,6 +92,22 @@ VARIANTS = {
         "reports": {"enabled": True, "format": "openreports", "installCRDs": True, "interval": "30s", "maxResults": 500},
         "celgate": {"events": False},
     },
+    # The MutatingWebhookConfiguration (/mutate) beside the validating one, per certificate
+    # mode and rules mode, and with its values changed.
+    "mutating": {"mutating": {"enabled": True}},
+    "mutating-dynamic-rules": {"mutating": {"enabled": True}, "webhook": {"rulesMode": "dynamic"}},
+    "mutating-generated": {"mutating": {"enabled": True}, "certificates": {"mode": "generated"}},
+    "mutating-cert-manager": {"mutating": {"enabled": True}, "certificates": {"mode": "certManager"}},
+    "mutating-observe-folder": {"mutating": {"enabled": True}, "mode": "observe",
+                                "policies": {"fromConfigMap": "canary-policies"}},
+    "mutating-tuned": {
+        "mutating": {
+            "enabled": True, "failurePolicy": "Ignore", "timeoutSeconds": 3, "reinvocationPolicy": "Never",
+            "excludedNamespaces": ["team-x"],
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+        },
+        "webhook": {"failOpenUntilReady": False},
+    },
     "namespaced-params": {
         "rbac": {
             "paramResources": [
@@ -109,6 +129,14 @@ INVALID = {
     "certificate mode": ({"certificates": {"mode": "selfmade"}}, SCHEMA),
     "mode": ({"mode": "audit"}, SCHEMA),
     "rules mode": ({"webhook": {"rulesMode": "auto"}}, SCHEMA),
+    # The API server's MAP plugin never sees DELETE: a mutating rule may not ask for it.
+    "mutating DELETE": ({"mutating": {"enabled": True, "rules": [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "DELETE"], "resources": ["pods"]}]}}, SCHEMA),
+    "mutating every operation": ({"mutating": {"enabled": True, "rules": [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"], "resources": ["pods"]}]}}, SCHEMA),
+    "mutating reinvocationPolicy": ({"mutating": {"reinvocationPolicy": "Always"}}, SCHEMA),
+    "mutating timeout": ({"mutating": {"timeoutSeconds": 31}}, SCHEMA),
+    "mutating unknown key": ({"mutating": {"enable": True}}, SCHEMA),
     "dynamic rules without the controller": ({"webhook": {"rulesMode": "dynamic"}, "certificates": {"mode": "generated"}},
                                               "webhook.rulesMode dynamic needs certificates.mode controller"),
     "policies from both": ({"policies": {"fromConfigMap": "a", "fromSecret": "b"}}, "set fromConfigMap or fromSecret, not both"),
@@ -286,6 +314,7 @@ def check_promises(variant, objects):
         if (find(objects, kind) is not None) != autoscaled:
             fail(f"{variant}: {kind} is optional and off by default")
     check_dashboard(variant, objects, autoscaled)
+    check_mutating(variant, objects, hook, c["args"])
 
 
 def check_policies(variant, objects, pod, container):
@@ -316,10 +345,71 @@ def check_policies(variant, objects, pod, container):
     rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
     if rules.get(vap) != (None if on else {"get", "list", "watch"}):
         fail(f"{variant}: policy and binding RBAC {rules.get(vap)} with policies from the cluster: {not on}")
+    map_ = (("admissionregistration.k8s.io",), ("mutatingadmissionpolicies", "mutatingadmissionpolicybindings"))
+    if rules.get(map_) != (None if on else {"get", "list", "watch"}):
+        fail(f"{variant}: MAP and binding RBAC {rules.get(map_)} with policies from the cluster: {not on}")
     # The TLS volume stays beside it when the certificate comes from a Secret.
     tls = variant_values(variant).get("certificates", {}).get("mode", "controller") != "controller"
     if any(v["name"] == "tls" for v in pod.get("volumes", [])) != tls:
         fail(f"{variant}: tls volume expected only with certificates from a Secret")
+
+
+def check_mutating(variant, objects, hook, args):
+    """mutating.enabled: one MutatingWebhookConfiguration, named as the validating one, calling
+    /mutate on the same Service with the same caBundle (or cert-manager's injection), sideEffects
+    None, reviews v1 and v1beta1, the values' matchPolicy, reinvocationPolicy (IfNeeded by
+    default), failurePolicy (Ignore until seen ready or in observe mode, as the validating one)
+    and timeout, rules never with DELETE, the release namespace and kube-system excluded, the
+    validating webhook's matchConditions. Off (the default): no such object."""
+    values = variant_values(variant)
+    m = values.get("mutating", {})
+    found = [o for o in objects if o["kind"] == "MutatingWebhookConfiguration"]
+    if not m.get("enabled", False):
+        if found:
+            fail(f"{variant}: a MutatingWebhookConfiguration without mutating.enabled")
+        return
+    if len(found) != 1 or found[0]["metadata"]["name"] != RELEASE or len(found[0]["webhooks"]) != 1:
+        fail(f"{variant}: one MutatingWebhookConfiguration {RELEASE} with one webhook expected: {found}")
+        return
+    mw, vw = found[0]["webhooks"][0], hook["webhooks"][0]
+    observe = values.get("mode") == "observe"
+    fail_open = values.get("webhook", {}).get("failOpenUntilReady", True)
+    timeout = m.get("timeoutSeconds", 5)
+    expected = {
+        "name": "mutate.celgate.dev",
+        "admissionReviewVersions": ["v1", "v1beta1"],
+        "sideEffects": "None",
+        "matchPolicy": m.get("matchPolicy", "Equivalent"),
+        "reinvocationPolicy": m.get("reinvocationPolicy", "IfNeeded"),
+        "failurePolicy": "Ignore" if fail_open or observe else m.get("failurePolicy", "Fail"),
+        "timeoutSeconds": min(timeout, 2) if observe else timeout,
+    }
+    got = {k: mw.get(k) for k in expected}
+    if got != expected:
+        fail(f"{variant}: mutating webhook {got}, expected {expected}")
+    service = dict(vw["clientConfig"]["service"], path="/mutate")
+    if mw["clientConfig"].get("service") != service or mw["clientConfig"].get("caBundle") != vw["clientConfig"].get("caBundle"):
+        fail(f"{variant}: the mutating webhook must call /mutate on the validating one's Service with its caBundle: {mw['clientConfig']}")
+    if found[0]["metadata"].get("annotations") != hook["metadata"].get("annotations"):
+        fail(f"{variant}: the mutating configuration's annotations (cert-manager's injection) differ from the validating one's")
+    ops = {o for r in mw["rules"] for o in r["operations"]}
+    if not mw["rules"] or ops - {"CREATE", "UPDATE", "CONNECT"}:
+        fail(f"{variant}: mutating rules must not ask for DELETE (or '*'): {mw['rules']}")
+    excluded = mw["namespaceSelector"]["matchExpressions"][0]
+    wanted_excluded = set(m.get("excludedNamespaces", ["kube-system"])) | {NAMESPACE}
+    if excluded["operator"] != "NotIn" or not wanted_excluded <= set(excluded["values"]):
+        fail(f"{variant}: the mutating webhook must exclude {sorted(wanted_excluded)}: {excluded}")
+    if {c["name"] for c in mw.get("matchConditions", [])} != {c["name"] for c in vw.get("matchConditions", [])}:
+        fail(f"{variant}: the mutating webhook's matchConditions differ from the validating one's")
+    # Every supported minor: rendered with its Capabilities, and each object valid there.
+    for minor in MINORS:
+        try:
+            _, rendered, _ = render(with_image(values), kube_version=minor)
+        except helm.HelmError as e:
+            fail(f"{variant}: not rendered on Kubernetes {minor}: {e}")
+            continue
+        for obj in rendered:
+            validate(variant, obj, versions=(minor,))
 
 
 def check_dashboard(variant, objects, on):
@@ -478,6 +568,12 @@ def check_certificate_controller(variant, objects, on, dep, ca):
     rules = cluster_role["rules"] if cluster_role else []
     expected = [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
                  "resourceNames": [RELEASE], "verbs": ["get", "update"]}]
+    mutating = variant_values(variant).get("mutating", {}).get("enabled", False)
+    if mutating:
+        expected.append({"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+                         "resourceNames": [RELEASE], "verbs": ["get", "update"]})
+    if (f"--cert-mutating-webhook={RELEASE}" in cert_args) != mutating:
+        fail(f"{variant}: --cert-mutating-webhook must follow mutating.enabled: {cert_args}")
     if rules != expected:
         fail(f"{variant}: webhook caBundle ClusterRole {rules}, expected {expected}")
     if len(bindings) != 2 or any((b["subjects"][0]["name"], b["subjects"][0]["namespace"]) != (RELEASE, NAMESPACE)
@@ -553,6 +649,7 @@ def check_fail_open():
             return
         for what, answer, values, expected in cases:
             helpers.write_text(original.replace(lookup, answer))
+            values = dict(values, mutating={"enabled": True})
             try:
                 _, objects, notes = render(with_image(values), chart)
             except helm.HelmError as e:
@@ -561,6 +658,10 @@ def check_fail_open():
             policy = find(objects, "ValidatingWebhookConfiguration")["webhooks"][0]["failurePolicy"]
             wanted = values.get("webhook", {}).get("failurePolicy", "Fail")
             hinted = "--reuse-values" in notes
+            # The mutating webhook (failurePolicy Fail) is fail-open exactly when the validating is.
+            mutating = find(objects, "MutatingWebhookConfiguration")["webhooks"][0]["failurePolicy"]
+            if mutating != ("Ignore" if policy != wanted else "Fail"):
+                fail(f"fail-open: {what}: the mutating webhook's failurePolicy {mutating}, validating {policy}")
             if policy != expected or hinted != (policy != wanted):
                 fail(f"fail-open: {what}: failurePolicy {policy} (expected {expected}), arming hint in NOTES: {hinted}")
             else:

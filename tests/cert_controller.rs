@@ -2,8 +2,9 @@
 //! server, through the real service: the first start creates the Secret and injects the CA
 //! into every webhook of the configuration; further replicas (also racing ones) serve the
 //! same Secret; rotation with handshakes flowing never fails a client that trusts only the
-//! injected caBundle; an overwritten caBundle is injected again; and the controller touches
-//! nothing but its one Secret and one configuration.
+//! injected caBundle; an overwritten caBundle is injected again; a MutatingWebhookConfiguration
+//! (`--cert-mutating-webhook`) gets the same bundle, also re-injected; and the controller
+//! touches nothing but its one Secret and its configurations.
 
 mod common;
 mod fake_apiserver;
@@ -37,6 +38,12 @@ fn kinds() -> Vec<Kind> {
             "validatingwebhookconfigurations",
             false,
         ),
+        Kind::new(
+            "admissionregistration.k8s.io/v1",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            false,
+        ),
     ]
 }
 
@@ -65,6 +72,7 @@ fn options(timing: Timing) -> Options {
         namespace: NS.into(),
         secret: SECRET.into(),
         webhook: WEBHOOK.into(),
+        mutating_webhook: None,
         names: vec![NAME.into(), "127.0.0.1".into()],
         timing,
         check_every: Duration::from_millis(50),
@@ -399,6 +407,82 @@ async fn an_overwritten_or_recreated_ca_bundle_is_injected_again() {
         ca,
         "the CA itself is kept"
     );
+    running.shutdown().await;
+}
+
+/// The chart's MutatingWebhookConfiguration (`mutating.enabled`): one webhook on `/mutate`.
+fn mutating_configuration() -> Json {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK},
+        "webhooks": [{
+            "name": "mutate.celgate.dev",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "reinvocationPolicy": "IfNeeded",
+            "clientConfig": {"service": {"name": "celgate", "namespace": NS, "path": "/mutate"}},
+        }],
+    })
+}
+
+/// The caBundle of the stored MutatingWebhookConfiguration's webhook, decoded.
+fn mutating_ca_bundle(fake: &Fake) -> Option<String> {
+    let w = fake.object("mutatingwebhookconfigurations", "", WEBHOOK)?;
+    let b = w["webhooks"][0]["clientConfig"]["caBundle"].as_str()?;
+    String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b).ok()?).ok()
+}
+
+/// With `--cert-mutating-webhook`, the MutatingWebhookConfiguration gets the same bundle as
+/// the validating one, and gets it again when a sync empties it; the replace keeps its other
+/// fields; only those two configurations and the Secret are touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mutating_configuration_gets_the_same_ca_bundle() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    fake.apply(webhook_configuration());
+    fake.apply(mutating_configuration());
+    let running = serve(
+        api,
+        Options {
+            mutating_webhook: Some(WEBHOOK.into()),
+            ..options(long_lived())
+        },
+    )
+    .await;
+    let ca = secret_data(&fake, "ca.crt").unwrap();
+    let injected = || {
+        mutating_ca_bundle(&fake).as_deref() == Some(ca.as_str())
+            && ca_bundles(&fake)
+                .iter()
+                .all(|b| b.as_deref() == Some(ca.as_str()))
+    };
+    eventually("the CA injected into both configurations", injected).await;
+    let w = fake
+        .object("mutatingwebhookconfigurations", "", WEBHOOK)
+        .unwrap();
+    assert_eq!(w["webhooks"][0]["reinvocationPolicy"], "IfNeeded");
+    assert_eq!(
+        w["webhooks"][0]["clientConfig"]["service"]["path"],
+        "/mutate"
+    );
+
+    // A GitOps sync writes the rendered mutating configuration back, without a caBundle.
+    fake.apply(mutating_configuration());
+    assert!(!injected());
+    eventually("injected again after an overwrite", injected).await;
+
+    let requests = fake.requests.lock().unwrap().clone();
+    for r in &requests {
+        let path = r.split_once(' ').unwrap().1.split('?').next().unwrap();
+        let allowed = path.starts_with(&format!("/api/v1/namespaces/{NS}/secrets"))
+            || [
+                "validatingwebhookconfigurations",
+                "mutatingwebhookconfigurations",
+            ]
+            .iter()
+            .any(|p| path == format!("/apis/admissionregistration.k8s.io/v1/{p}/{WEBHOOK}"));
+        assert!(allowed, "unexpected request: {r}");
+    }
     running.shutdown().await;
 }
 

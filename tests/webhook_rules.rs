@@ -3,7 +3,9 @@
 //! matching over a mixed stream); and `celgate serve --webhook-rules dynamic` against the
 //! fake API server: a snapshot with a new binding is served only once the configuration's
 //! rules cover it (widen first), narrowing comes after the snapshot without it is live, and
-//! how many requests of a mixed stream the rules send celgate, before and after.
+//! how many requests of a mixed stream the rules send celgate, before and after. The same for
+//! the MutatingWebhookConfiguration (`--phase mutating`, `--cert-mutating-webhook`): its rules
+//! follow the bound MutatingAdmissionPolicies alone, never with DELETE.
 
 mod common;
 mod fake_apiserver;
@@ -266,6 +268,114 @@ fn no_request_a_binding_decides_is_left_out() {
     ));
 }
 
+/// A MutatingAdmissionPolicy (v1alpha1, as recorded) on `resources` for `ops`, bound with
+/// `binding` (matchResources lines, or nothing).
+fn write_mutating(dir: &Path, name: &str, resources: &str, ops: &str, binding: &str) {
+    let text = format!(
+        "apiVersion: admissionregistration.k8s.io/v1alpha1
+kind: MutatingAdmissionPolicy
+metadata: {{name: {name}}}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ['']
+      apiVersions: [v1]
+      operations: {ops}
+      resources: {resources}
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: 'Object{{metadata: Object.metadata{{labels: {{\"added\": \"yes\"}}}}}}'
+---
+apiVersion: admissionregistration.k8s.io/v1alpha1
+kind: MutatingAdmissionPolicyBinding
+metadata: {{name: {name}-binding}}
+spec:
+  policyName: {name}
+{binding}"
+    );
+    std::fs::write(dir.join(format!("{name}.yaml")), text).unwrap();
+}
+
+/// `--phase mutating`: the rules of the MutatingAdmissionPolicies' bindings only (the
+/// validating ones' are not in them, nor the other way round), `*` as CREATE, UPDATE and
+/// CONNECT, never DELETE; the selector every binding requires with `-o webhook`.
+#[test]
+fn the_command_prints_the_mutating_webhooks_rules() {
+    let dir = temp_dir("webhook-rules-mutating");
+    write_policy(&dir, "secrets", "", "[secrets]", "['*']", "");
+    write_mutating(&dir, "pods", "[pods, 'pods/exec']", "['*']", TEAM_A);
+    write_mutating(&dir, "configmaps", "[configmaps]", "[CREATE]", TEAM_A);
+    let run = |extra: &[&str]| -> String {
+        let mut args = vec!["webhook-rules", "--policies", dir.to_str().unwrap()];
+        args.extend(extra);
+        let (code, out, err) = celgate_within(&args, &repo());
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let out = run(&["--phase", "mutating"]);
+    let rules: Vec<WebhookRule> = serde_yaml_ng::from_str(&out).unwrap();
+    for r in [
+        ("CREATE", "", "pods", "", "app"),
+        ("UPDATE", "", "pods", "", "app"),
+        ("CONNECT", "", "pods", "exec", "app"),
+        ("CREATE", "", "configmaps", "", "app"),
+    ] {
+        assert!(sends(&rules, &attributes(&r)), "{r:?} not sent: {out}");
+    }
+    for r in [
+        ("DELETE", "", "pods", "", "app"),
+        ("UPDATE", "", "configmaps", "", "app"),
+        ("CREATE", "", "secrets", "", "app"),
+    ] {
+        assert!(!sends(&rules, &attributes(&r)), "{r:?} sent: {out}");
+    }
+    assert!(
+        rules
+            .iter()
+            .all(|r| !r.operations.iter().any(|o| o == "*" || o == "DELETE")),
+        "{out}"
+    );
+    let json: Vec<WebhookRule> =
+        serde_json::from_str(&run(&["--phase", "mutating", "-o", "json"])).unwrap();
+    assert_eq!(json, rules);
+    let webhook: Json =
+        serde_yaml_ng::from_str(&run(&["--phase", "mutating", "-o", "webhook"])).unwrap();
+    assert_eq!(
+        webhook["namespaceSelector"]["matchLabels"],
+        json!({"team": "a"}),
+        "{webhook}"
+    );
+    // The validating phase (the default) is the ValidatingAdmissionPolicy's alone.
+    let validating: Vec<WebhookRule> = serde_yaml_ng::from_str(&run(&[])).unwrap();
+    assert_eq!(
+        validating,
+        serde_yaml_ng::from_str::<Vec<WebhookRule>>(&run(&["--phase", "validating"])).unwrap()
+    );
+    assert!(sends(
+        &validating,
+        &attributes(&("DELETE", "", "secrets", "", "app"))
+    ));
+    assert!(!sends(
+        &validating,
+        &attributes(&("CREATE", "", "pods", "", "app"))
+    ));
+
+    let (code, _, err) = celgate_within(
+        &[
+            "webhook-rules",
+            "--policies",
+            dir.to_str().unwrap(),
+            "--phase",
+            "both",
+        ],
+        &repo(),
+    );
+    assert_eq!(code, 2, "{err}");
+}
+
 // --- Dynamic mode against the fake API server.
 
 fn kinds() -> Vec<Kind> {
@@ -275,6 +385,12 @@ fn kinds() -> Vec<Kind> {
             "admissionregistration.k8s.io/v1",
             "ValidatingWebhookConfiguration",
             "validatingwebhookconfigurations",
+            false,
+        ),
+        Kind::new(
+            "admissionregistration.k8s.io/v1",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
             false,
         ),
     ]
@@ -317,6 +433,11 @@ fn live_rules(fake: &Fake) -> Vec<WebhookRule> {
 }
 
 async fn serve(api: std::net::SocketAddr, dir: &Path) -> Running {
+    serve_with(api, dir, None).await
+}
+
+/// `serve`, with the MutatingWebhookConfiguration `mutating` kept too.
+async fn serve_with(api: std::net::SocketAddr, dir: &Path, mutating: Option<&str>) -> Running {
     let cfg = ServeConfig {
         cert: CertSource::Controller {
             connect: celgate::source::kube::Connect {
@@ -327,6 +448,7 @@ async fn serve(api: std::net::SocketAddr, dir: &Path) -> Running {
                 namespace: NS.into(),
                 secret: "celgate-tls".into(),
                 webhook: WEBHOOK.into(),
+                mutating_webhook: mutating.map(String::from),
                 names: vec!["celgate.celgate-system.svc".into()],
                 timing: Timing {
                     validity: Duration::from_secs(8760 * 3600),
@@ -492,5 +614,103 @@ async fn two_pod_policies_send_celgate_a_fraction_of_the_stream() {
     // Pod CREATE and UPDATE (`pods/*` CREATE adds no request of the stream), nothing else.
     assert_eq!(count(&after), decided);
     assert_eq!(count(&after), 2);
+    running.shutdown().await;
+}
+
+/// The chart's MutatingWebhookConfiguration: CREATE, UPDATE and CONNECT of everything.
+fn mutating_configuration() -> Json {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK},
+        "webhooks": [{
+            "name": "mutate.celgate.dev",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "reinvocationPolicy": "IfNeeded",
+            "clientConfig": {"service": {"name": "celgate", "namespace": NS, "path": "/mutate"}},
+            "rules": [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE", "CONNECT"], "resources": ["*/*"], "scope": "*"}],
+            "namespaceSelector": {"matchExpressions": [excluded()]},
+        }],
+    })
+}
+
+fn live_mutating_rules(fake: &Fake) -> Vec<WebhookRule> {
+    let w = fake
+        .object("mutatingwebhookconfigurations", "", WEBHOOK)
+        .expect("the mutating configuration");
+    serde_json::from_value(w["webhooks"][0]["rules"].clone()).unwrap()
+}
+
+fn serves_mutating(running: &Running, policy: &str) -> bool {
+    running
+        .state
+        .snapshot
+        .load()
+        .mutating
+        .iter()
+        .any(|e| e.policy.base.name == policy)
+}
+
+/// Dynamic mode with a MutatingWebhookConfiguration: its rules narrow to the bound MAPs
+/// (never DELETE; the ValidatingAdmissionPolicy's resources stay in the validating one
+/// only), a new MAP is served only once they cover it, and they narrow after it goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutating_rules_follow_the_bound_maps_widen_first_narrow_after() {
+    let (fake, api) = Fake::start(&kinds()).await;
+    fake.apply(webhook_configuration());
+    fake.apply(mutating_configuration());
+    let dir = temp_dir("webhook-rules-mutating-dynamic");
+    write_policy(&dir, "secrets", "", "[secrets]", "[CREATE]", "");
+    write_mutating(&dir, "pods", "[pods]", "['*']", "");
+    let running = serve_with(api, &dir, Some(WEBHOOK)).await;
+    let pod = attributes(&("CREATE", "", "pods", "", "app"));
+    let pod_update = attributes(&("UPDATE", "", "pods", "", "app"));
+    let pod_delete = attributes(&("DELETE", "", "pods", "", "app"));
+    let secret = attributes(&("CREATE", "", "secrets", "", "app"));
+    let configmap = attributes(&("CREATE", "", "configmaps", "", "app"));
+    eventually("both configurations narrowed", || {
+        let m = live_mutating_rules(&fake);
+        let v = live_rules(&fake);
+        sends(&m, &pod) && !sends(&m, &secret) && sends(&v, &secret) && !sends(&v, &pod)
+    })
+    .await;
+    let m = live_mutating_rules(&fake);
+    assert!(sends(&m, &pod_update) && !sends(&m, &pod_delete), "{m:?}");
+    assert!(!sends(&m, &configmap), "{m:?}");
+
+    // A ConfigMap MAP while the configurations cannot be written: not served.
+    fake.refuse_replaces(true);
+    write_mutating(&dir, "configmaps", "[configmaps]", "[CREATE]", "");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !serves_mutating(&running, "configmaps"),
+        "served before the mutating rules cover it"
+    );
+    fake.refuse_replaces(false);
+    eventually("the ConfigMap MAP served", || {
+        let served = serves_mutating(&running, "configmaps");
+        if served {
+            assert!(
+                sends(&live_mutating_rules(&fake), &configmap),
+                "served uncovered"
+            );
+        }
+        served
+    })
+    .await;
+
+    // Removed: the mutating rules keep ConfigMaps while the snapshot holding it serves.
+    std::fs::remove_file(dir.join("configmaps.yaml")).unwrap();
+    eventually("ConfigMaps left out of the mutating rules again", || {
+        let rules = live_mutating_rules(&fake);
+        if serves_mutating(&running, "configmaps") {
+            assert!(sends(&rules, &configmap), "narrowed while served");
+        }
+        !sends(&rules, &configmap)
+    })
+    .await;
+    assert!(sends(&live_mutating_rules(&fake), &pod));
+    assert!(!sends(&live_rules(&fake), &configmap));
     running.shutdown().await;
 }

@@ -382,7 +382,7 @@ pub async fn start(cfg: ServeConfig) -> Result<Running, StartError> {
             let target = state.clone();
             Some(Arc::new(certs::rules::start(
                 client,
-                options.webhook,
+                options.configurations(),
                 options.check_every,
                 Arc::new(move |s| target.install(s)),
             )))

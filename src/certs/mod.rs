@@ -8,18 +8,19 @@
 //! the Secret; take the next step of [`pki::plan`]; write the Secret back conditionally on the
 //! resourceVersion read (of two replicas racing, the loser gets a conflict and reads again);
 //! publish the serving pair to the server; and put the bundle into `caBundle` of every
-//! webhook of the one named ValidatingWebhookConfiguration when it differs (re-injecting it
-//! when someone overwrote it), also conditionally. Reading the configuration before the
-//! Secret means a replica with an older Secret can never write an older bundle over a newer
-//! one: the newer was written to the Secret before it reached the configuration, so the
-//! older replica's conditional write fails.
+//! webhook of the one named ValidatingWebhookConfiguration, and of the one named
+//! MutatingWebhookConfiguration when there is one (`/mutate`, for MutatingAdmissionPolicies),
+//! when it differs (re-injecting it when someone overwrote it), also conditionally. Reading
+//! the configurations before the Secret means a replica with an older Secret can never write
+//! an older bundle over a newer one: the newer was written to the Secret before it reached
+//! the configurations, so the older replica's conditional write fails.
 //!
 //! A rotation starts `renew_before` ahead of expiry, in three steps `overlap` apart: a new CA
 //! joins the bundle (old and new trusted) with a serving certificate it signed kept aside; once
-//! the configuration holds that bundle, the new certificate is served; then the old CA is
+//! every configuration holds that bundle, the new certificate is served; then the old CA is
 //! dropped. Clients that trust the injected bundle complete handshakes throughout.
 //!
-//! RBAC: get and update of that one Secret and that one configuration (resourceNames), and
+//! RBAC: get and update of that one Secret and those configurations (resourceNames), and
 //! create of Secrets (which RBAC cannot narrow to a name), for the first start.
 
 pub mod pki;
@@ -39,6 +40,7 @@ use serde_json::Value as Json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::webhook::rules::Phase;
 use pki::{Material, PkiError};
 pub use pki::{Pair, Step, Timing};
 
@@ -53,6 +55,8 @@ pub struct Options {
     pub secret: String,
     /// The ValidatingWebhookConfiguration whose webhooks get the CA bundle.
     pub webhook: String,
+    /// The MutatingWebhookConfiguration whose webhooks get it too, if there is one.
+    pub mutating_webhook: Option<String>,
     /// Names of the serving certificate (the Service's DNS names).
     pub names: Vec<String>,
     pub timing: Timing,
@@ -61,6 +65,15 @@ pub struct Options {
 }
 
 impl Options {
+    /// The configurations kept, with the phase each is for: the validating one first.
+    pub fn configurations(&self) -> Vec<(Phase, String)> {
+        let mut out = vec![(Phase::Validating, self.webhook.clone())];
+        if let Some(m) = self.mutating_webhook.as_ref().filter(|m| !m.is_empty()) {
+            out.push((Phase::Mutating, m.clone()));
+        }
+        out
+    }
+
     /// Refuses settings under which a rotation could not finish before expiry, or a replica
     /// could miss a step.
     pub fn check(&self) -> Result<(), OptionsError> {
@@ -177,7 +190,8 @@ pub fn start(client: Client, options: Options) -> Handle {
     let (tx, rx) = watch::channel(None);
     let controller = Controller {
         secrets: Api::namespaced(client.clone(), &options.namespace),
-        webhooks: Api::all_with(client, &webhook_resource()),
+        validating: Api::all_with(client.clone(), &webhook_resource(Phase::Validating)),
+        mutating: Api::all_with(client, &webhook_resource(Phase::Mutating)),
         options,
         serving: tx,
     };
@@ -187,20 +201,39 @@ pub fn start(client: Client, options: Options) -> Handle {
     }
 }
 
-fn webhook_resource() -> ApiResource {
+/// The kind of the webhook configuration for `phase`.
+pub fn webhook_kind(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Validating => "ValidatingWebhookConfiguration",
+        Phase::Mutating => "MutatingWebhookConfiguration",
+    }
+}
+
+fn webhook_resource(phase: Phase) -> ApiResource {
+    let (kind, plural) = match phase {
+        Phase::Validating => (
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+        Phase::Mutating => (
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+        ),
+    };
     ApiResource {
         group: "admissionregistration.k8s.io".into(),
         version: "v1".into(),
         api_version: "admissionregistration.k8s.io/v1".into(),
-        kind: "ValidatingWebhookConfiguration".into(),
-        plural: "validatingwebhookconfigurations".into(),
+        kind: kind.into(),
+        plural: plural.into(),
     }
 }
 
 struct Controller {
     secrets: Api<Secret>,
     /// Untyped: a replace keeps every field, also those newer than k8s-openapi.
-    webhooks: Api<DynamicObject>,
+    validating: Api<DynamicObject>,
+    mutating: Api<DynamicObject>,
     options: Options,
     serving: watch::Sender<Option<Arc<Pair>>>,
 }
@@ -240,15 +273,22 @@ impl Controller {
 
     async fn try_round(&self) -> Result<Result<(), Conflict>, CertError> {
         let o = &self.options;
-        // The configuration first: see the module's comment.
-        let webhook = self
-            .webhooks
-            .get_opt(&o.webhook)
-            .await
-            .map_err(|source| CertError::Api {
-                what: "reading the ValidatingWebhookConfiguration",
-                source,
-            })?;
+        // The configurations first: see the module's comment.
+        let mut configurations = Vec::new();
+        for (phase, name) in o.configurations() {
+            let read = self
+                .api(phase)
+                .get_opt(&name)
+                .await
+                .map_err(|source| CertError::Api {
+                    what: match phase {
+                        Phase::Validating => "reading the ValidatingWebhookConfiguration",
+                        Phase::Mutating => "reading the MutatingWebhookConfiguration",
+                    },
+                    source,
+                })?;
+            configurations.push((phase, name, read));
+        }
         let secret = self
             .secrets
             .get_opt(&o.secret)
@@ -265,7 +305,9 @@ impl Controller {
             }
         };
         let bundle = material.bundle_pem();
-        let injected = webhook.as_ref().is_none_or(|w| holds_bundle(w, &bundle));
+        let injected = configurations
+            .iter()
+            .all(|(_, _, w)| w.as_ref().is_none_or(|w| holds_bundle(w, &bundle)));
         let now = now();
         let step = pki::plan(&material, &o.names, now, &o.timing, injected);
         let material = match step {
@@ -288,18 +330,20 @@ impl Controller {
                 true
             });
         }
-        match webhook {
-            None => {
-                tracing::debug!(webhook = %o.webhook, "ValidatingWebhookConfiguration not found: no caBundle to inject");
-            }
-            Some(w) => {
-                let bundle = material.bundle_pem();
-                if !holds_bundle(&w, &bundle) {
-                    if let Err(c) = self.inject(w, &bundle).await? {
+        let bundle = material.bundle_pem();
+        for (phase, name, read) in configurations {
+            let kind = webhook_kind(phase);
+            match read {
+                None => {
+                    tracing::debug!(webhook = %name, kind, "webhook configuration not found: no caBundle to inject");
+                }
+                Some(w) if !holds_bundle(&w, &bundle) => {
+                    if let Err(c) = self.inject(phase, &name, w, &bundle).await? {
                         return Ok(Err(c));
                     }
-                    tracing::info!(webhook = %o.webhook, cas = material.bundle.len(), "caBundle injected");
+                    tracing::info!(webhook = %name, kind, cas = material.bundle.len(), "caBundle injected");
                 }
+                Some(_) => {}
             }
         }
         Ok(Ok(()))
@@ -365,9 +409,20 @@ impl Controller {
         }
     }
 
-    /// Sets `caBundle` of every webhook of `w` and replaces it conditionally.
+    /// The API of `phase`'s webhook configurations.
+    fn api(&self, phase: Phase) -> &Api<DynamicObject> {
+        match phase {
+            Phase::Validating => &self.validating,
+            Phase::Mutating => &self.mutating,
+        }
+    }
+
+    /// Sets `caBundle` of every webhook of `w` (the `phase` configuration `name`) and
+    /// replaces it conditionally.
     async fn inject(
         &self,
+        phase: Phase,
+        name: &str,
         mut w: DynamicObject,
         bundle: &str,
     ) -> Result<Result<(), Conflict>, CertError> {
@@ -385,14 +440,17 @@ impl Controller {
             }
         }
         match self
-            .webhooks
-            .replace(&self.options.webhook, &PostParams::default(), &w)
+            .api(phase)
+            .replace(name, &PostParams::default(), &w)
             .await
         {
             Ok(_) => Ok(Ok(())),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Err(Conflict)),
             Err(source) => Err(CertError::Api {
-                what: "injecting the caBundle",
+                what: match phase {
+                    Phase::Validating => "injecting the ValidatingWebhookConfiguration's caBundle",
+                    Phase::Mutating => "injecting the MutatingWebhookConfiguration's caBundle",
+                },
                 source,
             }),
         }

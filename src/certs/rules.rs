@@ -1,11 +1,12 @@
 //! The webhook rules controller (`celgate serve --webhook-rules dynamic`): beside the
 //! caBundle, it keeps the `rules` of every webhook of the certificate controller's
-//! ValidatingWebhookConfiguration to what the served snapshot's bindings can match
-//! ([`crate::webhook::rules`]), so that the API server calls celgate only for requests a
-//! policy can decide.
+//! ValidatingWebhookConfiguration to what the served snapshot's ValidatingAdmissionPolicy
+//! bindings can match, and those of its MutatingWebhookConfiguration, when there is one, to
+//! what the MutatingAdmissionPolicy bindings can match ([`crate::webhook::rules`], by
+//! [`Phase`]), so that the API server calls celgate only for requests a policy can decide.
 //!
-//! The API server only sends what the rules select, so a snapshot is served only once the
-//! configuration covers it: each new snapshot first widens the rules to what the served one
+//! The API server only sends what the rules select, so a snapshot is served only once every
+//! configuration covers it (each for its own phase): each new snapshot first widens the rules to what the served one
 //! and the new one match (old ∪ new), then is handed to the server; narrowing to the new
 //! one alone waits for the next check, after the snapshot is live. Until the widening is
 //! written (the API server down, a conflict, RBAC) the previous snapshot keeps serving, and
@@ -36,7 +37,7 @@ use tokio::task::JoinHandle;
 
 use crate::model::LabelSelector;
 use crate::policy::snapshot::Snapshot;
-use crate::webhook::rules::{with_hint, without_hint, Hints, RuleSet, WebhookRule};
+use crate::webhook::rules::{with_hint, without_hint, Hints, Phase, RuleSet, WebhookRule};
 
 /// The configuration's annotation holding the hints celgate added to its webhooks' selectors
 /// (JSON of [`Hints`]).
@@ -101,10 +102,11 @@ struct Shared {
     wake: Notify,
 }
 
-/// Starts the controller for the configuration `webhook`, installing with `install`.
+/// Starts the controller for the `configurations` (each named, for its phase: see
+/// [`super::Options::configurations`]), installing with `install`.
 pub fn start(
     client: Client,
-    webhook: String,
+    configurations: Vec<(Phase, String)>,
     check_every: Duration,
     install: Install,
 ) -> RulesHandle {
@@ -113,8 +115,15 @@ pub fn start(
         wake: Notify::new(),
     });
     let controller = Controller {
-        webhooks: Api::all_with(client, &super::webhook_resource()),
-        webhook,
+        targets: configurations
+            .into_iter()
+            .map(|(phase, name)| Target {
+                api: Api::all_with(client.clone(), &super::webhook_resource(phase)),
+                kind: super::webhook_kind(phase),
+                phase,
+                name,
+            })
+            .collect(),
         check_every,
         install,
         shared: shared.clone(),
@@ -125,9 +134,19 @@ pub fn start(
     }
 }
 
+/// One webhook configuration whose rules follow the snapshot.
+struct Target {
+    api: Api<DynamicObject>,
+    name: String,
+    kind: &'static str,
+    phase: Phase,
+}
+
+/// What one configuration should select: its rules and selector hints.
+type Wanted = (RuleSet, Hints);
+
 struct Controller {
-    webhooks: Api<DynamicObject>,
-    webhook: String,
+    targets: Vec<Target>,
     check_every: Duration,
     install: Install,
     shared: Arc<Shared>,
@@ -138,8 +157,8 @@ struct Conflict;
 
 impl Controller {
     async fn run(self) {
-        // What the served snapshot matches; `None` before the first.
-        let mut served: Option<(RuleSet, Hints)> = None;
+        // What the served snapshot matches, per target; `None` before the first.
+        let mut served: Option<Vec<Wanted>> = None;
         loop {
             let pending = self
                 .shared
@@ -149,21 +168,38 @@ impl Controller {
                 .take();
             match pending {
                 Some(snapshot) => {
-                    let new = (
-                        RuleSet::of_snapshot(&snapshot),
-                        Hints::of_snapshot(&snapshot),
-                    );
-                    let want = served.as_ref().map_or_else(
-                        || new.clone(),
-                        |(rules, hints)| (rules.union(&new.0), hints.union(&new.1)),
-                    );
-                    match self.set(&want, Write::Widen).await {
+                    let new: Vec<Wanted> = self
+                        .targets
+                        .iter()
+                        .map(|t| {
+                            (
+                                RuleSet::of_phase(&snapshot, t.phase),
+                                Hints::of_phase(&snapshot, t.phase),
+                            )
+                        })
+                        .collect();
+                    let want: Vec<Wanted> = match &served {
+                        None => new.clone(),
+                        Some(old) => old
+                            .iter()
+                            .zip(&new)
+                            .map(|((rules, hints), (r, h))| (rules.union(r), hints.union(h)))
+                            .collect(),
+                    };
+                    let mut widened = Ok(());
+                    for (target, want) in self.targets.iter().zip(&want) {
+                        widened = self.set(target, want, Write::Widen).await;
+                        if widened.is_err() {
+                            break;
+                        }
+                    }
+                    match widened {
                         Ok(()) => {
                             (self.install)(snapshot);
                             served = Some(new);
                         }
                         Err(e) => {
-                            tracing::warn!(error = %e, webhook = %self.webhook, "webhook rules not widened for the new policies: the previous snapshot keeps serving, retrying");
+                            tracing::warn!(error = %e, "webhook rules not widened for the new policies: the previous snapshot keeps serving, retrying");
                             // Put back, unless a newer one came meanwhile.
                             let mut slot = self
                                 .shared
@@ -177,9 +213,9 @@ impl Controller {
                     }
                 }
                 None => {
-                    if let Some(rules) = &served {
-                        if let Err(e) = self.set(rules, Write::Exact).await {
-                            tracing::warn!(error = %e, webhook = %self.webhook, "webhook rules not updated, retrying");
+                    for (target, want) in self.targets.iter().zip(served.iter().flatten()) {
+                        if let Err(e) = self.set(target, want, Write::Exact).await {
+                            tracing::warn!(error = %e, webhook = %target.name, kind = target.kind, "webhook rules not updated, retrying");
                         }
                     }
                 }
@@ -191,11 +227,11 @@ impl Controller {
         }
     }
 
-    /// Sets the rules of every webhook, read again after a conflict. A configuration that
-    /// does not exist has nothing to guard.
-    async fn set(&self, want: &(RuleSet, Hints), how: Write) -> Result<(), RulesError> {
+    /// Sets the rules of every webhook of `target`, read again after a conflict. A
+    /// configuration that does not exist has nothing to guard.
+    async fn set(&self, target: &Target, want: &Wanted, how: Write) -> Result<(), RulesError> {
         for _ in 0..5 {
-            if self.try_set(want, how).await?.is_ok() {
+            if self.try_set(target, want, how).await?.is_ok() {
                 return Ok(());
             }
         }
@@ -204,19 +240,24 @@ impl Controller {
 
     async fn try_set(
         &self,
-        (rules, hints): &(RuleSet, Hints),
+        target: &Target,
+        (rules, hints): &Wanted,
         how: Write,
     ) -> Result<Result<(), Conflict>, RulesError> {
-        let Some(mut w) = self
-            .webhooks
-            .get_opt(&self.webhook)
-            .await
-            .map_err(|source| RulesError::Api {
-                what: "reading the ValidatingWebhookConfiguration",
-                source,
-            })?
+        let Some(mut w) =
+            target
+                .api
+                .get_opt(&target.name)
+                .await
+                .map_err(|source| RulesError::Api {
+                    what: match target.phase {
+                        Phase::Validating => "reading the ValidatingWebhookConfiguration",
+                        Phase::Mutating => "reading the MutatingWebhookConfiguration",
+                    },
+                    source,
+                })?
         else {
-            tracing::debug!(webhook = %self.webhook, "ValidatingWebhookConfiguration not found: no rules to keep");
+            tracing::debug!(webhook = %target.name, kind = target.kind, "webhook configuration not found: no rules to keep");
             return Ok(Ok(()));
         };
         // What celgate added last time (none when the annotation is missing or unreadable:
@@ -282,18 +323,21 @@ impl Controller {
         if !changed {
             return Ok(Ok(()));
         }
-        match self
-            .webhooks
-            .replace(&self.webhook, &PostParams::default(), &w)
+        match target
+            .api
+            .replace(&target.name, &PostParams::default(), &w)
             .await
         {
             Ok(_) => {
-                tracing::info!(webhook = %self.webhook, rules = rules.rules().len(), namespace_hint = next_hints.namespace_selector.is_some(), object_hint = next_hints.object_selector.is_some(), widen = how == Write::Widen, "webhook rules written");
+                tracing::info!(webhook = %target.name, kind = target.kind, rules = rules.rules().len(), namespace_hint = next_hints.namespace_selector.is_some(), object_hint = next_hints.object_selector.is_some(), widen = how == Write::Widen, "webhook rules written");
                 Ok(Ok(()))
             }
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Err(Conflict)),
             Err(source) => Err(RulesError::Api {
-                what: "writing the webhook rules",
+                what: match target.phase {
+                    Phase::Validating => "writing the ValidatingWebhookConfiguration's rules",
+                    Phase::Mutating => "writing the MutatingWebhookConfiguration's rules",
+                },
                 source,
             }),
         }

@@ -1,10 +1,12 @@
 //! `celgate webhook-rules`: the ValidatingWebhookConfiguration `rules` the bindings of a
-//! policy folder need (`celgate::webhook::rules`), for a configuration kept in Git (the
-//! chart's `webhook.rulesMode: static` and `webhook.rules`).
+//! policy folder need (`celgate::webhook::rules`), or with `--phase mutating` the
+//! MutatingWebhookConfiguration's for its MutatingAdmissionPolicies, for a configuration
+//! kept in Git (the chart's `webhook.rulesMode: static` with `webhook.rules` and
+//! `mutating.rules`).
 
 use std::path::PathBuf;
 
-use celgate::webhook::rules::{Hints, RuleSet, WebhookRule};
+use celgate::webhook::rules::{Hints, Phase, RuleSet, WebhookRule};
 
 use crate::cli::files::load_folder;
 use crate::cli::flags::K8sVersion;
@@ -23,6 +25,12 @@ pub struct WebhookRulesArgs {
     /// `--webhook-rules dynamic` does).
     #[arg(short = 'o', long, value_enum, default_value = "yaml")]
     output: RulesOutput,
+    /// Which webhook the rules are for: `validating` (the ValidatingWebhookConfiguration,
+    /// `/validate`: the ValidatingAdmissionPolicies' bindings) or `mutating` (the
+    /// MutatingWebhookConfiguration, `/mutate`: the MutatingAdmissionPolicies' bindings;
+    /// never DELETE, which the mutating plugin never sees).
+    #[arg(long, value_enum, default_value = "validating")]
+    phase: RulesPhase,
     /// The Kubernetes version whose CEL libraries are available (1.N or v1.N).
     #[arg(long, value_name = "1.N", default_value_t = K8sVersion::NEWEST)]
     k8s_version: K8sVersion,
@@ -38,6 +46,22 @@ enum RulesOutput {
     Yaml,
     Json,
     Webhook,
+}
+
+/// `celgate webhook-rules --phase`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum RulesPhase {
+    Validating,
+    Mutating,
+}
+
+impl From<RulesPhase> for Phase {
+    fn from(p: RulesPhase) -> Phase {
+        match p {
+            RulesPhase::Validating => Phase::Validating,
+            RulesPhase::Mutating => Phase::Mutating,
+        }
+    }
 }
 
 /// `-o webhook`: the rules and the selector hints.
@@ -56,11 +80,12 @@ pub fn run(args: WebhookRulesArgs) -> Result<Outcome, CliError> {
     // configuration error under its failurePolicy), so its resources are covered.
     let snapshot = celgate::source::snapshot(objects, args.k8s_version.0, false)
         .map_err(|e| CliError::Input(e.into()))?;
-    let rules = RuleSet::of_snapshot(&snapshot).rules();
+    let phase = Phase::from(args.phase);
+    let rules = RuleSet::of_phase(&snapshot, phase).rules();
     let text = match args.output {
         RulesOutput::Webhook => serde_yaml_ng::to_string(&WebhookFields {
             rules,
-            hints: Hints::of_snapshot(&snapshot),
+            hints: Hints::of_phase(&snapshot, phase),
         })
         .map_err(CliError::Yaml)?,
         RulesOutput::Json => format!(

@@ -1,4 +1,5 @@
-//! The `rules` a ValidatingWebhookConfiguration needs so that the API server sends celgate
+//! The `rules` a ValidatingWebhookConfiguration (or, for MutatingAdmissionPolicies, a
+//! MutatingWebhookConfiguration: [`Phase`]) needs so that the API server sends celgate
 //! every request a loaded binding can decide: the union, over the bindings of a snapshot, of
 //! what each can match (its policy's `matchConstraints.resourceRules` intersected with the
 //! binding's `matchResources.resourceRules`), as `admissionregistration/v1`
@@ -16,6 +17,11 @@
 //! and `events.k8s.io` events, and the `extensions` twins of `apps` and
 //! `networking.k8s.io` resources) are added beside the ones rules name. Operations no
 //! request has (`PATCH`) are dropped: they match nothing, and the API server refuses them.
+//!
+//! The mutating phase is the same over the snapshot's MutatingAdmissionPolicies and their
+//! bindings, with one difference: the in-tree mutating plugin never sees DELETE (a MAP or
+//! binding naming it is refused at creation), so `*` stands for CREATE, UPDATE and CONNECT
+//! and DELETE is never asked for.
 //!
 //! Beside the rules, [`Hints`]: a `namespaceSelector` or `objectSelector` the webhook can
 //! carry too. The API server matches a webhook's selectors with the very matchers it matches
@@ -37,12 +43,43 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+
 use crate::matching::Matcher;
 use crate::model::{LabelSelector, NamedRule};
-use crate::policy::snapshot::Snapshot;
+use crate::policy::snapshot::{CompiledBinding, Snapshot};
 
 /// The operations a webhook rule can name (besides `*`).
 pub const OPERATIONS: [&str; 4] = ["CREATE", "UPDATE", "DELETE", "CONNECT"];
+
+/// The operations that reach the mutating plugin (it never sees DELETE).
+pub const MUTATING_OPERATIONS: [&str; 3] = ["CREATE", "UPDATE", "CONNECT"];
+
+/// Which webhook configuration rules are for: the one for ValidatingAdmissionPolicies
+/// (`/validate`) or the one for MutatingAdmissionPolicies (`/mutate`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Phase {
+    #[default]
+    Validating,
+    Mutating,
+}
+
+/// Each policy's matcher (`None`: it has no valid matchConstraints, and matches every
+/// request) with its bindings, for the policies of `phase`.
+fn bound(snapshot: &Snapshot, phase: Phase) -> Vec<(Option<&Matcher>, &[Arc<CompiledBinding>])> {
+    match phase {
+        Phase::Validating => snapshot
+            .policies
+            .iter()
+            .map(|e| (e.policy.matcher.as_ref().ok(), e.bindings.as_slice()))
+            .collect(),
+        Phase::Mutating => snapshot
+            .mutating
+            .iter()
+            .map(|e| (e.policy.base.matcher.as_ref().ok(), e.bindings.as_slice()))
+            .collect(),
+    }
+}
 
 /// Resources the API server stores under one key across groups: each is equivalent to the
 /// other (kube-apiserver's `AddCohabitatingResources`). Only events are still served in both
@@ -280,6 +317,21 @@ fn matcher_atoms(rules: &[NamedRule]) -> Option<Vec<Atom>> {
     Some(atoms)
 }
 
+/// `atom` as the mutating plugin can see it: `*` as its operations, DELETE as nothing.
+fn mutating_atoms(atom: Atom) -> Vec<Atom> {
+    match atom.operation.as_str() {
+        "*" => MUTATING_OPERATIONS
+            .iter()
+            .map(|o| Atom {
+                operation: o.to_string(),
+                ..atom.clone()
+            })
+            .collect(),
+        o if MUTATING_OPERATIONS.contains(&o) => vec![atom],
+        _ => Vec::new(),
+    }
+}
+
 /// Adds, for every atom naming a resource that cohabits with one of another group, that one
 /// (matchPolicy Equivalent matches it; taken for every policy, as widening is safe).
 fn add_cohabiting(atoms: &mut Vec<Atom>) {
@@ -316,20 +368,22 @@ impl RuleSet {
         self.atoms.is_empty()
     }
 
-    /// What the bindings of `snapshot` can match: for each binding of each policy, the
-    /// policy's rules intersected with the binding's (a binding without matchResources, or
-    /// with no rules, takes its policy's). Bindings naming no loaded policy are not in the
-    /// snapshot: they decide nothing.
+    /// What the bindings of `snapshot`'s validating policies can match
+    /// ([`Self::of_phase`] with [`Phase::Validating`]).
     pub fn of_snapshot(snapshot: &Snapshot) -> RuleSet {
+        RuleSet::of_phase(snapshot, Phase::Validating)
+    }
+
+    /// What the bindings of `snapshot` can match in `phase`: for each binding of each
+    /// policy, the policy's rules intersected with the binding's (a binding without
+    /// matchResources, or with no rules, takes its policy's). Bindings naming no loaded
+    /// policy are not in the snapshot: they decide nothing. Mutating: DELETE never, `*` as
+    /// the operations the mutating plugin sees.
+    pub fn of_phase(snapshot: &Snapshot, phase: Phase) -> RuleSet {
         let mut atoms = BTreeSet::new();
-        for entry in &snapshot.policies {
-            let policy = entry
-                .policy
-                .matcher
-                .as_ref()
-                .ok()
-                .and_then(|m| matcher_atoms(m.rules()));
-            for binding in &entry.bindings {
+        for (policy, bindings) in bound(snapshot, phase) {
+            let policy = policy.and_then(|m| matcher_atoms(m.rules()));
+            for binding in bindings {
                 let bound = binding
                     .matcher
                     .as_ref()
@@ -347,6 +401,9 @@ impl RuleSet {
                     }
                 }
             }
+        }
+        if phase == Phase::Mutating {
+            atoms = atoms.into_iter().flat_map(mutating_atoms).collect();
         }
         RuleSet { atoms }.reduced()
     }
@@ -484,14 +541,20 @@ fn common(pairs: &[[Option<&LabelSelector>; 2]]) -> Option<LabelSelector> {
 }
 
 impl Hints {
-    /// What every (policy, binding) pair of `snapshot` requires of the namespace and of the
-    /// object. A policy without valid matchConstraints matches every request: no hint.
+    /// What every (policy, binding) pair of `snapshot`'s validating policies requires
+    /// ([`Self::of_phase`] with [`Phase::Validating`]).
     pub fn of_snapshot(snapshot: &Snapshot) -> Hints {
+        Hints::of_phase(snapshot, Phase::Validating)
+    }
+
+    /// What every (policy, binding) pair of `phase` in `snapshot` requires of the namespace
+    /// and of the object. A policy without valid matchConstraints matches every request: no
+    /// hint.
+    pub fn of_phase(snapshot: &Snapshot, phase: Phase) -> Hints {
         let mut namespaces = Vec::new();
         let mut objects = Vec::new();
-        for entry in &snapshot.policies {
-            let policy = entry.policy.matcher.as_ref().ok();
-            for binding in &entry.bindings {
+        for (policy, bindings) in bound(snapshot, phase) {
+            for binding in bindings {
                 let bound = binding.matcher.as_ref();
                 namespaces.push([
                     policy.and_then(Matcher::restricting_namespace_selector),

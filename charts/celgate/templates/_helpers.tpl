@@ -68,17 +68,32 @@ snapshot). Empty on a first install, and wherever the chart is rendered without 
 {{- if and $dep $dep.status (gt (int ($dep.status.availableReplicas | default 0)) 0) }}true{{ end }}
 {{- end }}
 
-{{/* The failurePolicy registered now: see webhook.failOpenUntilReady in values.yaml. */}}
+{{/*
+The failurePolicy registered now for a webhook whose own is the second of the list: see
+webhook.failOpenUntilReady in values.yaml (it holds for the mutating webhook too).
+*/}}
+{{- define "celgate.failurePolicyOf" -}}
+{{- $root := index . 0 }}
+{{- if eq $root.Values.mode "observe" }}Ignore
+{{- else if and $root.Values.webhook.failOpenUntilReady (not (include "celgate.rolledOut" $root)) }}Ignore{{ else }}{{ index . 1 }}{{ end }}
+{{- end }}
+
+{{/* The validating webhook's failurePolicy now. */}}
 {{- define "celgate.failurePolicy" -}}
-{{- if eq .Values.mode "observe" }}Ignore
-{{- else if and .Values.webhook.failOpenUntilReady (not (include "celgate.rolledOut" .)) }}Ignore{{ else }}{{ .Values.webhook.failurePolicy }}{{ end }}
+{{- include "celgate.failurePolicyOf" (list . .Values.webhook.failurePolicy) }}
 {{- end }}
 
 {{/*
-The webhook's timeout: in observe mode at most 2 s, so that celgate never slows a write.
+A webhook's timeout (the second of the list): in observe mode at most 2 s, so that celgate
+never slows a write.
 */}}
+{{- define "celgate.timeoutSecondsOf" -}}
+{{- if eq (index . 0).Values.mode "observe" }}{{ min (index . 1) 2 }}{{ else }}{{ index . 1 }}{{ end }}
+{{- end }}
+
+{{/* The validating webhook's timeout. */}}
 {{- define "celgate.timeoutSeconds" -}}
-{{- if eq .Values.mode "observe" }}{{ min .Values.webhook.timeoutSeconds 2 }}{{ else }}{{ .Values.webhook.timeoutSeconds }}{{ end }}
+{{- include "celgate.timeoutSecondsOf" (list . .Values.webhook.timeoutSeconds) }}
 {{- end }}
 
 {{/*

@@ -190,11 +190,12 @@ pub struct ServeArgs {
     pub client_ca: Option<PathBuf>,
     #[command(flatten)]
     pub cert_controller: CertControllerFlags,
-    /// Who keeps the `rules` of the --cert-webhook configuration: `static`, whoever rendered
-    /// it (celgate leaves them alone); `dynamic`, celgate, to what the served bindings can
-    /// match (widened before a snapshot with new bindings is served, narrowed after; needs
-    /// --cert-secret), as `celgate webhook-rules` prints them, with the namespaceSelector or
-    /// objectSelector every binding requires added to the webhook's own.
+    /// Who keeps the `rules` of the --cert-webhook configuration (and of the
+    /// --cert-mutating-webhook one): `static`, whoever rendered it (celgate leaves them
+    /// alone); `dynamic`, celgate, to what the served bindings can match (widened before a
+    /// snapshot with new bindings is served, narrowed after; needs --cert-secret), as
+    /// `celgate webhook-rules` (`--phase mutating` for the mutating one) prints them, with the
+    /// namespaceSelector or objectSelector every binding requires added to the webhook's own.
     #[arg(long, value_enum, default_value = "static")]
     pub webhook_rules: WebhookRules,
     /// Log lines as text or as one JSON object each (on standard error).

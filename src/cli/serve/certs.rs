@@ -1,6 +1,7 @@
 //! `celgate serve`'s certificate controller flags (`--cert-*`, `celgate::certs`): a Secret
 //! holding a CA and a serving certificate, rotated at run time, the CA injected into a
-//! ValidatingWebhookConfiguration's caBundle.
+//! ValidatingWebhookConfiguration's caBundle (and a MutatingWebhookConfiguration's, with
+//! `--cert-mutating-webhook`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -23,6 +24,11 @@ pub struct CertControllerFlags {
     /// The ValidatingWebhookConfiguration whose webhooks get the CA bundle in caBundle.
     #[arg(long, value_name = "NAME", default_value = "")]
     cert_webhook: String,
+    /// The MutatingWebhookConfiguration (`/mutate`, for MutatingAdmissionPolicies) whose
+    /// webhooks get the CA bundle too; with `--webhook-rules dynamic` its rules follow the
+    /// bound MutatingAdmissionPolicies. Empty: none.
+    #[arg(long, value_name = "NAME", default_value = "")]
+    cert_mutating_webhook: String,
     /// A name of the serving certificate (repeatable): the Service's DNS names, e.g.
     /// `celgate.celgate-system.svc`.
     #[arg(long = "cert-dns-name", value_name = "NAME")]
@@ -58,6 +64,7 @@ impl CertControllerFlags {
             namespace: self.cert_namespace,
             secret,
             webhook: self.cert_webhook,
+            mutating_webhook: Some(self.cert_mutating_webhook).filter(|m| !m.is_empty()),
             names: self.cert_dns_names,
             timing: celgate::certs::Timing {
                 validity: self.cert_validity,
