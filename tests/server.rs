@@ -2121,3 +2121,109 @@ fn the_default_configuration_is_the_commands() {
     serve_flags::serve_help_shows(&[("--k8s-version <1.N>", "else the newest celgate knows")]);
     assert_eq!(d.version, celgate::cel::NEWEST_MINOR);
 }
+
+const MUTATING_POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: stamp}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: >
+        has(object.data) && 'fail' in object.data
+          ? [JSONPatch{op: 'add', path: '/nowhere/x', value: 'y'}]
+          : [JSONPatch{op: 'add', path: '/data/stamped', value: 'yes'}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: stamp}
+spec: {policyName: stamp}
+"#;
+
+/// `/mutate` over TLS (HTTP/1.1 and HTTP/2): the patch that adds the key, in the request's
+/// review version; a patch that cannot apply is the policy's 403; `/validate` of the same
+/// folder has nothing to say about it; the mutation metrics count each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutate_answers_with_a_json_patch() {
+    use base64::Engine as _;
+    let dir = temp_dir("mutate");
+    std::fs::write(dir.join("policy.yaml"), MUTATING_POLICY).unwrap();
+    let server = serve_self_signed(&dir, Limits::default()).await;
+    let ca = server.ca_pem.clone().unwrap();
+    let addr = server.bound.webhook;
+    for (http2, version) in [
+        (false, "admission.k8s.io/v1"),
+        (true, "admission.k8s.io/v1beta1"),
+    ] {
+        let (status, body) = call(
+            addr,
+            &ca,
+            http2,
+            "/mutate?timeout=10s",
+            "application/json",
+            review(version, json!({"a": "1"})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(status, 200);
+        let a = answer(&body);
+        assert_eq!(a["apiVersion"], version);
+        let r = &a["response"];
+        assert_eq!((&r["uid"], &r["allowed"]), (&json!("u-1"), &json!(true)));
+        assert_eq!(r["patchType"], "JSONPatch");
+        let patch = base64::engine::general_purpose::STANDARD
+            .decode(r["patch"].as_str().unwrap())
+            .unwrap();
+        let patch: Json = serde_json::from_slice(&patch).unwrap();
+        assert_eq!(
+            patch,
+            json!([{"op": "add", "path": "/data/stamped", "value": "yes"}])
+        );
+    }
+    let (_, body) = call(
+        addr,
+        &ca,
+        false,
+        "/mutate",
+        "application/json",
+        review("admission.k8s.io/v1", json!({"fail": "1"})),
+    )
+    .await
+    .unwrap();
+    let r = &answer(&body)["response"];
+    assert_eq!(r["allowed"], false);
+    assert_eq!(r["status"]["code"], 403);
+    assert_eq!(r["status"]["reason"], "Invalid");
+    assert_eq!(
+        r["status"]["message"],
+        "policy 'stamp' with binding 'stamp' denied request: JSON Patch: add operation does not apply: doc is missing path: \"/nowhere/x\": missing value"
+    );
+    assert!(r.get("patch").is_none());
+    // The validating webhook has no policy for it.
+    let (_, body) = call(
+        addr,
+        &ca,
+        false,
+        "/validate",
+        "application/json",
+        review("admission.k8s.io/v1", json!({"a": "1"})),
+    )
+    .await
+    .unwrap();
+    let r = &answer(&body)["response"];
+    assert_eq!(r["allowed"], true);
+    assert!(r.get("patch").is_none());
+    let metrics = metrics_page(server.bound.metrics.unwrap()).await;
+    for line in [
+        r#"celgate_mutating_admission_policy_check_total{error_type="no_error",policy="stamp",policy_binding="stamp"} 2"#,
+        r#"celgate_mutating_admission_policy_check_total{error_type="invalid_error",policy="stamp",policy_binding="stamp"} 1"#,
+        "celgate_mutating_policies_loaded 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+}

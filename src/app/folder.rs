@@ -186,8 +186,10 @@ impl FolderWatch {
             Built::Fed(policies) => return self.hand_over(policies, files, by_file),
         };
         let ready = self.state.ready.load(Ordering::Acquire);
-        let before = self.state.snapshot.load().policies.len();
-        let after = snapshot.policies.len();
+        // Validating and mutating policies alike: either is something the folder enforces.
+        let bound = |s: &crate::policy::Snapshot| s.policies.len() + s.mutating.len();
+        let before = bound(&self.state.snapshot.load());
+        let after = bound(&snapshot);
         // A folder that binds no policy enforces nothing: far more often a deleted or
         // half-replaced folder than an intent, so it takes --allow-empty-policies.
         if after == 0 && !self.source.allow_empty {

@@ -84,6 +84,8 @@ pub struct Metrics {
     /// Request and answer bytes buffered (set from the budget when the metrics are read).
     pub buffered_bytes: IntGauge,
     pub bindings: IntGauge,
+    pub mutating_policies: IntGauge,
+    pub mutating_bindings: IntGauge,
     pub compile_errors: IntGauge,
     pub source_errors: IntCounter,
     /// Follows [`crate::admission::validator::contained_panics`] (a process-wide count) each
@@ -280,6 +282,8 @@ impl Metrics {
             buffered_bytes: gauge("celgate_buffered_bytes", "Request and answer bytes buffered now, within --max-buffered-bytes; a request that would pass it is answered 503 (celgate_bad_requests_total{reason=\"buffer_budget\"})."),
             policies: gauge("celgate_policies_loaded", "ValidatingAdmissionPolicies with at least one binding in the current snapshot."),
             bindings: gauge("celgate_bindings_loaded", "ValidatingAdmissionPolicyBindings of loaded policies in the current snapshot."),
+            mutating_policies: gauge("celgate_mutating_policies_loaded", "MutatingAdmissionPolicies with at least one binding in the current snapshot."),
+            mutating_bindings: gauge("celgate_mutating_bindings_loaded", "MutatingAdmissionPolicyBindings of loaded mutating policies in the current snapshot."),
             compile_errors: gauge("celgate_policy_compile_errors", "Expressions of loaded policies that do not compile, and policies or bindings that fail validation."),
             source_errors,
             evaluation_panics,

@@ -221,6 +221,16 @@ impl AppState {
             sink.installed(&snapshot);
         }
         self.metrics.policies.set(snapshot.policies.len() as i64);
+        self.metrics
+            .mutating_policies
+            .set(snapshot.mutating.len() as i64);
+        self.metrics.mutating_bindings.set(
+            snapshot
+                .mutating
+                .iter()
+                .map(|p| p.bindings.len() as i64)
+                .sum(),
+        );
         self.metrics.bindings.set(
             snapshot
                 .policies
