@@ -86,6 +86,7 @@ pub mod crd;
 pub mod lint;
 pub mod matching;
 pub mod model;
+pub mod mutating;
 pub mod policy;
 pub mod review;
 pub mod scan;
