@@ -11,6 +11,13 @@ the version the MAP recordings came from).
 Kept: every type with its scalar kind, list (element type, elementRelationship
 atomic/associative, keys) and map (fields with their defaults, element type,
 elementRelationship atomic/separable). Dropped: unions (a merge does not read them).
+The kinds come from the built-in kinds table `celgate lint` uses
+(crates/celgate-engine/assets/builtin-schemas.json, `resources`): each resource kind whose
+definition is among the types is listed as `kinds: [[group, version, kind, type]]`, so
+the merge finds a kind's type without depending on lint. A kind outside the table (an
+options or subresource kind such as PodExecOptions or autoscaling/v1 Scale) has no type,
+as the API server answers for them (`no corresponding type`).
+
 Keys are shortened to keep the embedded file small:
   atom: s = scalar, l = list, m = map
   list: e = elementType, r = elementRelationship, k = keys
@@ -18,11 +25,12 @@ Keys are shortened to keep the embedded file small:
   type reference: n = namedType (with r when the reference overrides the relationship),
                   or an inline atom
 
-Usage: scripts/gen-merge-schemas.py [CLIENT_GO_GIT_DIR] [TAG] > crates/celgate-engine/assets/merge-schemas.json
+Usage (from the repository root): scripts/gen-merge-schemas.py [CLIENT_GO_GIT_DIR] [TAG] > crates/celgate-engine/assets/merge-schemas.json
 (defaults: /work/.mirror/kubernetes+client-go/repo and its newest v0.32.x tag).
 """
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -30,6 +38,7 @@ import sys
 import yaml
 
 PATH = "applyconfigurations/internal/internal.go"
+KINDS_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "celgate-engine", "assets", "builtin-schemas.json")
 
 
 def newest_tag(git_dir, prefix="v0.32."):
@@ -95,7 +104,12 @@ def main():
         ["git", "-C", git_dir, "show", f"{tag}:{PATH}"], check=True, capture_output=True, text=True
     ).stdout
     types = {t["name"]: atom(t) for t in schema_yaml(source)["types"]}
-    doc = {"source": f"k8s.io/client-go {tag} {PATH}", "types": types}
+    with open(KINDS_TABLE) as f:
+        resources = json.load(f)["resources"]
+    kinds = sorted(
+        {(r["group"], r["version"], r["kind"], r["schema"]) for r in resources if r["schema"] in types}
+    )
+    doc = {"source": f"k8s.io/client-go {tag} {PATH}", "kinds": [list(k) for k in kinds], "types": types}
     json.dump(doc, sys.stdout, separators=(",", ":"), sort_keys=True)
     sys.stdout.write("\n")
 

@@ -46,16 +46,6 @@ fn builtin() -> Option<&'static BuiltinTable> {
         .as_ref()
 }
 
-/// The OpenAPI definition name of a built-in resource kind (`io.k8s.api.core.v1.Pod`), for
-/// the ApplyConfiguration merge's schema lookup.
-pub(crate) fn builtin_definition(gvk: &Gvk) -> Option<&'static str> {
-    builtin()?
-        .resources
-        .iter()
-        .find(|r| r.group == gvk.group && r.version == gvk.version && r.kind == gvk.kind)
-        .map(|r| r.schema.as_str())
-}
-
 /// One served version of a CRD.
 #[derive(Debug, Clone)]
 struct CrdVersion {

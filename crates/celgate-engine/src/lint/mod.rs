@@ -10,7 +10,7 @@
 //! kind whose check failed.
 
 mod decl;
-pub(crate) mod kinds;
+mod kinds;
 mod objects;
 
 pub use objects::{check_objects, Finding, Severity};

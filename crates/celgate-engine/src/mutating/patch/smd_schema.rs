@@ -4,7 +4,8 @@
 //! Built-in kinds use client-go's SMD schema (`applyconfigurations/internal/internal.go`,
 //! embedded as `assets/merge-schemas.json` by `scripts/gen-merge-schemas.py`), the same
 //! conversion of the OpenAPI definitions the API server's static type converter makes; the
-//! kind's definition name comes from the built-in kinds table `celgate lint` uses. A CRD
+//! asset also maps each built-in resource kind to its type (from the kinds table `celgate
+//! lint` uses). A CRD
 //! version's schema is converted from its structural schema as the API server converts the
 //! OpenAPI it publishes for it (k8s.io/kube-openapi `pkg/schemaconv`, via
 //! `managedfields.NewTypeConverter`): objects with properties are structs, objects without
@@ -163,17 +164,31 @@ impl TypeRef {
 
 #[derive(Deserialize)]
 struct Table {
+    /// `[group, version, kind, type name]`.
+    kinds: Vec<(String, String, String, String)>,
     types: HashMap<String, Atom>,
 }
 
-/// The built-in types, read once; `None` only if the embedded file is broken, which
+/// The embedded table, read once; `None` only if the file is broken, which
 /// `the_builtin_merge_schemas_read` rules out.
-fn builtin_types() -> Option<&'static HashMap<String, Atom>> {
+fn table() -> Option<&'static Table> {
     static TABLE: OnceLock<Option<Table>> = OnceLock::new();
     TABLE
         .get_or_init(|| serde_json::from_str(MERGE_SCHEMAS).ok())
         .as_ref()
-        .map(|t| &t.types)
+}
+
+fn builtin_types() -> Option<&'static HashMap<String, Atom>> {
+    table().map(|t| &t.types)
+}
+
+/// The type name of a built-in resource kind.
+fn builtin_type_name(gvk: &Gvk) -> Option<&'static str> {
+    table()?
+        .kinds
+        .iter()
+        .find(|(g, v, k, _)| *g == gvk.group && *v == gvk.version && *k == gvk.kind)
+        .map(|(_, _, _, name)| name.as_str())
 }
 
 /// `Schema.Resolve`: the atom a reference names, with the reference's relationship
@@ -210,9 +225,7 @@ impl MergeSchema {
     /// The schema of a built-in kind, or one without a type when the kind is not a
     /// built-in resource kind (`PodExecOptions`, `autoscaling/v1 Scale`).
     pub fn builtin(gvk: &Gvk) -> MergeSchema {
-        let root = crate::lint::kinds::builtin_definition(gvk)
-            .filter(|name| builtin_types().is_some_and(|t| t.contains_key(*name)))
-            .map(TypeRef::named);
+        let root = builtin_type_name(gvk).map(TypeRef::named);
         MergeSchema {
             gvk: gvk.clone(),
             root,
