@@ -32,11 +32,13 @@ fn loaded(object: Json) -> Loaded {
     }
 }
 
-const APPLY: &str = "Object{metadata: Object.metadata{labels: {'celgate.dev/defaults': 'applied'}}, \
+const APPLY: &str =
+    "Object{metadata: Object.metadata{labels: {'celgate.dev/defaults': 'applied'}}, \
     spec: Object.spec{containers: object.spec.containers.map(c, \
     Object.spec.containers{name: c.name, imagePullPolicy: 'IfNotPresent'})}}";
 
-const JSON_PATCH: &str = "[JSONPatch{op: 'add', path: '/metadata/annotations', value: {'celgate.dev/seen': 'yes'}}] + \
+const JSON_PATCH: &str =
+    "[JSONPatch{op: 'add', path: '/metadata/annotations', value: {'celgate.dev/seen': 'yes'}}] + \
     object.spec.containers.map(c, JSONPatch{op: 'add', \
     path: '/spec/containers/' + string(object.spec.containers.indexOf(c)) + '/env/-', \
     value: {'name': 'CELGATE', 'value': '1'}})";
@@ -84,8 +86,8 @@ fn review_bytes() -> Vec<u8> {
 
 /// The answer's patch: present, and allowed.
 fn patched(snapshot: &Snapshot, body: &[u8]) -> bool {
-    let answer = celgate::review::answer_mutating(snapshot, body, &Default::default())
-        .expect("answer");
+    let answer =
+        celgate::review::answer_mutating(snapshot, body, &Default::default()).expect("answer");
     answer.review["response"]["allowed"] == true && answer.patch.is_some()
 }
 
@@ -93,7 +95,10 @@ fn bench(c: &mut Criterion) {
     let body = review_bytes();
     let mut g = c.benchmark_group("pod CREATE to /mutate answer");
     for (name, policies) in [
-        ("apply configuration", vec![policy("apply", "ApplyConfiguration", APPLY)]),
+        (
+            "apply configuration",
+            vec![policy("apply", "ApplyConfiguration", APPLY)],
+        ),
         ("json patch", vec![policy("patch", "JSONPatch", JSON_PATCH)]),
         (
             "both",

@@ -147,6 +147,21 @@ impl Kinds {
         serde_json::from_value(raw).ok()
     }
 
+    /// When `gvk` is a kind of a CRD among the documents: its version's `openAPIV3Schema`
+    /// as written (not as published), `None` when the version has none or does not read.
+    pub(crate) fn crd_schema(&self, gvk: &Gvk) -> Option<Option<Schema>> {
+        let crd = self
+            .crds
+            .iter()
+            .find(|c| c.group == gvk.group && c.kind == gvk.kind)?;
+        let version = crd.versions.iter().find(|v| v.name == gvk.version);
+        Some(
+            version
+                .and_then(|v| v.schema.clone())
+                .and_then(|s| serde_json::from_value(s).ok()),
+        )
+    }
+
     fn raw_schema(&self, gvk: &Gvk) -> Option<Json> {
         let crd = self
             .crds

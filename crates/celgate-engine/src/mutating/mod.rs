@@ -10,6 +10,7 @@ pub mod patch;
 use crate::matching::registry::Gvk;
 use crate::schemas::Kinds;
 use celgate_cel::Value;
+use patch::smd::{ApplyNode, MergeSchema};
 use serde_json::Value as Json;
 
 /// What a mutation's expression yields.
@@ -72,9 +73,101 @@ pub fn apply_mutation(
     match kind {
         PatchKind::JsonPatch => json_patch(value, object, context),
         PatchKind::ApplyConfiguration => {
-            let _ = &context.schemas.kinds;
-            Err(PatchFailure::Policy("not built yet".into()))
+            let schema = match context.schemas.kinds.crd_schema(context.kind) {
+                Some(crd) => MergeSchema::crd(context.kind, crd.as_ref()),
+                None => MergeSchema::builtin(context.kind),
+            };
+            let config = apply_node(value);
+            patch::smd::apply_configuration(object, &config, &schema)
+                .map_err(|e| PatchFailure::Policy(e.to_string()))
         }
+    }
+}
+
+/// A CEL value as the apply-configuration merge reads it: what the expression built
+/// (`Object{}` values, list and map literals) node by node, what it only read from the
+/// request (`object`, `params` subtrees) as JSON data, other values by their Go form.
+fn apply_node(value: &Value<'_>) -> ApplyNode {
+    use celgate_cel::value::{List, Map};
+    if let Some(o) = celgate_cel::mutation::object_view(value) {
+        return celgate_cel::json::with_stack(|| ApplyNode::Object {
+            type_name: o.type_name.to_string(),
+            fields: o
+                .iter()
+                .map(|(k, v)| (k.to_string(), apply_node(v)))
+                .collect(),
+        });
+    }
+    match value {
+        Value::Null => ApplyNode::Null,
+        Value::Bool(b) => ApplyNode::Bool(*b),
+        Value::Int(i) => ApplyNode::Int(*i),
+        Value::Uint(u) => ApplyNode::Uint(*u),
+        Value::Double(d) => ApplyNode::Double(*d),
+        Value::String(s) => ApplyNode::String(s.as_str().to_string()),
+        Value::Bytes(b) => ApplyNode::Bytes(b.to_vec()),
+        Value::List(List::Json(_) | List::Doc(_)) | Value::Map(Map::Json(_) | Map::Doc(_)) => {
+            ApplyNode::Json(value_json(value))
+        }
+        Value::List(l) => celgate_cel::json::with_stack(|| {
+            ApplyNode::List(l.iter().map(|v| apply_node(&v)).collect())
+        }),
+        Value::Map(m) => celgate_cel::json::with_stack(|| {
+            ApplyNode::Map(
+                m.entries()
+                    .iter()
+                    .map(|(k, v)| (apply_node(k), apply_node(v)))
+                    .collect(),
+            )
+        }),
+        Value::Timestamp(t) => ApplyNode::Other {
+            go_type: "time.Time".into(),
+            go_syntax: t.to_rfc3339(),
+            go_value: t.to_rfc3339(),
+            json: Some(Json::String(t.to_rfc3339())),
+        },
+        Value::Duration(nanos) => ApplyNode::Other {
+            go_type: "time.Duration".into(),
+            go_syntax: nanos.to_string(),
+            go_value: format!("{nanos}ns"),
+            json: Some(Json::from(*nanos)),
+        },
+        Value::Optional(Some(inner)) => apply_node(inner),
+        other => ApplyNode::Other {
+            go_type: other.type_name().to_string(),
+            go_syntax: String::new(),
+            go_value: String::new(),
+            json: None,
+        },
+    }
+}
+
+/// Data read from the request, as JSON (without recursing past the stack).
+fn value_json(value: &Value<'_>) -> Json {
+    use celgate_cel::value::{List, Map};
+    match value {
+        Value::List(List::Json(a)) => patch::json_patch::clone_json(&Json::Array(a.to_vec())),
+        Value::Map(Map::Json(m)) => Json::Object((*m).clone()),
+        Value::List(List::Doc(r)) | Value::Map(Map::Doc(r)) => doc_json(*r),
+        _ => Json::Null,
+    }
+}
+
+fn doc_json(r: celgate_cel::json::Ref<'_, '_>) -> Json {
+    use celgate_cel::json::Item;
+    match r.item() {
+        Item::Array(_) => {
+            celgate_cel::json::with_stack(|| Json::Array(r.children().map(doc_json).collect()))
+        }
+        Item::Object(_) => celgate_cel::json::with_stack(|| {
+            let mut m = serde_json::Map::new();
+            let mut children = r.children();
+            while let Some((k, v)) = children.next_entry() {
+                m.insert(k.to_string(), doc_json(v));
+            }
+            Json::Object(m)
+        }),
+        _ => r.to_value(),
     }
 }
 
