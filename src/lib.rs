@@ -40,7 +40,7 @@ pub use celgate_cel as cel;
 #[doc(no_inline)]
 pub use celgate_cel::apimachinery;
 #[doc(no_inline)]
-pub use celgate_engine::{admission, crd, lint, matching, model, policy, review, scan};
+pub use celgate_engine::{admission, crd, lint, matching, model, mutating, policy, review, scan};
 
 pub mod app;
 pub mod certs;

@@ -84,8 +84,10 @@ pub struct Limits {
     /// own idle timeout for webhook connections (Go's `IdleConnTimeout`, 90 s), so that the
     /// client closes first and never sends on a connection the server is closing.
     pub idle_timeout: Duration,
-    /// Bytes one expression's evaluation may build.
+    /// Bytes one expression's evaluation may build (and one JSON patch may copy).
     pub memory_per_expression: u64,
+    /// How deep a mutation's apply-configuration merge may go.
+    pub max_apply_depth: usize,
     /// Evaluation threads at most: one per core runs at a time, the others serve beside slow
     /// evaluations (see [`pool`]).
     pub eval_threads: usize,
@@ -105,6 +107,7 @@ impl Default for Limits {
             metrics_max_connections: 16,
             idle_timeout: Duration::from_secs(120),
             memory_per_expression: crate::cel::DEFAULT_MEMORY_LIMIT,
+            max_apply_depth: crate::mutating::DEFAULT_MAX_APPLY_DEPTH,
             eval_threads: pool::default_eval_threads(
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
                 false,
@@ -211,6 +214,7 @@ impl AppState {
         context.limits = EvalLimits {
             deadline: Some(deadline),
             memory_per_expression: self.limits.memory_per_expression,
+            max_apply_depth: self.limits.max_apply_depth,
         };
         context
     }

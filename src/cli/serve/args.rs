@@ -232,9 +232,14 @@ pub struct ServeArgs {
     pub eval_threads: usize,
     /// Bytes one expression's evaluation may build (strings, lists, maps, run-time
     /// regexes); past it the expression stops with `operation cancelled: memory limit
-    /// exceeded`, an error under its policy's failurePolicy.
+    /// exceeded`, an error under its policy's failurePolicy. Also the bytes one
+    /// MutatingAdmissionPolicy JSON patch's `copy` operations may write.
     #[arg(long, value_name = "BYTES", default_value_t = celgate::cel::DEFAULT_MEMORY_LIMIT, value_parser = Checked(flags::at_least_one::<u64>))]
     pub cel_memory_limit: u64,
+    /// How deep the object and an apply configuration may nest when a MutatingAdmissionPolicy
+    /// merges one; deeper is that mutation's error under its policy's failurePolicy.
+    #[arg(long, value_name = "LEVELS", default_value_t = celgate::mutating::DEFAULT_MAX_APPLY_DEPTH, value_parser = Checked(flags::at_least_one::<usize>))]
+    pub max_apply_depth: usize,
     /// Deadline of a review when the API server sends no `?timeout=`.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = Checked(flags::positive_duration))]
     pub default_timeout: Duration,

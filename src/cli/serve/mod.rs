@@ -233,6 +233,7 @@ fn limits(args: &ServeArgs) -> Result<Limits, CliError> {
         max_connections: fitted,
         metrics_max_connections: args.metrics_max_connections,
         memory_per_expression: args.cel_memory_limit,
+        max_apply_depth: args.max_apply_depth,
         ..Limits::default()
     })
 }

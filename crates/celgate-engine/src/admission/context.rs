@@ -84,8 +84,13 @@ pub struct Deadline {
 pub struct EvalLimits {
     /// The API server's `?timeout=` (none for `celgate eval`).
     pub deadline: Option<Instant>,
-    /// Bytes one expression may build ([`celgate_cel::DEFAULT_MEMORY_LIMIT`] by default).
+    /// Bytes one expression may build ([`celgate_cel::DEFAULT_MEMORY_LIMIT`] by default);
+    /// also the bytes one JSON patch of a mutation may copy (its `copy` operations).
     pub memory_per_expression: u64,
+    /// How deep an object and an apply configuration may nest for a mutation's merge
+    /// ([`crate::mutating::DEFAULT_MAX_APPLY_DEPTH`] by default); deeper is the policy's
+    /// error (the merge walks recursively).
+    pub max_apply_depth: usize,
 }
 
 impl Default for EvalLimits {
@@ -93,6 +98,7 @@ impl Default for EvalLimits {
         EvalLimits {
             deadline: None,
             memory_per_expression: celgate_cel::DEFAULT_MEMORY_LIMIT,
+            max_apply_depth: crate::mutating::DEFAULT_MAX_APPLY_DEPTH,
         }
     }
 }

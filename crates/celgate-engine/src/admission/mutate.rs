@@ -256,6 +256,8 @@ pub fn mutate(
             &PatchContext {
                 kind: target.kind(),
                 schemas: &snapshot.schemas,
+                max_copy_bytes: context.limits.memory_per_expression,
+                max_apply_depth: context.limits.max_apply_depth,
             },
             &deadline,
             probe,

@@ -43,10 +43,19 @@ impl Default for Schemas {
     }
 }
 
-/// What a patch needs besides the object: the kind it is typed as, and where schemas are.
+/// How deep an apply configuration's merge may go by default: deeper than any real object,
+/// shallow enough for the recursive walks on an evaluation thread's stack.
+pub const DEFAULT_MAX_APPLY_DEPTH: usize = patch::smd::DEFAULT_APPLY_MAX_DEPTH;
+
+/// What a patch needs besides the object: the kind it is typed as, where schemas are, and
+/// its limits.
 pub struct PatchContext<'a> {
     pub kind: &'a Gvk,
     pub schemas: &'a Schemas,
+    /// Bytes a JSON patch's `copy` operations may write.
+    pub max_copy_bytes: u64,
+    /// How deep an apply configuration's merge may go.
+    pub max_apply_depth: usize,
 }
 
 /// Why a mutation's patch could not be applied.
@@ -76,7 +85,8 @@ pub fn apply_mutation(
             let schema = match context.schemas.kinds.crd_schema(context.kind) {
                 Some(crd) => MergeSchema::crd(context.kind, crd.as_ref()),
                 None => MergeSchema::builtin(context.kind),
-            };
+            }
+            .with_max_depth(context.max_apply_depth);
             let config = apply_node(value);
             patch::smd::apply_configuration(object, &config, &schema)
                 .map_err(|e| PatchFailure::Policy(e.to_string()))
@@ -217,7 +227,10 @@ fn json_patch(
             value,
         ));
     }
-    patch_object(object, context.kind, &ops, ApplyLimits::default()).map_err(|e| match e {
+    let limits = ApplyLimits {
+        max_copy_bytes: context.max_copy_bytes,
+    };
+    patch_object(object, context.kind, &ops, limits).map_err(|e| match e {
         JsonPatchError::Apply(OpError::Panic(why)) => PatchFailure::Internal(format!(
             "the API server cannot apply this JSON patch (it panics: {why})"
         )),
