@@ -37,6 +37,6 @@ load:
 # Fuzzing (tests/fuzz/): each target for FUZZ_SECONDS in a release build; failing inputs are
 # kept under tests/fuzz-regressions/, which `cargo test --test fuzz` replays.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= parse eval doc review policy
+FUZZ_TARGETS ?= parse eval doc review policy mutate
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_TARGETS="$(FUZZ_TARGETS)" bash tests/fuzz/run.sh

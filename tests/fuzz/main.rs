@@ -131,3 +131,24 @@ fn policy() {
 fn policy_regressions() {
     harness::replay("policy", targets::replay_policy);
 }
+
+#[test]
+fn mutate() {
+    harness::fuzz(
+        Target {
+            name: "mutate",
+            cases: 300,
+            ext: "bin",
+            encode: |i: &targets::CaseInput<Vec<u8>>| i.data.clone(),
+            check: targets::check_mutate,
+            replay: targets::replay_mutate,
+            shrink: targets::shrink_review,
+        },
+        || (0usize..4096, vec(any::<u8>(), 0..256)).prop_map(|(i, b)| targets::mutate_input(i, &b)),
+    );
+}
+
+#[test]
+fn mutate_regressions() {
+    harness::replay("mutate", targets::replay_mutate);
+}

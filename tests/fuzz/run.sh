@@ -8,7 +8,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-parse eval doc review policy}
+targets=${FUZZ_TARGETS:-parse eval doc review policy mutate}
 tmp=${CARGO_TARGET_DIR:-target}/tmp/fuzz-current
 # The test binary is run directly: through cargo, a crash and a failed test both exit 101.
 bin=$(cargo test --release --test fuzz --no-run 2>&1 | tee /dev/stderr | sed -n 's/.*Executable .*(\(.*\)).*/\1/p' | tail -1)

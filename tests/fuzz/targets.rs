@@ -1065,3 +1065,115 @@ pub fn shrink_policy(i: &CaseInput<String>) -> Vec<CaseInput<String>> {
         .map(|data| CaseInput { case: i.case, data })
         .collect()
 }
+
+// ---------------------------------------------------------------------------------------
+// Target: mutate (MutatingAdmissionPolicies: the dispatcher, apply configurations, JSON
+// patches and the webhook's patch, on mutated reviews of the recorded MAP cases).
+
+/// The recorded MutatingAdmissionPolicy cases with a snapshot: objects and the review the
+/// webhook received.
+pub fn map_cases() -> &'static Vec<Case> {
+    static C: OnceLock<Vec<Case>> = OnceLock::new();
+    C.get_or_init(|| {
+        let mut out = Vec::new();
+        for d in sub_dirs(&shared_dir().join("map-oracle-sample/cases")) {
+            let (Ok(objects), Ok(review)) = (
+                std::fs::read_to_string(d.join("objects.yaml")),
+                std::fs::read(d.join("review-in.json")),
+            ) else {
+                continue;
+            };
+            let snapshot = load_snapshot(&objects).filter(|s| !s.mutating.is_empty());
+            if snapshot.is_some() {
+                out.push(Case {
+                    name: d.display().to_string(),
+                    snapshot,
+                    objects,
+                    review,
+                });
+            }
+        }
+        out
+    })
+}
+
+pub fn mutate_input(case: usize, bytes: &[u8]) -> CaseInput<Vec<u8>> {
+    let all = map_cases();
+    let case = case % all.len().max(1);
+    let mut c = Choices::new(bytes);
+    let original = all.get(case).map(|c| c.review.clone()).unwrap_or_default();
+    let mut body = match serde_json::from_slice::<Json>(&original) {
+        Ok(mut v) if !c.chance(1, 8) => {
+            json_gen::mutate_tree(&mut c, &mut v);
+            serde_json::to_vec(&v).unwrap_or_default()
+        }
+        _ => original,
+    };
+    if c.chance(1, 4) {
+        json_gen::mutate_bytes(&mut c, &mut body, json_gen::JSON_TOKENS);
+    }
+    CaseInput { case, data: body }
+}
+
+/// Answers `body` at `/mutate` with `snap`: a well-formed review (the request's uid; allowed
+/// with a patch that decodes as a JSON array of operations, or denied with a status), or a
+/// clean refusal; never a panic.
+fn mutate_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
+    use base64::Engine as _;
+    match celgate::review::answer_mutating(snap, body, &Default::default()) {
+        Err(e) => {
+            stat("refused");
+            if e.to_string().trim().is_empty() {
+                return Err("a refusal without a message".into());
+            }
+            Ok(())
+        }
+        Ok(a) => {
+            let resp = &a.review["response"];
+            match resp["allowed"].as_bool() {
+                None => Err(format!("answer without allowed: {}", truncate(&a.review.to_string(), 300))),
+                Some(false) => {
+                    stat("denied");
+                    if resp["status"]["message"].as_str().is_none_or(|m| m.is_empty()) {
+                        return Err("a denial without a message".into());
+                    }
+                    Ok(())
+                }
+                Some(true) => {
+                    let Some(patch) = resp["patch"].as_str() else {
+                        stat("unchanged");
+                        return Ok(());
+                    };
+                    stat("patched");
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(patch)
+                        .map_err(|e| format!("patch is not base64: {e}"))?;
+                    let ops: Json = serde_json::from_slice(&bytes)
+                        .map_err(|e| format!("patch is not JSON: {e}"))?;
+                    if !ops.is_array() {
+                        return Err(format!("patch is not a list: {}", truncate(&ops.to_string(), 300)));
+                    }
+                    Ok(())
+                }
+            }
+        }
+    }
+}
+
+pub fn check_mutate(i: &CaseInput<Vec<u8>>) -> Result<(), String> {
+    let snap = map_cases()
+        .get(i.case)
+        .and_then(|c| c.snapshot.as_ref())
+        .ok_or("case without a snapshot")?;
+    mutate_one(snap, &i.data)
+}
+
+/// A kept review is answered by every recorded MAP case's snapshot.
+pub fn replay_mutate(data: &[u8]) -> Result<(), String> {
+    for c in map_cases() {
+        if let Some(snap) = &c.snapshot {
+            mutate_one(snap, data).map_err(|e| format!("{}: {e}", c.name))?;
+        }
+    }
+    Ok(())
+}
