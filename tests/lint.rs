@@ -2,6 +2,9 @@
 //! and `expected.json` what the API server's type checking (`typechecking.go`) would write
 //! into each policy's `status.typeChecking`, worked out from its source and tests:
 //! `{"k8sVersion": "1.N", "exitCode": N, "policies": [<one -o json line per policy>]}`.
+//! A MutatingAdmissionPolicy's line (`"kind": "MutatingAdmissionPolicy"`) holds what its
+//! mutations' check against the schemas found (`map-*` cases; the runtime errors they
+//! foresee are recorded in `../shared/map-oracle-sample`).
 //! Findings of the other checks (strict fields, creation-time checks, references between
 //! objects; one `-o json` line each) are compared when `expected.json` has `"findings"`.
 //! A case with `expected.txt` also checks the text output. Each case runs the binary as a

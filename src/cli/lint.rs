@@ -3,7 +3,8 @@
 //! apply` answers), the validation and creation-time CEL checks `eval` and `test` refuse a
 //! folder for, the references between objects (binding to policy, paramRef to param kind and
 //! object; `celgate::lint::check_objects`), and the type checking of `status.typeChecking`
-//! (`celgate::lint`), printed as text or JSON.
+//! (`celgate::lint`; for MutatingAdmissionPolicies, their mutations checked against the same
+//! schemas), printed as text or JSON.
 
 use std::path::PathBuf;
 
@@ -34,7 +35,8 @@ pub struct LintArgs {
     policies: PathBuf,
     /// `text`: each finding under its file and object, then the type-checking warnings
     /// under each policy and field; `json`: one object per policy and line, `{"policy",
-    /// "typeChecking": {"expressionWarnings": [...]}, "checked", "noSchema"}`, then one per
+    /// "typeChecking": {"expressionWarnings": [...]}, "checked", "noSchema"}` (and `"kind":
+    /// "MutatingAdmissionPolicy"` for a mutating one), then one per
     /// finding, `{"file", "document", "kind", "name", "severity", "message"}`.
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     output: LogFormat,

@@ -74,7 +74,8 @@ pub enum Command {
     /// duplicate fields (strict field validation), the validation and creation-time CEL
     /// checks, what bindings name (policy, param kind, param), and the type checking of
     /// `status.typeChecking` (each expression against the schema of every kind its
-    /// matchConstraints name). Exit 0 clean, 1 on an error or type-checking warning (or any
+    /// matchConstraints name; a MutatingAdmissionPolicy's mutations against the same
+    /// schemas: Object fields, type names and literal types, JSON patch paths). Exit 0 clean, 1 on an error or type-checking warning (or any
     /// warning with --fail-on warning), 2 for unreadable input.
     Lint(lint::LintArgs),
     /// Print the ValidatingWebhookConfiguration `rules` that send the API server's requests

@@ -8,9 +8,13 @@
 //! paramKind's, variables compiled first in the same environment. The warnings are the API
 //! server's `expressionWarnings`: `{fieldRef, warning}` with one `<GVK>: <errors>` block per
 //! kind whose check failed.
+//!
+//! MutatingAdmissionPolicies, which the API server does not type-check, have their mutations
+//! checked against the same kinds' schemas ([`mutations`]), reported the same way.
 
 mod decl;
 
+mod mutations;
 mod objects;
 
 pub use objects::{check_objects, Finding, Severity};
@@ -20,7 +24,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::model::Policy;
+use crate::model::{MutatingPolicy, Policy};
 use celgate_cel::vap::{vap_env_typed, Decls};
 use celgate_cel::Type;
 
@@ -40,9 +44,20 @@ pub struct ExpressionWarning {
     pub warning: String,
 }
 
+/// Which kind of policy a [`PolicyLint`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PolicyKind {
+    /// A ValidatingAdmissionPolicy: its validations type-checked as the API server does.
+    Validating,
+    /// A MutatingAdmissionPolicy: its mutations checked against the kinds' schemas.
+    Mutating,
+}
+
 /// What type checking says of one policy.
 #[derive(Debug, Clone)]
 pub struct PolicyLint {
+    /// Validating or mutating.
+    pub kind: PolicyKind,
     /// The policy's name.
     pub name: String,
     /// The kinds the expressions were checked against (those with a schema), in order.
@@ -89,21 +104,44 @@ pub enum LintError {
         #[source]
         source: serde_json::Error,
     },
+    /// A MutatingAdmissionPolicy whose spec does not read.
+    #[error("MutatingAdmissionPolicy {name:?}: {source}")]
+    MutatingPolicy {
+        /// The policy's name.
+        name: String,
+        /// Why it does not read.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// Type-checks every policy among `docs` (ValidatingAdmissionPolicy of
 /// `admissionregistration.k8s.io`), with the CRDs among them, as the API server of
-/// Kubernetes 1.`version` would. Documents that are not policies are ignored; a policy
-/// whose spec does not read is an error naming it.
+/// Kubernetes 1.`version` would, and checks the mutations of every MutatingAdmissionPolicy
+/// against the same schemas. Documents that are not policies are ignored; a policy whose
+/// spec does not read is an error naming it. Sorted by name, validating first.
 pub fn lint_documents(docs: &[Json], version: u16) -> Result<Vec<PolicyLint>, LintError> {
     let kinds = Kinds::new(docs);
     let mut out = Vec::new();
     for d in docs {
-        let is_vap = d["apiVersion"]
+        let admission = d["apiVersion"]
             .as_str()
-            .is_some_and(|v| crate::model::API_VERSIONS.contains(&v))
-            && d["kind"] == "ValidatingAdmissionPolicy";
-        if !is_vap {
+            .is_some_and(|v| crate::model::API_VERSIONS.contains(&v));
+        if admission && d["kind"] == "MutatingAdmissionPolicy" {
+            let policy =
+                <MutatingPolicy as serde::Deserialize>::deserialize(d).map_err(|source| {
+                    LintError::MutatingPolicy {
+                        name: d["metadata"]["name"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                        source,
+                    }
+                })?;
+            out.push(mutations::lint_mutating_policy(&policy, &kinds, version));
+            continue;
+        }
+        if !(admission && d["kind"] == "ValidatingAdmissionPolicy") {
             continue;
         }
         let policy =
@@ -116,7 +154,7 @@ pub fn lint_documents(docs: &[Json], version: u16) -> Result<Vec<PolicyLint>, Li
             })?;
         out.push(lint_policy(&policy, &kinds, version));
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.sort_by(|a, b| (&a.name, a.kind).cmp(&(&b.name, b.kind)));
     Ok(out)
 }
 
@@ -249,6 +287,7 @@ pub(crate) fn lint_policy(policy: &Policy, kinds: &Kinds, version: u16) -> Polic
         }
     }
     PolicyLint {
+        kind: PolicyKind::Validating,
         name: policy.metadata.name.clone(),
         checked,
         unresolved,
@@ -284,20 +323,32 @@ fn env_for(
     env
 }
 
+impl PolicyLint {
+    /// How the reports name the policy: by name, a mutating one with its kind (a validating
+    /// and a mutating policy may share a name).
+    fn label(&self) -> String {
+        match self.kind {
+            PolicyKind::Validating => self.name.clone(),
+            PolicyKind::Mutating => format!("{} (MutatingAdmissionPolicy)", self.name),
+        }
+    }
+}
+
 /// The text report: per policy, each warning under its field, or what was checked.
 pub fn render_text(results: &[PolicyLint]) -> String {
     let mut out = String::new();
     for r in results {
+        let name = r.label();
         if r.warnings.is_empty() {
             let what = if r.checked.is_empty() {
                 "not type-checked: no kind with a schema in its matchConstraints".to_string()
             } else {
                 format!("no warnings ({})", gvk_list(&r.checked))
             };
-            out.push_str(&format!("{}: {what}\n", r.name));
+            out.push_str(&format!("{name}: {what}\n"));
         }
         for w in &r.warnings {
-            out.push_str(&format!("{}: {}:\n", r.name, w.field_ref));
+            out.push_str(&format!("{name}: {}:\n", w.field_ref));
             for line in w.warning.trim_end_matches('\n').lines() {
                 if !line.is_empty() {
                     out.push_str("    ");
@@ -308,8 +359,7 @@ pub fn render_text(results: &[PolicyLint]) -> String {
         }
         if !r.unresolved.is_empty() {
             out.push_str(&format!(
-                "{}: no schema, not checked: {}\n",
-                r.name,
+                "{name}: no schema, not checked: {}\n",
                 gvk_list(&r.unresolved)
             ));
         }
@@ -333,7 +383,8 @@ fn gvk_list(gvks: &[Gvk]) -> String {
 }
 
 /// The JSON report: one object per policy and line, with the status the API server would
-/// write (`typeChecking: {}` when there is no warning) and the kinds checked.
+/// write (`typeChecking: {}` when there is no warning) and the kinds checked; a mutating
+/// policy's line also has `"kind": "MutatingAdmissionPolicy"`.
 pub fn render_json(results: &[PolicyLint]) -> String {
     results
         .iter()
@@ -346,14 +397,16 @@ pub fn render_json(results: &[PolicyLint]) -> String {
                 );
             }
             let kinds = |g: &[Gvk]| g.iter().map(ToString::to_string).collect::<Vec<_>>();
-            serde_json::json!({
+            let mut line = serde_json::json!({
                 "policy": r.name,
                 "typeChecking": tc,
                 "checked": kinds(&r.checked),
                 "noSchema": kinds(&r.unresolved),
-            })
-            .to_string()
-                + "\n"
+            });
+            if r.kind == PolicyKind::Mutating {
+                line["kind"] = "MutatingAdmissionPolicy".into();
+            }
+            line.to_string() + "\n"
         })
         .collect()
 }
