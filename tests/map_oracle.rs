@@ -1,6 +1,7 @@
 //! Runs every MutatingAdmissionPolicy case recorded from a real kube-apiserver
 //! (`../shared/map-oracle-sample/cases`) through the real binary, as the sample's README
-//! prescribes: its own checker (`check_map.py --lenient-defaults`) calls
+//! prescribes: its own checker (`check_map.py`, strict about the API server's defaulting
+//! after each mutation, which celgate does too) calls
 //! `celgate eval --phase mutating --policies {dir} --request {review}` per case, applies the
 //! answer's patch to the request's object with Python's `jsonpatch`, and compares the result
 //! (or the denial's code and message) with what the API server did.
@@ -45,7 +46,7 @@ fn recorded_mutating_admission_cases() {
         .arg(sample.join("check_map.py"))
         .arg("--cases")
         .arg(sample.join("cases"))
-        .args(["--lenient-defaults", "--jobs", "2", "--cmd"])
+        .args(["--jobs", "2", "--cmd"])
         .arg(format!(
             "{binary} eval --phase mutating --policies {{dir}} --request {{review}}"
         ))

@@ -5,6 +5,7 @@
 //! (which policies run, in which order, with which failurePolicy) is
 //! [`crate::admission::mutate`].
 
+mod defaults;
 pub mod patch;
 
 use crate::matching::registry::Gvk;
@@ -72,15 +73,16 @@ pub enum PatchFailure {
     Internal(String),
 }
 
-/// Applies one mutation's `value` to `object` (in the kind `context` names).
+/// Applies one mutation's `value` to `object` (in the kind `context` names), then the
+/// scheme's defaulting of a built-in kind's object ([`defaults`]).
 pub fn apply_mutation(
     kind: PatchKind,
     value: &Value<'_>,
     object: &Json,
     context: &PatchContext<'_>,
 ) -> Result<Json, PatchFailure> {
-    match kind {
-        PatchKind::JsonPatch => json_patch(value, object, context),
+    let mut patched = match kind {
+        PatchKind::JsonPatch => json_patch(value, object, context)?,
         PatchKind::ApplyConfiguration => {
             let schema = match context.schemas.kinds.crd_schema(context.kind) {
                 Some(crd) => MergeSchema::crd(context.kind, crd.as_ref()),
@@ -89,9 +91,13 @@ pub fn apply_mutation(
             .with_max_depth(context.max_apply_depth);
             let config = apply_node(value);
             patch::smd::apply_configuration(object, &config, &schema)
-                .map_err(|e| PatchFailure::Policy(e.to_string()))
+                .map_err(|e| PatchFailure::Policy(e.to_string()))?
         }
-    }
+    };
+    // `dispatchOne`: the patched object, back in its Go type, is defaulted by the scheme
+    // before the next policy, webhook or storage sees it.
+    defaults::default_object(&mut patched, context.kind);
+    Ok(patched)
 }
 
 /// A CEL value as the apply-configuration merge reads it: what the expression built
