@@ -1,15 +1,24 @@
-//! Runs every MutatingAdmissionPolicy case recorded from a real kube-apiserver
-//! (`../shared/map-oracle-sample/cases`) through the real binary, as the sample's README
-//! prescribes: its own checker (`check_map.py`, strict about the API server's defaulting
-//! after each mutation, which celgate does too) calls
+//! Runs MutatingAdmissionPolicy cases through the real binary with the recorded sample's own
+//! checker (`../shared/map-oracle-sample/check_map.py`, without `--lenient-defaults`: celgate
+//! runs the API server's defaulting after each mutation too), which calls
 //! `celgate eval --phase mutating --policies {dir} --request {review}` per case, applies the
 //! answer's patch to the request's object with Python's `jsonpatch`, and compares the result
-//! (or the denial's code and message) with what the API server did.
+//! (or the denial's code and message) with what the API server does. Two corpora:
 //!
-//! Ratcheted by case id (`common::ratchet`): every case passes unless
-//! `tests/map-oracle-known-failures` lists it with its reason, and a listed case that passes
-//! must leave the list. The checker runs in the virtualenv `.ci/map-venv` makes
-//! (`make test` makes it first); without it, a `python3` that has `jsonpatch` and `yaml`.
+//! - `../shared/map-oracle-sample/cases`: recorded from a real kube-apiserver;
+//! - `tests/map-cases`: our own golden cases in the same layout (v1beta1/v1 policy objects,
+//!   v1beta1 reviews, params, namespaceObject/authorizer, variables, mixed patch types,
+//!   list-maps with two keys, set lists, CRD map types and preserve-unknown subtrees, escaped
+//!   JSONPatch keys, UPDATE, matchPolicy with a two-version CRD, binding selectors, CONNECT,
+//!   Ignore errors, invalid policies), whose expected objects were derived by hand from the
+//!   Kubernetes, structured-merge-diff and evanphx/json-patch sources and the sample's
+//!   findings (each case's `expected.json` `notes` names the source when it is subtle).
+//!
+//! Each is ratcheted by case id (`common::ratchet`): every case passes unless its list
+//! (`tests/map-oracle-known-failures`, `tests/map-cases-known-failures`) names it with its
+//! reason, and a listed case that passes must leave the list. The checker runs in the
+//! virtualenv `.ci/map-venv` makes (`make test` makes it first); without it, a `python3` that
+//! has `jsonpatch` and `yaml`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +26,7 @@ use std::process::Command;
 mod common;
 
 const KNOWN_FAILURES: &str = "tests/map-oracle-known-failures";
+const GOLDEN_KNOWN_FAILURES: &str = "tests/map-cases-known-failures";
 
 /// The Python that runs the checker: the CI virtualenv, else `python3` if it has what the
 /// checker imports.
@@ -37,15 +47,16 @@ fn python(repo: &Path) -> PathBuf {
     system
 }
 
-#[test]
-fn recorded_mutating_admission_cases() {
+/// Runs the checker on `cases` and ratchets its verdicts against `known_failures`; at least
+/// `min_cases` must have run.
+fn check_corpus(cases: &Path, known_failures: &str, min_cases: usize) {
     let repo = common::repo();
-    let sample = common::shared_dir().join("map-oracle-sample");
+    let checker = common::shared_dir().join("map-oracle-sample/check_map.py");
     let binary = env!("CARGO_BIN_EXE_celgate");
     let out = Command::new(python(&repo))
-        .arg(sample.join("check_map.py"))
+        .arg(checker)
         .arg("--cases")
-        .arg(sample.join("cases"))
+        .arg(cases)
         .args(["--jobs", "2", "--cmd"])
         .arg(format!(
             "{binary} eval --phase mutating --policies {{dir}} --request {{review}}"
@@ -65,13 +76,25 @@ fn recorded_mutating_admission_cases() {
         })
         .collect();
     assert!(
-        results.len() >= 150,
+        results.len() >= min_cases,
         "the checker ran {} cases:\n{stdout}\n{}",
         results.len(),
         String::from_utf8_lossy(&out.stderr)
     );
-    let known = common::ratchet::read_list(&repo.join(KNOWN_FAILURES));
-    if let Err(problems) = common::ratchet::check(results, &known, KNOWN_FAILURES) {
+    let known = common::ratchet::read_list(&repo.join(known_failures));
+    if let Err(problems) = common::ratchet::check(results, &known, known_failures) {
         panic!("{problems}\n\nchecker output:\n{stdout}");
     }
+}
+
+#[test]
+fn recorded_mutating_admission_cases() {
+    let sample = common::shared_dir().join("map-oracle-sample/cases");
+    check_corpus(&sample, KNOWN_FAILURES, 150);
+}
+
+#[test]
+fn golden_mutating_admission_cases() {
+    let cases = common::repo().join("tests/map-cases");
+    check_corpus(&cases, GOLDEN_KNOWN_FAILURES, 45);
 }
