@@ -1487,3 +1487,107 @@ fn coverage_counts_one_run_in_the_singular() {
     assert!(!table.contains(" 1 runs"), "{table}");
     assert!(!table.contains(" 1 errors"), "{table}");
 }
+
+/// A MutatingAdmissionPolicy that labels pods, and a validating one that requires the label:
+/// the validating policy sees the mutated object, as in the API server's chain.
+const MUTATE_THEN_VALIDATE: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: label-pods}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}
+  matchConditions:
+  - {name: not-skipped, expression: "!has(object.metadata.labels) || !('skip' in object.metadata.labels)"}
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: "Object{metadata: Object.metadata{labels: {'owner': 'platform'}}}"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: label-pods}
+spec: {policyName: label-pods}
+"#;
+
+const MUTATING_SUITE: &str = r#"apiVersion: celgate.dev/v1alpha1
+kind: CelgateTest
+policies: [policy.yaml, mutating.yaml]
+cases:
+- name: labelled, then admitted
+  object: {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: default}, spec: {containers: [{name: c, image: nginx:1.27}]}}
+  expect:
+    allowed: true
+    mutated: true
+    patch: [{op: add, path: /metadata/labels, value: {owner: platform}}]
+    objectContains: {metadata: {labels: {owner: platform}}}
+    policies: {label-pods: pass, owner.example.com: pass}
+- name: skipped by its matchConditions, then denied
+  object: {apiVersion: v1, kind: Pod, metadata: {name: b, namespace: default, labels: {skip: "1"}}, spec: {containers: [{name: c, image: nginx:1.27}]}}
+  expect:
+    allowed: false
+    mutated: false
+    patch: []
+    policies: {label-pods: skip, owner.example.com: fail}
+"#;
+
+/// `celgate test` runs the mutating policies first and checks what they did: the patch, the
+/// fields of the mutated object, whether it changed; per policy results include mutating
+/// policies (pass, skip); a wrong expectation names what differs.
+#[test]
+fn suites_expect_what_the_mutating_policies_did() {
+    let dir = temp_dir("mutating-suite");
+    write(&dir, "policy.yaml", POLICY);
+    write(&dir, "mutating.yaml", MUTATE_THEN_VALIDATE);
+    let file = write(&dir, "m.celgate-test.yaml", MUTATING_SUITE);
+    let report = run(std::slice::from_ref(&file), &options()).unwrap();
+    let failures: Vec<&String> = report.cases.iter().flat_map(|c| &c.failures).collect();
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(report.cases.len(), 2);
+
+    let wrong = MUTATING_SUITE
+        .replace("value: {owner: platform}}]", "value: {owner: nobody}}]")
+        .replace(
+            "objectContains: {metadata: {labels: {owner: platform}}}",
+            "object: {kind: Pod}",
+        );
+    write(&dir, "m.celgate-test.yaml", &wrong);
+    let report = run(&[file], &options()).unwrap();
+    let failures: Vec<&String> = report.cases.iter().flat_map(|c| &c.failures).collect();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(
+        failures[0].starts_with("object: expected {\"kind\":\"Pod\"}, got {"),
+        "{}",
+        failures[0]
+    );
+    assert!(
+        failures[1].starts_with("patch: expected [{\"op\":\"add\""),
+        "{}",
+        failures[1]
+    );
+}
+
+/// `--update` on a case without expectation writes whether the object changed and the whole
+/// mutated object; `--coverage` counts the mutation once it ran.
+#[test]
+fn update_and_coverage_know_mutations() {
+    let dir = temp_dir("mutating-update");
+    write(&dir, "mutating.yaml", MUTATE_THEN_VALIDATE);
+    let suite = "apiVersion: celgate.dev/v1alpha1\nkind: CelgateTest\npolicies: [mutating.yaml]\ncases:\n- name: fresh\n  object: {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: default}, spec: {containers: [{name: c, image: nginx:1.27}]}}\n";
+    let file = write(&dir, "u.celgate-test.yaml", suite);
+    let (code, out, err) = celgate(&["test", ".", "--update"], &dir);
+    assert_eq!(code, 0, "{out}{err}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("mutated: true"), "{text}");
+    assert!(
+        text.contains("object: {apiVersion: v1, kind: Pod, metadata: {"),
+        "{text}"
+    );
+    assert!(text.contains("owner: platform"), "{text}");
+    let (code, out, _) = celgate(&["test", ".", "--coverage"], &dir);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("mutations[0]"), "{out}");
+}

@@ -1131,10 +1131,16 @@ fn mutate_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
         Ok(a) => {
             let resp = &a.review["response"];
             match resp["allowed"].as_bool() {
-                None => Err(format!("answer without allowed: {}", truncate(&a.review.to_string(), 300))),
+                None => Err(format!(
+                    "answer without allowed: {}",
+                    truncate(&a.review.to_string(), 300)
+                )),
                 Some(false) => {
                     stat("denied");
-                    if resp["status"]["message"].as_str().is_none_or(|m| m.is_empty()) {
+                    if resp["status"]["message"]
+                        .as_str()
+                        .is_none_or(|m| m.is_empty())
+                    {
                         return Err("a denial without a message".into());
                     }
                     Ok(())
@@ -1151,7 +1157,10 @@ fn mutate_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
                     let ops: Json = serde_json::from_slice(&bytes)
                         .map_err(|e| format!("patch is not JSON: {e}"))?;
                     if !ops.is_array() {
-                        return Err(format!("patch is not a list: {}", truncate(&ops.to_string(), 300)));
+                        return Err(format!(
+                            "patch is not a list: {}",
+                            truncate(&ops.to_string(), 300)
+                        ));
                     }
                     Ok(())
                 }

@@ -6,6 +6,7 @@
 //! [`crate::admission::mutate`].
 
 mod defaults;
+pub use defaults::default_object;
 pub mod patch;
 
 use crate::matching::registry::Gvk;

@@ -148,7 +148,7 @@ pub fn build(
 ) -> Result<Json, ManifestError> {
     let operation = spec.operation.as_str();
     // A DELETE acts on the existing object: `object` is taken as the old one.
-    let (mut object, old_object) = match (operation, object, old_object) {
+    let (mut object, mut old_object) = match (operation, object, old_object) {
         ("DELETE", Some(o), None) => (None, Some(o)),
         (_, o, old) => (o, old),
     };
@@ -220,6 +220,12 @@ pub fn build(
                 meta["creationTimestamp"] = Json::String("2025-01-01T00:00:00Z".into());
             }
         }
+    }
+    // The API server decodes the body into the kind's type, which defaults it, before any
+    // admission; the stored old object was defaulted when it was written.
+    let typed = crate::matching::registry::Gvk::new(group, version, &kind);
+    for o in [object.as_mut(), old_object.as_mut()].into_iter().flatten() {
+        crate::mutating::default_object(o, &typed);
     }
     let mut request = Map::new();
     request.insert("uid".into(), Json::String(uid(index, "request")));

@@ -43,7 +43,7 @@ type Defaulter = fn(&mut Obj);
 /// kind's object is typed and defaulted, as the kind its `apiVersion`/`kind` name (a patch
 /// may change it, and the object was decoded as that kind), else as `gvk`; a custom
 /// resource is unstructured and left as it is.
-pub(crate) fn default_object(object: &mut Json, gvk: &Gvk) {
+pub fn default_object(object: &mut Json, gvk: &Gvk) {
     let Some(requested) = builtin_definition(gvk) else {
         return;
     };
