@@ -10,7 +10,7 @@
 //! kind whose check failed.
 //!
 //! MutatingAdmissionPolicies, which the API server does not type-check, have their mutations
-//! checked against the same kinds' schemas ([`mutations`]), reported the same way.
+//! checked against the same kinds' schemas (`mutations`), reported the same way.
 
 mod decl;
 

@@ -75,7 +75,7 @@ pub enum PatchFailure {
 }
 
 /// Applies one mutation's `value` to `object` (in the kind `context` names), then the
-/// scheme's defaulting of a built-in kind's object ([`defaults`]).
+/// scheme's defaulting of a built-in kind's object ([`default_object`]).
 pub fn apply_mutation(
     kind: PatchKind,
     value: &Value<'_>,

@@ -69,7 +69,7 @@ pub enum Applied {
 }
 
 /// Why evanphx/json-patch v4 refused a patch. `Display` is the error text the API server puts
-/// after `JSON Patch: ` (see [`super::PatchError`]).
+/// after `JSON Patch: ` (see [`JsonPatchError`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum OpError {
     /// `op` is none of the six (case-sensitive).
