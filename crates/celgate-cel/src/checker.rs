@@ -514,13 +514,25 @@ impl<'e> Checker<'e> {
             return self.patch_message(type_name, ty, fields);
         }
         let Some(object) = self.object_type(type_name) else {
+            // cel-go's `checkCreateStruct` (checker/checker.go) resolves the name as an
+            // identifier: a variable is found, and its type, not being a type of types, is
+            // `not a type` (`dyn` for the schemaless variables).
+            if let Some((_, var)) = self.env.variable(type_name) {
+                let shown = match &var.ty {
+                    Type::Object(o) => o.name.to_string(),
+                    other => Cel(other).to_string(),
+                };
+                return Err(self.err(e, format!("'{shown}' is not a type")));
+            }
             return Err(self.err(
                 e,
                 format!("undeclared reference to '{type_name}' (in container '')"),
             ));
         };
+        let mut nodes = Vec::with_capacity(fields.len());
         for f in fields {
-            let (_, mut vt) = self.check_operand(&f.value)?;
+            let (node, mut vt) = self.check_operand(&f.value)?;
+            nodes.push((f.name.as_str().into(), node, f.optional));
             if f.optional {
                 vt = self.unwrap_optional(&f.value, vt);
             }
@@ -536,8 +548,13 @@ impl<'e> Checker<'e> {
             };
             self.issue_at(f.pos as usize, message);
         }
-        let unknown = format!("unknown type '{type_name}'");
-        Ok((Node::Fail(unknown.into()), Type::Object(object)))
+        // Built as cel-go's `evalObj` builds it (fields evaluated and the creation charged),
+        // then refused by the type provider.
+        let node = Node::Struct {
+            type_name: super::mutation::intern(type_name),
+            fields: nodes.into_boxed_slice(),
+        };
+        Ok((node, Type::Object(object)))
     }
 
     /// The patch type `name` names, in an environment that declares them.

@@ -1569,9 +1569,17 @@ fn index_value<'a>(v: Value<'a>, k: &Value<'_>, optional: bool) -> R<'a> {
                 (None, false) => Err(EvalError::no_such_key(k.debug_string())),
             }
         }
-        // cel-go's qualifier finds no key on anything that is neither a list nor a map.
+        // cel-go's `refQualify` (interpreter/attributes.go) on anything that is neither a
+        // list, a map nor a message: a presence test (`[?k]`, or any index in an optional
+        // chain) finds nothing, whatever the index; a plain index is a missing key.
+        _ if optional && !is_message(&v) => Ok(Value::Optional(None)),
         _ => Err(EvalError::no_such_key(k.debug_string())),
     }
+}
+
+/// A message value (cel-go's `traits.Indexer`, which `refQualify` asks for the field).
+fn is_message(v: &Value<'_>) -> bool {
+    super::mutation::object_view(v).is_some() || super::mutation::json_patch_view(v).is_some()
 }
 
 /// cel-go's `IndexOrError` for a number that is no int64 (`%v` of the value).

@@ -282,6 +282,11 @@ pub(crate) fn construct<'a>(
     fields: Vec<(&str, Value<'a>)>,
     meter: &mut Meter,
 ) -> Result<Value<'a>, EvalError> {
+    // A declared object type that is no patch type (`kubernetes.AdmissionRequest{}`):
+    // Kubernetes' type provider knows its fields but creates no values of it.
+    if type_name != JSON_PATCH_TYPE && !is_object_name(type_name) {
+        return Err(EvalError::new(format!("unknown type '{type_name}'")));
+    }
     if type_name == JSON_PATCH_TYPE {
         let mut p = JsonPatchValue {
             op: None,

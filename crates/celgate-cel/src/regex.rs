@@ -585,14 +585,29 @@ fn go_parse_error(pattern: &str, e: &ast::Error) -> String {
         K::RepetitionCountInvalid | K::RepetitionCountDecimalEmpty | K::RepetitionCountUnclosed => {
             ("invalid repeat count", fragment)
         }
-        K::GroupNameInvalid
-        | K::GroupNameEmpty
-        | K::GroupNameDuplicate { .. }
-        | K::GroupNameUnexpectedEof => ("invalid named capture", fragment),
+        K::GroupNameInvalid | K::GroupNameEmpty | K::GroupNameUnexpectedEof => (
+            "invalid named capture",
+            go_named_capture(pattern, span.start.offset).unwrap_or(fragment),
+        ),
+        K::GroupNameDuplicate { .. } => ("invalid named capture", fragment),
         K::NestLimitExceeded(_) => ("expression nests too deeply", pattern),
         _ => ("invalid or unsupported Perl syntax", fragment),
     };
     format!("error parsing regexp: {code}: `{expr}`")
+}
+
+/// The text Go's `parsePerlFlags` (regexp/syntax/parse.go) quotes for a bad named group
+/// whose error is found at `at`: the group's opening `(?P<name>` or `(?<name>` through the
+/// first `>`, or, with no `>` left in the pattern, everything from the group's `(?` on.
+fn go_named_capture(pattern: &str, at: usize) -> Option<&str> {
+    let open = pattern.get(..at)?.rfind("(?")?;
+    let rest = &pattern[open..];
+    let named =
+        (rest.len() > 4 && rest.starts_with("(?P<")) || (rest.len() > 3 && rest.starts_with("(?<"));
+    if !named {
+        return None;
+    }
+    Some(rest.find('>').map_or(rest, |end| &rest[..=end]))
 }
 
 /// Go's wording for a pattern that parses but names what does not exist (`\p{Foo}`).
@@ -691,6 +706,18 @@ mod tests {
         assert!(is_match("(?:a*)*", "aa"));
         assert!(is_match("a*?", "aa"));
         assert!(is_match("(a*)+b", "aab"));
+    }
+
+    /// Go's `parsePerlFlags` (regexp/syntax/parse.go) quotes a bad name's whole group
+    /// opening up to the first `>`, or the rest of the pattern when no `>` follows.
+    #[test]
+    fn named_capture_errors_quote_the_group_as_go_does() {
+        let named = |f: &str| format!("error parsing regexp: invalid named capture: `{f}`");
+        assert_eq!(error("(?P<>a)"), named("(?P<>"));
+        assert_eq!(error("x(?<>a)"), named("(?<>"));
+        assert_eq!(error("(?P<a b>c)"), named("(?P<a b>"));
+        assert_eq!(error("(a)(?P<b"), named("(?P<b"));
+        assert_eq!(error("(?<b-c"), named("(?<b-c"));
     }
 
     #[test]

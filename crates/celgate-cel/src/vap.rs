@@ -257,6 +257,78 @@ mod tests {
         assert_eq!(p.result_type().to_string(), "kubernetes.Namespace");
     }
 
+    /// `expr` evaluated in the newest VAP environment with every variable null: its result
+    /// (or error text) and its cost.
+    fn run(expr: &str) -> (Result<crate::Value<'static>, String>, u64) {
+        let (env, _) = vap_env(
+            super::super::NEWEST_MINOR,
+            Decls {
+                params: true,
+                authorizer: false,
+            },
+        );
+        let program = env.compile(expr).unwrap();
+        let vars = vec![crate::Value::Null; env.variables().len()];
+        let mut meter = crate::Meter::default();
+        let r = program.eval(&vars, &mut meter).map_err(|e| e.to_string());
+        (r, meter.cost)
+    }
+
+    /// cel-go's `evalObj` (interpreter/interpretable.go) evaluates the fields, then asks the
+    /// type provider for the value; its cost observer charges the creation
+    /// (`StructCreateBaseCost`, interpreter/runtimecost.go) whatever the outcome.
+    #[test]
+    fn constructing_a_declared_object_type_is_charged_before_it_fails() {
+        let (r, cost) = run("kubernetes.AdmissionRequest{}");
+        assert_eq!(r.unwrap_err(), "unknown type 'kubernetes.AdmissionRequest'");
+        assert_eq!(cost, 40);
+        let (r, cost) = run("kubernetes.AdmissionRequest{name: 'a' + 'b'}");
+        assert!(r.is_err());
+        assert_eq!(cost, 41, "the field's concatenation, then the creation");
+    }
+
+    /// cel-go's `checkCreateStruct` (checker/checker.go) resolves the message name as an
+    /// identifier: a variable's type, not being a type of types, is `not a type`.
+    #[test]
+    fn a_message_named_after_a_variable_is_not_a_type() {
+        let (env, _) = vap_env(
+            super::super::NEWEST_MINOR,
+            Decls {
+                params: true,
+                authorizer: false,
+            },
+        );
+        let err = |src: &str| env.compile(src).unwrap_err().to_string();
+        assert!(err("object{}").starts_with("ERROR: <input>:1:7: 'dyn' is not a type"));
+        assert!(err("params{}").contains("'dyn' is not a type"));
+        assert!(err("request{}").contains("'kubernetes.AdmissionRequest' is not a type"));
+    }
+
+    /// cel-go's `refQualify` (interpreter/attributes.go): under a presence test, a value that
+    /// is neither a list, a map nor a message has no element, whatever the index's kind; the
+    /// unfound optional qualifier is not observed, so not charged.
+    #[test]
+    fn an_optional_index_on_a_scalar_is_none() {
+        for expr in [
+            "dyn(1)[?0]",
+            "dyn('abc')[?0]",
+            "dyn(true)[?'a']",
+            "dyn(null)[?1u]",
+            "dyn(b'x')[?0]",
+            "object[?'a']",
+        ] {
+            let (r, _) = run(expr);
+            assert!(
+                matches!(r, Ok(crate::Value::Optional(None))),
+                "{expr}: {r:?}"
+            );
+        }
+        assert_eq!(run("dyn(1)[0]").0.unwrap_err(), "no such key: 0");
+        let (r, cost) = run("dyn([1])[?'a']");
+        assert_eq!(r.unwrap_err(), "unsupported index type 'string' in list");
+        assert_eq!(cost, 1, "dyn() alone: the failed qualifier is not observed");
+    }
+
     #[test]
     fn composited_variables_keep_scalar_list_and_map_types_only() {
         let opt = |t: Type| Type::Optional(Box::new(t));

@@ -239,7 +239,8 @@ fn is_ipv4_mapped(v6: &Ipv6Addr) -> bool {
 }
 
 /// Parses a prefix as Kubernetes' `cidr()` does: Go's `netip.ParsePrefix`, whose error
-/// Kubernetes wraps twice, then its refusal of IPv4-mapped IPv6 addresses.
+/// Kubernetes wraps twice, then its refusal of IPv4-mapped IPv6 addresses, wrapped once
+/// (`parseCIDR` and `stringToCIDR` of staging/src/k8s.io/apiserver/pkg/cel/library/cidr.go).
 pub fn parse_cidr(s: &str) -> Result<Cidr, EvalError> {
     const WRAP: &str = "network address parse error during conversion from string";
     let err =
@@ -267,8 +268,9 @@ pub fn parse_cidr(s: &str) -> Result<Cidr, EvalError> {
         .ok_or_else(|| err("prefix length out of range"))?;
     if let IpAddr::V6(v6) = addr {
         if is_ipv4_mapped(&v6) {
+            // `stringToCIDR` wraps every error of `parseCIDR`, this one included.
             return Err(EvalError::new(format!(
-                "IPv4-mapped IPv6 address {s:?} is not allowed"
+                "{WRAP}: IPv4-mapped IPv6 address {s:?} is not allowed"
             )));
         }
     }
@@ -611,6 +613,18 @@ mod tests {
         assert_eq!(c.masked().to_cel_string().unwrap(), "192.168.0.0/24");
         assert!(parse_cidr("10.0.0.0/33").is_err());
         assert!(parse_cidr("10.0.0.0").is_err());
+    }
+
+    /// `stringToCIDR` (staging/src/k8s.io/apiserver/pkg/cel/library/cidr.go) wraps whatever
+    /// `parseCIDR` returns, so the IPv4-mapped refusal keeps the conversion prefix (once, where
+    /// `netip.ParsePrefix` errors have it twice).
+    #[test]
+    fn an_ipv4_mapped_prefix_keeps_the_conversion_prefix() {
+        assert_eq!(
+            parse_cidr("::ffff:10.0.0.0/104").unwrap_err().message(),
+            "network address parse error during conversion from string: \
+             IPv4-mapped IPv6 address \"::ffff:10.0.0.0/104\" is not allowed"
+        );
     }
 
     #[test]
