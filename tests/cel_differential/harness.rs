@@ -249,6 +249,14 @@ fn harness_error(id: Json, message: String) -> Json {
 /// The error text and stage of a compile failure, as cel-go would report it.
 fn compile_failure(e: &CompileError) -> (String, &'static str) {
     if let [issue] = e.issues.as_slice() {
+        // Kubernetes converts the checked AST (`cel.AstToCheckedExpr`) between compiling and
+        // creating the program; the recording names that stage `checked_expr`.
+        if issue
+            .message
+            .starts_with("missing type conversion to proto")
+        {
+            return (issue.message.clone(), "checked_expr");
+        }
         if is_evaluation_error(&issue.message) {
             return (issue.message.clone(), "program");
         }

@@ -3,7 +3,7 @@
 //! the function table of the environment's version, validates constant regexes, durations and
 //! timestamps, folds constants as cel-go's `OptOptimize` does, and emits the [`Node`] tree.
 
-use std::cell::RefCell;
+use std::cell::{Cell as Flag, RefCell};
 use std::fmt;
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use super::json::Key;
 use super::library::functions as table;
 use super::meter::Meter;
 use super::overload::{since, Function, Overload};
-use super::types::{join, Bindings, ObjectType, Type, FREE};
+use super::types::{join, Bindings, ObjectType, Type, FREE, UNSET};
 use super::value::{Map, OwnedMap, Value};
 
 pub(crate) struct Checker<'e> {
@@ -32,6 +32,10 @@ pub(crate) struct Checker<'e> {
     /// The first failure of folding a constant, which cel-go meets when it creates the
     /// program: only after the check and the validators passed.
     program: RefCell<Option<CompileError>>,
+    /// Whether a checked node has cel-go v0.22.0's nil type ([`UNSET`]): the checked AST then
+    /// holds a type `cel.AstToCheckedExpr` cannot convert, which Kubernetes calls after a
+    /// clean compile and before it creates the program.
+    unset_typed: Flag<bool>,
     /// How many `format` calls the expression being checked is inside: their list and map
     /// literals, at any depth, are exempt from the homogeneous literal rule (Kubernetes
     /// configures `format` as an exempt function of that validator).
@@ -211,6 +215,7 @@ impl<'e> Checker<'e> {
             issues: RefCell::default(),
             late: RefCell::default(),
             program: RefCell::default(),
+            unset_typed: Flag::new(false),
             in_format: 0,
             format_types: std::collections::HashMap::new(),
             node_types: None,
@@ -245,6 +250,14 @@ impl<'e> Checker<'e> {
         let late = self.late.take();
         if !late.is_empty() {
             return Err(CompileError::from_issues(self.src, late));
+        }
+        // cel-go's `AstToCheckedExpr` (`common/types/pb/type.go`, `TypeToExprType`) has no
+        // protobuf form for a nil type; Kubernetes calls it before `Program()`.
+        if self.unset_typed.take() {
+            return Err(CompileError::general(
+                self.src,
+                "missing type conversion to proto: ",
+            ));
         }
         if let Some(err) = self.program.take() {
             return Err(err);
@@ -397,9 +410,10 @@ impl<'e> Checker<'e> {
                 if let ExprKind::Ident(name) = &operand.kind {
                     if let Some((_, var)) = self.env.variable(name) {
                         if let (VarKind::Lazy(fields), false) = (&var.kind, self.is_local(name)) {
-                            if fields.position(field).is_none() {
-                                return Err(self.err(e, format!("undefined field '{field}'")));
-                            }
+                            return match fields.position(field) {
+                                Some(index) => Ok((Node::LazyPresent(index), Type::Bool)),
+                                None => Err(self.err(e, format!("undefined field '{field}'"))),
+                            };
                         }
                     }
                 }
@@ -626,6 +640,9 @@ impl<'e> Checker<'e> {
 
     fn ident(&self, e: &Expr, name: &str) -> Checked {
         if let Some(i) = self.locals.iter().rposition(|(n, _)| n == name) {
+            if self.locals[i].1 == UNSET {
+                self.unset_typed.set(true);
+            }
             return Ok((Node::Local(i), self.locals[i].1.clone()));
         }
         if let Some((slot, var)) = self.env.variable(name) {
@@ -928,6 +945,13 @@ impl<'e> Checker<'e> {
             // `?optional.none()` has an unbound element type in cel-go, which takes the
             // list's: it neither sets nor breaks the homogeneous rule.
             if *opt && !exempt && is_optional_none(el) {
+                nodes.push(n);
+                continue;
+            }
+            // cel-go's `checkCreateList` joins from a nil element type: a first element of
+            // the nil type ([`UNSET`]) leaves it nil, so the next element (or a fresh type
+            // variable) gives the list its type.
+            if t == UNSET && elem.is_none() {
                 nodes.push(n);
                 continue;
             }
@@ -1522,6 +1546,12 @@ impl<'e> Checker<'e> {
             (Type::List(el), _) => ((**el).clone(), None),
             (Type::Map(k, v), _) if c.var2.is_some() => ((**k).clone(), Some((**v).clone())),
             (Type::Map(k, _), _) if c.kind != SortBy => ((**k).clone(), None),
+            // cel-go v0.22.0 (`checker/checker.go`, `checkComprehension`) types only the first
+            // variable of a `dyn` range: the second keeps a nil type ([`UNSET`]) until
+            // cel-go #1077 (v0.22.1; Kubernetes 1.33 vendors v0.23).
+            (Type::Dyn, _) if self.env.version < since::TWO_VAR_DYN_RANGE_TYPED => {
+                (Type::Dyn, c.var2.as_ref().map(|_| UNSET))
+            }
             (Type::Dyn, _) => (Type::Dyn, c.var2.as_ref().map(|_| Type::Dyn)),
             _ if !self.env.check_types => (Type::Dyn, c.var2.as_ref().map(|_| Type::Dyn)),
             _ => {
@@ -1566,6 +1596,7 @@ impl<'e> Checker<'e> {
             Filter if not_bool => return Err(self.err(e, step(&Type::list(t1)))),
             Filter => Type::list(t1),
             Map | TransformList => Type::list(bt),
+            TransformMap if bt == UNSET => return Err(self.unset_map_step(e, Type::map(t1, bt))),
             TransformMap => Type::map(
                 if matches!(rt, Type::List(_)) {
                     Type::Int
@@ -1574,6 +1605,9 @@ impl<'e> Checker<'e> {
                 },
                 bt,
             ),
+            TransformMapEntry if matches!(&bt, Type::Map(_, v) if **v == UNSET) => {
+                return Err(self.unset_map_step(e, bt))
+            }
             TransformMapEntry => match bt {
                 Type::Map(..) | Type::Dyn => bt,
                 // cel-go's expansion inserts the entry with `cel.@mapInsert` into a `{}`.
@@ -1618,6 +1652,20 @@ impl<'e> Checker<'e> {
             body,
         };
         Ok((Node::Comprehension(Box::new(node)), ty))
+    }
+
+    /// cel-go v0.22.0's `checkComprehension` asserts the step (`cel.@mapInsert(@result, ...)`)
+    /// against the accumulator's type, `{}`'s `map(_var0, _var1)`: a step whose value type is
+    /// nil ([`UNSET`]) is not assignable to it, as nil is exact with nothing
+    /// (`checker/types.go`, `isValidTypeSubstitution`).
+    fn unset_map_step(&self, e: &Expr, step: Type) -> CompileError {
+        self.err(
+            e,
+            format!(
+                "expected type 'map(_var0, _var1)' but found '{}'",
+                Cel(&step)
+            ),
+        )
     }
 
     /// The filter (checked to be a bool) and the body, with the iteration variables in scope.

@@ -40,6 +40,13 @@ pub enum Node {
         index: usize,
         optional: bool,
     },
+    /// `has(variables.name)`, by index. Kubernetes' composited variables are a
+    /// `lazy.MapValue` (`k8s.io/apiserver/pkg/cel/lazy/lazy.go`) and its declared type gives
+    /// no field tester, so cel-go tests presence with the map's `Find`
+    /// (`interpreter/attributes.go`, `refQualify`): that evaluates the variable and finds
+    /// every declared one, true whatever its value, or fails with the variable's own error
+    /// (`composited variable "x" fails to evaluate: ...`, `plugin/cel/composition.go`).
+    LazyPresent(usize),
     /// The composited variables as a whole (`variables` not followed by a selection).
     Variables,
     Select {
@@ -134,9 +141,12 @@ impl Node {
         let any = |nodes: &[Node]| nodes.iter().any(|n| n.reads_local(slot));
         match self {
             Node::Local(i) => *i == slot,
-            Node::Const(_) | Node::Var(_) | Node::Lazy { .. } | Node::Variables | Node::Fail(_) => {
-                false
-            }
+            Node::Const(_)
+            | Node::Var(_)
+            | Node::Lazy { .. }
+            | Node::LazyPresent(_)
+            | Node::Variables
+            | Node::Fail(_) => false,
             Node::Select { operand, .. } | Node::Has { operand, .. } => operand.reads_local(slot),
             Node::Index { operand, index, .. } => {
                 operand.reads_local(slot) || index.reads_local(slot)
@@ -476,6 +486,11 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 } else {
                     v
                 })
+            }
+            Node::LazyPresent(index) => {
+                // Charged as `has()` on the `variables` attribute was: its identifier.
+                self.meter.charge(1)?;
+                self.act.lazy(*index).map(|_| Value::Bool(true))
             }
             Node::Variables => {
                 self.meter.charge(1)?;

@@ -52,6 +52,12 @@ mod stdlib;
 mod text;
 mod types;
 
+#[cfg(test)]
+mod two_var_dyn_tests;
+
+#[cfg(test)]
+mod lazy_presence_tests;
+
 pub use env::{
     parse_k8s_version, Env, LazyFields, VarKind, Variable, VersionError, NEWEST_MINOR,
     OLDEST_MINOR, VARIABLES_TYPE,

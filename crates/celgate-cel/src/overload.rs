@@ -149,6 +149,10 @@ pub mod since {
     pub const FORMAT: u16 = 31;
     pub const AUTHZ_SELECTORS: u16 = 31;
     pub const TWO_VAR_COMPREHENSIONS: u16 = 32;
+    /// cel-go #1077 (v0.22.1): the second variable of a two-variable comprehension over a
+    /// `dyn` range is typed `dyn`; cel-go v0.22.0 (Kubernetes 1.32) leaves it nil. Kubernetes
+    /// 1.33 vendors cel-go v0.23.
+    pub const TWO_VAR_DYN_RANGE_TYPED: u16 = 33;
     pub const SEMVER: u16 = 33;
     /// `containsCIDR` fixed (kubernetes#130496): the newer implementation of the same
     /// signatures. Recorded for the table's readers; no overload is gated on it yet.

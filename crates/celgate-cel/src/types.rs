@@ -49,6 +49,14 @@ pub enum Type {
 /// The free type variable of an expression's type (see [`Type::Param`]).
 pub const FREE: Type = Type::Param(0);
 
+/// cel-go v0.22.0's nil `*types.Type`: the type its checker gives the second variable of a
+/// two-variable comprehension over a `dyn` range (`checker/checker.go`, `checkComprehension`
+/// sets `var2Type` only for list and map ranges; fixed by cel-go #1077, v0.22.1). Its kind is
+/// unspecified and its name empty (`common/types/types.go`: `Kind()`, `TypeName()` on nil),
+/// so it prints as `''`, supports no field selection, matches no concrete parameter, is not
+/// nullable and does not even join with itself; a type parameter or `dyn` accepts it.
+pub const UNSET: Type = Type::Opaque("");
+
 /// An object type whose fields are declared, so selecting an undeclared field is a compile
 /// error (`undefined field 'x'`).
 #[derive(Debug, PartialEq)]
@@ -139,15 +147,17 @@ impl Type {
     /// messages, and opaque types (optionals and the Kubernetes library types), so
     /// `null + null` and `int(null)` compile and fail at run time.
     pub fn nullable(&self) -> bool {
-        matches!(
-            self,
-            Type::Null
-                | Type::Timestamp
-                | Type::Duration
-                | Type::Optional(_)
-                | Type::Opaque(_)
-                | Type::Object(_)
-        )
+        // cel-go's nil type has no kind that `isLegacyNullable` accepts (see [`UNSET`]).
+        *self != UNSET
+            && matches!(
+                self,
+                Type::Null
+                    | Type::Timestamp
+                    | Type::Duration
+                    | Type::Optional(_)
+                    | Type::Opaque(_)
+                    | Type::Object(_)
+            )
     }
 
     /// Whether this is `dyn`.
@@ -410,7 +420,8 @@ pub fn join(a: &Type, b: &Type) -> Option<Type> {
         }
         (Type::Null, _) if b.nullable() => Some(b.clone()),
         (_, Type::Null) if a.nullable() => Some(a.clone()),
-        (x, y) if x == y => Some(x.clone()),
+        // cel-go's nil type is exact with nothing, not even itself (`isTypeInternal`).
+        (x, y) if x == y && *x != UNSET => Some(x.clone()),
         _ => None,
     }
 }
