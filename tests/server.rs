@@ -54,7 +54,8 @@ fn review(api: &str, data: Json) -> Vec<u8> {
             "resource": {"group": "", "version": "v1", "resource": "configmaps"},
             "name": "cm", "namespace": "default", "operation": "CREATE",
             "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-            "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default"}, "data": data},
+            // As the API server sends a typed object: creationTimestamp written, null.
+            "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "default", "creationTimestamp": null}, "data": data},
             "oldObject": null, "dryRun": false
         }
     }))
