@@ -21,6 +21,7 @@ pub fn add_cluster_defaults(objects: &mut Vec<Loaded>) {
         let Some(name) = obj["metadata"]["name"].as_str().map(str::to_string) else {
             continue;
         };
+        namespace_as_created(obj);
         let meta = &mut obj["metadata"];
         if !meta["labels"].is_object() {
             meta["labels"] = json!({});
@@ -47,4 +48,80 @@ pub fn add_cluster_defaults(objects: &mut Vec<Loaded>) {
     };
     extra.retain(|e| !present(e.object["metadata"]["namespace"].as_str().unwrap_or("")));
     objects.extend(extra);
+}
+
+/// What the API server writes into a Namespace on create and a folder need not spell out:
+/// `metadata.creationTimestamp` (the registry's `FillObjectMetaSystemFields`, the time of
+/// the create: here the time celgate loads the folder, in whole seconds as stored),
+/// `status.phase: Active` and the `kubernetes` finalizer in `spec.finalizers` (the namespace
+/// strategy's `PrepareForCreate`, pkg/registry/core/namespace/strategy.go). Fields the
+/// folder sets are kept, so an exported Namespace reads as it was exported.
+fn namespace_as_created(ns: &mut Json) {
+    if ns["metadata"]["creationTimestamp"].is_null() {
+        let now = jiff::Timestamp::now();
+        let whole = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
+        ns["metadata"]["creationTimestamp"] = Json::String(whole.to_string());
+    }
+    if !ns["spec"].is_object() {
+        ns["spec"] = json!({});
+    }
+    if ns["spec"].get("finalizers").is_none() {
+        ns["spec"]["finalizers"] = json!(["kubernetes"]);
+    }
+    if !ns["status"].is_object() {
+        ns["status"] = json!({});
+    }
+    if ns["status"]["phase"].as_str().is_none_or(str::is_empty) {
+        ns["status"]["phase"] = json!("Active");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loaded(object: Json) -> Loaded {
+        Loaded {
+            file: "ns.yaml".into(),
+            document: 1,
+            field_errors: Vec::new(),
+            object,
+        }
+    }
+
+    /// pkg/registry/core/namespace/strategy.go `PrepareForCreate` and the registry's
+    /// `FillObjectMetaSystemFields`: a Namespace as the API server holds it.
+    #[test]
+    fn a_namespace_gets_what_the_api_server_writes_on_create() {
+        let mut objects = vec![loaded(json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dev"}
+        }))];
+        add_cluster_defaults(&mut objects);
+        let ns = &objects[0].object;
+        let created = ns["metadata"]["creationTimestamp"].as_str().unwrap();
+        let t: jiff::Timestamp = created.parse().unwrap();
+        assert_eq!(t.subsec_nanosecond(), 0, "{created}");
+        assert!(created.ends_with('Z'), "{created}");
+        assert_eq!(ns["status"]["phase"], "Active");
+        assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(
+            ns["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "dev"
+        );
+    }
+
+    #[test]
+    fn what_a_namespace_sets_is_kept() {
+        let mut objects = vec![loaded(json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "old", "creationTimestamp": "2020-01-02T03:04:05Z"},
+            "spec": {"finalizers": []},
+            "status": {"phase": "Terminating"}
+        }))];
+        add_cluster_defaults(&mut objects);
+        let ns = &objects[0].object;
+        assert_eq!(ns["metadata"]["creationTimestamp"], "2020-01-02T03:04:05Z");
+        assert_eq!(ns["spec"]["finalizers"], json!([]));
+        assert_eq!(ns["status"]["phase"], "Terminating");
+    }
 }

@@ -90,8 +90,18 @@ pub struct Status {
 
 impl Status {
     /// `<qualified kind> "<name>" is invalid: <causes>` (a list in brackets when several).
+    /// The causes are kept one per error, repeats included (`NewInvalid` in apimachinery's
+    /// api/errors/errors.go walks the whole list), but the message names each distinct error
+    /// once: `ErrorList.ToAggregate` (util/validation/field/errors.go) drops an error whose
+    /// text was already seen, so two identical failing rules give two causes and a message
+    /// without brackets.
     pub fn invalid(qualified_kind: &str, name: &str, causes: Vec<Cause>) -> Status {
-        let rendered: Vec<String> = causes.iter().map(Cause::render).collect();
+        let mut rendered: Vec<String> = Vec::with_capacity(causes.len());
+        for text in causes.iter().map(Cause::render) {
+            if !rendered.contains(&text) {
+                rendered.push(text);
+            }
+        }
         let list = if rendered.len() == 1 {
             rendered.concat()
         } else {
@@ -140,6 +150,28 @@ mod tests {
         assert_eq!(
             two.message,
             "Widget.g \"t1\" is invalid: [spec.a: Required value, spec: Forbidden: no]"
+        );
+    }
+
+    /// apimachinery util/validation/field/errors.go `ToAggregate` de-duplicates by text;
+    /// api/errors/errors.go `NewInvalid` builds one cause per list entry.
+    #[test]
+    fn identical_errors_are_causes_twice_but_named_once() {
+        let same = || Cause::invalid("spec", "\"object\"", "failed rule: self.n > 1");
+        let status = Status::invalid("Widget.g", "t1", vec![same(), same()]);
+        assert_eq!(status.causes.len(), 2);
+        assert_eq!(
+            status.message,
+            "Widget.g \"t1\" is invalid: spec: Invalid value: \"object\": failed rule: self.n > 1"
+        );
+        let three = Status::invalid(
+            "Widget.g",
+            "t1",
+            vec![same(), Cause::required("spec.a", ""), same()],
+        );
+        assert_eq!(
+            three.message,
+            "Widget.g \"t1\" is invalid: [spec: Invalid value: \"object\": failed rule: self.n > 1, spec.a: Required value]"
         );
     }
 

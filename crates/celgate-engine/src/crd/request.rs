@@ -11,10 +11,20 @@ use super::{defaults, prune, validate};
 
 impl CompiledCrd {
     /// Admits `obj` as a new custom resource: the object as stored, or the rejection.
+    ///
+    /// With a status subresource a create cannot set the status: the strategy's
+    /// `PrepareForCreate` (apiextensions-apiserver registry/customresource/strategy.go) deletes
+    /// it after decoding (and defaulting) and before validation, so no rule under `status`
+    /// runs and a rule above it sees no status. The stored object is read back through the
+    /// storage codec, which defaults again (only a default of `status` itself can bring it
+    /// back).
     pub fn create(&self, mut obj: Json) -> Result<Json, Status> {
         defaults::prune_nulls(&mut obj, Some(&self.schema));
         defaults::apply(&mut obj, &self.schema);
         prune::prune_root(&mut obj, &self.schema);
+        if self.info.status_subresource {
+            set_field(&mut obj, "status", None);
+        }
         let mut causes = validate::validate_root(&obj, &self.schema);
         if causes.iter().any(validate::is_blocking) {
             causes.push(validate::skipped_rules_cause());
@@ -22,6 +32,9 @@ impl CompiledCrd {
             causes.extend(self.validate_rules_create(&obj));
         }
         if causes.is_empty() {
+            if self.info.status_subresource {
+                defaults::apply(&mut obj, &self.schema);
+            }
             return Ok(obj);
         }
         let name = obj

@@ -291,14 +291,7 @@ fn compile_node(
         let sub_path = format!("{path}.properties[{name}]");
         let sub_name = format!("{type_name}.{name}");
         let Some(sub_ty) = cel_type(sub, &sub_name) else {
-            if !sub.validations.is_empty() {
-                // An untyped preserve-unknown-fields node has no CEL declaration.
-                out.causes.push(Cause {
-                    field: format!("{sub_path}.x-kubernetes-validations"),
-                    reason: "InternalError".into(),
-                    message: "Internal error: failed to construct type information for x-kubernetes-validations rules: unable to convert structural schema to CEL declarations".into(),
-                });
-            }
+            undeclared_rules(sub, &sub_path, out.causes);
             continue;
         };
         let sub_decl = decl.and_then(|d| escape(name).and_then(|n| d.fields.get(&n)));
@@ -347,6 +340,33 @@ fn compile_node(
         }
     }
     node
+}
+
+/// The cause of every node with rules in a subtree that has no CEL declaration (an untyped
+/// `x-kubernetes-preserve-unknown-fields` node, or a list or map of such nodes): the API
+/// server builds no type for it (`defaultConverter` in apiextensions' validation/
+/// cel_validation.go fails with "unable to convert structural schema to CEL declarations",
+/// and a child asks its parent first, so the failure reaches every node below), and
+/// `ValidateCustomResourceDefinitionOpenAPISchema` (validation.go) reports it as a
+/// `field.InternalError`, whose body repeats "Internal error: " before its own
+/// "internal error: " text.
+fn undeclared_rules(schema: &Schema, path: &str, causes: &mut Vec<Cause>) {
+    if !schema.validations.is_empty() {
+        causes.push(Cause {
+            field: format!("{path}.x-kubernetes-validations"),
+            reason: "InternalError".into(),
+            message: "Internal error: internal error: failed to construct type information for x-kubernetes-validations rules: unable to convert structural schema to CEL declarations".into(),
+        });
+    }
+    for (name, sub) in &schema.properties {
+        undeclared_rules(sub, &format!("{path}.properties[{name}]"), causes);
+    }
+    if let Some(items) = schema.items.as_deref() {
+        undeclared_rules(items, &format!("{path}.items"), causes);
+    }
+    if let Some(add) = schema.additional_schema() {
+        undeclared_rules(add, &format!("{path}.additionalProperties"), causes);
+    }
 }
 
 /// `apiextensions.ValidationRule{...}` as Go's `%#v` prints it (pointers shown as `(nil)` or

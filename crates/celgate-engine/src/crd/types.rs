@@ -86,17 +86,16 @@ pub(crate) fn cel_type(schema: &Schema, name: &str) -> Option<Type> {
             "date" | "date-time" => Type::Timestamp,
             _ => Type::String,
         },
+        // A list or map whose elements have no declaration has none either
+        // (`SchemaDeclType` in k8s.io/apiserver/pkg/cel/common/schemas.go returns nil), so
+        // its parent does not declare it and rules on it do not compile.
         "array" => {
-            let item = schema
-                .items
-                .as_deref()
-                .and_then(|i| cel_type(i, &format!("{name}.@idx")))
-                .unwrap_or(Type::Dyn);
+            let item = cel_type(schema.items.as_deref()?, &format!("{name}.@idx"))?;
             Type::list(item)
         }
         "object" => {
             if let Some(v) = schema.additional_schema() {
-                let vt = cel_type(v, &format!("{name}.@elem")).unwrap_or(Type::Dyn);
+                let vt = cel_type(v, &format!("{name}.@elem"))?;
                 Type::map(Type::String, vt)
             } else {
                 object_type(schema, name)
