@@ -51,6 +51,7 @@ mod regex_vm;
 mod stdlib;
 mod text;
 mod types;
+mod wellknown;
 
 pub use env::{
     parse_k8s_version, Env, LazyFields, VarKind, Variable, VersionError, NEWEST_MINOR,
