@@ -397,6 +397,8 @@ fn typed(g: &mut Gen, t: &Type, pool: &Pool, depth: usize) -> V {
         Type::Bytes => Value::Bytes(g.bytes().into()),
         Type::Timestamp => Value::Timestamp(timestamp(g)),
         Type::Duration => Value::Duration(g.int()),
+        // A wrapper's values are its primitive's.
+        Type::Wrapper(inner) => typed(g, inner, pool, depth),
         Type::List(e) => {
             let n = if depth > 3 { 0 } else { g.pick(4) };
             Value::list((0..n).map(|_| typed(g, e, pool, depth + 1)).collect())
@@ -655,7 +657,7 @@ fn arg_expr(
         ),
         Type::Optional(t) => format!("optional.of({})", arg_expr(args, t, table, depth + 1)?),
         Type::TypeOf(_) => "int".into(),
-        Type::Object(_) => return None,
+        Type::Object(_) | Type::Wrapper(_) => return None,
         Type::Opaque(name) if *name == AUTHORIZER => "authorizer".into(),
         Type::Opaque(name) => {
             if depth > 5 {

@@ -805,6 +805,8 @@ impl<'p> Gen<'p> {
 
     fn literal(&mut self, c: &mut Choices, ty: &Type, depth: usize) -> String {
         match ty {
+            // A wrapper's literals are its primitive's.
+            Type::Wrapper(inner) => self.literal(c, inner, depth),
             Type::Bool => c.pick(&["true", "false"]).to_string(),
             Type::Int => int_literal(c),
             Type::Uint => {

@@ -527,6 +527,9 @@ impl<'e> Checker<'e> {
         if let Some(ty) = self.patch_type(type_name) {
             return self.patch_message(type_name, ty, fields);
         }
+        if let Some(ty) = super::wellknown::message_type(type_name) {
+            return self.well_known_message(type_name, ty, fields);
+        }
         let Some(object) = self.object_type(type_name) else {
             // cel-go's `checkCreateStruct` (checker/checker.go) resolves the name as an
             // identifier: a variable is found, and its type, not being a type of types, is
@@ -569,6 +572,38 @@ impl<'e> Checker<'e> {
             fields: nodes.into_boxed_slice(),
         };
         Ok((node, Type::Object(object)))
+    }
+
+    /// A well-known protobuf message's construction (`google.protobuf.Int64Value{value: 1}`):
+    /// typed by its sanitized type, each field checked against the message of that kind
+    /// (cel-go's `checkCreateStruct` and `lookupFieldType`, checker/checker.go).
+    fn well_known_message(&mut self, type_name: &str, ty: Type, fields: &[FieldInit]) -> Checked {
+        let mut nodes = Vec::with_capacity(fields.len());
+        for f in fields {
+            let (node, mut vt) = self.check_operand(&f.value)?;
+            if f.optional {
+                vt = self.unwrap_optional(&f.value, vt);
+            }
+            let message = match super::wellknown::field_type(&ty, &f.name) {
+                None => Some(format!("undefined field '{}'", f.name)),
+                Some(ft) if !Bindings::default().accepts(&ft, &vt) => Some(format!(
+                    "expected type of field '{}' is '{}' but provided type is '{}'",
+                    f.name,
+                    Cel(&ft),
+                    TypeVars(&vt)
+                )),
+                Some(_) => None,
+            };
+            if let Some(message) = message {
+                self.issue_at(f.pos as usize, message);
+            }
+            nodes.push((f.name.as_str().into(), node, f.optional));
+        }
+        let node = Node::Struct {
+            type_name: super::mutation::intern(type_name),
+            fields: nodes.into_boxed_slice(),
+        };
+        Ok((node, ty))
     }
 
     /// The patch type `name` names, in an environment that declares them.

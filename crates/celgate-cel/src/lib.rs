@@ -51,6 +51,7 @@ mod regex_vm;
 mod stdlib;
 mod text;
 mod types;
+mod wellknown;
 
 #[cfg(test)]
 mod two_var_dyn_tests;

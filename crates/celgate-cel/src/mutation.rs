@@ -282,6 +282,9 @@ pub(crate) fn construct<'a>(
     fields: Vec<(&str, Value<'a>)>,
     meter: &mut Meter,
 ) -> Result<Value<'a>, EvalError> {
+    if let Some(built) = super::wellknown::construct(type_name, &fields) {
+        return built;
+    }
     // A declared object type that is no patch type (`kubernetes.AdmissionRequest{}`):
     // Kubernetes' type provider knows its fields but creates no values of it.
     if type_name != JSON_PATCH_TYPE && !is_object_name(type_name) {

@@ -249,21 +249,154 @@ fn parse(pattern: &str) -> Result<Hir, String> {
     // Go nests 1000 deep: the recursions over the tree (here and in the automaton's
     // compiler) get a stack of their own when the thread's runs low.
     with_stack(|| {
-        let mut ast = ast::parse::ParserBuilder::new()
-            .nest_limit(GO_MAX_NEST)
-            .build()
-            .parse(pattern)
-            .map_err(|e| go_parse_error(pattern, &e))?;
+        let (mut ast, text) = parse_go_names(pattern)?;
         check_repeats(&ast, pattern)?;
         asciify(&mut ast);
         let hir = hir::translate::Translator::new()
-            .translate(pattern, &ast)
+            .translate(&text, &ast)
             .map_err(|e| go_translate_error(pattern, &e))?;
         if go_size(&hir) > GO_MAX_SIZE || go_runes(&hir) > GO_MAX_RUNES {
             return Err(too_large(pattern));
         }
         Ok(hir)
     })
+}
+
+/// Parses `pattern` into an AST with Go's rule for group names (regexp/syntax/parse.go
+/// `parsePerlFlags` and `isValidCaptureName`): a name is one or more ASCII letters, digits
+/// or `_`, may start with a digit and may repeat. The Rust parser refuses a leading digit
+/// and a repeated name, and takes `.`, `[`, `]` and non-ASCII letters: a name Go takes and
+/// Rust refuses is renamed in place to an unused name of the same length (names do not
+/// change what matches, and offsets stay those of `pattern`) and the text parsed again; the
+/// text parsed is returned with the AST. A name Go refuses is Go's error.
+fn parse_go_names(pattern: &str) -> Result<(Ast, String), String> {
+    let mut text = pattern.to_owned();
+    // Each round renames one group, so there are at most as many rounds as groups.
+    loop {
+        let parsed = ast::parse::ParserBuilder::new()
+            .nest_limit(GO_MAX_NEST)
+            .build()
+            .parse(&text);
+        let e = match parsed {
+            Ok(ast) => {
+                go_check_names(pattern, &ast)?;
+                return Ok((ast, text));
+            }
+            Err(e) => e,
+        };
+        let Some(name) = go_valid_refused_name(&text, &e)? else {
+            return Err(go_parse_error(pattern, &e));
+        };
+        match unused_name(&text, name.len()) {
+            Some(fresh) => text.replace_range(name, &fresh),
+            None => return Err(go_parse_error(pattern, &e)),
+        }
+    }
+}
+
+/// Go's `isValidCaptureName`: one or more ASCII letters, digits or `_`.
+fn go_valid_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b == b'_' || b.is_ascii_alphanumeric())
+}
+
+/// The byte range of the group name the Rust parser refused with `e` when Go takes it (a
+/// name starting with a digit; a repeated name); `Ok(None)` for another error; Go's error
+/// for a repeated name Go refuses (its first use is refused first).
+fn go_valid_refused_name(
+    text: &str,
+    e: &ast::Error,
+) -> Result<Option<std::ops::Range<usize>>, String> {
+    use regex_syntax::ast::ErrorKind as K;
+    match e.kind() {
+        K::GroupNameDuplicate { original } => {
+            let span = e.span();
+            let name = span.start.offset..span.end.offset;
+            if go_valid_name(&text[name.clone()]) {
+                return Ok(Some(name));
+            }
+            Err(invalid_name(
+                text,
+                original.start.offset,
+                original.end.offset,
+            ))
+        }
+        K::GroupNameInvalid => {
+            let at = e.span().start.offset;
+            let Some(open) = text[..at].rfind("(?") else {
+                return Ok(None);
+            };
+            let start = open
+                + if text[open..].starts_with("(?P<") {
+                    4
+                } else {
+                    3
+                };
+            let Some(len) = text[start..].find('>') else {
+                return Ok(None);
+            };
+            let name = start..start + len;
+            Ok(go_valid_name(&text[name.clone()]).then_some(name))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Go's error for the group whose name spans `start..end`: it quotes the group's opening
+/// through the `>`.
+fn invalid_name(pattern: &str, start: usize, end: usize) -> String {
+    let open = pattern[..start].rfind("(?").unwrap_or(start);
+    let through = (end + 1).min(pattern.len());
+    format!(
+        "error parsing regexp: invalid named capture: `{}`",
+        &pattern[open..through]
+    )
+}
+
+/// A group name of `len` characters that `text` does not use (every name in a pattern is
+/// written `<name>`); `None` when all of them are used.
+fn unused_name(text: &str, len: usize) -> Option<String> {
+    const CHARS: &[u8] = b"_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let base = CHARS.len() as u64;
+    let limit = base.saturating_pow(len.min(10) as u32);
+    (0..limit).find_map(|mut n| {
+        let mut name = vec![b'_'; len];
+        for slot in name.iter_mut().rev() {
+            *slot = CHARS[(n % base) as usize];
+            n /= base;
+        }
+        // Only ASCII was written.
+        let name = String::from_utf8(name).ok()?;
+        (!text.contains(&format!("<{name}>"))).then_some(name)
+    })
+}
+
+/// Go's refusal of the first group name in `pattern` the Rust parser took but Go does not
+/// (`.`, `[`, `]`, a non-ASCII letter).
+fn go_check_names(pattern: &str, ast: &Ast) -> Result<(), String> {
+    fn first_bad(ast: &Ast, pattern: &str, bad: &mut Option<(usize, usize)>) {
+        match ast {
+            Ast::Group(g) => {
+                if let ast::GroupKind::CaptureName { name, .. } = &g.kind {
+                    let (s, e) = (name.span.start.offset, name.span.end.offset);
+                    let text = pattern.get(s..e).unwrap_or(&name.name);
+                    if !go_valid_name(text) && bad.is_none_or(|(b, _)| s < b) {
+                        *bad = Some((s, e));
+                    }
+                }
+                first_bad(&g.ast, pattern, bad);
+            }
+            Ast::Repetition(r) => first_bad(&r.ast, pattern, bad),
+            Ast::Alternation(a) => a.asts.iter().for_each(|x| first_bad(x, pattern, bad)),
+            Ast::Concat(c) => c.asts.iter().for_each(|x| first_bad(x, pattern, bad)),
+            _ => {}
+        }
+    }
+    let mut bad = None;
+    with_stack(|| first_bad(ast, pattern, &mut bad));
+    match bad {
+        Some((s, e)) => Err(invalid_name(pattern, s, e)),
+        None => Ok(()),
+    }
 }
 
 /// Go's `calcSize`: the instructions of the compiled program, a class or an assertion one,
@@ -585,9 +718,26 @@ fn go_parse_error(pattern: &str, e: &ast::Error) -> String {
         K::RepetitionCountInvalid | K::RepetitionCountDecimalEmpty | K::RepetitionCountUnclosed => {
             ("invalid repeat count", fragment)
         }
+        // Go reads a bare `(?P<` or `(?<` at the end as flags, and stops at `P` or `<`.
+        K::GroupNameUnexpectedEof if pattern.ends_with("(?P<") => {
+            ("invalid or unsupported Perl syntax", "(?P")
+        }
+        K::GroupNameUnexpectedEof if pattern.ends_with("(?<") => {
+            ("invalid or unsupported Perl syntax", "(?<")
+        }
         K::GroupNameInvalid | K::GroupNameEmpty | K::GroupNameUnexpectedEof => (
             "invalid named capture",
             go_named_capture(pattern, span.start.offset).unwrap_or(fragment),
+        ),
+        // Go's flag loop quotes from the group's `(?` through the character it stopped at
+        // (`(?P=a)` is `(?P`).
+        K::FlagUnrecognized => (
+            "invalid or unsupported Perl syntax",
+            pattern
+                .get(..span.start.offset)
+                .and_then(|before| before.rfind("(?"))
+                .and_then(|open| pattern.get(open..span.end.offset))
+                .unwrap_or(fragment),
         ),
         K::GroupNameDuplicate { .. } => ("invalid named capture", fragment),
         K::NestLimitExceeded(_) => ("expression nests too deeply", pattern),
@@ -718,6 +868,41 @@ mod tests {
         assert_eq!(error("(?P<a b>c)"), named("(?P<a b>"));
         assert_eq!(error("(a)(?P<b"), named("(?P<b"));
         assert_eq!(error("(?<b-c"), named("(?<b-c"));
+    }
+
+    /// Go's `isValidCaptureName` (regexp/syntax/parse.go): ASCII letters, digits and `_`,
+    /// a digit first included; `parsePerlFlags` does not refuse a repeated name.
+    #[test]
+    fn group_names_follow_gos_rule() {
+        for p in [
+            "(?P<1>a)",
+            "(?P<1a>a)(?<9>b)",
+            "(?P<a>x)(?P<a>y)",
+            "(?<a>x)|(?<a>y)(?<a>z)",
+        ] {
+            assert!(compile_regex(p).is_ok(), "{p}: {}", error(p));
+        }
+        assert!(is_match("(?P<a>x)(?P<a>y)", "xy"));
+        assert!(!is_match("(?P<a>x)(?P<a>y)", "xx"));
+        assert!(is_match("^(?P<1>a+)(?P<_a>b)$", "aab"));
+        let named = |f: &str| format!("error parsing regexp: invalid named capture: `{f}`");
+        assert_eq!(error("(?P<a.b>c)"), named("(?P<a.b>"));
+        assert_eq!(error("x(?<a[0]>c)"), named("(?<a[0]>"));
+        assert_eq!(error("(?P<é>c)"), named("(?P<é>"));
+        assert_eq!(error("(?P<aé>c)(?P<aé>d)"), named("(?P<aé>"));
+        assert_eq!(error("(?P<ok>a)(?P<b.c>d)"), named("(?P<b.c>"));
+    }
+
+    /// Go's `parsePerlFlags` reads `(?P=a)` and a bare `(?P<` or `(?<` at the end as flags,
+    /// and quotes what it read up to the character it refused.
+    #[test]
+    fn perl_group_forms_go_lacks_are_flag_errors() {
+        let perl =
+            |f: &str| format!("error parsing regexp: invalid or unsupported Perl syntax: `{f}`");
+        assert_eq!(error("(?P<a>x)(?P=a)"), perl("(?P"));
+        assert_eq!(error("(?P<"), perl("(?P"));
+        assert_eq!(error("ab(?<"), perl("(?<"));
+        assert_eq!(error("(?P>a)"), perl("(?P"));
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub enum Type {
     Opaque(&'static str),
     /// A declared object type with known fields (`kubernetes.AdmissionRequest`).
     Object(Arc<ObjectType>),
+    /// A protobuf wrapper type (`google.protobuf.Int64Value`...): a primitive that is also
+    /// nullable, as cel-go's `NewNullableType` makes it; printed `wrapper(int)`.
+    Wrapper(Box<Type>),
     /// A type parameter of a signature (`A`, `B`, `K`, `V`), or in an expression's type
     /// (`FREE`) a type cel-go leaves as a type variable: the element type of an empty
     /// literal, the unbound result parameter of `optional.none()`. It unifies with whatever
@@ -157,6 +160,7 @@ impl Type {
                     | Type::Optional(_)
                     | Type::Opaque(_)
                     | Type::Object(_)
+                    | Type::Wrapper(_)
             )
     }
 
@@ -182,6 +186,7 @@ impl Type {
             Type::TypeOf(_) => "type",
             Type::Optional(_) => "optional_type",
             Type::Opaque(n) => n,
+            Type::Wrapper(t) => return t.runtime_name(),
             _ => return None,
         })
     }
@@ -206,6 +211,7 @@ impl fmt::Display for Type {
             Type::Optional(t) => write!(f, "optional_type({t})"),
             Type::Opaque(n) => f.write_str(n),
             Type::Object(o) => f.write_str(&o.name),
+            Type::Wrapper(t) => write!(f, "wrapper({t})"),
             // cel-go prints a type variable left unbound as `dyn`.
             Type::Param(0) => f.write_str("dyn"),
             Type::Param(p) => write!(f, "{}", *p as char),
@@ -379,6 +385,10 @@ impl Bindings {
                 true
             }
             (Type::Object(f), Type::Object(a)) => f.name == a.name,
+            // A wrapper has its primitive's kind and name, and also takes null (cel-go's
+            // `internalIsAssignable` defers to `NewNullableType`'s assignability).
+            (Type::Wrapper(f), a) => matches!(a, Type::Null) || self.accepts(f, a),
+            (f, Type::Wrapper(a)) => matches!(f, Type::Null) || self.accepts(f, a),
             (f, Type::Null) => f.nullable(),
             (Type::Null, a) => a.nullable(),
             (f, a) => f == a,
@@ -418,6 +428,8 @@ pub fn join(a: &Type, b: &Type) -> Option<Type> {
         (Type::TypeOf(x), Type::TypeOf(y)) => {
             Some(Type::TypeOf(Box::new(join(x, y).unwrap_or(Type::Dyn))))
         }
+        // A wrapper is exactly its primitive for cel-go's `IsExactType` (same kind and name).
+        (Type::Wrapper(x), y) | (y, Type::Wrapper(x)) if **x == *y => Some(a.clone()),
         (Type::Null, _) if b.nullable() => Some(b.clone()),
         (_, Type::Null) if a.nullable() => Some(a.clone()),
         // cel-go's nil type is exact with nothing, not even itself (`isTypeInternal`).
