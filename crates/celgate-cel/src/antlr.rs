@@ -137,10 +137,11 @@ pub(crate) const EXPR_FIRST: TokSet = TokSet::of(&[
     LBRACKET, LBRACE, LPAREN, DOT, MINUS, NOT, TRUE, FALSE, NULL, NUM_FLOAT, NUM_INT, NUM_UINT,
     STRING, BYTES, IDENTIFIER,
 ]);
-/// What can start a `member` (and a `primary`): no prefix operator.
+/// What can start a `member` (and a `primary`): no `!`, but the `-` a number literal may
+/// have (`literal: sign=MINUS? tok=NUM_INT | ...` in v0.22.0's grammar).
 pub(crate) const MEMBER_FIRST: TokSet = TokSet::of(&[
-    LBRACKET, LBRACE, LPAREN, DOT, TRUE, FALSE, NULL, NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES,
-    IDENTIFIER,
+    LBRACKET, LBRACE, LPAREN, DOT, MINUS, TRUE, FALSE, NULL, NUM_FLOAT, NUM_INT, NUM_UINT, STRING,
+    BYTES, IDENTIFIER,
 ]);
 /// The operators of `relation`.
 pub(crate) const RELATION_OPS: TokSet = TokSet::of(&[EQ, NE, IN, LT, LE, GE, GT]);

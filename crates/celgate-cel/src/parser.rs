@@ -765,6 +765,12 @@ impl Parser<'_> {
 
     fn signed_number(&mut self, start: usize, nesting: u32) -> PResult {
         let tok = self.bump();
+        let lit_node = self.signed_literal(start, tok)?;
+        self.member_suffixes(lit_node, nesting)
+    }
+
+    /// The literal `-` (at `start`) and the number `tok`.
+    fn signed_literal(&mut self, start: usize, tok: Token) -> PResult {
         let lit = match tok.kind {
             Tok::Int(v) if v <= (i64::MAX as u64) + 1 => {
                 Literal::Int((v as i128).wrapping_neg() as i64)
@@ -773,15 +779,14 @@ impl Parser<'_> {
             Tok::Double(_) => return Err(fatal(start, INVALID_DOUBLE)),
             _ => return Err(fatal(start, "invalid int literal")),
         };
-        let lit_node = (
+        Ok((
             Expr {
                 span: span(start, tok.end),
                 pos: start as u32,
                 kind: ExprKind::Literal(lit),
             },
             1,
-        );
-        self.member_suffixes(lit_node, nesting)
+        ))
     }
 
     /// `member: primary ('.' '?'? IDENTIFIER | '.' IDENTIFIER '(' exprList? ')' |
@@ -889,6 +894,15 @@ impl Parser<'_> {
         let start = self.start();
         if self.peek() == &Tok::Dot && self.la(2) != ty::IDENTIFIER {
             return Err(self.no_viable(self.pos, self.pos + 1));
+        }
+        if self.peek() == &Tok::Minus {
+            // The sign of a number literal, where a member begins (after `!`: `!-1`).
+            if !matches!(self.la(2), ty::NUM_INT | ty::NUM_FLOAT) {
+                return Err(self.no_viable(self.pos, self.pos + 1));
+            }
+            let start = self.bump().start;
+            let tok = self.bump();
+            return self.signed_literal(start, tok);
         }
         if !MEMBER_FIRST.has(self.la(1)) {
             // Only while recovering (`sync` let it through): the prediction finds nothing.
@@ -1358,6 +1372,13 @@ mod tests {
         assert_eq!(p("--1"), "Int(1)");
         assert_eq!(p("-(1)"), "-_(Int(1))");
         assert_eq!(p("-9223372036854775808"), "Int(-9223372036854775808)");
+        // A member may begin with a number's sign (cel-go v0.22.0 CEL.g4 `literal`), not
+        // with a negation: `!-1` parses, `!-x` does not.
+        assert_eq!(p("!-1"), "!_(Int(-1))");
+        assert_eq!(
+            parse("!-x").unwrap_err().message(),
+            "Syntax error: no viable alternative at input '-x'"
+        );
         assert_eq!(p("a.b[0].c(1)"), "a.b[Int(0)].c(Int(1))");
         assert_eq!(p("x in [1, 2]"), "@in(x, [Int(1), Int(2)])");
     }
@@ -1735,9 +1756,16 @@ mod tests {
                 "1:5: Syntax error: extraneous input '*' expecting {first}"
             )]
         );
+        // After `!`: another `!` or a member, which may begin with a number's `-`.
         assert_eq!(
             issues("!*1"),
-            ["1:2: Syntax error: extraneous input '*' expecting {'[', '{', '(', '.', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}"]
+            [format!(
+                "1:2: Syntax error: extraneous input '*' expecting {first}"
+            )]
+        );
+        assert_eq!(
+            issues("-!1"),
+            ["1:2: Syntax error: extraneous input '!' expecting {'[', '{', '(', '.', '-', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}"]
         );
         assert_eq!(
             issues("f(* 1)"),
