@@ -152,7 +152,7 @@ pub fn is_reserved(word: &str) -> bool {
 
 /// Splits `src` into tokens, ending with [`Tok::Eof`].
 pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
-    let (tokens, mut unrecognized) = tokenize_recovering(src)?;
+    let (tokens, mut unrecognized) = tokenize_recovering(src, true)?;
     match unrecognized.is_empty() {
         true => Ok(tokens),
         false => Err(unrecognized.remove(0)),
@@ -161,9 +161,12 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
 
 /// The tokens of `src`, and the text ANTLR's lexer could not recognize: as it does, each
 /// such error is reported and lexing goes on after the character where matching failed.
-/// Other lexical errors (a malformed number) stop at once.
+/// Other lexical errors (a malformed number) stop at once. `escaped_idents`: whether a
+/// backquoted name may follow a dot (cel-go v0.23's grammar); without, a backquote is
+/// unrecognized text, as in cel-go v0.22.0's `CEL.g4`.
 pub(crate) fn tokenize_recovering(
     src: &str,
+    escaped_idents: bool,
 ) -> Result<(Vec<Token>, Vec<SyntaxError>), SyntaxError> {
     let mut lx = Lexer {
         src,
@@ -185,7 +188,7 @@ pub(crate) fn tokenize_recovering(
             });
             return Ok((out, unrecognized));
         }
-        lx.after_dot = out.last().is_some_and(|t: &Token| t.kind == Tok::Dot);
+        lx.after_dot = escaped_idents && out.last().is_some_and(|t: &Token| t.kind == Tok::Dot);
         match lx.next_token() {
             Ok(kind) => out.push(Token {
                 kind,

@@ -32,6 +32,7 @@ use super::antlr::{quote, ty, type_of, TokSet, CALC_OPS, EXPR_FIRST, MEMBER_FIRS
 use super::ast::{Comprehension, Expr, ExprKind, FieldInit, Literal, MacroKind, MapEntry, Span};
 use super::error::{issue_at, CompileError, Issue, SyntaxError};
 use super::lexer::{tokenize_recovering, Tok, Token};
+use super::overload::since;
 
 /// cel-go's text for a double literal Go cannot parse (out of range).
 const INVALID_DOUBLE: &str = "invalid double literal";
@@ -47,8 +48,13 @@ pub const RECOVERY_LIMIT: usize = 30;
 /// cel-go's default `ErrorReportingLimit`: the most syntax errors reported before parsing stops.
 pub const REPORTING_LIMIT: usize = 100;
 
-/// Parses `source`, expanding macros.
+/// Parses `source`, expanding macros, with the newest grammar.
 pub fn parse(source: &str) -> Result<Expr, CompileError> {
+    parse_for(source, u16::MAX)
+}
+
+/// Parses `source` with the grammar of the cel-go that Kubernetes 1.`version` vendors.
+pub fn parse_for(source: &str, version: u16) -> Result<Expr, CompileError> {
     let size = source.chars().count();
     if size > MAX_CODE_POINTS {
         return Err(CompileError::general(
@@ -58,8 +64,8 @@ pub fn parse(source: &str) -> Result<Expr, CompileError> {
             ),
         ));
     }
-    let (tokens, unrecognized) =
-        tokenize_recovering(source).map_err(|e| CompileError::at(source, e.offset, e.message))?;
+    let (tokens, unrecognized) = tokenize_recovering(source, version >= since::ESCAPED_IDENTIFIERS)
+        .map_err(|e| CompileError::at(source, e.offset, e.message))?;
     let mut p = Parser {
         tokens,
         pos: 0,
@@ -1816,6 +1822,27 @@ mod tests {
         assert_eq!(
             all[RECOVERY_LIMIT],
             "1:246: Syntax error: error recovery attempt limit exceeded: 30"
+        );
+    }
+
+    /// Backquoted field names arrived with cel-go v0.23 (`ESCAPED_IDENTIFIER` in its
+    /// CEL.g4; v0.22.0's has none): for Kubernetes 1.32 a backquote is unrecognized text and
+    /// what is left parses on.
+    #[test]
+    fn backquoted_names_are_unrecognized_text_before_cel_go_v0_23() {
+        assert!(parse_for("a.`b-c`", since::ESCAPED_IDENTIFIERS).is_ok());
+        let e = parse_for("a.`b-c`", since::ESCAPED_IDENTIFIERS - 1).unwrap_err();
+        let all: Vec<String> = e
+            .issues
+            .iter()
+            .map(|i| format!("{}:{}: {}", i.line, i.column, i.message))
+            .collect();
+        assert_eq!(
+            all,
+            [
+                "1:3: Syntax error: token recognition error at: '`'",
+                "1:7: Syntax error: token recognition error at: '`'"
+            ]
         );
     }
 
