@@ -470,16 +470,8 @@ impl Lexer<'_> {
                 self.escape(&mut buf, bytes, token)?;
                 continue;
             }
-            if c == b'\\' && raw {
-                // A raw string keeps the backslash, but `\'` still cannot end it.
-                buf.push(c);
-                self.pos += 1;
-                if self.pos < self.bytes.len() && self.bytes[self.pos] == quote && !triple {
-                    buf.push(quote);
-                    self.pos += 1;
-                }
-                continue;
-            }
+            // In a raw string a backslash is a character like any other: the quote after it
+            // ends the string (`RAW '\'' ~('\''|'\n'|'\r')* '\''` in cel-go v0.22.0's CEL.g4).
             buf.push(c);
             self.pos += 1;
         }
@@ -634,6 +626,16 @@ mod tests {
             ]
         );
         assert!(tokenize("'abc").is_err());
+        // A raw string ends at the quote after a backslash (cel-go v0.22.0 CEL.g4 `RAW`).
+        assert_eq!(
+            kinds(r"r'a\' + 'b'"),
+            vec![
+                Tok::Str("a\\".into()),
+                Tok::Plus,
+                Tok::Str("b".into()),
+                Tok::Eof
+            ]
+        );
         assert!(tokenize(r"'\q'").is_err());
     }
 
