@@ -349,23 +349,31 @@ impl Lexer<'_> {
         }
     }
 
-    /// `r"..."`, `b'...'`, `rb"..."`, `br'...'` and friends, or an identifier starting with
-    /// one of those letters.
+    /// `r"..."`, `b'...'`, `br"..."` and friends (cel-go v0.22.0's CEL.g4: `BYTES : ('b' |
+    /// 'B') STRING`, and a STRING may be `RAW`: `rb'...'` is a name and a string), or an
+    /// identifier starting with one of those letters. As ANTLR's lexer falls back to the
+    /// longest token it matched, a prefixed literal that fails is the identifier of its
+    /// prefix letters, and the failure is the quote's.
     fn prefixed_or_ident(&mut self) -> Result<Tok, SyntaxError> {
         let (a, b, c) = (self.peek(0), self.peek(1), self.peek(2));
         let is_quote = |q: u8| q == b'"' || q == b'\'';
         let raw = |x: u8| x == b'r' || x == b'R';
         let byt = |x: u8| x == b'b' || x == b'B';
         let token = self.pos;
-        if is_quote(b) {
+        let literal = if is_quote(b) {
             self.pos += 1;
-            return self.string(raw(a), byt(a), token);
-        }
-        if ((raw(a) && byt(b)) || (byt(a) && raw(b))) && is_quote(c) {
+            self.string(raw(a), byt(a), token)
+        } else if byt(a) && raw(b) && is_quote(c) {
             self.pos += 2;
-            return self.string(true, true, token);
+            self.string(true, true, token)
+        } else {
+            return Ok(self.ident());
+        };
+        if literal.is_err() && self.resume.take().is_some() {
+            self.pos = token;
+            return Ok(self.ident());
         }
-        Ok(self.ident())
+        literal
     }
 
     fn number(&mut self) -> Result<Tok, SyntaxError> {
@@ -626,6 +634,50 @@ mod tests {
             ]
         );
         assert!(tokenize("'abc").is_err());
+        // `rb` is a name before a string; `br` prefixes raw bytes (CEL.g4 `BYTES`).
+        assert_eq!(
+            kinds("rb'x' br'\\x'"),
+            vec![
+                Tok::Ident("rb".into()),
+                Tok::Str("x".into()),
+                Tok::Bytes(b"\\x".to_vec()),
+                Tok::Eof
+            ]
+        );
+        // A prefixed literal that fails is its prefix's name; the error is the quote's, and
+        // lexing goes on after the character that failed (here: a string `' r'`).
+        let lexed = |src: &str| {
+            let (tokens, errors) = tokenize_recovering(src, true).unwrap();
+            let tokens: Vec<Tok> = tokens.into_iter().map(|t| t.kind).collect();
+            let errors: Vec<(usize, String)> =
+                errors.into_iter().map(|e| (e.offset, e.message)).collect();
+            (tokens, errors)
+        };
+        assert_eq!(
+            lexed("b'\\q' r'a"),
+            (
+                vec![
+                    Tok::Ident("b".into()),
+                    Tok::Str(" r".into()),
+                    Tok::Ident("a".into()),
+                    Tok::Eof
+                ],
+                vec![(
+                    1,
+                    "Syntax error: token recognition error at: ''\\q'".to_string()
+                )]
+            )
+        );
+        assert_eq!(
+            lexed("r'a"),
+            (
+                vec![Tok::Ident("r".into()), Tok::Eof],
+                vec![(
+                    1,
+                    "Syntax error: token recognition error at: ''a'".to_string()
+                )]
+            )
+        );
         // A raw string ends at the quote after a backslash (cel-go v0.22.0 CEL.g4 `RAW`).
         assert_eq!(
             kinds(r"r'a\' + 'b'"),
