@@ -452,11 +452,7 @@ impl Lexer<'_> {
                 if triple {
                     // ANTLR falls back to the longest token that matched: the empty `''`.
                     self.pos = start + 2;
-                    return Ok(if bytes {
-                        Tok::Bytes(Vec::new())
-                    } else {
-                        Tok::Str(String::new())
-                    });
+                    return Ok(empty(bytes));
                 }
                 let end = self.bytes.len();
                 return Err(self.unrecognized(token, end));
@@ -475,7 +471,14 @@ impl Lexer<'_> {
                 return Err(self.unrecognized(token, fail));
             }
             if c == b'\\' && !raw {
-                self.escape(&mut buf, bytes, token)?;
+                if let Err(e) = self.escape(&mut buf, bytes, token) {
+                    if triple && self.resume.take().is_some() {
+                        // As at the end of input: the longest token matched is the empty `''`.
+                        self.pos = start + 2;
+                        return Ok(empty(bytes));
+                    }
+                    return Err(e);
+                }
                 continue;
             }
             // In a raw string a backslash is a character like any other: the quote after it
@@ -578,6 +581,15 @@ impl Lexer<'_> {
     }
 }
 
+/// The empty string or bytes literal.
+fn empty(bytes: bool) -> Tok {
+    if bytes {
+        Tok::Bytes(Vec::new())
+    } else {
+        Tok::Str(String::new())
+    }
+}
+
 /// In a bytes literal `\xHH` and octal escapes are raw bytes; in a string they are code points.
 fn push_code(buf: &mut Vec<u8>, v: u32, bytes: bool) -> Option<()> {
     if bytes {
@@ -676,6 +688,25 @@ mod tests {
                     1,
                     "Syntax error: token recognition error at: ''a'".to_string()
                 )]
+            )
+        );
+        // A triple-quoted literal with a bad escape is the empty `''` ANTLR matched first;
+        // the error starts at its third quote. Then `b'''` is the empty `b''`, and its last quote
+        // opens a string the end leaves open.
+        assert_eq!(
+            lexed("'''a\\qb'''"),
+            (
+                vec![Tok::Str(String::new()), Tok::Bytes(Vec::new()), Tok::Eof],
+                vec![
+                    (
+                        2,
+                        "Syntax error: token recognition error at: ''a\\q'".to_string()
+                    ),
+                    (
+                        9,
+                        "Syntax error: token recognition error at: '''".to_string()
+                    )
+                ]
             )
         );
         // A raw string ends at the quote after a backslash (cel-go v0.22.0 CEL.g4 `RAW`).
