@@ -75,6 +75,7 @@ pub fn parse_for(source: &str, version: u16) -> Result<Expr, CompileError> {
         last_error: None,
         recoveries: 0,
         follows: Vec::new(),
+        visitor: Vec::new(),
     };
     let result = p.start_rule();
     // The lexer's errors and the parser's go to the same listener, which stops the parse at
@@ -82,11 +83,16 @@ pub fn parse_for(source: &str, version: u16) -> Result<Expr, CompileError> {
     // order they were reported in.
     let mut reported: Vec<SyntaxError> = unrecognized.into_iter().chain(p.errors).collect();
     reported.sort_by_key(|e| e.offset);
+    // cel-go visits the tree only when the parse ran to its end.
+    let visited = result.is_ok() && reported.len() <= REPORTING_LIMIT;
     if reported.len() > REPORTING_LIMIT {
         reported.truncate(REPORTING_LIMIT + 1);
         if let Some(last) = reported.last_mut() {
             last.message = format!("Syntax error: More than {REPORTING_LIMIT} syntax errors");
         }
+    }
+    if visited {
+        reported.extend(p.visitor);
     }
     let stop = match result {
         Ok(e) if reported.is_empty() => return Ok(e),
@@ -210,6 +216,9 @@ struct Parser<'s> {
     recoveries: usize,
     /// The FOLLOW of each rule invocation being parsed, innermost last.
     follows: Vec<Follow>,
+    /// The errors cel-go's visitor reports on the tree (literals, reserved names, macros):
+    /// no syntax errors, so they neither stop the parse nor count as recoveries.
+    visitor: Vec<SyntaxError>,
 }
 
 fn span(start: usize, end: usize) -> Span {
@@ -284,6 +293,15 @@ impl Parser<'_> {
             offset: self.tokens.get(i).map_or(self.src.len(), |t| t.start),
             message: format!("Syntax error: {message}"),
         }
+    }
+
+    /// Records an error of cel-go's visitor at `at`; the node it stands for is a placeholder.
+    fn visitor_error(&mut self, at: usize, message: impl Into<String>) -> PResult {
+        self.visitor.push(SyntaxError {
+            offset: at,
+            message: message.into(),
+        });
+        Ok(placeholder(at))
     }
 
     // ---- ANTLR's error strategy ----
@@ -782,8 +800,8 @@ impl Parser<'_> {
                 Literal::Int((v as i128).wrapping_neg() as i64)
             }
             Tok::Double(d) if d.is_finite() => Literal::Double(-d),
-            Tok::Double(_) => return Err(fatal(start, INVALID_DOUBLE)),
-            _ => return Err(fatal(start, "invalid int literal")),
+            Tok::Double(_) => return self.visitor_error(start, INVALID_DOUBLE),
+            _ => return self.visitor_error(start, "invalid int literal"),
         };
         Ok((
             Expr {
@@ -928,15 +946,15 @@ impl Parser<'_> {
         match tok.kind.clone() {
             Tok::Int(v) => match i64::try_from(v) {
                 Ok(v) => lit(Literal::Int(v)),
-                Err(_) => Err(fatal(start, "invalid int literal")),
+                Err(_) => self.visitor_error(start, "invalid int literal"),
             },
-            Tok::IntOverflow => Err(fatal(start, "invalid int literal")),
-            Tok::UintOverflow => Err(fatal(start, "invalid uint literal")),
+            Tok::IntOverflow => self.visitor_error(start, "invalid int literal"),
+            Tok::UintOverflow => self.visitor_error(start, "invalid uint literal"),
             Tok::Uint(v) => lit(Literal::Uint(v)),
             // Go's ParseFloat refuses a literal beyond the largest double (cel-go keeps
             // its error); Rust's gives infinity.
             Tok::Double(d) if d.is_finite() => lit(Literal::Double(d)),
-            Tok::Double(_) => Err(fatal(start, INVALID_DOUBLE)),
+            Tok::Double(_) => self.visitor_error(start, INVALID_DOUBLE),
             Tok::Str(s) => lit(Literal::String(s)),
             Tok::Bytes(b) => lit(Literal::Bytes(b)),
             Tok::True => lit(Literal::Bool(true)),
@@ -951,9 +969,21 @@ impl Parser<'_> {
             Tok::LBrace => self.map(start, nesting),
             Tok::Dot => {
                 let name = self.bump();
-                self.ident_or_call(ident_name(&name.kind), start, name.start, nesting)
+                let before = self.visitor.len();
+                let e = self.ident_or_call(ident_name(&name.kind), start, name.start, nesting)?;
+                if let Tok::Reserved(w) = name.kind {
+                    self.visitor.truncate(before);
+                    return self.visitor_error(start, format!("reserved identifier: {w}"));
+                }
+                Ok(e)
             }
-            Tok::Reserved(w) => Err(fatal(start, format!("reserved identifier: {w}"))),
+            // cel-go's visitor refuses the name and visits nothing under it.
+            Tok::Reserved(w) => {
+                let before = self.visitor.len();
+                self.ident_or_call(w.to_string(), start, start, nesting)?;
+                self.visitor.truncate(before);
+                self.visitor_error(start, format!("reserved identifier: {w}"))
+            }
             Tok::Ident(name) | Tok::QuotedIdent(name) => {
                 self.ident_or_call(name, start, start, nesting)
             }
@@ -1163,8 +1193,12 @@ impl Parser<'_> {
         sp: Span,
         open: usize,
     ) -> PResult {
-        if let Some(expanded) = self.expand_macro(&func, target.as_ref(), &args, sp, open)? {
-            return Ok(expanded);
+        match self.expand_macro(&func, target.as_ref(), &args, sp, open) {
+            Ok(Some(expanded)) => return Ok(expanded),
+            Ok(None) => {}
+            // The depth limit ends the parse; a misused macro is reported and parsing goes on.
+            Err(e) if e.offset == NO_LOCATION => return Err(e.into()),
+            Err(e) => return self.visitor_error(e.offset, e.message),
         }
         let depth = target.iter().chain(&args).map(|a| a.1).max().unwrap_or(0);
         let target = target.map(|t| Box::new(t.0));
@@ -1275,14 +1309,6 @@ impl Parser<'_> {
             depth,
         )?))
     }
-}
-
-/// A stopping error that is no recognition error (cel-go's visitor reports it).
-fn fatal(at: usize, message: impl Into<String>) -> Stop {
-    Stop::Fatal(SyntaxError {
-        offset: at,
-        message: message.into(),
-    })
 }
 
 /// What a rule that recovered from an error stands for: the parse fails anyway.
@@ -1822,6 +1848,35 @@ mod tests {
         assert_eq!(
             all[RECOVERY_LIMIT],
             "1:246: Syntax error: error recovery attempt limit exceeded: 30"
+        );
+    }
+
+    /// cel-go's visitor reports its errors (bad literals, reserved names, misused macros)
+    /// on the whole tree, beside the parser's: neither stops the other.
+    #[test]
+    fn visitor_errors_are_all_reported_with_the_syntax_errors() {
+        assert_eq!(
+            issues("[9223372036854775808, 18446744073709551616u]"),
+            ["1:2: invalid int literal", "1:23: invalid uint literal"]
+        );
+        assert_eq!(
+            issues("has(a) || has(b)"),
+            [
+                "1:5: invalid argument to has() macro",
+                "1:15: invalid argument to has() macro"
+            ]
+        );
+        assert_eq!(
+            issues("if + (1 2)"),
+            [
+                "1:1: reserved identifier: if",
+                "1:9: Syntax error: extraneous input '2' expecting ')'"
+            ]
+        );
+        // Nothing under a reserved name is visited.
+        assert_eq!(
+            issues("if(9223372036854775808)"),
+            ["1:1: reserved identifier: if"]
         );
     }
 
