@@ -760,6 +760,10 @@ impl Parser<'_> {
 
     fn unary_body(&mut self, nesting: u32) -> PResult {
         self.sync(EXPR_FIRST)?;
+        if !EXPR_FIRST.has(self.la(1)) {
+            // Only while recovering (`sync` let it through): `unary`'s prediction fails.
+            return Err(self.no_viable(self.pos, self.pos));
+        }
         let start = self.start();
         let op = self.peek().clone();
         if op != Tok::Not && op != Tok::Minus {
