@@ -487,9 +487,9 @@ impl Parser<'_> {
     /// ANTLR's `Sync` at the back of a `+` loop, which may go round again with `set`: an
     /// unwanted token is reported and skipped with what follows it up to one of `set` or of
     /// the recovery set; parsing goes on.
-    fn sync_loop_back(&mut self, set: TokSet) -> Result<(), Stop> {
+    fn sync_loop_back(&mut self, set: TokSet) {
         if self.recovering || set.has(self.la(1)) {
-            return Ok(());
+            return;
         }
         let e = self.error_at(
             self.pos,
@@ -500,12 +500,12 @@ impl Parser<'_> {
             ),
         );
         self.report(e);
+        // Not a recovery: cel-go's lookahead limit counts only what `Recover` and
+        // `RecoverInline` skip.
         let stop = set.union(self.recovery_set());
-        let mut skipped = 0;
         while self.la(1) != ty::EOF && !stop.has(self.la(1)) {
-            self.skip(&mut skipped)?;
+            self.consume();
         }
-        Ok(())
     }
 
     /// A prediction that read from token `from` and found no alternative at token `at`:
@@ -776,7 +776,7 @@ impl Parser<'_> {
         while self.peek() == &op {
             self.bump();
             count += 1;
-            self.sync_loop_back(again)?;
+            self.sync_loop_back(again);
         }
         if op == Tok::Minus
             && count == 1
@@ -1801,6 +1801,10 @@ mod tests {
                 "1:2: Syntax error: extraneous input '*' expecting {first}"
             )]
         );
+        // That skip is no recovery: cel-go's lookahead limit does not count it.
+        let first_only = issues(&format!("!{}1", ")".repeat(300)));
+        assert_eq!(first_only.len(), 1, "{first_only:?}");
+        assert!(first_only[0].starts_with("1:2: Syntax error: extraneous input ')'"));
         assert_eq!(
             issues("-!1"),
             ["1:2: Syntax error: extraneous input '!' expecting {'[', '{', '(', '.', '-', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}"]
