@@ -1015,13 +1015,16 @@ impl<'e> Checker<'e> {
     }
 
     fn call(&mut self, e: &Expr, func: &str, target: Option<&Expr>, args: &[Expr]) -> Checked {
-        // `sets.contains(a, b)` parses as a member call on `sets`: a namespaced function.
+        // `sets.contains(a, b)` parses as a member call on `sets`: a namespaced function, if
+        // this environment declares it (cel-go's `checkCall` looks the qualified name up in
+        // its env). Else it is a member call like any other: `optional.unwrap(l)` before
+        // cel-go v0.23 reports `optional` and `unwrap`, each undeclared.
         if let Some(t) = target {
             if let Some(parts) = dotted(t) {
                 let root_is_value =
                     self.is_local(parts[0]) || self.env.variable(parts[0]).is_some();
                 let qualified = format!("{}.{}", parts.join("."), func);
-                if !root_is_value && table().contains_key(qualified.as_str()) {
+                if !root_is_value && self.function(&qualified).is_some() {
                     return self.call(e, &qualified, None, args);
                 }
             }
@@ -2019,6 +2022,26 @@ mod tests {
                 )
             ]
         );
+    }
+
+    /// cel-go's `checkCall` (checker/checker.go): a member call on a dotted name is a
+    /// namespaced function only when the env declares the qualified name; otherwise the
+    /// target is checked (its root undeclared) and then the function (undeclared too).
+    #[test]
+    fn an_undeclared_namespaced_function_is_reported_per_segment() {
+        let undeclared = |n: &str| format!("undeclared reference to '{n}' (in container '')");
+        assert_eq!(
+            issues("optional.unwrap([optional.of(1)])"),
+            [(1, undeclared("optional")), (16, undeclared("unwrap"))]
+        );
+        assert_eq!(
+            issues("lists.range(3).size()"),
+            [(1, undeclared("lists")), (12, undeclared("range"))]
+        );
+        // Where the version declares it, it resolves.
+        assert!(crate::Env::new(33)
+            .compile("optional.unwrap([optional.of(1)])")
+            .is_ok());
     }
 
     #[test]

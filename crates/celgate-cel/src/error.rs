@@ -50,7 +50,7 @@ impl CompileError {
                 message: message.into(),
             }],
             truncated: 0,
-            source_lines: source.lines().map(str::to_string).collect(),
+            source_lines: snippets(source),
         }
     }
 
@@ -63,7 +63,7 @@ impl CompileError {
         CompileError {
             issues,
             truncated,
-            source_lines: source.lines().map(str::to_string).collect(),
+            source_lines: snippets(source),
         }
     }
 
@@ -76,7 +76,7 @@ impl CompileError {
                 message: message.into(),
             }],
             truncated: 0,
-            source_lines: source.lines().map(str::to_string).collect(),
+            source_lines: snippets(source),
         }
     }
 
@@ -118,6 +118,16 @@ impl fmt::Display for CompileError {
         }
         Ok(())
     }
+}
+
+/// The lines an error may quote, as cel-go's `Source.Snippet` cuts them (common/source.go):
+/// split at `\n` only, so a `\r` stays and the empty line after a final line break is a line
+/// (an error at the end of `a +\n` quotes it, blank); an empty source has none.
+fn snippets(source: &str) -> Vec<String> {
+    if source.is_empty() {
+        return Vec::new();
+    }
+    source.split('\n').map(str::to_string).collect()
 }
 
 /// The line under a snippet that points at column `col` (0-based, in characters): one dot per
@@ -316,6 +326,24 @@ mod tests {
         assert_eq!(e.issues.len(), MAX_ISSUES);
         assert_eq!(e.issues[0].column, 1);
         assert!(e.to_string().ends_with("\n2 more errors were truncated"));
+    }
+
+    /// cel-go's `Error.ToDisplayString` (common/error.go) quotes `Source.Snippet(line)`,
+    /// which exists for the blank line after a final line break, and draws one dot per
+    /// character of the snippet before the column: none past the snippet's end.
+    #[test]
+    fn a_blank_or_whitespace_line_is_quoted_with_its_caret() {
+        let e = CompileError::at("a +\n", 4, "m");
+        assert_eq!(e.to_string(), "ERROR: <input>:2:1: m\n | \n | ^");
+        let e = CompileError::at("a +\n  \n", 7, "m");
+        assert_eq!(e.to_string(), "ERROR: <input>:3:1: m\n | \n | ^");
+        let e = CompileError::at("a +\n\t ", 6, "m");
+        assert_eq!(e.to_string(), "ERROR: <input>:2:3: m\n |   \n | ..^");
+        // Only `\n` ends a line: a `\r` before it stays in the snippet.
+        let e = CompileError::at("a\r\nb", 3, "m");
+        assert_eq!(e.to_string(), "ERROR: <input>:2:1: m\n | b\n | ^");
+        let e = CompileError::at("a\r\nb", 0, "m");
+        assert_eq!(e.to_string(), "ERROR: <input>:1:1: m\n | a\r\n | ^");
     }
 
     #[test]

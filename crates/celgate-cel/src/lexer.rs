@@ -152,7 +152,7 @@ pub fn is_reserved(word: &str) -> bool {
 
 /// Splits `src` into tokens, ending with [`Tok::Eof`].
 pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
-    let (tokens, mut unrecognized) = tokenize_recovering(src)?;
+    let (tokens, mut unrecognized) = tokenize_recovering(src, true)?;
     match unrecognized.is_empty() {
         true => Ok(tokens),
         false => Err(unrecognized.remove(0)),
@@ -161,9 +161,12 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SyntaxError> {
 
 /// The tokens of `src`, and the text ANTLR's lexer could not recognize: as it does, each
 /// such error is reported and lexing goes on after the character where matching failed.
-/// Other lexical errors (a malformed number) stop at once.
+/// Other lexical errors (a malformed number) stop at once. `escaped_idents`: whether a
+/// backquoted name may follow a dot (cel-go v0.23's grammar); without, a backquote is
+/// unrecognized text, as in cel-go v0.22.0's `CEL.g4`.
 pub(crate) fn tokenize_recovering(
     src: &str,
+    escaped_idents: bool,
 ) -> Result<(Vec<Token>, Vec<SyntaxError>), SyntaxError> {
     let mut lx = Lexer {
         src,
@@ -185,7 +188,7 @@ pub(crate) fn tokenize_recovering(
             });
             return Ok((out, unrecognized));
         }
-        lx.after_dot = out.last().is_some_and(|t: &Token| t.kind == Tok::Dot);
+        lx.after_dot = escaped_idents && out.last().is_some_and(|t: &Token| t.kind == Tok::Dot);
         match lx.next_token() {
             Ok(kind) => out.push(Token {
                 kind,
@@ -346,23 +349,31 @@ impl Lexer<'_> {
         }
     }
 
-    /// `r"..."`, `b'...'`, `rb"..."`, `br'...'` and friends, or an identifier starting with
-    /// one of those letters.
+    /// `r"..."`, `b'...'`, `br"..."` and friends (cel-go v0.22.0's CEL.g4: `BYTES : ('b' |
+    /// 'B') STRING`, and a STRING may be `RAW`: `rb'...'` is a name and a string), or an
+    /// identifier starting with one of those letters. As ANTLR's lexer falls back to the
+    /// longest token it matched, a prefixed literal that fails is the identifier of its
+    /// prefix letters, and the failure is the quote's.
     fn prefixed_or_ident(&mut self) -> Result<Tok, SyntaxError> {
         let (a, b, c) = (self.peek(0), self.peek(1), self.peek(2));
         let is_quote = |q: u8| q == b'"' || q == b'\'';
         let raw = |x: u8| x == b'r' || x == b'R';
         let byt = |x: u8| x == b'b' || x == b'B';
         let token = self.pos;
-        if is_quote(b) {
+        let literal = if is_quote(b) {
             self.pos += 1;
-            return self.string(raw(a), byt(a), token);
-        }
-        if ((raw(a) && byt(b)) || (byt(a) && raw(b))) && is_quote(c) {
+            self.string(raw(a), byt(a), token)
+        } else if byt(a) && raw(b) && is_quote(c) {
             self.pos += 2;
-            return self.string(true, true, token);
+            self.string(true, true, token)
+        } else {
+            return Ok(self.ident());
+        };
+        if literal.is_err() && self.resume.take().is_some() {
+            self.pos = token;
+            return Ok(self.ident());
         }
-        Ok(self.ident())
+        literal
     }
 
     fn number(&mut self) -> Result<Tok, SyntaxError> {
@@ -441,11 +452,7 @@ impl Lexer<'_> {
                 if triple {
                     // ANTLR falls back to the longest token that matched: the empty `''`.
                     self.pos = start + 2;
-                    return Ok(if bytes {
-                        Tok::Bytes(Vec::new())
-                    } else {
-                        Tok::Str(String::new())
-                    });
+                    return Ok(empty(bytes));
                 }
                 let end = self.bytes.len();
                 return Err(self.unrecognized(token, end));
@@ -464,19 +471,18 @@ impl Lexer<'_> {
                 return Err(self.unrecognized(token, fail));
             }
             if c == b'\\' && !raw {
-                self.escape(&mut buf, bytes, token)?;
-                continue;
-            }
-            if c == b'\\' && raw {
-                // A raw string keeps the backslash, but `\'` still cannot end it.
-                buf.push(c);
-                self.pos += 1;
-                if self.pos < self.bytes.len() && self.bytes[self.pos] == quote && !triple {
-                    buf.push(quote);
-                    self.pos += 1;
+                if let Err(e) = self.escape(&mut buf, bytes, token) {
+                    if triple && self.resume.take().is_some() {
+                        // As at the end of input: the longest token matched is the empty `''`.
+                        self.pos = start + 2;
+                        return Ok(empty(bytes));
+                    }
+                    return Err(e);
                 }
                 continue;
             }
+            // In a raw string a backslash is a character like any other: the quote after it
+            // ends the string (`RAW '\'' ~('\''|'\n'|'\r')* '\''` in cel-go v0.22.0's CEL.g4).
             buf.push(c);
             self.pos += 1;
         }
@@ -575,6 +581,15 @@ impl Lexer<'_> {
     }
 }
 
+/// The empty string or bytes literal.
+fn empty(bytes: bool) -> Tok {
+    if bytes {
+        Tok::Bytes(Vec::new())
+    } else {
+        Tok::Str(String::new())
+    }
+}
+
 /// In a bytes literal `\xHH` and octal escapes are raw bytes; in a string they are code points.
 fn push_code(buf: &mut Vec<u8>, v: u32, bytes: bool) -> Option<()> {
     if bytes {
@@ -631,6 +646,79 @@ mod tests {
             ]
         );
         assert!(tokenize("'abc").is_err());
+        // `rb` is a name before a string; `br` prefixes raw bytes (CEL.g4 `BYTES`).
+        assert_eq!(
+            kinds("rb'x' br'\\x'"),
+            vec![
+                Tok::Ident("rb".into()),
+                Tok::Str("x".into()),
+                Tok::Bytes(b"\\x".to_vec()),
+                Tok::Eof
+            ]
+        );
+        // A prefixed literal that fails is its prefix's name; the error is the quote's, and
+        // lexing goes on after the character that failed (here: a string `' r'`).
+        let lexed = |src: &str| {
+            let (tokens, errors) = tokenize_recovering(src, true).unwrap();
+            let tokens: Vec<Tok> = tokens.into_iter().map(|t| t.kind).collect();
+            let errors: Vec<(usize, String)> =
+                errors.into_iter().map(|e| (e.offset, e.message)).collect();
+            (tokens, errors)
+        };
+        assert_eq!(
+            lexed("b'\\q' r'a"),
+            (
+                vec![
+                    Tok::Ident("b".into()),
+                    Tok::Str(" r".into()),
+                    Tok::Ident("a".into()),
+                    Tok::Eof
+                ],
+                vec![(
+                    1,
+                    "Syntax error: token recognition error at: ''\\q'".to_string()
+                )]
+            )
+        );
+        assert_eq!(
+            lexed("r'a"),
+            (
+                vec![Tok::Ident("r".into()), Tok::Eof],
+                vec![(
+                    1,
+                    "Syntax error: token recognition error at: ''a'".to_string()
+                )]
+            )
+        );
+        // A triple-quoted literal with a bad escape is the empty `''` ANTLR matched first;
+        // the error starts at its third quote. Then `b'''` is the empty `b''`, and its last quote
+        // opens a string the end leaves open.
+        assert_eq!(
+            lexed("'''a\\qb'''"),
+            (
+                vec![Tok::Str(String::new()), Tok::Bytes(Vec::new()), Tok::Eof],
+                vec![
+                    (
+                        2,
+                        "Syntax error: token recognition error at: ''a\\q'".to_string()
+                    ),
+                    (
+                        9,
+                        "Syntax error: token recognition error at: '''".to_string()
+                    )
+                ]
+            )
+        );
+        // A raw string ends at the quote after a backslash (cel-go v0.22.0 CEL.g4 `RAW`).
+        assert_eq!(
+            kinds(r"r'a\' + 'b'"),
+            vec![
+                Tok::Str("a\\".into()),
+                Tok::Plus,
+                Tok::Str("b".into()),
+                Tok::Eof
+            ]
+        );
         assert!(tokenize(r"'\q'").is_err());
     }
 

@@ -36,6 +36,7 @@ pub mod value;
 pub mod vap;
 
 // The language's machinery: reached through the root items below.
+mod antlr;
 mod checker;
 mod ctx;
 mod env;

@@ -818,8 +818,17 @@ mod tests {
         assert!(
             compile_error(&vap, "[JSONPatch{}]").contains("undeclared reference to 'JSONPatch'")
         );
-        assert!(compile_error(&vap, "jsonpatch.escapeKey('a')")
-            .contains("undeclared reference to 'jsonpatch.escapeKey'"));
+        // Undeclared, the namespaced function is a member call on `jsonpatch` (cel-go's
+        // checkCall): each segment is reported.
+        let escape = compile_error(&vap, "jsonpatch.escapeKey('a')");
+        assert!(
+            escape.contains("undeclared reference to 'jsonpatch'"),
+            "{escape}"
+        );
+        assert!(
+            escape.contains("undeclared reference to 'escapeKey'"),
+            "{escape}"
+        );
         assert!(compile_error(&vap, "{'a': 'x', 'b': object.y}")
             .contains("expected type 'string' but found 'dyn'"));
         assert!(!vap.has_patch_types() && map().has_patch_types());

@@ -160,6 +160,9 @@ pub mod since {
     pub const CONTAINS_CIDR_OVERLAPS: u16 = 33;
     pub const LISTS_V3: u16 = 34;
     pub const K8S_LISTS_V1: u16 = 37;
+    /// cel-go v0.23: backquoted field names (``a.`b-c` ``); before, a backquote is text
+    /// the lexer does not recognize.
+    pub const ESCAPED_IDENTIFIERS: u16 = 33;
     /// cel-go v0.23: `first`, `last`, `optional.unwrap`/`unwrapOpt`, the `existsOne` macro.
     pub const OPTIONAL_V23: u16 = 33;
     /// cel-go v0.23: a comprehension whose range fails returns that error; before, a

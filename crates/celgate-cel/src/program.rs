@@ -8,7 +8,7 @@ use super::env::Env;
 use super::error::{CompileError, EvalError};
 use super::eval::{Activation, Evaluator, Node};
 use super::meter::Meter;
-use super::parser::parse;
+use super::parser::parse_for;
 use super::types::Type;
 use super::value::Value;
 
@@ -25,7 +25,7 @@ impl Env {
     /// request, so the thread costs nothing on the hot path.
     pub fn compile(&self, source: &str) -> Result<Program, CompileError> {
         let work = || {
-            let ast = parse(source)?;
+            let ast = parse_for(source, self.version)?;
             let (root, ty) = Checker::new(self, source).check_expr(&ast)?;
             Ok(Program {
                 root,
@@ -43,7 +43,7 @@ impl Env {
     /// checking (`celgate lint`); on the compiler thread as [`Env::compile`].
     pub fn check(&self, source: &str) -> Result<Type, CompileError> {
         on_compiler_thread(source, || {
-            let ast = parse(source)?;
+            let ast = parse_for(source, self.version)?;
             Checker::new(self, source).check_only(&ast)
         })
     }
@@ -95,7 +95,7 @@ impl Env {
     /// [`Env::compile`], also returning the parsed tree with each node's checked type.
     pub fn compile_typed(&self, source: &str) -> Result<(Program, TypedAst), CompileError> {
         let work = || {
-            let ast = Box::new(parse(source)?);
+            let ast = Box::new(parse_for(source, self.version)?);
             let mut checker = Checker::new(self, source);
             checker.record_node_types();
             let (root, ty) = checker.check_expr(&ast)?;
