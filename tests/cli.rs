@@ -482,3 +482,63 @@ fn bad_flag_values_are_usage_errors() {
         );
     }
 }
+
+/// Offline, a Namespace written without what the API server adds on create still reads as
+/// the stored object (issue 28): `status.phase` is `Active`, and `metadata.creationTimestamp`
+/// is there (a string in `namespaceObject`), so comparing it with a timestamp fails as the
+/// API server's does, `no such overload`, not as a missing field's null (`no such overload:
+/// _>_`).
+#[test]
+fn offline_namespaces_read_as_the_api_server_stores_them() {
+    let dir = temp_dir("ns-defaults");
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    std::fs::write(
+        dir.join("policies/policy.yaml"),
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: ns-age}
+spec:
+  matchConstraints:
+    resourceRules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}]
+  validations:
+  - expression: "namespaceObject.status.phase == 'Active'"
+    message: not an active namespace
+  - expression: "namespaceObject.metadata.creationTimestamp > timestamp('2000-01-01T00:00:00Z')"
+
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: ns-age}
+spec: {policyName: ns-age, validationActions: [Deny]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: team-a}\n",
+    )
+    .unwrap();
+    let (code, out, err) = celgate(
+        &[
+            "eval",
+            "--policies",
+            "policies",
+            "--request",
+            "cm.yaml",
+            "--fail-on",
+            "deny",
+        ],
+        &dir,
+        "",
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    let review: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        review["response"]["status"]["message"],
+        "ValidatingAdmissionPolicy 'ns-age' with binding 'ns-age' denied request: expression 'namespaceObject.metadata.creationTimestamp > timestamp('2000-01-01T00:00:00Z')' resulted in error: no such overload"
+    );
+}
