@@ -59,6 +59,8 @@ mod two_var_dyn_tests;
 
 #[cfg(test)]
 mod lazy_presence_tests;
+#[cfg(test)]
+mod parse_depth_tests;
 
 pub use env::{
     parse_k8s_version, Env, LazyFields, VarKind, Variable, VersionError, NEWEST_MINOR,

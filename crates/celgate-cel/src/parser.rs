@@ -5,7 +5,8 @@
 //! recurses once per operator of a left-associative chain and per nesting level, and aborts
 //! the process with a stack overflow on 60 nested parentheses or a 10,000-term `1+1+...` in a
 //! debug build. Here left-associative chains are loops, nesting is counted, and a tree deeper
-//! than [`MAX_DEPTH`] is refused before it is built, so no later pass (checker, planner,
+//! than cel-go's limits ([`MAX_DEPTH`]) or celgate's ([`MAX_TREE_DEPTH`]) is refused before it
+//! is built, so no later pass (checker, planner,
 //! evaluator, even `Drop`) can recurse without bound. Limits are cel-go's defaults: 100,000
 //! code points and a recursion depth of 250.
 //!
@@ -39,8 +40,16 @@ const INVALID_DOUBLE: &str = "invalid double literal";
 
 /// cel-go's default `ExpressionSizeCodePointLimit`.
 pub const MAX_CODE_POINTS: usize = 100_000;
-/// cel-go's default `MaxRecursionDepth`: the deepest expression tree accepted.
+/// cel-go's default `MaxRecursionDepth`: the most nested grammar rules of one kind (ANTLR's
+/// `recursionListener`) and the most nested ternaries, operators, selections, member calls and
+/// indexes along one path of the tree (the AST visitor's `checkAndIncrementRecursionDepth`).
 pub const MAX_DEPTH: u32 = 250;
+/// celgate's own bound on the depth of the tree built, every node kind counted, so that no
+/// later pass (checker, planner, evaluator, `Drop`) recurses deeper than a thread's stack
+/// holds. cel-go has none: its visitor leaves lists, maps, global calls, unary operators and
+/// `&&`/`||` uncounted, and the per-rule limit allows 250 levels of brackets, so only trees
+/// of several nodes per bracket level, which no policy writes, are refused here and not there.
+pub const MAX_TREE_DEPTH: u32 = 1000;
 /// cel-go's default `ErrorRecoveryLookaheadTokenLimit`: the most tokens one recovery may skip.
 pub const RECOVERY_LOOKAHEAD_LIMIT: usize = 256;
 /// cel-go's default `ErrorRecoveryLimit`: the most recoveries one parse may attempt.
@@ -135,8 +144,47 @@ impl From<SyntaxError> for Stop {
     }
 }
 
-type PResult = Result<(Expr, u32), Stop>;
-type NResult = Result<(Expr, u32), SyntaxError>;
+type PResult = Result<(Expr, Depth), Stop>;
+type NResult = Result<(Expr, Depth), SyntaxError>;
+
+/// How deep a built subtree is: in nodes of every kind (against [`MAX_TREE_DEPTH`]) and in the
+/// nodes cel-go's visitor counts (against [`MAX_DEPTH`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Depth {
+    tree: u32,
+    visitor: u32,
+}
+
+impl Depth {
+    /// A leaf: one node, which the visitor does not count.
+    const LEAF: Depth = Depth {
+        tree: 1,
+        visitor: 0,
+    };
+
+    fn max(self, other: Depth) -> Depth {
+        Depth {
+            tree: self.tree.max(other.tree),
+            visitor: self.visitor.max(other.visitor),
+        }
+    }
+
+    /// The deepest of `depths` (none: an empty subtree).
+    fn deepest<'a>(depths: impl IntoIterator<Item = &'a Depth>) -> Depth {
+        depths
+            .into_iter()
+            .fold(Depth::default(), |acc, d| acc.max(*d))
+    }
+}
+
+/// Whether cel-go's AST visitor counts a node against [`MAX_DEPTH`] (parser.go `Visit`: it
+/// calls `checkAndIncrementRecursionDepth` for an `ExprContext` with a `?`, a `RelationContext`
+/// or `CalcContext` with an operator, a `SelectContext`, `MemberCallContext` or `IndexContext`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Visit {
+    Counted,
+    Uncounted,
+}
 
 /// The offset of a syntax error that belongs to no place in the source.
 const NO_LOCATION: usize = usize::MAX;
@@ -546,15 +594,25 @@ impl Parser<'_> {
         })
     }
 
-    /// Builds a node whose children have the given depths, refusing trees deeper than the limit.
-    /// A tree too deep without nesting brackets (a left-associative chain: `1 + 1 + ...`,
-    /// `a.b.c...`) is what cel-go's AST visitor refuses, with its own text.
-    fn node(&self, kind: ExprKind, sp: Span, pos: usize, child_depth: u32) -> NResult {
-        let depth = child_depth + 1;
-        if depth > MAX_DEPTH {
+    /// Builds a node whose children have the given depths. More than [`MAX_DEPTH`] counted
+    /// nodes on one path is what cel-go's AST visitor refuses (`max recursion depth exceeded`,
+    /// at no location: parser.go `checkAndIncrementRecursionDepth`, reported by `parse` as an
+    /// internal error); a tree deeper than [`MAX_TREE_DEPTH`] is celgate's own refusal.
+    fn node(&self, kind: ExprKind, sp: Span, pos: usize, child: Depth, visit: Visit) -> NResult {
+        let depth = Depth {
+            tree: child.tree + 1,
+            visitor: child.visitor + u32::from(visit == Visit::Counted),
+        };
+        if depth.visitor > MAX_DEPTH {
             return Err(SyntaxError {
                 offset: NO_LOCATION,
                 message: "max recursion depth exceeded".into(),
+            });
+        }
+        if depth.tree > MAX_TREE_DEPTH {
+            return Err(SyntaxError {
+                offset: NO_LOCATION,
+                message: format!("expression tree deeper than {MAX_TREE_DEPTH} nodes"),
             });
         }
         Ok((
@@ -567,15 +625,23 @@ impl Parser<'_> {
         ))
     }
 
-    fn call(&self, func: &str, args: Vec<(Expr, u32)>, sp: Span, pos: usize) -> PResult {
-        let depth = args.iter().map(|a| a.1).max().unwrap_or(0);
+    /// A global call or operator `func`.
+    fn call(
+        &self,
+        func: &str,
+        args: Vec<(Expr, Depth)>,
+        sp: Span,
+        pos: usize,
+        visit: Visit,
+    ) -> PResult {
+        let depth = Depth::deepest(args.iter().map(|a| &a.1));
         let args = args.into_iter().map(|a| a.0).collect();
         let kind = ExprKind::Call {
             func: func.to_string(),
             target: None,
             args,
         };
-        Ok(self.node(kind, sp, pos, depth)?)
+        Ok(self.node(kind, sp, pos, depth, visit)?)
     }
 
     // ---- rules ----
@@ -614,7 +680,7 @@ impl Parser<'_> {
         self.expect(ty::COLON, Follow::set(EXPR_FIRST))?;
         let no = self.with(RULE_END, |p| p.expr(nesting + 1))?;
         let sp = span(start, self.prev_end());
-        self.call("_?_:_", vec![cond, yes, no], sp, question)
+        self.call("_?_:_", vec![cond, yes, no], sp, question, Visit::Counted)
     }
 
     /// `||` (when `or`) or `&&` chains, built as balanced trees as cel-go does, so a long
@@ -654,7 +720,7 @@ impl Parser<'_> {
     fn balance(
         &self,
         func: &str,
-        terms: &mut [Option<(Expr, u32)>],
+        terms: &mut [Option<(Expr, Depth)>],
         ops: &[usize],
         lo: usize,
         hi: usize,
@@ -678,7 +744,7 @@ impl Parser<'_> {
             }));
         };
         let sp = span(l.0.span.start as usize, r.0.span.end as usize);
-        self.call(func, vec![l, r], sp, ops[mid])
+        self.call(func, vec![l, r], sp, ops[mid], Visit::Uncounted)
     }
 
     fn relation(&mut self, nesting: u32) -> PResult {
@@ -707,7 +773,7 @@ impl Parser<'_> {
             let at = self.bump().start;
             let rhs = operand(self)?;
             let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
-            lhs = self.call(func, vec![lhs, rhs], sp, at)?;
+            lhs = self.call(func, vec![lhs, rhs], sp, at, Visit::Counted)?;
         }
     }
 
@@ -722,7 +788,7 @@ impl Parser<'_> {
             let at = self.bump().start;
             let rhs = self.multiplicative(nesting)?;
             let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
-            lhs = self.call(func, vec![lhs, rhs], sp, at)?;
+            lhs = self.call(func, vec![lhs, rhs], sp, at, Visit::Counted)?;
         }
     }
 
@@ -747,7 +813,7 @@ impl Parser<'_> {
             let at = self.bump().start;
             let rhs = operand(self)?;
             let sp = span(lhs.0.span.start as usize, rhs.0.span.end as usize);
-            lhs = self.call(func, vec![lhs, rhs], sp, at)?;
+            lhs = self.call(func, vec![lhs, rhs], sp, at, Visit::Counted)?;
         }
     }
 
@@ -790,7 +856,7 @@ impl Parser<'_> {
         }
         let func = if op == Tok::Not { "!_" } else { "-_" };
         let sp = span(start, self.prev_end());
-        self.call(func, vec![operand], sp, start)
+        self.call(func, vec![operand], sp, start, Visit::Uncounted)
     }
 
     fn signed_number(&mut self, start: usize, nesting: u32) -> PResult {
@@ -815,7 +881,7 @@ impl Parser<'_> {
                 pos: start as u32,
                 kind: ExprKind::Literal(lit),
             },
-            1,
+            Depth::LEAF,
         ))
     }
 
@@ -833,7 +899,7 @@ impl Parser<'_> {
     }
 
     /// `.field`, `.?field`, `.method(args)`, `[index]`, `[?index]` after a primary.
-    fn member_suffixes(&mut self, mut operand: (Expr, u32), nesting: u32) -> PResult {
+    fn member_suffixes(&mut self, mut operand: (Expr, Depth), nesting: u32) -> PResult {
         let start = operand.0.span.start as usize;
         loop {
             match self.peek() {
@@ -868,7 +934,7 @@ impl Parser<'_> {
                             field: name,
                             optional,
                         };
-                        operand = self.node(kind, sp, dot, depth)?;
+                        operand = self.node(kind, sp, dot, depth, Visit::Counted)?;
                     }
                 }
                 Tok::LBracket => {
@@ -885,7 +951,7 @@ impl Parser<'_> {
                         index: Box::new(index.0),
                         optional,
                     };
-                    operand = self.node(kind, sp, bracket, depth)?;
+                    operand = self.node(kind, sp, bracket, depth, Visit::Counted)?;
                 }
                 _ => return Ok(operand),
             }
@@ -893,7 +959,7 @@ impl Parser<'_> {
     }
 
     /// `'(' exprList? ')'` of a call, `after` what may follow the `)`.
-    fn arguments(&mut self, nesting: u32, after: Follow) -> Result<Vec<(Expr, u32)>, Stop> {
+    fn arguments(&mut self, nesting: u32, after: Follow) -> Result<Vec<(Expr, Depth)>, Stop> {
         self.expect(ty::LPAREN, Follow::set(EXPR_FIRST.with(ty::RPAREN)))?;
         let mut args = Vec::new();
         self.sync(EXPR_FIRST.with(ty::RPAREN))?;
@@ -946,7 +1012,7 @@ impl Parser<'_> {
                     pos: tok.start as u32,
                     kind: ExprKind::Literal(l),
                 },
-                1,
+                Depth::LEAF,
             ))
         };
         match tok.kind.clone() {
@@ -1029,14 +1095,20 @@ impl Parser<'_> {
             return self.message(qualified, start, nesting);
         }
         let sp = span(start, self.prev_end());
-        Ok(self.node(ExprKind::Ident(name), sp, at, 0)?)
+        Ok(self.node(
+            ExprKind::Ident(name),
+            sp,
+            at,
+            Depth::default(),
+            Visit::Uncounted,
+        )?)
     }
 
     /// A message construction's `{fieldInitializerList? ','? '}'`, the name read.
     fn message(&mut self, type_name: String, start: usize, nesting: u32) -> PResult {
         let brace = self.bump().start;
         let mut fields = Vec::new();
-        let mut depth = 0;
+        let mut depth = Depth::default();
         let begins_field = TokSet::of(&[ty::QUESTION, ty::IDENTIFIER]);
         self.sync(begins_field.union(TokSet::of(&[ty::COMMA, ty::RBRACE])))?;
         if begins_field.has(self.la(1)) {
@@ -1051,7 +1123,7 @@ impl Parser<'_> {
         self.close_literal(ty::RBRACE)?;
         let sp = span(start, self.prev_end());
         let kind = ExprKind::Struct { type_name, fields };
-        Ok(self.node(kind, sp, brace, depth)?)
+        Ok(self.node(kind, sp, brace, depth, Visit::Uncounted)?)
     }
 
     /// `fieldInitializerList: optField ':' expr (',' optField ':' expr)*`.
@@ -1059,7 +1131,7 @@ impl Parser<'_> {
         &mut self,
         nesting: u32,
         fields: &mut Vec<FieldInit>,
-        depth: &mut u32,
+        depth: &mut Depth,
     ) -> Result<(), Stop> {
         loop {
             let field = self.with(Follow::then(&[ty::COLON]), |p| {
@@ -1111,7 +1183,7 @@ impl Parser<'_> {
     fn list(&mut self, start: usize, nesting: u32) -> PResult {
         let mut elements = Vec::new();
         let mut optional = Vec::new();
-        let mut depth = 0;
+        let mut depth = Depth::default();
         let begins = EXPR_FIRST.with(ty::QUESTION);
         self.sync(begins.union(TokSet::of(&[ty::COMMA, ty::RBRACKET])))?;
         if begins.has(self.la(1)) {
@@ -1134,11 +1206,17 @@ impl Parser<'_> {
         }
         self.close_literal(ty::RBRACKET)?;
         let sp = span(start, self.prev_end());
-        Ok(self.node(ExprKind::List { elements, optional }, sp, start, depth)?)
+        Ok(self.node(
+            ExprKind::List { elements, optional },
+            sp,
+            start,
+            depth,
+            Visit::Uncounted,
+        )?)
     }
 
     /// `optExpr: '?'? expr`.
-    fn opt_expr(&mut self, nesting: u32) -> Result<(bool, (Expr, u32)), Stop> {
+    fn opt_expr(&mut self, nesting: u32) -> Result<(bool, (Expr, Depth)), Stop> {
         self.sync(EXPR_FIRST.with(ty::QUESTION))?;
         let opt = self.eat(&Tok::Question);
         let e = self.with(RULE_END, |p| p.expr(nesting + 1))?;
@@ -1148,7 +1226,7 @@ impl Parser<'_> {
     /// `'{' mapInitializerList? ','? '}'`, the `{` read.
     fn map(&mut self, start: usize, nesting: u32) -> PResult {
         let mut entries = Vec::new();
-        let mut depth = 0;
+        let mut depth = Depth::default();
         let begins = EXPR_FIRST.with(ty::QUESTION);
         self.sync(begins.union(TokSet::of(&[ty::COMMA, ty::RBRACE])))?;
         if begins.has(self.la(1)) {
@@ -1162,7 +1240,13 @@ impl Parser<'_> {
         }
         self.close_literal(ty::RBRACE)?;
         let sp = span(start, self.prev_end());
-        Ok(self.node(ExprKind::Map { entries }, sp, start, depth)?)
+        Ok(self.node(
+            ExprKind::Map { entries },
+            sp,
+            start,
+            depth,
+            Visit::Uncounted,
+        )?)
     }
 
     /// `mapInitializerList: optExpr ':' expr (',' optExpr ':' expr)*`.
@@ -1170,7 +1254,7 @@ impl Parser<'_> {
         &mut self,
         nesting: u32,
         entries: &mut Vec<MapEntry>,
-        depth: &mut u32,
+        depth: &mut Depth,
     ) -> Result<(), Stop> {
         let begins = EXPR_FIRST.with(ty::QUESTION);
         loop {
@@ -1194,8 +1278,8 @@ impl Parser<'_> {
     fn call_or_macro(
         &mut self,
         func: String,
-        target: Option<(Expr, u32)>,
-        args: Vec<(Expr, u32)>,
+        target: Option<(Expr, Depth)>,
+        args: Vec<(Expr, Depth)>,
         sp: Span,
         open: usize,
     ) -> PResult {
@@ -1206,20 +1290,31 @@ impl Parser<'_> {
             Err(e) if e.offset == NO_LOCATION => return Err(e.into()),
             Err(e) => return self.visitor_error(e.offset, e.message),
         }
-        let depth = target.iter().chain(&args).map(|a| a.1).max().unwrap_or(0);
+        let depth = Depth::deepest(target.iter().chain(&args).map(|a| &a.1));
+        // A member call is counted by cel-go's visitor, a global call is not.
+        let visit = match target {
+            Some(_) => Visit::Counted,
+            None => Visit::Uncounted,
+        };
         let target = target.map(|t| Box::new(t.0));
         let args = args.into_iter().map(|a| a.0).collect();
-        Ok(self.node(ExprKind::Call { func, target, args }, sp, open, depth)?)
+        Ok(self.node(
+            ExprKind::Call { func, target, args },
+            sp,
+            open,
+            depth,
+            visit,
+        )?)
     }
 
     fn expand_macro(
         &self,
         func: &str,
-        target: Option<&(Expr, u32)>,
-        args: &[(Expr, u32)],
+        target: Option<&(Expr, Depth)>,
+        args: &[(Expr, Depth)],
         sp: Span,
         open: usize,
-    ) -> Result<Option<(Expr, u32)>, SyntaxError> {
+    ) -> Result<Option<(Expr, Depth)>, SyntaxError> {
         let Some(target) = target else {
             if func == "has" && args.len() == 1 {
                 return match &args[0].0.kind {
@@ -1232,7 +1327,13 @@ impl Parser<'_> {
                             operand: operand.clone(),
                             field: field.clone(),
                         };
-                        Ok(Some(self.node(kind, sp, open, args[0].1)?))
+                        Ok(Some(self.node(
+                            kind,
+                            sp,
+                            open,
+                            args[0].1,
+                            Visit::Uncounted,
+                        )?))
                     }
                     _ => Err(SyntaxError {
                         offset: args[0].0.pos as usize,
@@ -1268,7 +1369,7 @@ impl Parser<'_> {
             _ => return Ok(None),
         };
         let (kind, name, nvars, has_filter) = shape;
-        let var_name = |a: &(Expr, u32)| match &a.0.kind {
+        let var_name = |a: &(Expr, Depth)| match &a.0.kind {
             ExprKind::Ident(n) => Ok(n.clone()),
             _ => Err(SyntaxError {
                 offset: a.0.pos as usize,
@@ -1295,10 +1396,12 @@ impl Parser<'_> {
         } else {
             (None, rest[0].clone())
         };
-        let depth = [target.1, body.1, filter.as_ref().map_or(0, |f| f.1)]
-            .into_iter()
-            .max()
-            .unwrap_or(0);
+        // The macro's member call, counted by cel-go's visitor as it visits the call.
+        let depth = Depth::deepest(
+            [&target.1, &body.1]
+                .into_iter()
+                .chain(filter.as_ref().map(|f| &f.1)),
+        );
         let c = Comprehension {
             kind,
             name,
@@ -1313,18 +1416,19 @@ impl Parser<'_> {
             sp,
             open,
             depth,
+            Visit::Counted,
         )?))
     }
 }
 
 /// What a rule that recovered from an error stands for: the parse fails anyway.
-fn placeholder(at: usize) -> (Expr, u32) {
+fn placeholder(at: usize) -> (Expr, Depth) {
     let expr = Expr {
         span: span(at, at),
         pos: at as u32,
         kind: ExprKind::Ident(String::new()),
     };
-    (expr, 1)
+    (expr, Depth::LEAF)
 }
 
 /// The name a token read as an `IDENTIFIER` spells.
