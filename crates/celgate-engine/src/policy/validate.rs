@@ -159,11 +159,7 @@ pub(super) fn blank(s: &str) -> bool {
 /// Validates a ValidatingAdmissionPolicy; empty when valid.
 pub fn validate_policy(p: &Policy) -> FieldErrors {
     let mut e = FieldErrors::default();
-    if p.metadata.name.is_empty() {
-        e.required("metadata.name", "name or generateName is required");
-    } else {
-        e.dns_subdomain("metadata.name", &p.metadata.name);
-    }
+    object_name(&mut e, &p.metadata.name);
     let spec = &p.spec;
     if let Some(fp) = &spec.failure_policy {
         if fp != "Fail" && fp != "Ignore" {
@@ -385,7 +381,7 @@ pub(super) fn selector(e: &mut FieldErrors, path: &str, s: &Option<LabelSelector
     }
 }
 
-pub(super) fn match_resources(e: &mut FieldErrors, path: &str, m: &MatchResources) {
+fn match_resources(e: &mut FieldErrors, path: &str, m: &MatchResources) {
     if let Some(mp) = &m.match_policy {
         if mp != "Exact" && mp != "Equivalent" {
             e.unsupported(&format!("{path}.matchPolicy"), mp, &["Equivalent", "Exact"]);
@@ -519,23 +515,14 @@ fn rule(e: &mut FieldErrors, path: &str, r: &NamedRule) {
 /// Validates a ValidatingAdmissionPolicyBinding; empty when valid.
 pub fn validate_binding(b: &Binding) -> FieldErrors {
     let mut e = FieldErrors::default();
-    if b.metadata.name.is_empty() {
-        e.required("metadata.name", "name or generateName is required");
-    } else {
-        e.dns_subdomain("metadata.name", &b.metadata.name);
-    }
     let spec = &b.spec;
-    if spec.policy_name.is_empty() {
-        e.required("spec.policyName", "");
-    } else {
-        e.dns_subdomain("spec.policyName", &spec.policy_name);
-    }
-    if let Some(pr) = &spec.param_ref {
-        param_ref(&mut e, pr);
-    }
-    if let Some(m) = &spec.match_resources {
-        match_resources(&mut e, "spec.matchResources", m);
-    }
+    binding_parts(
+        &mut e,
+        &b.metadata.name,
+        &spec.policy_name,
+        spec.param_ref.as_ref(),
+        spec.match_resources.as_ref(),
+    );
     let actions = &spec.validation_actions;
     if actions.is_empty() {
         e.required(
@@ -566,8 +553,40 @@ pub fn validate_binding(b: &Binding) -> FieldErrors {
     e
 }
 
+/// `metadata.name`: required, a DNS subdomain (every policy and binding kind).
+pub(super) fn object_name(e: &mut FieldErrors, name: &str) {
+    if name.is_empty() {
+        e.required("metadata.name", "name or generateName is required");
+    } else {
+        e.dns_subdomain("metadata.name", name);
+    }
+}
+
+/// What every binding kind checks, in the API server's order: its name, `spec.policyName`,
+/// `spec.paramRef` and `spec.matchResources`.
+pub(super) fn binding_parts(
+    e: &mut FieldErrors,
+    name: &str,
+    policy_name: &str,
+    paramref: Option<&ParamRef>,
+    resources: Option<&MatchResources>,
+) {
+    object_name(e, name);
+    if policy_name.is_empty() {
+        e.required("spec.policyName", "");
+    } else {
+        e.dns_subdomain("spec.policyName", policy_name);
+    }
+    if let Some(pr) = paramref {
+        param_ref(e, pr);
+    }
+    if let Some(m) = resources {
+        match_resources(e, "spec.matchResources", m);
+    }
+}
+
 /// `spec.paramRef` of a binding (validating and mutating alike).
-pub(super) fn param_ref(e: &mut FieldErrors, pr: &ParamRef) {
+fn param_ref(e: &mut FieldErrors, pr: &ParamRef) {
     match (&pr.name, &pr.selector) {
         (Some(_), Some(_)) => e.forbidden(
             "spec.paramRef.name",

@@ -5,7 +5,7 @@
 //! variables, paramRef) is checked by the same functions as for VAP.
 
 use super::validate::{
-    blank, conditions_and_variables, match_constraints, match_resources, param_kind, param_ref,
+    binding_parts, blank, conditions_and_variables, match_constraints, object_name, param_kind,
     FieldErrors,
 };
 use crate::model::{MatchResources, MutatingBinding, MutatingPolicy};
@@ -30,11 +30,7 @@ fn mutating_operations(e: &mut FieldErrors, path: &str, m: &MatchResources) {
 /// Validates a MutatingAdmissionPolicy; empty when valid.
 pub fn validate_mutating_policy(p: &MutatingPolicy) -> FieldErrors {
     let mut e = FieldErrors::default();
-    if p.metadata.name.is_empty() {
-        e.required("metadata.name", "name or generateName is required");
-    } else {
-        e.dns_subdomain("metadata.name", &p.metadata.name);
-    }
+    object_name(&mut e, &p.metadata.name);
     let spec = &p.spec;
     if let Some(pk) = &spec.param_kind {
         param_kind(&mut e, pk);
@@ -107,22 +103,15 @@ pub fn validate_mutating_policy(p: &MutatingPolicy) -> FieldErrors {
 /// Validates a MutatingAdmissionPolicyBinding; empty when valid.
 pub fn validate_mutating_binding(b: &MutatingBinding) -> FieldErrors {
     let mut e = FieldErrors::default();
-    if b.metadata.name.is_empty() {
-        e.required("metadata.name", "name or generateName is required");
-    } else {
-        e.dns_subdomain("metadata.name", &b.metadata.name);
-    }
     let spec = &b.spec;
-    if spec.policy_name.is_empty() {
-        e.required("spec.policyName", "");
-    } else {
-        e.dns_subdomain("spec.policyName", &spec.policy_name);
-    }
-    if let Some(pr) = &spec.param_ref {
-        param_ref(&mut e, pr);
-    }
+    binding_parts(
+        &mut e,
+        &b.metadata.name,
+        &spec.policy_name,
+        spec.param_ref.as_ref(),
+        spec.match_resources.as_ref(),
+    );
     if let Some(m) = &spec.match_resources {
-        match_resources(&mut e, "spec.matchResources", m);
         mutating_operations(&mut e, "spec.matchResources", m);
     }
     e
