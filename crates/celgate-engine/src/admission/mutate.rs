@@ -117,6 +117,21 @@ struct PolicyError {
 }
 
 impl PolicyError {
+    /// A binding's configuration error (`Forbidden`, `failed to configure binding: ...`).
+    fn binding_config(
+        policy: &CompiledMutatingPolicy,
+        binding: &str,
+        e: ConfigError,
+    ) -> PolicyError {
+        PolicyError {
+            policy: policy.base.name.clone(),
+            binding: Some(binding.to_string()),
+            ignored: ignored(policy),
+            reason: "Forbidden",
+            message: format!("failed to configure binding: {e}"),
+        }
+    }
+
     fn text(&self) -> String {
         match &self.binding {
             Some(b) => format!(
@@ -209,16 +224,11 @@ pub fn mutate(
             Ok(v) => v,
             Err(e) => {
                 verdict.invocations.push(record("error"));
-                errors.push(PolicyError {
-                    policy: name.clone(),
-                    binding: Some(binding.clone()),
-                    ignored: ignored(policy),
-                    reason: "Forbidden",
-                    message: format!(
-                        "failed to configure binding: {}",
-                        ConfigError::Conversion(e)
-                    ),
-                });
+                errors.push(PolicyError::binding_config(
+                    policy,
+                    binding,
+                    ConfigError::Conversion(e),
+                ));
                 continue;
             }
         };
@@ -232,16 +242,11 @@ pub fn mutate(
             Ok(o) => o,
             Err(e) => {
                 verdict.invocations.push(record("error"));
-                errors.push(PolicyError {
-                    policy: name.clone(),
-                    binding: Some(binding.clone()),
-                    ignored: ignored(policy),
-                    reason: "Forbidden",
-                    message: format!(
-                        "failed to configure binding: {}",
-                        ConfigError::Conversion(e)
-                    ),
-                });
+                errors.push(PolicyError::binding_config(
+                    policy,
+                    binding,
+                    ConfigError::Conversion(e),
+                ));
                 continue;
             }
         };
@@ -470,13 +475,7 @@ fn find_invocations<'s>(
                         binding: binding.name.clone(),
                         outcome: "error",
                     });
-                    errors.push(PolicyError {
-                        policy: name.clone(),
-                        binding: Some(binding.name.clone()),
-                        ignored: ignored(policy),
-                        reason: "Forbidden",
-                        message: format!("failed to configure binding: {e}"),
-                    });
+                    errors.push(PolicyError::binding_config(policy, &binding.name, e));
                 }
             }
         }
@@ -517,9 +516,8 @@ fn run_invocation(
 ) -> Result<Ran, Failure> {
     let base = &policy.base;
     if !base.match_conditions.is_empty() {
-        let snapshot_of_object = object.clone();
         let current = View {
-            object: Value::from_json(&snapshot_of_object),
+            object: Value::from_json(object),
             ..view.clone()
         };
         let values = bind(base, &current, namespace_object, param, authz, preset);
