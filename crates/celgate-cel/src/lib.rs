@@ -12,7 +12,8 @@
 //! [`VersionError`]). The modules hold what a user meets beside them: [`vap`] (the variables
 //! of a ValidatingAdmissionPolicy), [`mutation`] (what a MutatingAdmissionPolicy's mutations
 //! add: the `Object` and `JSONPatch` types and their values), [`value`] (lists, maps, strings, library values),
-//! [`json`] and [`deep_value`] (the documents values are read from), [`time`], [`k8s`] (the
+//! [`json`] and [`deep_value`] (the documents values are read from), [`projection`] (which
+//! parts of a document expressions can read), [`time`], [`k8s`] (the
 //! Kubernetes library types and the authorizer interface), [`apimachinery`] (Kubernetes' name
 //! rules, Go's quoting and durations), [`ast`] and [`lexer`] (for tools that analyse an
 //! expression, such as a cost estimator).
@@ -31,6 +32,7 @@ pub mod json;
 pub mod k8s;
 pub mod lexer;
 pub mod mutation;
+pub mod projection;
 pub mod time;
 pub mod value;
 pub mod vap;

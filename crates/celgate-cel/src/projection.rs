@@ -1,0 +1,194 @@
+//! What part of a JSON value a set of expressions can read: a [`Projection`].
+//!
+//! An AdmissionReview's `object` and `oldObject` are most of its bytes, and a snapshot's
+//! policies read a few fields of them. A projection, computed from the compiled expressions
+//! (the whole set a snapshot can run), tells the document parser which subtrees it must build
+//! and which it may skip with a scanner: a skipped container is still checked as JSON (the
+//! body is refused exactly as a full parse refuses it) and still present under its key, but its
+//! contents are not materialized.
+//!
+//! A projection only ever widens towards the whole value: whatever an analysis cannot follow
+//! (a value passed whole to a function, compared whole, held in a list literal, indexed by a
+//! computed key) is [`Projection::whole`]. It has no Kubernetes counterpart: the API server
+//! decodes the whole object; this only decides how much of the same decode is kept.
+
+use std::collections::BTreeMap;
+
+/// The parts of one JSON value that must be materialized.
+///
+/// Scalars are always materialized (a span or a number; nothing to save). For a container:
+/// - `whole`: everything below is needed;
+/// - otherwise, for an object, the members named in `fields` with their own projections, and
+///   every other member's value with `each` when it is set (skipped when it is not); for an
+///   array, every element with `each` (skipped when it is not).
+///
+/// A skipped member keeps its key (presence tests and key iteration need no value). A parser
+/// reads a [`finished`](Projection::finish) projection, where a named member's projection
+/// covers `each` too.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Projection {
+    whole: bool,
+    fields: BTreeMap<Box<str>, Projection>,
+    each: Option<Box<Projection>>,
+}
+
+impl Projection {
+    /// Nothing below this value is needed (a container may be skipped).
+    pub fn none() -> Projection {
+        Projection::default()
+    }
+
+    /// The whole value is needed.
+    pub fn whole() -> Projection {
+        Projection {
+            whole: true,
+            ..Projection::default()
+        }
+    }
+
+    /// Whether the whole value is needed.
+    pub fn is_whole(&self) -> bool {
+        self.whole
+    }
+
+    /// Whether nothing below this value is needed.
+    pub fn is_none(&self) -> bool {
+        !self.whole && self.fields.is_empty() && self.each.is_none()
+    }
+
+    /// The projection of member `key` of an object: its own, else `each`'s, else
+    /// [`none`](Projection::none) (skip). `None` is returned for "skip" so a parser can test it
+    /// cheaply; a whole projection projects every member whole.
+    pub fn field(&self, key: &str) -> Option<&Projection> {
+        if self.whole {
+            return Some(self);
+        }
+        self.fields
+            .get(key)
+            .or(self.each.as_deref())
+            .filter(|p| !p.is_none())
+    }
+
+    /// The projection of every element of an array (`None`: skip them).
+    pub fn element(&self) -> Option<&Projection> {
+        if self.whole {
+            return Some(self);
+        }
+        self.each.as_deref().filter(|p| !p.is_none())
+    }
+
+    /// The projection of member `key`, made if absent (for building one).
+    pub fn field_mut(&mut self, key: &str) -> &mut Projection {
+        self.fields.entry(key.into()).or_default()
+    }
+
+    /// The projection of every element or every other member, made if absent.
+    pub fn each_mut(&mut self) -> &mut Projection {
+        self.each.get_or_insert_with(Box::default)
+    }
+
+    /// Widens to the whole value.
+    pub fn set_whole(&mut self) {
+        *self = Projection::whole();
+    }
+
+    /// Widens `self` to also cover what `other` covers.
+    pub fn union(&mut self, other: &Projection) {
+        if self.whole {
+            return;
+        }
+        if other.whole {
+            self.set_whole();
+            return;
+        }
+        for (key, p) in &other.fields {
+            self.field_mut(key).union(p);
+        }
+        if let Some(each) = &other.each {
+            self.each_mut().union(each);
+        }
+    }
+
+    /// Makes every named member's projection cover `each` as well, all the way down, so that
+    /// [`field`](Projection::field) needs to look in one place only.
+    pub fn finish(&mut self) {
+        if self.whole {
+            self.fields.clear();
+            self.each = None;
+            return;
+        }
+        if let Some(each) = self.each.as_deref_mut() {
+            each.finish();
+        }
+        if let Some(each) = self.each.as_deref() {
+            for p in self.fields.values_mut() {
+                p.union(each);
+            }
+        }
+        for p in self.fields.values_mut() {
+            p.finish();
+        }
+    }
+
+    /// The members named explicitly (for tests and diagnostics).
+    pub fn fields(&self) -> impl Iterator<Item = (&str, &Projection)> {
+        self.fields.iter().map(|(k, p)| (&**k, p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_each_and_whole_project_members() {
+        let mut p = Projection::none();
+        p.field_mut("metadata").field_mut("name").set_whole();
+        p.field_mut("spec")
+            .field_mut("containers")
+            .each_mut()
+            .field_mut("image")
+            .set_whole();
+        assert!(p.field("status").is_none(), "an unnamed member is skipped");
+        let spec = p.field("spec").expect("spec is read");
+        let containers = spec.field("containers").expect("containers are read");
+        let element = containers.element().expect("each container is read");
+        assert!(element.field("image").is_some_and(Projection::is_whole));
+        assert!(element.field("env").is_none());
+        // A named member with nothing below it (a presence test) is skipped like any other.
+        p.field_mut("presence");
+        assert!(p.field("presence").is_none());
+    }
+
+    #[test]
+    fn union_widens_and_whole_absorbs() {
+        let mut a = Projection::none();
+        a.field_mut("x").field_mut("y").set_whole();
+        let mut b = Projection::none();
+        b.field_mut("x").each_mut().set_whole();
+        a.union(&b);
+        let x = a.field("x").expect("x");
+        assert!(x.field("y").is_some_and(Projection::is_whole));
+        assert!(
+            x.field("z").is_some_and(Projection::is_whole),
+            "each covers others"
+        );
+        a.finish();
+        assert!(a
+            .field("x")
+            .and_then(|x| x.field("y"))
+            .is_some_and(Projection::is_whole));
+        let mut c = Projection::none();
+        c.field_mut("named").field_mut("a").set_whole();
+        c.each_mut().field_mut("b").set_whole();
+        c.finish();
+        let named = c.field("named").expect("named");
+        assert!(
+            named.field("a").is_some() && named.field("b").is_some(),
+            "named covers each"
+        );
+        a.union(&Projection::whole());
+        assert!(a.is_whole());
+        assert!(a.field("anything").is_some_and(Projection::is_whole));
+    }
+}
