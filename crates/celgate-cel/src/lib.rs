@@ -33,6 +33,7 @@ pub mod k8s;
 pub mod lexer;
 pub mod mutation;
 pub mod projection;
+pub mod reads;
 pub mod time;
 pub mod value;
 pub mod vap;

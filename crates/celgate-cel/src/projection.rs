@@ -130,6 +130,12 @@ impl Projection {
         }
     }
 
+    /// The projection of every element or every other member as built, even one with nothing
+    /// below it (for tests and diagnostics; a parser reads [`element`](Projection::element)).
+    pub fn each(&self) -> Option<&Projection> {
+        self.each.as_deref()
+    }
+
     /// The members named explicitly (for tests and diagnostics).
     pub fn fields(&self) -> impl Iterator<Item = (&str, &Projection)> {
         self.fields.iter().map(|(k, p)| (&**k, p))
