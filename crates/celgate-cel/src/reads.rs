@@ -151,8 +151,8 @@ impl Analysis {
     /// Parsing and the analysis run on a thread with the compiler's stack, as compiling
     /// does (both recurse once per nesting level).
     pub fn expr_source(&mut self, source: &str, version: u16) -> Result<(), CompileError> {
-        let ast = on_big_stack(|| parse_for(source, version))?;
         on_big_stack(|| {
+            let ast = parse_for(source, version)?;
             self.expr(&ast);
             Ok(())
         })
@@ -165,11 +165,8 @@ impl Analysis {
         source: Option<&str>,
         version: u16,
     ) -> Result<(), CompileError> {
-        let ast = match source {
-            Some(s) => Some(on_big_stack(|| parse_for(s, version))?),
-            None => None,
-        };
         on_big_stack(|| {
+            let ast = source.map(|s| parse_for(s, version)).transpose()?;
             self.variable(name, ast.as_ref());
             Ok(())
         })

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::matching::Matcher;
 use crate::model::{ParamKind, Policy};
+use celgate_cel::reads::Reads;
 use celgate_cel::vap::{composited_type, vap_env, Decls, Slots};
 use celgate_cel::{CompileError, Env, Program, Type};
 
@@ -74,6 +75,9 @@ pub struct CompiledPolicy {
     /// Why the object fails the API server's validation (§7), if it does: a configuration
     /// error for the requests it matches.
     pub invalid: Option<FieldErrors>,
+    /// What the compiled expressions can read of `object` and `oldObject` (whole for a
+    /// mutating policy, whose mutations need the whole object).
+    pub reads: Reads,
 }
 
 /// Where one expression kind's environment puts each VAP variable, and how many variables it
@@ -228,10 +232,12 @@ pub fn invalid(errors: FieldErrors) -> Option<FieldErrors> {
 
 /// Compiles `policy` against the CEL environment of Kubernetes 1.`version`.
 pub fn compile(policy: &Policy, version: u16) -> CompiledPolicy {
-    CompiledPolicy {
+    let mut compiled = CompiledPolicy {
         invalid: invalid(super::validate::validate_policy(policy)),
         ..compile_in_envs(policy, version, vap_env)
-    }
+    };
+    compiled.reads = super::reads::policy_reads(&compiled, version);
+    compiled
 }
 
 /// What builds the environment of each expression kind: [`vap_env`] for a validating
@@ -357,6 +363,7 @@ pub(crate) fn compile_in_envs(
             message: SlotLayout::of(&msg_env, message),
         },
         invalid: None,
+        reads: Reads::whole(),
     }
 }
 

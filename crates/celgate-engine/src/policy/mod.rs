@@ -4,6 +4,7 @@
 pub mod compile;
 pub mod compile_mutating;
 pub mod namespace_object;
+pub mod reads;
 pub mod snapshot;
 pub mod validate;
 pub mod validate_mutating;

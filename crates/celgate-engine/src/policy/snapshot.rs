@@ -17,6 +17,7 @@ pub use super::namespace_object::namespace_view;
 use crate::matching::registry::{Equivalents, Registry};
 use crate::matching::{Matcher, Namespaces};
 use crate::model::{Binding, MutatingBinding, MutatingPolicy, ParamRef, Policy};
+use celgate_cel::reads::Reads;
 
 /// A binding's validationActions entry: what a failed validation becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,6 +248,60 @@ pub struct Snapshot {
     /// Param kinds, by (API group, kind), whose objects are still being listed from the
     /// cluster: a binding that needs one is a configuration error until they are.
     pub unsynced_params: BTreeSet<(String, String)>,
+    /// What validating admission reads of a review's `object` and `oldObject`.
+    review_reads: ReviewReads,
+}
+
+/// What validating admission reads of a review's objects: whole until a build computes it
+/// (a snapshot made otherwise reads nothing less than everything).
+#[derive(Debug)]
+struct ReviewReads(Reads);
+
+impl Default for ReviewReads {
+    fn default() -> Self {
+        ReviewReads(Reads::whole())
+    }
+}
+
+impl Snapshot {
+    /// What validating admission ([`crate::review::answer`]) reads of a review's `object`
+    /// and `oldObject`: every validating policy's expressions
+    /// ([`CompiledPolicy::reads`]) and what the review's decoding, matching and reports read
+    /// ([`crate::review::own_reads`]); finished. The objects of a request matched through an
+    /// equivalent resource that converts them are read whole
+    /// ([`Snapshot::converts_objects`]). Mutating admission reads the whole object.
+    pub fn review_projection(&self) -> &Reads {
+        &self.review_reads.0
+    }
+
+    /// Whether a validating policy may see the objects of a request on `attributes`'
+    /// resource converted to another kind (matchPolicy Equivalent, a class with more than one
+    /// served kind that converts other than by rewriting `apiVersion`): conversion reads the
+    /// whole object, so such a request is decoded whole.
+    pub fn converts_objects(&self, attributes: &crate::matching::RequestAttributes) -> bool {
+        use crate::matching::registry::Conversion;
+        match self.registry.equivalents(
+            &attributes.group,
+            &attributes.resource,
+            &attributes.subresource,
+        ) {
+            Equivalents::Known { class, equivalents } => {
+                class.conversion != Conversion::Rewrite && equivalents.len() > 1
+            }
+            // Unknown resources convert by rewriting `apiVersion` (read in place).
+            Equivalents::Unknown => false,
+        }
+    }
+
+    /// Computes [`Snapshot::review_projection`] from the validating policies.
+    fn compute_review_reads(&mut self) {
+        let mut reads = crate::review::own_reads();
+        for entry in &self.policies {
+            reads.union(&entry.policy.reads);
+        }
+        reads.finish();
+        self.review_reads = ReviewReads(reads);
+    }
 }
 
 impl Namespaces for Snapshot {
@@ -541,6 +596,7 @@ impl SnapshotBuilder {
             self.snapshot.registry.add_crd(crd);
         }
         self.snapshot.rbac = Arc::new(self.rbac);
+        self.snapshot.compute_review_reads();
         self.snapshot
     }
 }
@@ -612,6 +668,44 @@ mod tests {
             "changed: recompiled"
         );
         assert_eq!(cache.len(), 2, "the old version of b is forgotten");
+    }
+
+    #[test]
+    fn the_review_projection_is_every_policy_and_the_codec() {
+        use celgate_cel::reads::show;
+        assert!(
+            Snapshot::default().review_projection().object.is_whole(),
+            "a snapshot not built reads everything"
+        );
+        let mut b = SnapshotBuilder::new();
+        let mut p = policy("a", "['']", "[pods]");
+        p.spec.validations[0].expression = "object.spec.x == oldObject.spec.y".into();
+        b.add_policy(p);
+        b.add_binding(binding("a"));
+        let mut unbound = policy("b", "['']", "[pods]");
+        unbound.spec.validations[0].expression = "object == oldObject".into();
+        b.add_policy(unbound);
+        let s = b.build(celgate_cel::NEWEST_MINOR);
+        let r = s.review_projection();
+        let own = "apiVersion:*,kind:*,metadata:{generateName:*,labels:*,name:*,uid:*}";
+        assert_eq!(show(&r.object), format!("{{{own},spec:{{x:*}}}}"));
+        assert_eq!(show(&r.old_object), format!("{{{own},spec:{{y:*}}}}"));
+    }
+
+    #[test]
+    fn equivalents_that_convert_read_the_whole_objects() {
+        let s = SnapshotBuilder::new().build(celgate_cel::NEWEST_MINOR);
+        let attributes = |group: &str, resource: &str| crate::matching::RequestAttributes {
+            group: group.into(),
+            resource: resource.into(),
+            ..Default::default()
+        };
+        assert!(
+            s.converts_objects(&attributes("", "events")),
+            "core and events.k8s.io"
+        );
+        assert!(!s.converts_objects(&attributes("", "pods")));
+        assert!(!s.converts_objects(&attributes("example.com", "widgets")));
     }
 
     #[test]

@@ -7,6 +7,9 @@ mod decode;
 pub mod encode;
 pub mod manifest;
 
+use celgate_cel::json::Doc;
+use celgate_cel::projection::Projection;
+use celgate_cel::reads::Reads;
 use serde_json::Value as Json;
 
 use crate::admission::{admit, AdmissionVerdict, AdmitContext, AdmitOptions, PolicyResult};
@@ -90,8 +93,16 @@ pub fn answer(
     options: AnswerOptions,
 ) -> Result<Answer, ReviewError> {
     let AnswerOptions { mode, trace } = options;
-    let doc = celgate_cel::json::Doc::parse(body).map_err(ReviewError::MalformedJson)?;
-    let req = request(&doc)?;
+    let reads = snapshot.review_projection();
+    // Declared first so that it outlives `req` when a conversion needs the whole objects.
+    let whole_doc;
+    let doc = parse_review(body, reads)?;
+    let mut req = request(&doc)?;
+    let projected = !(reads.object.is_whole() && reads.old_object.is_whole());
+    if projected && snapshot.converts_objects(&req.attributes) {
+        whole_doc = parse_review(body, &Reads::whole())?;
+        req = request(&whole_doc)?;
+    }
     let options = AdmitOptions {
         trace,
         ..AdmitOptions::default()
@@ -115,6 +126,35 @@ pub fn answer(
         subject,
         reported,
     })
+}
+
+/// Parses a review body for validating admission, keeping of `request.object` and
+/// `request.oldObject` what `reads` says (everything else of the review is kept). The parse
+/// that skips what no policy reads (the document parser's projected parse) is wired here by
+/// the lead when it lands: every caller already passes the snapshot's projection. Until then
+/// the body is parsed whole, which reads a superset of any projection.
+fn parse_review<'b>(body: &'b [u8], reads: &Reads) -> Result<Doc<'b>, ReviewError> {
+    let _ = reads;
+    Doc::parse(body).map_err(ReviewError::MalformedJson)
+}
+
+/// What the review codec reads of a request's `object` and `oldObject` beyond the policies'
+/// expressions: the decoder's `metadata.name`, `metadata.generateName` and `metadata.labels`
+/// (request names and object selectors, [`request`]), and the policy reports' `apiVersion`,
+/// `kind`, `metadata.name` and `metadata.uid` ([`Answer::reported`]).
+pub fn own_reads() -> Reads {
+    let mut object = Projection::none();
+    for field in ["apiVersion", "kind"] {
+        object.field_mut(field).set_whole();
+    }
+    let metadata = object.field_mut("metadata");
+    for field in ["name", "generateName", "labels", "uid"] {
+        metadata.field_mut(field).set_whole();
+    }
+    Reads {
+        old_object: object.clone(),
+        object,
+    }
 }
 
 /// An answered review at `/mutate`: the AdmissionReview to send back (with the JSON patch
