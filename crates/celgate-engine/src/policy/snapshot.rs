@@ -248,30 +248,31 @@ pub struct Snapshot {
     /// Param kinds, by (API group, kind), whose objects are still being listed from the
     /// cluster: a binding that needs one is a configuration error until they are.
     pub unsynced_params: BTreeSet<(String, String)>,
-    /// What validating admission reads of a review's `object` and `oldObject`.
-    review_reads: ReviewReads,
+    /// What the validating policies' expressions read of a review's `object` and
+    /// `oldObject`.
+    policy_reads: PolicyReads,
+    /// What validating admission reads of them, made on first use by the review codec
+    /// (`review_projection`, which adds its own reads).
+    pub(crate) review_projection_cache: std::sync::OnceLock<Reads>,
 }
 
-/// What validating admission reads of a review's objects: whole until a build computes it
+/// What the validating policies read of a review's objects: whole until a build computes it
 /// (a snapshot made otherwise reads nothing less than everything).
 #[derive(Debug)]
-struct ReviewReads(Reads);
+struct PolicyReads(Reads);
 
-impl Default for ReviewReads {
+impl Default for PolicyReads {
     fn default() -> Self {
-        ReviewReads(Reads::whole())
+        PolicyReads(Reads::whole())
     }
 }
 
 impl Snapshot {
-    /// What validating admission ([`crate::review::answer`]) reads of a review's `object`
-    /// and `oldObject`: every validating policy's expressions
-    /// ([`CompiledPolicy::reads`]) and what the review's decoding, matching and reports read
-    /// ([`crate::review::own_reads`]); finished. The objects of a request matched through an
-    /// equivalent resource that converts them are read whole
-    /// ([`Snapshot::converts_objects`]). Mutating admission reads the whole object.
-    pub fn review_projection(&self) -> &Reads {
-        &self.review_reads.0
+    /// What every validating policy's expressions ([`CompiledPolicy::reads`]) read of a
+    /// review's `object` and `oldObject`, finished. The review codec adds its own reads
+    /// (`Snapshot::review_projection`). Mutating admission reads the whole object.
+    pub fn policy_reads(&self) -> &Reads {
+        &self.policy_reads.0
     }
 
     /// Whether a validating policy may see the objects of a request on `attributes`'
@@ -293,14 +294,14 @@ impl Snapshot {
         }
     }
 
-    /// Computes [`Snapshot::review_projection`] from the validating policies.
-    fn compute_review_reads(&mut self) {
-        let mut reads = crate::review::own_reads();
+    /// Computes [`Snapshot::policy_reads`] from the validating policies.
+    fn compute_policy_reads(&mut self) {
+        let mut reads = Reads::default();
         for entry in &self.policies {
             reads.union(&entry.policy.reads);
         }
         reads.finish();
-        self.review_reads = ReviewReads(reads);
+        self.policy_reads = PolicyReads(reads);
     }
 }
 
@@ -596,7 +597,7 @@ impl SnapshotBuilder {
             self.snapshot.registry.add_crd(crd);
         }
         self.snapshot.rbac = Arc::new(self.rbac);
-        self.snapshot.compute_review_reads();
+        self.snapshot.compute_policy_reads();
         self.snapshot
     }
 }
@@ -671,10 +672,10 @@ mod tests {
     }
 
     #[test]
-    fn the_review_projection_is_every_policy_and_the_codec() {
+    fn the_policy_reads_are_every_bound_policy() {
         use celgate_cel::reads::show;
         assert!(
-            Snapshot::default().review_projection().object.is_whole(),
+            Snapshot::default().policy_reads().object.is_whole(),
             "a snapshot not built reads everything"
         );
         let mut b = SnapshotBuilder::new();
@@ -686,10 +687,9 @@ mod tests {
         unbound.spec.validations[0].expression = "object == oldObject".into();
         b.add_policy(unbound);
         let s = b.build(celgate_cel::NEWEST_MINOR);
-        let r = s.review_projection();
-        let own = "apiVersion:*,kind:*,metadata:{generateName:*,labels:*,name:*,uid:*}";
-        assert_eq!(show(&r.object), format!("{{{own},spec:{{x:*}}}}"));
-        assert_eq!(show(&r.old_object), format!("{{{own},spec:{{y:*}}}}"));
+        let r = s.policy_reads();
+        assert_eq!(show(&r.object), "{spec:{x:*}}");
+        assert_eq!(show(&r.old_object), "{spec:{y:*}}");
     }
 
     #[test]

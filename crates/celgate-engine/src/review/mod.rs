@@ -138,6 +138,21 @@ fn parse_review<'b>(body: &'b [u8], reads: &Reads) -> Result<Doc<'b>, ReviewErro
     Doc::parse(body).map_err(ReviewError::MalformedJson)
 }
 
+impl Snapshot {
+    /// What validating admission ([`answer`]) reads of a review's `object` and `oldObject`:
+    /// every validating policy's expressions ([`Snapshot::policy_reads`]) and the codec's own
+    /// reads ([`own_reads`]); finished, made once per snapshot. The objects of a request whose
+    /// matching may convert them ([`Snapshot::converts_objects`]) are read whole.
+    pub fn review_projection(&self) -> &Reads {
+        self.review_projection_cache.get_or_init(|| {
+            let mut reads = own_reads();
+            reads.union(self.policy_reads());
+            reads.finish();
+            reads
+        })
+    }
+}
+
 /// What the review codec reads of a request's `object` and `oldObject` beyond the policies'
 /// expressions: the decoder's `metadata.name`, `metadata.generateName` and `metadata.labels`
 /// (request names and object selectors, [`request`]), and the policy reports' `apiVersion`,
@@ -271,5 +286,32 @@ fn subject(req: &crate::admission::request::Request<'_>) -> Subject {
         resource,
         namespace: a.namespace.clone(),
         name: req.display_name(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use celgate_cel::reads::show;
+
+    #[test]
+    fn the_review_projection_adds_the_codec_reads_to_the_policies() {
+        assert!(
+            Snapshot::default().review_projection().object.is_whole(),
+            "a snapshot not built reads everything"
+        );
+        let mut b = crate::policy::SnapshotBuilder::new();
+        let policy = "metadata: {name: p}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [''], apiVersions: ['*'], operations: ['*'], resources: [pods]}]}
+  validations: [{expression: 'object.spec.x == oldObject.spec.y'}]";
+        b.add_policy(serde_yaml_ng::from_str(policy).unwrap());
+        let binding = "metadata: {name: b}\nspec: {policyName: p, validationActions: [Deny]}";
+        b.add_binding(serde_yaml_ng::from_str(binding).unwrap());
+        let s = b.build(celgate_cel::NEWEST_MINOR);
+        let r = s.review_projection();
+        let own = "apiVersion:*,kind:*,metadata:{generateName:*,labels:*,name:*,uid:*}";
+        assert_eq!(show(&r.object), format!("{{{own},spec:{{x:*}}}}"));
+        assert_eq!(show(&r.old_object), format!("{{{own},spec:{{y:*}}}}"));
     }
 }
