@@ -13,8 +13,8 @@
 //! of a ValidatingAdmissionPolicy), [`mutation`] (what a MutatingAdmissionPolicy's mutations
 //! add: the `Object` and `JSONPatch` types and their values), [`value`] (lists, maps, strings, library values),
 //! [`json`] and [`deep_value`] (the documents values are read from), [`projection`] (which
-//! parts of a document expressions can read), [`time`], [`k8s`] (the
-//! Kubernetes library types and the authorizer interface), [`apimachinery`] (Kubernetes' name
+//! parts of a document expressions can read), [`reads`] (the analysis that computes one from
+//! a policy's expressions), [`time`], [`k8s`] (the Kubernetes library types and the authorizer interface), [`apimachinery`] (Kubernetes' name
 //! rules, Go's quoting and durations), [`ast`] and [`lexer`] (for tools that analyse an
 //! expression, such as a cost estimator).
 //!

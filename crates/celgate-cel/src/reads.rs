@@ -13,6 +13,8 @@
 //! the analysis cannot follow reads the roots whole. Kubernetes has no counterpart: this only
 //! decides how much of the decoded review must be kept (see [`crate::projection`]).
 
+use std::collections::HashMap;
+
 use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
 use crate::error::CompileError;
 use crate::parser::parse_for;
@@ -106,6 +108,9 @@ pub struct Analysis {
     /// Each composited variable declared so far, with the origins of its value (empty for
     /// one that did not compile: reading it is an error, not a read).
     variables: Vec<(String, Origins)>,
+    /// The place of each variable's first declaration by name (a policy may declare
+    /// thousands, each expression naming some).
+    index: HashMap<String, usize>,
 }
 
 impl Analysis {
@@ -144,6 +149,9 @@ impl Analysis {
             }
             None => Vec::new(),
         };
+        self.index
+            .entry(name.to_string())
+            .or_insert(self.variables.len());
         self.variables.push((name.to_string(), origins));
     }
 
@@ -303,7 +311,8 @@ impl Walk<'_> {
 
     /// The origins of a composited variable.
     fn variable(&mut self, name: &str) -> Origins {
-        match self.analysis.variables.iter().find(|(n, _)| n == name) {
+        let found = self.analysis.index.get(name).copied();
+        match found.and_then(|i| self.analysis.variables.get(i)) {
             Some((_, o)) => o.clone(),
             None => {
                 // Not declared before: the expression did not compile in this order.
