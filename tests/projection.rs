@@ -278,3 +278,89 @@ fn a_projection_missing_reads_is_caught() {
     eprintln!("caught: {caught}");
     assert!(caught >= 10, "only {caught} cases caught");
 }
+
+/// The expressions of `../shared/bench` (the targets) evaluate alike over the bench
+/// Pod (and the Pod with 10 containers) pruned by their reads: value or error, and cost.
+#[test]
+fn bench_expressions_evaluate_alike_pruned() {
+    use celgate::cel::vap::{vap_env, Decls};
+    use celgate::cel::{Meter, Value};
+    let bench = common::shared_dir().join("bench");
+    let pod: Json =
+        serde_json::from_slice(&std::fs::read(bench.join("pod.json")).unwrap()).unwrap();
+    let mut pod10 = pod.clone();
+    let containers = pod["spec"]["containers"].as_array().unwrap().clone();
+    pod10["spec"]["containers"] = Json::Array(
+        (0..10)
+            .map(|i| {
+                let mut c = containers[i % containers.len()].clone();
+                c["name"] = json!(format!("c{i}"));
+                c
+            })
+            .collect(),
+    );
+    let pss: Json =
+        serde_yaml_ng::from_slice(&std::fs::read(bench.join("pss-validations.yaml")).unwrap())
+            .unwrap();
+    let mut exprs: Vec<Vec<String>> = vec![
+        vec!["object.metadata.name.startsWith('web')".into()],
+        vec!["object.spec.containers.all(c, c.image.startsWith('registry.example.com/'))".into()],
+        vec!["object.spec.containers.all(c, c.image.matches('^registry\\\\.example\\\\.com/[a-z0-9-]+:[0-9.]+$'))".into()],
+        vec!["quantity(object.spec.containers[0].resources.limits.memory).compareTo(quantity('1Gi')) <= 0".into()],
+    ];
+    exprs.push(
+        pss["validations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["expression"].as_str().unwrap().to_string())
+            .collect(),
+    );
+    let decls = Decls {
+        params: false,
+        authorizer: false,
+    };
+    let (env, slots) = vap_env(celgate::cel::NEWEST_MINOR, decls);
+    let evaluate = |sources: &[String], object: &Json| -> Vec<String> {
+        let text = object.to_string();
+        let doc = celgate::cel::json::Doc::parse(text.as_bytes()).unwrap();
+        let mut values = vec![Value::Null; env.variables().len()];
+        values[slots.object] = Value::from_doc(doc.root());
+        sources
+            .iter()
+            .map(|s| {
+                let program = env.compile(s).unwrap();
+                let mut meter = Meter::default();
+                let r = program.eval(&values, &mut meter);
+                format!("{:?} cost {}", r.map_err(|e| e.to_string()), meter.cost)
+            })
+            .collect()
+    };
+    for sources in &exprs {
+        let mut a = Analysis::new();
+        for s in sources {
+            a.expr_source(s, celgate::cel::NEWEST_MINOR).unwrap();
+        }
+        let mut reads = a.reads();
+        reads.union(&celgate::review::own_reads());
+        reads.finish();
+        for object in [&pod, &pod10] {
+            let whole = evaluate(sources, object);
+            for poison in poisons() {
+                let pruned = prune(object, &reads.object, &poison);
+                assert_eq!(
+                    evaluate(sources, &pruned),
+                    whole,
+                    "{sources:?} pruned by {}",
+                    celgate::cel::reads::show(&reads.object)
+                );
+            }
+            let kept = prune(object, &reads.object, &json!(null)).to_string().len();
+            eprintln!(
+                "bench {:?}: {kept} of {} bytes kept",
+                &sources[0][..sources[0].len().min(40)],
+                object.to_string().len()
+            );
+        }
+    }
+}
