@@ -1,9 +1,11 @@
 //! The webhook service: `POST /validate` over TLS (HTTP/1.1 and HTTP/2), `/healthz`,
 //! `/readyz`, and `/metrics` on a separate plain-HTTP port.
 //!
-//! Requests read the current snapshot through an `ArcSwap` (no locks); evaluation runs on
-//! the [`pool`]'s threads (one per core, and a spare beside each slow evaluation), whose stack
-//! is sized for the engine, so the async workers never block and never run the evaluator.
+//! Requests read the current snapshot through an `ArcSwap` (no locks); a review is first
+//! evaluated on its connection's task for at most `--inline-eval-time` (the hand-over costs
+//! more than a cheap review), then on the [`pool`]'s threads (one per core, and a spare
+//! beside each slow evaluation), whose stack is sized for the engine, so the async workers
+//! never block and never run an evaluation longer than that.
 //! The evaluation stops at the request's deadline, so that its thread is free for other
 //! reviews soon after. Bad input gets a clear
 //! HTTP answer: 415 for a wrong content type, 413 over the body limit, 400 for malformed JSON
