@@ -1,7 +1,7 @@
 # Common tasks. `make test` is exactly what CI runs (through .ci/run): the Python checker the
 # MutatingAdmissionPolicy oracle test runs (PyPI), every Rust test, then the Helm chart check
 # (rendering, lint, Kubernetes schemas; Python tools from PyPI).
-.PHONY: build test lint bench run fmt load chart fuzz
+.PHONY: build test lint bench bench-server run fmt load chart fuzz
 
 build:
 	cargo build --release
@@ -33,6 +33,12 @@ run:
 
 load:
 	bash benches/load/run.sh
+
+# Server CPU per review (µs, allowed and denied, after a warm-up phase) on the bundled
+# examples over TLS and HTTP/2: benches/load/server-cpu.sh. REVIEWS=n per phase (100000).
+REVIEWS ?= 100000
+bench-server:
+	bash benches/load/server-cpu.sh $(REVIEWS)
 
 # Fuzzing (tests/fuzz/): each target for FUZZ_SECONDS in a release build; failing inputs are
 # kept under tests/fuzz-regressions/, which `cargo test --test fuzz` replays.

@@ -1,9 +1,11 @@
 //! The webhook service: `POST /validate` over TLS (HTTP/1.1 and HTTP/2), `/healthz`,
 //! `/readyz`, and `/metrics` on a separate plain-HTTP port.
 //!
-//! Requests read the current snapshot through an `ArcSwap` (no locks); evaluation runs on
-//! the [`pool`]'s threads (one per core, and a spare beside each slow evaluation), whose stack
-//! is sized for the engine, so the async workers never block and never run the evaluator.
+//! Requests read the current snapshot through an `ArcSwap` (no locks); a review is first
+//! evaluated on its connection's task for at most `--inline-eval-time` (the hand-over costs
+//! more than a cheap review), then on the [`pool`]'s threads (one per core, and a spare
+//! beside each slow evaluation), whose stack is sized for the engine, so the async workers
+//! never block and never run an evaluation longer than that.
 //! The evaluation stops at the request's deadline, so that its thread is free for other
 //! reviews soon after. Bad input gets a clear
 //! HTTP answer: 415 for a wrong content type, 413 over the body limit, 400 for malformed JSON
@@ -91,7 +93,16 @@ pub struct Limits {
     /// Evaluation threads at most: one per core runs at a time, the others serve beside slow
     /// evaluations (see [`pool`]).
     pub eval_threads: usize,
+    /// How long a review is evaluated on its connection's task before it goes to the pool
+    /// (see [`evaluate_inline`]); zero: every review goes to the pool.
+    pub inline_eval_time: Duration,
 }
+
+/// The default `--inline-eval-time`: a typical review evaluates in tens of microseconds; one
+/// that needs longer than this goes to the pool, so a connection's worker is never held for
+/// longer (an async worker should not run this long without yielding; well under a
+/// millisecond keeps the others' latency).
+pub const DEFAULT_INLINE_EVAL_TIME: Duration = Duration::from_micros(500);
 
 impl Default for Limits {
     fn default() -> Self {
@@ -112,6 +123,7 @@ impl Default for Limits {
                 std::thread::available_parallelism().map_or(2, |n| n.get()),
                 false,
             ),
+            inline_eval_time: DEFAULT_INLINE_EVAL_TIME,
         }
     }
 }
@@ -381,7 +393,10 @@ impl Answered {
         }
     }
 
-    /// Logs a denial (not in observe mode, where nothing is denied).
+    /// Logs a denial at debug level (not in observe mode, where nothing is denied): under
+    /// load one line per denied review was a sixth of the CPU of a denial and hundreds of MB
+    /// of log an hour; `celgate_requests_total{decision="denied"}` counts them, and
+    /// `--log-results` logs each failed result at info level.
     fn log_denial(&self) {
         let (policy, binding, message) = match self {
             Answered::Validating(a) => match a.verdict.denials.first() {
@@ -401,7 +416,7 @@ impl Answered {
             Answered::Validating(a) => (&a.uid, &a.operation),
             Answered::Mutating(a) => (&a.uid, &a.operation),
         };
-        tracing::info!(
+        tracing::debug!(
             uid = %Clipped(uid),
             operation = %operation,
             policy = %policy,
@@ -521,82 +536,60 @@ async fn serve_review(
         );
     };
     let snapshot = s.snapshot.load_full();
-    let state = s.clone();
-    let mut work = s.evaluators.spawn(move || {
-        // Held while the evaluation runs, past a 504 too: max_inflight bounds the threads
-        // really busy.
-        let _permit = permit;
-        // The body's bytes stay buffered until the evaluation is done with them.
-        let _reservation = reservation;
-        // Waited in the pool's queue past the deadline: nobody waits for the answer.
-        if Instant::now() >= deadline_at {
-            return None;
-        }
-        let context = state.admit_context(deadline_at);
-        if phase == Phase::Mutating {
-            let observing = state.answering.mode == crate::review::Mode::Observe;
-            let answer = crate::review::answer_mutating(&snapshot, &bytes, &context).map(|a| {
-                if observing {
-                    a.observed()
-                } else {
-                    a
+    // A cheap review is answered here, on the connection's task: handing it to the pool and
+    // back costs more than evaluating it (futex wake-ups on both sides). The try stops at
+    // `--inline-eval-time`; a review that needs longer starts over on the pool.
+    let finished = match evaluate_inline(&s, &snapshot, &bytes, phase, deadline_at) {
+        Some(done) => done,
+        None => {
+            let state = s.clone();
+            let mut work = s.evaluators.spawn(move || {
+                // Held while the evaluation runs, past a 504 too: max_inflight bounds the
+                // threads really busy.
+                let _permit = permit;
+                // The body's bytes stay buffered until the evaluation is done with them.
+                let _reservation = reservation;
+                // Waited in the pool's queue past the deadline: nobody waits for the answer.
+                if Instant::now() >= deadline_at {
+                    return None;
                 }
+                let answer = evaluate(&state, &snapshot, &bytes, phase, deadline_at);
+                if let Ok(a) = &answer {
+                    evaluated(&state, &snapshot, a);
+                }
+                Some(answer)
             });
-            return Some(answer.map(Answered::Mutating));
-        }
-        let sink = state.sink.get();
-        let options = crate::review::AnswerOptions {
-            mode: state.answering.mode,
-            trace: sink.is_some(),
-        };
-        let answer = crate::review::answer(&snapshot, &bytes, &context, options);
-        if let Ok(a) = &answer {
-            // Counted on the snapshot the verdict was reached on: its indices name its
-            // policies and bindings.
-            let evaluated = &a.verdict.evaluated;
-            state
-                .metrics
-                .results(&snapshot, evaluated, metrics::ResultSource::Admission);
-            if state.answering.logs_results() {
-                log_results(&snapshot, a);
+            // Until the deadline; meanwhile, once the evaluation has run for SLOW_EVALUATION,
+            // it is marked slow so that a spare thread serves the reviews queued behind it.
+            let mut check_at = Some(Instant::now() + pool::SLOW_EVALUATION);
+            loop {
+                let wake = check_at.map_or(deadline_at, |c| c.min(deadline_at));
+                match tokio::time::timeout_at(wake.into(), &mut work).await {
+                    Ok(done) => break done,
+                    Err(_) if wake >= deadline_at => {
+                        // The evaluation stops at the deadline too, within a few
+                        // milliseconds: its checks and the request are counted when it has.
+                        let s2 = s.clone();
+                        let elapsed = started.elapsed();
+                        tokio::spawn(async move {
+                            let operation = match work.await {
+                                Ok(Some(Ok(a))) => {
+                                    a.record(&s2.metrics);
+                                    a.operation().to_string()
+                                }
+                                _ => String::new(),
+                            };
+                            s2.metrics.answered(&operation, "timeout", elapsed);
+                        });
+                        return timed_out(timeout);
+                    }
+                    Err(_) => check_at = work.check(Instant::now()),
+                }
             }
-            // A timed-out verdict is incomplete: not a result to report.
-            if let Some(sink) = sink.filter(|_| !a.verdict.timed_out) {
-                sink.admitted(&snapshot, a);
-            }
-        }
-        Some(answer.map(Answered::Validating))
-    });
-    // Until the deadline; meanwhile, once the evaluation has run for SLOW_EVALUATION, it is
-    // marked slow so that a spare thread serves the reviews queued behind it.
-    let mut check_at = Some(Instant::now() + pool::SLOW_EVALUATION);
-    let finished = loop {
-        let wake = check_at.map_or(deadline_at, |c| c.min(deadline_at));
-        match tokio::time::timeout_at(wake.into(), &mut work).await {
-            Ok(done) => break Ok(done),
-            Err(_) if wake >= deadline_at => break Err(()),
-            Err(_) => check_at = work.check(Instant::now()),
         }
     };
     let answer = match finished {
-        Err(_) => {
-            // The evaluation stops at the deadline too, within a few milliseconds: its
-            // checks and the request are counted when it has.
-            let s2 = s.clone();
-            let elapsed = started.elapsed();
-            tokio::spawn(async move {
-                let operation = match work.await {
-                    Ok(Some(Ok(a))) => {
-                        a.record(&s2.metrics);
-                        a.operation().to_string()
-                    }
-                    _ => String::new(),
-                };
-                s2.metrics.answered(&operation, "timeout", elapsed);
-            });
-            return timed_out(timeout);
-        }
-        Ok(Err(e)) => {
+        Err(e) => {
             return refuse(
                 &s,
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -604,14 +597,12 @@ async fn serve_review(
                 format!("evaluation failed: {e}"),
             )
         }
-        Ok(Ok(None)) => {
+        Ok(None) => {
             s.metrics.answered("", "timeout", started.elapsed());
             return timed_out(timeout);
         }
-        Ok(Ok(Some(Err(e)))) => {
-            return refuse(&s, StatusCode::BAD_REQUEST, "malformed", e.to_string())
-        }
-        Ok(Ok(Some(Ok(a)))) => a,
+        Ok(Some(Err(e))) => return refuse(&s, StatusCode::BAD_REQUEST, "malformed", e.to_string()),
+        Ok(Some(Ok(a))) => a,
     };
     answer.record(&s.metrics);
     // Stopped at the deadline (the timer had not fired yet): the verdict is incomplete.
@@ -659,6 +650,94 @@ async fn serve_review(
         answer.log_denial();
     }
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// What the pool's answer may be: lost (the evaluation panicked), none (it waited past the
+/// deadline), or the review's answer or why it could not be read.
+type Finished = Result<Option<Result<Answered, crate::review::ReviewError>>, pool::Lost>;
+
+/// Tries `bytes` on the calling task, for at most `--inline-eval-time`: the finished
+/// evaluation, or `None` when it needs longer (or may wait on the API server), for the pool.
+///
+/// Every guarantee of the pool holds: the try stops by the request's deadline (sooner: its
+/// own end), a panic loses only this review's answer (500), and since it stops at its end
+/// (every loop over the input watches it) a costly review holds the connection's worker for
+/// that long at most before it goes to the pool, so slow reviews cannot starve the runtime.
+/// Evaluations that may call the API server (the cluster's namespace lookup, authorizer) are
+/// not tried here: a wait on the network would block the worker.
+fn evaluate_inline(
+    s: &AppState,
+    snapshot: &Snapshot,
+    bytes: &[u8],
+    phase: Phase,
+    deadline_at: Instant,
+) -> Option<Finished> {
+    let budget = s.limits.inline_eval_time;
+    if budget.is_zero() || s.services.get().is_some_and(Services::may_wait) {
+        return None;
+    }
+    let stop_at = Instant::now().checked_add(budget)?;
+    if stop_at >= deadline_at {
+        return None;
+    }
+    let tried = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        evaluate(s, snapshot, bytes, phase, stop_at)
+    }));
+    match tried {
+        // Stopped at the try's end: nothing of it is counted; the pool starts over.
+        Ok(Ok(a)) if a.timed_out() => None,
+        Ok(answer) => {
+            if let Ok(a) = &answer {
+                evaluated(s, snapshot, a);
+            }
+            Some(Ok(Some(answer)))
+        }
+        Err(_) => Some(Err(pool::Lost)),
+    }
+}
+
+/// One review's evaluation on `snapshot`, stopped at `stop_at`.
+fn evaluate(
+    state: &AppState,
+    snapshot: &Snapshot,
+    bytes: &[u8],
+    phase: Phase,
+    stop_at: Instant,
+) -> Result<Answered, crate::review::ReviewError> {
+    let context = state.admit_context(stop_at);
+    if phase == Phase::Mutating {
+        let observing = state.answering.mode == crate::review::Mode::Observe;
+        return crate::review::answer_mutating(snapshot, bytes, &context)
+            .map(|a| if observing { a.observed() } else { a })
+            .map(Answered::Mutating);
+    }
+    let options = crate::review::AnswerOptions {
+        mode: state.answering.mode,
+        trace: state.sink.get().is_some(),
+    };
+    crate::review::answer(snapshot, bytes, &context, options).map(Answered::Validating)
+}
+
+/// Reports a validating answer's results: the result metrics, the result log lines, the
+/// sink.
+fn evaluated(state: &AppState, snapshot: &Snapshot, answer: &Answered) {
+    let Answered::Validating(a) = answer else {
+        return;
+    };
+    // Counted on the snapshot the verdict was reached on: its indices name its policies and
+    // bindings.
+    state.metrics.results(
+        snapshot,
+        &a.verdict.evaluated,
+        metrics::ResultSource::Admission,
+    );
+    if state.answering.logs_results() {
+        log_results(snapshot, a);
+    }
+    // A timed-out verdict is incomplete: not a result to report.
+    if let Some(sink) = state.sink.get().filter(|_| !a.verdict.timed_out) {
+        sink.admitted(snapshot, a);
+    }
 }
 
 /// 503 with `Retry-After`: buffering the request or its answer would pass
@@ -1071,6 +1150,162 @@ mod tests {
         .unwrap()
     }
 
+    /// A snapshot whose one policy runs 10,000 comprehension steps on every configmap.
+    fn costly_snapshot() -> Snapshot {
+        let list = (1..=100)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut b = SnapshotBuilder::new();
+        b.add_policy(
+            serde_json::from_value::<Policy>(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": "costly"},
+                "spec": {
+                    "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]},
+                    "validations": [{"expression": format!("[{list}].all(a, [{list}].all(b, a * b > 0))")}]
+                }
+            }))
+            .unwrap(),
+        );
+        b.add_binding(
+            serde_json::from_value::<Binding>(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": "costly"},
+                "spec": {"policyName": "costly", "validationActions": ["Deny"]}
+            }))
+            .unwrap(),
+        );
+        b.build(crate::cel::NEWEST_MINOR)
+    }
+
+    fn state_with(snapshot: Snapshot, inline_eval_time: Duration) -> Arc<AppState> {
+        let limits = Limits {
+            inline_eval_time,
+            eval_threads: 2,
+            ..Limits::default()
+        };
+        let state = AppState::new(limits, Answering::default());
+        state.install(snapshot);
+        state
+    }
+
+    fn allowed(done: Option<Finished>) -> Option<bool> {
+        match done {
+            Some(Ok(Some(Ok(a)))) => Some(a.allowed()),
+            Some(_) => panic!("not an answer"),
+            None => None,
+        }
+    }
+
+    /// `--inline-eval-time`: a review done within it is answered on the calling task; one
+    /// that needs longer is not (its partial verdict is dropped, nothing counted), and 0s
+    /// sends every review to the pool.
+    #[test]
+    fn cheap_reviews_are_answered_inline_and_costly_ones_go_to_the_pool() {
+        let later = Instant::now() + Duration::from_secs(60);
+        let state = state_with(snapshot(), DEFAULT_INLINE_EVAL_TIME);
+        let snap = state.snapshot.load_full();
+        let deny = review(json!({"debug": "1"}));
+        // A loaded machine may preempt the try past its end: then it goes to the pool.
+        let tried = (0..100).find_map(|_| {
+            allowed(evaluate_inline(
+                &state,
+                &snap,
+                &deny,
+                Phase::Validating,
+                later,
+            ))
+        });
+        assert_eq!(tried, Some(false), "never answered inline");
+        // Past the try's end (1 ns): the costly review is not answered inline, and none of
+        // its checks is counted.
+        let state = state_with(costly_snapshot(), Duration::from_nanos(1));
+        let snap = state.snapshot.load_full();
+        let body = review(json!({"ok": "1"}));
+        assert!(evaluate_inline(&state, &snap, &body, Phase::Validating, later).is_none());
+        assert!(
+            !String::from_utf8_lossy(&state.metrics.encode()).contains("policy=\"costly\""),
+            "the dropped try was counted"
+        );
+        // Off: nothing is tried inline.
+        let state = state_with(snapshot(), Duration::ZERO);
+        let snap = state.snapshot.load_full();
+        assert!(evaluate_inline(&state, &snap, &deny, Phase::Validating, later).is_none());
+        // Services answering from memory (a folder's bare namespaces) allow it; a lookup
+        // that may wait on the API server does not.
+        let state = state_with(snapshot(), DEFAULT_INLINE_EVAL_TIME);
+        state.set_services(Services {
+            authorizer: None,
+            namespace_lookup: Some(Arc::new(crate::admission::bare::BareNamespaces::default())),
+        });
+        let snap = state.snapshot.load_full();
+        let tried = (0..100).find_map(|_| {
+            allowed(evaluate_inline(
+                &state,
+                &snap,
+                &deny,
+                Phase::Validating,
+                later,
+            ))
+        });
+        assert_eq!(
+            tried,
+            Some(false),
+            "never answered inline beside bare namespaces"
+        );
+        #[derive(Debug)]
+        struct Live;
+        impl crate::admission::NamespaceLookup for Live {
+            fn get(&self, _: &str) -> Option<serde_json::Value> {
+                None
+            }
+        }
+        let state = state_with(snapshot(), DEFAULT_INLINE_EVAL_TIME);
+        state.set_services(Services {
+            authorizer: None,
+            namespace_lookup: Some(Arc::new(Live)),
+        });
+        let snap = state.snapshot.load_full();
+        assert!(evaluate_inline(&state, &snap, &deny, Phase::Validating, later).is_none());
+        // A try that would end past the request's deadline is left to the pool.
+        let state = state_with(snapshot(), DEFAULT_INLINE_EVAL_TIME);
+        let snap = state.snapshot.load_full();
+        let soon = Instant::now() + Duration::from_micros(1);
+        assert!(evaluate_inline(&state, &snap, &deny, Phase::Validating, soon).is_none());
+    }
+
+    /// A review too costly for the inline try is answered by the pool, whole.
+    #[test]
+    fn a_costly_review_is_answered_by_the_pool() {
+        let state = state_with(costly_snapshot(), Duration::from_nanos(1));
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let response = runtime.block_on(serve_review(
+            state.clone(),
+            Query(Default::default()),
+            headers,
+            Body::from(review(json!({"ok": "1"}))),
+            Phase::Validating,
+        ));
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = runtime
+            .block_on(response.into_body().collect())
+            .unwrap()
+            .to_bytes();
+        let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(answer["response"]["allowed"], true, "{answer}");
+    }
+
     /// Writes log lines into a shared buffer.
     #[derive(Clone, Default)]
     struct Buffer(Arc<std::sync::Mutex<Vec<u8>>>);
@@ -1083,6 +1318,38 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// A denial is logged at debug level only (counted by `celgate_requests_total`).
+    #[test]
+    fn denials_are_logged_at_debug_level() {
+        let snap = snapshot();
+        let denied = crate::review::answer(
+            &snap,
+            &review(json!({"debug": "1"})),
+            &AdmitContext::default(),
+            Default::default(),
+        )
+        .unwrap();
+        let denied = Answered::Validating(denied);
+        assert!(!denied.allowed());
+        let logged = |level| {
+            let buffer = Buffer::default();
+            let writer = buffer.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(level)
+                .with_writer(move || writer.clone())
+                .finish();
+            tracing::subscriber::with_default(subscriber, || denied.log_denial());
+            let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+            text
+        };
+        assert_eq!(logged(tracing::Level::INFO), "");
+        let debug = logged(tracing::Level::DEBUG);
+        assert!(
+            debug.contains("request denied") && debug.contains("no debug configmaps"),
+            "{debug}"
+        );
     }
 
     #[test]

@@ -230,6 +230,14 @@ pub struct ServeArgs {
     /// up the fast ones.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub eval_threads: usize,
+    /// How long a review is evaluated on the task that read it before it goes to the
+    /// evaluation threads: a review done by then is answered without the hand-over between
+    /// threads (most take tens of microseconds); one that needs longer starts over on them,
+    /// so no review holds a connection worker longer than this. 0s: every review goes to the
+    /// evaluation threads. With `--source kubernetes` (evaluations may wait on the API
+    /// server) every review does.
+    #[arg(long, value_name = "DURATION", default_value = "500us", value_parser = Checked(flags::duration))]
+    pub inline_eval_time: Duration,
     /// Bytes one expression's evaluation may build (strings, lists, maps, run-time
     /// regexes); past it the expression stops with `operation cancelled: memory limit
     /// exceeded`, an error under its policy's failurePolicy. Also the bytes one

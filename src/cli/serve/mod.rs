@@ -234,6 +234,7 @@ fn limits(args: &ServeArgs) -> Result<Limits, CliError> {
         metrics_max_connections: args.metrics_max_connections,
         memory_per_expression: args.cel_memory_limit,
         max_apply_depth: args.max_apply_depth,
+        inline_eval_time: args.inline_eval_time,
         ..Limits::default()
     })
 }

@@ -35,6 +35,11 @@ impl super::NamespaceLookup for BareNamespaces {
         Some(entry)
     }
 
+    /// Built in memory: never waits.
+    fn may_wait(&self) -> bool {
+        false
+    }
+
     fn get(&self, name: &str) -> Option<Json> {
         Some(serde_json::json!({
             "apiVersion": "v1",

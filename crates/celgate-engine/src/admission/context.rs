@@ -26,6 +26,12 @@ pub trait NamespaceLookup: Send + Sync + std::fmt::Debug {
         self.get(name)
             .map(|o| Arc::new(NamespaceEntry::new(Arc::new(o))))
     }
+
+    /// Whether a lookup may wait on I/O (a live GET): the server then never evaluates on an
+    /// async worker. A lookup that answers from memory says `false`.
+    fn may_wait(&self) -> bool {
+        true
+    }
 }
 
 /// The live services an evaluation may call (and wait on), built once by whoever wires the
@@ -37,6 +43,14 @@ pub struct Services {
     pub authorizer: Option<Arc<dyn AuthorizerFactory>>,
     /// Reads namespaces missing from the snapshot from the cluster.
     pub namespace_lookup: Option<Arc<dyn NamespaceLookup>>,
+}
+
+impl Services {
+    /// Whether an evaluation calling these services may wait on I/O (the cluster's
+    /// authorizer, a namespace lookup that may GET).
+    pub fn may_wait(&self) -> bool {
+        self.authorizer.is_some() || self.namespace_lookup.as_ref().is_some_and(|l| l.may_wait())
+    }
 }
 
 /// No services: the offline engine (`celgate eval`, `celgate test`, tests).
