@@ -110,6 +110,14 @@ pub enum Node {
     },
     /// Always an error (an unknown name in an unchecked expression).
     Fail(Box<str>),
+    /// A library constructor on constant arguments (`quantity('1Gi')`), its result computed
+    /// once when compiled. cel-go calls it at every evaluation, so every evaluation is
+    /// charged `cost`, what the call costs, as the call would have been (in one charge, its
+    /// constant arguments costing nothing). Built only for calls that succeed.
+    Kept {
+        value: Value<'static>,
+        cost: u64,
+    },
 }
 
 impl Node {
@@ -146,7 +154,8 @@ impl Node {
             | Node::Lazy { .. }
             | Node::LazyPresent(_)
             | Node::Variables
-            | Node::Fail(_) => false,
+            | Node::Fail(_)
+            | Node::Kept { .. } => false,
             Node::Select { operand, .. } | Node::Has { operand, .. } => operand.reads_local(slot),
             Node::Index { operand, index, .. } => {
                 operand.reads_local(slot) || index.reads_local(slot)
@@ -624,6 +633,10 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 super::mutation::construct(type_name, out, self.meter)
             }
             Node::Fail(msg) => Err(EvalError::new(msg.as_ref())),
+            Node::Kept { value, cost } => {
+                self.meter.charge(*cost)?;
+                Ok(value.clone())
+            }
             Node::OptOr { args, value } => match self.eval(&args[0])? {
                 Value::Optional(Some(v)) if *value => Ok((*v).clone()),
                 Value::Optional(None) => self.eval(&args[1]),
