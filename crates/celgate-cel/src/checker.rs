@@ -470,7 +470,7 @@ impl<'e> Checker<'e> {
                 Ok((
                     Node::Has {
                         operand: Box::new(node),
-                        field: field.as_str().into(),
+                        field: Key::new(field.as_str()),
                     },
                     Type::Bool,
                 ))
