@@ -507,7 +507,7 @@ fn operand(v: &Value<'_>) -> Result<(i128, u32, bool), EvalError> {
 fn add_or_sub<'a>(a: &[Value<'a>], negate: bool) -> R<'a> {
     let q = quantity_of(&a[0])?;
     let (y, y_scale, y_int64) = operand(&a[1])?;
-    let (x, y, scale) = aligned(&q, (y, y_scale)).ok_or_else(|| EvalError::new(TOO_LARGE))?;
+    let (x, y, scale) = aligned(q, (y, y_scale)).ok_or_else(|| EvalError::new(TOO_LARGE))?;
     let result = if negate {
         x.checked_sub(y)
     } else {
