@@ -206,6 +206,40 @@ const FOLDABLE: &[&str] = &[
     "type",
 ];
 
+/// Constructors of immutable library values that cel-go calls at every evaluation (no
+/// `OptOptimize` folding), whose result on constant arguments celgate keeps from compile
+/// time ([`Node::Kept`]) while still charging each evaluation what the call costs.
+const KEPT_CALLS: &[&str] = &["quantity", "ip", "cidr", "semver", "url"];
+
+/// A [`KEPT_CALLS`] call on constant arguments as [`Node::Kept`]: its result and its cost,
+/// taken from one evaluation now. Anything but a plain success that costs cel-go's units
+/// alone (an error, memory or a regex built, a call charged by a rule other than its
+/// statically resolved overload's) keeps the call, so it fails or is charged at run time
+/// exactly as before.
+fn keep_result(node: Node) -> Node {
+    let Node::Call {
+        imp: Callee::Static(_),
+        args,
+        ..
+    } = &node
+    else {
+        return node;
+    };
+    if !args.iter().all(|n| matches!(n, Node::Const(_))) {
+        return node;
+    }
+    let empty: Vec<Value<'static>> = Vec::new();
+    let mut meter = Meter::default();
+    let result = Evaluator::new(&empty, &mut meter).eval(&node);
+    match result {
+        Ok(v) if meter.memory == 0 && meter.regexes_compiled == 0 => Node::Kept {
+            value: detach(v),
+            cost: meter.cost,
+        },
+        _ => node,
+    }
+}
+
 impl<'e> Checker<'e> {
     pub fn new(env: &'e Env, src: &'e str) -> Self {
         Checker {
@@ -436,7 +470,7 @@ impl<'e> Checker<'e> {
                 Ok((
                     Node::Has {
                         operand: Box::new(node),
-                        field: field.as_str().into(),
+                        field: Key::new(field.as_str()),
                     },
                     Type::Bool,
                 ))
@@ -1260,6 +1294,9 @@ impl<'e> Checker<'e> {
         };
         if FOLDABLE.contains(&func) && self.env.optimize {
             return Ok((self.fold(e, node)?, ty));
+        }
+        if KEPT_CALLS.contains(&func) {
+            return Ok((keep_result(node), ty));
         }
         Ok((node, ty))
     }

@@ -61,7 +61,8 @@ pub enum Node {
     },
     Has {
         operand: Box<Node>,
-        field: Box<str>,
+        /// Prepared for the document's prefix lookup, as a selection's.
+        field: Key,
     },
     Index {
         operand: Box<Node>,
@@ -110,6 +111,14 @@ pub enum Node {
     },
     /// Always an error (an unknown name in an unchecked expression).
     Fail(Box<str>),
+    /// A library constructor on constant arguments (`quantity('1Gi')`), its result computed
+    /// once when compiled. cel-go calls it at every evaluation, so every evaluation is
+    /// charged `cost`, what the call costs, as the call would have been (in one charge, its
+    /// constant arguments costing nothing). Built only for calls that succeed.
+    Kept {
+        value: Value<'static>,
+        cost: u64,
+    },
 }
 
 impl Node {
@@ -146,7 +155,8 @@ impl Node {
             | Node::Lazy { .. }
             | Node::LazyPresent(_)
             | Node::Variables
-            | Node::Fail(_) => false,
+            | Node::Fail(_)
+            | Node::Kept { .. } => false,
             Node::Select { operand, .. } | Node::Has { operand, .. } => operand.reads_local(slot),
             Node::Index { operand, index, .. } => {
                 operand.reads_local(slot) || index.reads_local(slot)
@@ -475,7 +485,7 @@ impl<'a, 'x> Evaluator<'a, 'x> {
             }
             Node::Local(i) => {
                 self.meter.charge(1)?;
-                Ok(attribute_value(self.locals[*i].clone()))
+                Ok(self.local_attribute(*i))
             }
             Node::Lazy { index, optional } => {
                 // cel-go charges the `variables` identifier and the field selection.
@@ -515,6 +525,14 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 select_in(v, field, false, false)
             }
             Node::Has { operand, field } => {
+                if let Node::Local(i) = **operand {
+                    if let Some(Value::Map(m)) = self.locals.get(i) {
+                        // `has(x.f)` on a comprehension variable holding a map, in place:
+                        // charged the variable, as below.
+                        self.meter.charge(1)?;
+                        return Ok(Value::Bool(m.get_key(field).is_some()));
+                    }
+                }
                 let v = self.presence_operand(operand);
                 // cel-go wraps a computed operand in a relative attribute, charged even when
                 // the operand failed.
@@ -624,6 +642,10 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 super::mutation::construct(type_name, out, self.meter)
             }
             Node::Fail(msg) => Err(EvalError::new(msg.as_ref())),
+            Node::Kept { value, cost } => {
+                self.meter.charge(*cost)?;
+                Ok(value.clone())
+            }
             Node::OptOr { args, value } => match self.eval(&args[0])? {
                 Value::Optional(Some(v)) if *value => Ok((*v).clone()),
                 Value::Optional(None) => self.eval(&args[1]),
@@ -701,6 +723,18 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         else {
             return self.eval(n);
         };
+        if let (Node::Local(i), 1) = (&**operand, *cost) {
+            if let Some(Value::Map(m)) = self.locals.get(*i) {
+                // The commonest chain head, a comprehension variable holding a map, read in
+                // place: charged as below (the variable, then the field once found).
+                self.meter.charge(1)?;
+                let found = m
+                    .get_key(field)
+                    .ok_or_else(|| EvalError::no_such_key(field))?;
+                self.meter.charge(1)?;
+                return Ok(found);
+            }
+        }
         let inner = self.presence_operand(operand);
         // The relative attribute around a computed operand is charged whatever it found.
         let relative = u64::from(cost.saturating_sub(1));
@@ -1278,6 +1312,18 @@ impl<'a, 'x> Evaluator<'a, 'x> {
         item.bind(self.locals.get_mut(slot..).unwrap_or_default());
     }
 
+    /// Local slot `i` read as an attribute ([`attribute_value`]) without moving it through
+    /// that function: only a nested optional needs more than a clone.
+    #[inline(always)]
+    fn local_attribute(&self, i: usize) -> Value<'a> {
+        match &self.locals[i] {
+            Value::Optional(Some(inner)) if matches!(**inner, Value::Optional(_)) => {
+                Value::optional(Some(strip_optionals(inner)))
+            }
+            v => v.clone(),
+        }
+    }
+
     /// The value in local slot `i`.
     fn local(&self, i: usize) -> Value<'a> {
         self.locals.get(i).cloned().unwrap_or(Value::Null)
@@ -1514,9 +1560,9 @@ fn select_in<'a>(v: Value<'a>, field: &Key, optional: bool, explicit: bool) -> R
     }
 }
 
-fn has(v: &Value<'_>, field: &str) -> R<'static> {
+fn has(v: &Value<'_>, field: &Key) -> R<'static> {
     match v {
-        Value::Map(m) => Ok(Value::Bool(m.get_str(field).is_some())),
+        Value::Map(m) => Ok(Value::Bool(m.get_key(field).is_some())),
         Value::Optional(None) => Ok(Value::Bool(false)),
         Value::Optional(Some(inner)) => has(inner, field),
         Value::List(_) => Err(unsupported_list_index()),

@@ -153,4 +153,32 @@ mod tests {
         fn check<T: Send + Sync>() {}
         check::<Program>();
     }
+
+    #[test]
+    fn constant_constructors_are_kept_and_charged_at_every_evaluation() {
+        let (env, _) = crate::vap::vap_env(
+            crate::NEWEST_MINOR,
+            crate::vap::Decls {
+                params: false,
+                authorizer: false,
+            },
+        );
+        let none: [Value<'static>; 0] = [];
+        let p = env
+            .compile("quantity('123456789012345')")
+            .expect("compiles");
+        assert!(matches!(p.root, Node::Kept { cost: 2, .. }), "{:?}", p.root);
+        for _ in 0..2 {
+            let mut meter = Meter::default();
+            let q = p.eval(&none, &mut meter).expect("evaluates");
+            assert_eq!(q.type_name(), "kubernetes.Quantity");
+            assert_eq!(meter.cost, 2, "ceil(0.1 * 15), as cel-go charges the call");
+        }
+        // A constant that fails stays a call: the error is the evaluation's, not compiled.
+        let bad = env.compile("quantity('x')").expect("compiles");
+        assert!(matches!(bad.root, Node::Call { .. }), "{:?}", bad.root);
+        let mut meter = Meter::default();
+        assert!(bad.eval(&none, &mut meter).is_err());
+        assert_eq!(meter.cost, 1);
+    }
 }

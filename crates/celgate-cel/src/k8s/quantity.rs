@@ -165,9 +165,10 @@ pub fn parse(s: &str) -> Result<Quantity, EvalError> {
     }
     let (positive, num, denom, suf) = split(s).map_err(err)?;
     let suffix = suffix(suf).ok_or_else(|| err(SUFFIX))?;
-    // The digits as an integer, and the power of ten that scales them.
-    let digits: String = format!("{num}{denom}");
-    let digits = digits.trim_start_matches('0');
+    // The digits of `num` and `denom` as one number (read in place: no copy per parse),
+    // and the power of ten that scales them.
+    let all = Digits(num, denom);
+    let leading = all.bytes().take_while(|&c| c == b'0').count();
     let mut exp10: i64 = -(denom.len() as i64);
     let mut binary: u32 = 0;
     match suffix {
@@ -178,29 +179,36 @@ pub fn parse(s: &str) -> Result<Quantity, EvalError> {
     let shift = exp10 + 9;
     let too_large = || err(TOO_LARGE);
     // Trailing zeros only scale: `1e1000` is one digit.
-    let significant = digits.trim_end_matches('0');
-    let shift = shift + (digits.len() - significant.len()) as i64;
-    let digits = significant;
-    let (mut nanos, mut scale): (i128, u32) = if digits.is_empty() {
+    let trailing = if leading == all.len() {
+        0
+    } else {
+        all.bytes().rev().take_while(|&c| c == b'0').count()
+    };
+    let shift = shift + trailing as i64;
+    // The significant digits: `all[leading..end]`.
+    let end = all.len() - trailing;
+    let significant = end - leading;
+    let (mut nanos, mut scale): (i128, u32) = if significant == 0 {
         (0, 0)
     } else if shift >= 0 {
-        if digits.len() > 38 {
+        if significant > 38 {
             return Err(too_large());
         }
-        let base: i128 = digits.parse().map_err(|_| err(NUMERIC))?;
+        let base = all.value(leading, end).ok_or_else(|| err(NUMERIC))?;
         let shift = u32::try_from(shift).map_err(|_| too_large())?;
         normalize(base, shift)
     } else {
         let cut = (-shift) as usize;
-        if cut >= digits.len() {
+        if cut >= significant {
             (1, 0)
         } else {
-            let (keep, dropped) = digits.split_at(digits.len() - cut);
-            if keep.len() > 38 {
+            let keep_end = end - cut;
+            if keep_end - leading > 38 {
                 return Err(too_large());
             }
-            let kept: i128 = keep.parse().map_err(|_| err(NUMERIC))?;
-            (kept + i128::from(dropped.bytes().any(|c| c != b'0')), 0)
+            let kept = all.value(leading, keep_end).ok_or_else(|| err(NUMERIC))?;
+            let dropped = all.bytes().take(end).skip(keep_end).any(|c| c != b'0');
+            (kept + i128::from(dropped), 0)
         }
     };
     if binary > 0 {
@@ -242,32 +250,56 @@ fn fast_path(num: &str, denom: &str, suffix: &Suffix) -> Option<bool> {
         "" => "0",
         n => n,
     };
-    let shifted = format!("{num}{denom}");
-    let digits = (num.len() + denom.len()) as i64;
+    let shifted = Digits(num, denom);
+    let digits = shifted.len() as i64;
     match *suffix {
         Suffix::Decimal(exp) => {
             let scale = i64::from(exp) - denom.len() as i64;
             if digits > 18 || scale < -9 {
                 return None;
             }
-            shifted.parse::<i64>().ok()?;
-            Some(scale % 3 == 0 && !shifted.ends_with("000") && !shifted.starts_with('0'))
+            // At most 18 digits: always an int64.
+            let ends_000 = shifted.len() >= 3 && shifted.bytes().rev().take(3).all(|c| c == b'0');
+            let starts_0 = shifted.bytes().next() == Some(b'0');
+            Some(scale % 3 == 0 && !ends_000 && !starts_0)
         }
         Suffix::Binary(exp) => {
             let precision = 15 - num.len() as i64 - (exp as f32 * 3.0 / 10.0) as i64 - 1;
             if !denom.is_empty() || precision < 0 {
                 return None;
             }
-            let value = shifted.parse::<i64>().ok()?;
+            let value = i64::try_from(shifted.value(0, shifted.len())?).ok()?;
             value.checked_mul(1i64 << exp)?;
             Some(exp % 10 == 0 && value & 7 != 0)
         }
     }
 }
 
-fn quantity_of(v: &Value<'_>) -> Result<Quantity, EvalError> {
+/// Two runs of ASCII digits read as one (a quantity's integer and fractional digits),
+/// without joining them.
+#[derive(Clone, Copy)]
+struct Digits<'s>(&'s str, &'s str);
+
+impl<'s> Digits<'s> {
+    fn len(self) -> usize {
+        self.0.len() + self.1.len()
+    }
+
+    fn bytes(self) -> impl DoubleEndedIterator<Item = u8> + 's {
+        self.0.bytes().chain(self.1.bytes())
+    }
+
+    /// The digits `from..to` as a number; `None` past an `i128`.
+    fn value(self, from: usize, to: usize) -> Option<i128> {
+        self.bytes().take(to).skip(from).try_fold(0i128, |n, c| {
+            n.checked_mul(10)?.checked_add(i128::from(c - b'0'))
+        })
+    }
+}
+
+/// The quantity `v` holds, borrowed (a clone would copy its kept text).
+fn quantity_of<'v>(v: &'v Value<'_>) -> Result<&'v Quantity, EvalError> {
     v.as_opaque::<Quantity>()
-        .cloned()
         .ok_or_else(EvalError::no_such_overload)
 }
 
@@ -419,11 +451,11 @@ fn as_int64(q: &Quantity) -> Option<i64> {
 }
 
 fn is_integer<'a>(a: &[Value<'a>]) -> R<'a> {
-    Ok(Value::Bool(as_int64(&quantity_of(&a[0])?).is_some()))
+    Ok(Value::Bool(as_int64(quantity_of(&a[0])?).is_some()))
 }
 
 fn as_integer<'a>(a: &[Value<'a>]) -> R<'a> {
-    as_int64(&quantity_of(&a[0])?)
+    as_int64(quantity_of(&a[0])?)
         .map(Value::Int)
         .ok_or_else(|| EvalError::new("cannot convert value to integer"))
 }
@@ -475,7 +507,7 @@ fn operand(v: &Value<'_>) -> Result<(i128, u32, bool), EvalError> {
 fn add_or_sub<'a>(a: &[Value<'a>], negate: bool) -> R<'a> {
     let q = quantity_of(&a[0])?;
     let (y, y_scale, y_int64) = operand(&a[1])?;
-    let (x, y, scale) = aligned(&q, (y, y_scale)).ok_or_else(|| EvalError::new(TOO_LARGE))?;
+    let (x, y, scale) = aligned(q, (y, y_scale)).ok_or_else(|| EvalError::new(TOO_LARGE))?;
     let result = if negate {
         x.checked_sub(y)
     } else {
@@ -497,19 +529,19 @@ fn sub_quantity<'a>(a: &[Value<'a>]) -> R<'a> {
 
 fn compare_to<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Int(
-        cmp_quantity(&quantity_of(&a[0])?, &quantity_of(&a[1])?) as i64,
+        cmp_quantity(quantity_of(&a[0])?, quantity_of(&a[1])?) as i64,
     ))
 }
 
 fn is_greater_than<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Bool(
-        cmp_quantity(&quantity_of(&a[0])?, &quantity_of(&a[1])?) == Ordering::Greater,
+        cmp_quantity(quantity_of(&a[0])?, quantity_of(&a[1])?) == Ordering::Greater,
     ))
 }
 
 fn is_less_than<'a>(a: &[Value<'a>]) -> R<'a> {
     Ok(Value::Bool(
-        cmp_quantity(&quantity_of(&a[0])?, &quantity_of(&a[1])?) == Ordering::Less,
+        cmp_quantity(quantity_of(&a[0])?, quantity_of(&a[1])?) == Ordering::Less,
     ))
 }
 
