@@ -262,6 +262,16 @@ impl<'s> Doc<'s> {
         }
     }
 
+    /// The byte-level parse alone, `None` where it refuses (no fallback to serde_json): for
+    /// the fuzz targets that compare it with [`Doc::parse_serde`].
+    #[doc(hidden)]
+    pub fn parse_bytes_only(bytes: &'s [u8], projections: Option<&Projections>) -> Option<Doc<'s>> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut b = Build::new(text);
+        let mode = projections.map_or(scan::Mode::Full, scan::Mode::route);
+        scan::parse(&mut b, mode).ok().map(|()| b.finish())
+    }
+
     /// Parses through serde_json's parser (the reference [`Doc::parse`] is checked against,
     /// and the source of its error messages).
     #[doc(hidden)]
