@@ -256,6 +256,19 @@ proptest! {
     }
 
     #[test]
+    fn string_runs_end_at_the_first_quote_backslash_or_control_byte(
+        b in prop::collection::vec(prop_oneof![Just(b'"'), Just(b'\\'), Just(0x1f), Just(0x20), 0x20u8..0xff, any::<u8>()], 0..40),
+        from in 0usize..40,
+    ) {
+        let from = from.min(b.len());
+        let naive = b[from..]
+            .iter()
+            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+            .map_or(b.len(), |p| from + p);
+        prop_assert_eq!(scan::special(&b, from), naive);
+    }
+
+    #[test]
     fn garbage_parses_as_serde_json_parses_it(b in prop::collection::vec(any::<u8>(), 0..24)) {
         same_as_serde(&b)?;
     }

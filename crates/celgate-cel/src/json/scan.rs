@@ -3,7 +3,8 @@
 //!
 //! It builds exactly the document the serde_json-driven builder of `json.rs` builds (the same
 //! nodes, entries, element tables, key indexes and unescaped text) in one pass over the bytes,
-//! without serde's per-value visitor calls. It only answers "this is the document" or "no":
+//! without serde's per-value visitor calls; a string's plain run is found eight bytes at a
+//! time. It only answers "this is the document" or "no":
 //! on any refusal the caller runs the serde_json parse again for its error, so every message
 //! stays serde_json's (or the duplicate-key and depth messages of `json.rs`), byte for byte.
 //! What it accepts is RFC 8259 JSON as serde_json reads it: the same whitespace, no leading
@@ -78,6 +79,39 @@ impl<'p> Mode<'p> {
             None => Mode::Route(r),
         }
     }
+}
+
+/// The position of the first byte from `i` that ends a string's plain run: a quote, a
+/// backslash or a control character (refused in a string), else the length. Eight bytes at a
+/// time: in each word, a byte is flagged when it is below 0x20 or equal to one of the two
+/// after an XOR; the borrows of the subtractions only ever flag bytes above a true match, so
+/// the lowest flag is the first match.
+#[inline(always)]
+pub(super) fn special(bytes: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let backslash = w ^ (ONES * u64::from(b'\\'));
+        let flags = (quote.wrapping_sub(ONES) & !quote
+            | backslash.wrapping_sub(ONES) & !backslash
+            | w.wrapping_sub(ONES * 0x20) & !w)
+            & HIGH;
+        if flags != 0 {
+            return i + (flags.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = bytes.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            return i;
+        }
+        i += 1;
+    }
+    i
 }
 
 pub(super) struct Scan<'s, 'b> {
@@ -318,14 +352,10 @@ impl<'s> Scan<'s, '_> {
     #[inline]
     fn string(&mut self) -> Scanned<(Span, bool, u32)> {
         let start = self.pos + 1;
-        let rest = &self.bytes[start..];
-        let i = memchr::memchr2(b'"', b'\\', rest).ok_or(Fail)?;
-        let body = &rest[..i];
-        if body.iter().any(|&c| c < 0x20) {
-            return Err(Fail);
-        }
-        if rest[i] == b'"' {
-            self.pos = start + i + 1;
+        let end = special(self.bytes, start);
+        let i = end - start;
+        if self.bytes.get(end) == Some(&b'"') {
+            self.pos = end + 1;
             // On character boundaries: both ends are next to an ASCII quote.
             let s = self.text.get(start..start + i).ok_or(Fail)?;
             let span = span::<serde_json::Error>(start, i).map_err(|_| Fail)?;
@@ -334,7 +364,7 @@ impl<'s> Scan<'s, '_> {
         self.escaped_string(start, i)
     }
 
-    /// The rest of a string from its first backslash (at `start + plain`), unescaped into
+    /// The rest of a string from its first special byte (at `start + plain`), unescaped into
     /// `Build::unescaped`.
     #[cold]
     fn escaped_string(&mut self, start: usize, plain: usize) -> Scanned<(Span, bool, u32)> {
@@ -356,12 +386,7 @@ impl<'s> Scan<'s, '_> {
                 _ => return Err(Fail),
             }
             from = i;
-            let rest = &self.bytes[i..];
-            let n = memchr::memchr2(b'"', b'\\', rest).ok_or(Fail)?;
-            if rest[..n].iter().any(|&c| c < 0x20) {
-                return Err(Fail);
-            }
-            i += n;
+            i = special(self.bytes, i);
         }
         let text = &self.b.unescaped[at..];
         let chars = char_count(text) as u32;
