@@ -867,7 +867,7 @@ fn check_projected(data: &[u8]) -> Result<(), String> {
     if Doc::parse_bytes_only(data, Some(&routes)).is_some() != full.is_ok() {
         return Err(format!(
             "byte-level projected parse accepts: {}, full parse: {:?}",
-            !full.is_ok(),
+            full.is_err(),
             full.as_ref().map(|_| ()).map_err(ToString::to_string)
         ));
     }
