@@ -12,6 +12,7 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use serde_json::Value as Json;
 
 use celgate::cel::json::Doc;
+use celgate::cel::projection::{Projection, Projections};
 use celgate::cel::vap::{vap_env, Decls};
 use celgate::cel::{Meter, Program, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 
@@ -88,6 +89,57 @@ fn from_bytes(programs: &[Program], bytes: &[u8]) -> bool {
     eval_all(programs, Value::from_doc(object))
 }
 
+/// As [`from_bytes`], building only what `routes` project (the case's reads, by hand).
+fn from_bytes_projected(programs: &[Program], bytes: &[u8], routes: &Projections) -> bool {
+    let doc = Doc::parse_projected(bytes, routes).expect("review JSON");
+    let object = doc
+        .root()
+        .get("request")
+        .and_then(|r| r.get("object"))
+        .expect("request.object");
+    eval_all(programs, Value::from_doc(object))
+}
+
+/// `request.object` projected with `object`; `request.oldObject` skipped.
+fn routes(object: &Projection) -> Projections {
+    let mut r = Projections::new();
+    r.project(&["request", "object"], object);
+    r.project(&["request", "oldObject"], &Projection::none());
+    r
+}
+
+/// What each case's expressions read of the object, written by hand (the read analysis
+/// computes these from the expressions).
+fn case_projection(case: &str) -> Projection {
+    let mut p = Projection::none();
+    match case.as_bytes()[0] {
+        b'1' => p.field_mut("metadata").field_mut("name").set_whole(),
+        b'2' | b'3' => {
+            let c = p.field_mut("spec").field_mut("containers").each_mut();
+            c.field_mut("image").set_whole();
+        }
+        b'4' => {
+            let c = p.field_mut("spec").field_mut("containers").each_mut();
+            c.field_mut("resources")
+                .field_mut("limits")
+                .field_mut("memory")
+                .set_whole();
+        }
+        _ => {
+            let spec = p.field_mut("spec");
+            for f in ["hostNetwork", "hostPID", "hostIPC", "securityContext"] {
+                spec.field_mut(f).set_whole();
+            }
+            let c = spec.field_mut("containers").each_mut();
+            c.field_mut("securityContext").set_whole();
+            c.field_mut("ports").set_whole();
+            // Presence tests only: the volumes are objects whose members may be skipped.
+            spec.field_mut("volumes").each_mut().field_mut("hostPath");
+        }
+    }
+    p
+}
+
 fn pss_expressions() -> Vec<String> {
     let text = std::fs::read_to_string(shared("bench/pss-validations.yaml"))
         .expect("pss-validations.yaml");
@@ -154,6 +206,19 @@ fn bench(c: &mut Criterion) {
         });
     }
     bytes_group.finish();
+    let mut projected_group = c.benchmark_group("JSON bytes to result (projected)");
+    for (name, programs, object) in &cases {
+        let bytes = review_bytes(object);
+        let routes = routes(&case_projection(name));
+        assert!(
+            from_bytes_projected(programs, &bytes, &routes),
+            "{name} must be true on its projected input"
+        );
+        projected_group.bench_with_input(BenchmarkId::from_parameter(name), &bytes, |b, bytes| {
+            b.iter(|| from_bytes_projected(programs, black_box(bytes), &routes))
+        });
+    }
+    projected_group.finish();
 }
 
 criterion_group!(benches, bench);

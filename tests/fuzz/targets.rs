@@ -11,6 +11,7 @@ use celgate::cel::json::{Doc, Item, Key, Ref};
 use celgate::cel::k8s::authz::{
     Attributes, AuthorizeError, Authorizer, AuthorizerValue, Decision, Verdict,
 };
+use celgate::cel::projection::{Projection, Projections};
 use celgate::cel::vap::{request_resource_attributes, vap_env, Decls, Slots};
 use celgate::cel::{Env, Meter, Program, Type, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 use celgate::policy::snapshot::Snapshot;
@@ -782,8 +783,165 @@ fn compare_doc(r: Ref<'_, '_>, v: &Json, path: &str) -> Result<(), String> {
                 Item::Null => "Null".into(),
                 Item::Array(n) => format!("Array({n})"),
                 Item::Object(n) => format!("Object({n})"),
+                Item::Skipped { object } => format!("Skipped(object: {object})"),
             };
             return bad(format!("{item} vs serde_json's {v}"));
+        }
+    }
+    Ok(())
+}
+
+/// The byte-level parser alone (no fallback) accepts exactly what the serde_json-driven one
+/// accepts and builds the same tables; `Doc::parse` gives the serde path's error text.
+fn check_parsers(data: &[u8]) -> Result<(), String> {
+    let serde = Doc::parse_serde(data);
+    match (Doc::parse_bytes_only(data, None), &serde) {
+        (Some(a), Ok(b)) => {
+            if a.layout() != b.layout() {
+                return Err(format!(
+                    "byte-level and serde parses differ:\n{}\nvs\n{}",
+                    a.layout(),
+                    b.layout()
+                ));
+            }
+        }
+        (None, Err(_)) => {}
+        (a, b) => {
+            return Err(format!(
+                "byte-level parse accepts: {}, serde parse: {:?}",
+                a.is_some(),
+                b.as_ref().map(|_| ()).map_err(ToString::to_string)
+            ))
+        }
+    }
+    match (Doc::parse(data), serde) {
+        (Ok(_), Ok(_)) => Ok(()),
+        (Err(a), Err(b)) if a.to_string() == b.to_string() => Ok(()),
+        (a, b) => Err(format!(
+            "Doc::parse {:?} vs parse_serde {:?}",
+            a.map(|_| ()).map_err(|e| e.to_string()),
+            b.map(|_| ()).map_err(|e| e.to_string())
+        )),
+    }
+}
+
+/// The projections a review's readers use, chosen by the input's length: the object's name,
+/// its containers' images, presence tests on volumes, nothing of the old object, the whole
+/// document skipped, every element of a top-level array skipped but for one field.
+fn fuzz_projections(data: &[u8]) -> Projections {
+    let mut object = Projection::none();
+    let mut routes = Projections::new();
+    match data.len() % 5 {
+        0 => object.field_mut("metadata").field_mut("name").set_whole(),
+        1 => {
+            let spec = object.field_mut("spec");
+            spec.field_mut("containers")
+                .each_mut()
+                .field_mut("image")
+                .set_whole();
+            spec.field_mut("volumes").each_mut().field_mut("hostPath");
+        }
+        2 => {
+            routes.project(&[], &Projection::none());
+            return routes;
+        }
+        3 => {
+            let mut each = Projection::none();
+            each.each_mut().field_mut("a").set_whole();
+            routes.project(&[], &each);
+            return routes;
+        }
+        _ => object.field_mut("metadata").set_whole(),
+    }
+    routes.project(&["request", "object"], &object);
+    routes.project(&["request", "oldObject"], &Projection::none());
+    routes
+}
+
+/// A projected parse accepts and refuses exactly what the full parse does (with its error
+/// text), and reads the same wherever it built a node; a skipped container is one of the
+/// full parse's, with the same value.
+fn check_projected(data: &[u8]) -> Result<(), String> {
+    let routes = fuzz_projections(data);
+    let full = Doc::parse(data);
+    if Doc::parse_bytes_only(data, Some(&routes)).is_some() != full.is_ok() {
+        return Err(format!(
+            "byte-level projected parse accepts: {}, full parse: {:?}",
+            full.is_err(),
+            full.as_ref().map(|_| ()).map_err(ToString::to_string)
+        ));
+    }
+    match (Doc::parse_projected(data, &routes), full) {
+        (Ok(p), Ok(f)) => {
+            let mut skipped = 0;
+            same_where_built(p.root(), f.root(), "$", &mut skipped)?;
+            stat(if skipped > 0 {
+                "projected: some skipped"
+            } else {
+                "projected: nothing skipped"
+            });
+            Ok(())
+        }
+        (Err(a), Err(b)) if a.to_string() == b.to_string() => Ok(()),
+        (a, b) => Err(format!(
+            "projected {:?} vs full {:?}",
+            a.map(|_| ()).map_err(|e| e.to_string()),
+            b.map(|_| ()).map_err(|e| e.to_string())
+        )),
+    }
+}
+
+fn same_where_built(
+    p: Ref<'_, '_>,
+    f: Ref<'_, '_>,
+    path: &str,
+    skipped: &mut usize,
+) -> Result<(), String> {
+    let bad = |what: &str| Err(format!("projected at {path}: {what}"));
+    match (p.item(), f.item()) {
+        (Item::Skipped { object }, full) => {
+            *skipped += 1;
+            if !matches!(
+                (object, full),
+                (true, Item::Object(_)) | (false, Item::Array(_))
+            ) {
+                return bad("skipped a non-container or the wrong kind");
+            }
+            if p.to_value() != f.to_value() || p.children().next().is_some() {
+                return bad("skipped value differs");
+            }
+        }
+        (Item::Object(n), Item::Object(m)) => {
+            if n != m {
+                return bad("member count");
+            }
+            let (mut a, mut b) = (p.children(), f.children());
+            while let (Some((ka, va)), Some((kb, vb))) = (a.next_entry(), b.next_entry()) {
+                if ka != kb || p.get(ka).map(|r| r.index()) != Some(va.index()) {
+                    return bad("keys differ");
+                }
+                celgate::cel::json::with_stack(|| {
+                    same_where_built(va, vb, &format!("{path}.{ka:?}"), skipped)
+                })?;
+            }
+        }
+        (Item::Array(n), Item::Array(m)) => {
+            if n != m {
+                return bad("length");
+            }
+            for (i, (a, b)) in p.children().zip(f.children()).enumerate() {
+                if p.element(i).map(|r| r.index()) != Some(a.index()) {
+                    return bad("element index");
+                }
+                celgate::cel::json::with_stack(|| {
+                    same_where_built(a, b, &format!("{path}[{i}]"), skipped)
+                })?;
+            }
+        }
+        _ => {
+            if p.to_value() != f.to_value() {
+                return bad("scalar differs");
+            }
         }
     }
     Ok(())
@@ -795,6 +953,8 @@ fn compare_doc(r: Ref<'_, '_>, v: &Json, path: &str) -> Result<(), String> {
 /// recursion limit of 128, since documents accept what the API server accepts (10,000
 /// levels); fuzz inputs are small enough for the fuzz thread's stack.
 pub fn check_doc(data: &[u8]) -> Result<(), String> {
+    check_parsers(data)?;
+    check_projected(data)?;
     let doc = Doc::parse(data);
     let serde: Result<Json, _> = {
         let mut de = serde_json::Deserializer::from_slice(data);

@@ -25,6 +25,11 @@ use std::fmt;
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::text::char_count;
+use crate::projection::Projections;
+
+#[cfg(test)]
+mod parity_tests;
+mod scan;
 
 /// Where a string's text is: `len` bytes from `at`, in the input or in [`Doc::unescaped`]
 /// (the node's variant, or the entry's `escaped`, says which).
@@ -59,6 +64,13 @@ enum Node {
         first: u32,
         len: u32,
         end: u32,
+    },
+    /// A container a projection left out: an object or an array, checked as JSON but not
+    /// built; its text is `len` bytes of the input from `at`.
+    Skipped {
+        object: bool,
+        at: u32,
+        len: u32,
     },
 }
 
@@ -173,6 +185,13 @@ pub enum Item<'d> {
     Array(u32),
     /// An object of this many members.
     Object(u32),
+    /// An object (`object: true`) or an array that a projection left out of the document
+    /// ([`Doc::parse_projected`]): its text was checked as JSON, but nothing of it can be
+    /// read. It has no children and no members; it is neither an empty container nor null.
+    Skipped {
+        /// An object (else an array).
+        object: bool,
+    },
 }
 
 /// How deep a document may nest: an AdmissionReview's object as deep as the API server's JSON
@@ -210,36 +229,55 @@ impl<'s> Doc<'s> {
     /// and refusing it leaves no lookup, iteration or CEL map to disagree about which value
     /// holds. The error names the key and the path of its object.
     pub fn parse(bytes: &'s [u8]) -> Result<Doc<'s>, serde_json::Error> {
-        // Validating the UTF-8 once lets strings be spans of the input, and serde_json's `str`
-        // reader skips its own validation of every string.
-        let text = match std::str::from_utf8(bytes) {
-            Ok(text) => text,
-            // Positioned as serde_json positions its errors.
-            Err(e) => {
-                let valid = &bytes[..e.valid_up_to()];
-                let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-                let column =
-                    valid.len() - valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
-                return Err(serde::de::Error::custom(format!(
-                    "invalid UTF-8 at line {line} column {column}"
-                )));
+        Doc::parse_in(bytes, scan::Mode::Full)
+    }
+
+    /// Parses JSON text as [`Doc::parse`] does, building only what `projections` cover: below
+    /// each projected path, a container that its projection leaves out becomes one
+    /// [`Item::Skipped`] node (its key is kept). Everything not below a projected path is
+    /// built in full. The text is checked exactly as [`Doc::parse`] checks it, skipped parts
+    /// included: the same input is refused, with the same error.
+    pub fn parse_projected(
+        bytes: &'s [u8],
+        projections: &Projections,
+    ) -> Result<Doc<'s>, serde_json::Error> {
+        Doc::parse_in(bytes, scan::Mode::route(projections))
+    }
+
+    fn parse_in(bytes: &'s [u8], mode: scan::Mode<'_>) -> Result<Doc<'s>, serde_json::Error> {
+        let text = utf8(bytes)?;
+        let mut b = Build::new(text);
+        match scan::parse(&mut b, mode) {
+            Ok(()) => Ok(b.finish()),
+            // The byte-level parser says only "no": serde_json's parse says why, with its own
+            // message and position.
+            Err(scan::Fail) => {
+                let full = Doc::parse_serde(bytes);
+                debug_assert!(
+                    full.is_err(),
+                    "the byte-level parser refused what the serde_json parse accepts"
+                );
+                full
             }
-        };
-        let mut b = Build {
-            text,
-            unescaped: String::new(),
-            nodes: Vec::with_capacity(bytes.len() / 16 + 4),
-            entries: Vec::new(),
-            pending: Vec::new(),
-            elements: Vec::new(),
-            pending_elements: Vec::new(),
-            depth: 0,
-            repeated: None,
-            table: Vec::new(),
-            hasher: None,
-            key_indexes: Vec::new(),
-            key_slots: Vec::new(),
-        };
+        }
+    }
+
+    /// The byte-level parse alone, `None` where it refuses (no fallback to serde_json): for
+    /// the fuzz targets that compare it with [`Doc::parse_serde`].
+    #[doc(hidden)]
+    pub fn parse_bytes_only(bytes: &'s [u8], projections: Option<&Projections>) -> Option<Doc<'s>> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let mut b = Build::new(text);
+        let mode = projections.map_or(scan::Mode::Full, scan::Mode::route);
+        scan::parse(&mut b, mode).ok().map(|()| b.finish())
+    }
+
+    /// Parses through serde_json's parser (the reference [`Doc::parse`] is checked against,
+    /// and the source of its error messages).
+    #[doc(hidden)]
+    pub fn parse_serde(bytes: &'s [u8]) -> Result<Doc<'s>, serde_json::Error> {
+        let text = utf8(bytes)?;
+        let mut b = Build::new(text);
         let mut de = serde_json::Deserializer::from_str(text);
         // Depth is limited by `MAX_DEPTH` instead (serde_json's limit is 128), and the stack
         // by `nested`.
@@ -247,16 +285,7 @@ impl<'s> Doc<'s> {
         Builder { b: &mut b }.deserialize(&mut de)?;
         de.end()?;
         let repeated = b.repeated;
-        let doc = Doc {
-            text,
-            unescaped: b.unescaped,
-            nodes: b.nodes,
-            entries: b.entries,
-            elements: b.elements,
-            key_indexes: b.key_indexes,
-            key_slots: b.key_slots,
-            hasher: b.hasher,
-        };
+        let doc = b.finish();
         match repeated {
             None => Ok(doc),
             Some((object, key)) => {
@@ -270,6 +299,25 @@ impl<'s> Doc<'s> {
                 )))
             }
         }
+    }
+
+    /// The document's tables as text, doubles by their exact value: two parses of one text
+    /// give the same layout (for the tests that compare parsers).
+    #[doc(hidden)]
+    pub fn layout(&self) -> String {
+        let indexes: Vec<(u32, u32, u32)> = self
+            .key_indexes
+            .iter()
+            .map(|k| (k.first, k.at, k.slots))
+            .collect();
+        format!(
+            "nodes {:?}\nentries {:?}\nelements {:?}\nindexes {indexes:?} ({} slots)\nunescaped {:?}",
+            self.nodes,
+            self.entries,
+            self.elements,
+            self.key_slots.len(),
+            self.unescaped
+        )
     }
 
     /// The path from the root to node `target`, as `a.b[2]["c/d"]` (empty for the root).
@@ -422,6 +470,7 @@ impl<'d, 's> Ref<'d, 's> {
             Node::Escaped(s, _) => Item::Str(self.doc.str_of(s, true)),
             Node::Array { len, .. } => Item::Array(len),
             Node::Object { len, .. } => Item::Object(len),
+            Node::Skipped { object, .. } => Item::Skipped { object },
         }
     }
 
@@ -549,7 +598,30 @@ impl<'d, 's> Ref<'d, 's> {
         }
     }
 
+    /// Whether a projection left this container out ([`Item::Skipped`]).
+    pub fn is_skipped(&self) -> bool {
+        matches!(self.doc.nodes[self.at as usize], Node::Skipped { .. })
+    }
+
+    /// The JSON text of a skipped container (`None` for any other node).
+    pub fn skipped_text(&self) -> Option<&'s str> {
+        match self.doc.nodes[self.at as usize] {
+            Node::Skipped { at, len, .. } => self.doc.text.get(at as usize..(at + len) as usize),
+            _ => None,
+        }
+    }
+
+    /// A skipped container's value, read from its text by a full parse (which gives what the
+    /// full parse of the whole document gives here: the text was checked in place).
+    #[cold]
+    fn skipped_value(&self) -> serde_json::Value {
+        self.skipped_text()
+            .and_then(|t| Doc::parse(t.as_bytes()).ok())
+            .map_or(serde_json::Value::Null, |d| d.root().to_value())
+    }
+
     /// Recursive, one level per nesting level: for tests and output, not the request path.
+    /// A skipped container is read from its text, so the value is always the full parse's.
     pub fn to_value(&self) -> serde_json::Value {
         use serde_json::Value as J;
         match self.item() {
@@ -559,6 +631,7 @@ impl<'d, 's> Ref<'d, 's> {
             Item::Double(d) => serde_json::Number::from_f64(d).map_or(J::Null, J::Number),
             Item::Str(s) => J::String(s.to_string()),
             Item::Array(_) => J::Array(self.children().map(|c| c.to_value()).collect()),
+            Item::Skipped { .. } => self.skipped_value(),
             Item::Object(_) => {
                 let mut c = self.children();
                 J::Object(
@@ -714,6 +787,52 @@ impl<'s> Build<'s> {
         } else {
             Node::Str(span, chars)
         });
+    }
+}
+
+/// The input as text, or the error serde_json's parse would give at its first invalid byte.
+fn utf8(bytes: &[u8]) -> Result<&str, serde_json::Error> {
+    // Validating the UTF-8 once lets strings be spans of the input, and serde_json's `str`
+    // reader skips its own validation of every string.
+    std::str::from_utf8(bytes).map_err(|e| {
+        // Positioned as serde_json positions its errors.
+        let valid = &bytes[..e.valid_up_to()];
+        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = valid.len() - valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+        serde::de::Error::custom(format!("invalid UTF-8 at line {line} column {column}"))
+    })
+}
+
+impl<'s> Build<'s> {
+    fn new(text: &'s str) -> Build<'s> {
+        Build {
+            text,
+            unescaped: String::new(),
+            nodes: Vec::with_capacity(text.len() / 16 + 4),
+            entries: Vec::new(),
+            pending: Vec::new(),
+            elements: Vec::new(),
+            pending_elements: Vec::new(),
+            depth: 0,
+            repeated: None,
+            table: Vec::new(),
+            hasher: None,
+            key_indexes: Vec::new(),
+            key_slots: Vec::new(),
+        }
+    }
+
+    fn finish(self) -> Doc<'s> {
+        Doc {
+            text: self.text,
+            unescaped: self.unescaped,
+            nodes: self.nodes,
+            entries: self.entries,
+            elements: self.elements,
+            key_indexes: self.key_indexes,
+            key_slots: self.key_slots,
+            hasher: self.hasher,
+        }
     }
 }
 

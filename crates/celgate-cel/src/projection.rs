@@ -142,6 +142,76 @@ impl Projection {
     }
 }
 
+/// Projections of the values at paths of object keys from a document's root (a review's
+/// `request.object` and `request.oldObject`): what [`Doc::parse_projected`] builds. A value
+/// on no path, and every value beside a path, is built whole; a path inside another path's
+/// value is merged into that value's projection.
+///
+/// [`Doc::parse_projected`]: crate::json::Doc::parse_projected
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Projections {
+    /// The projection of the value at this point, when a path ends here.
+    here: Option<Projection>,
+    /// The paths that go on, by their next key.
+    below: BTreeMap<Box<str>, Projections>,
+}
+
+impl Projections {
+    /// No projection: a parse with it builds everything.
+    pub fn new() -> Projections {
+        Projections::default()
+    }
+
+    /// Projects the value at `path` (keys from the root) with `p`, widening what an earlier
+    /// call projected there. `p` need not be [finished](Projection::finish).
+    pub fn project(&mut self, path: &[&str], p: &Projection) {
+        if let Some(q) = &mut self.here {
+            let mut at = &mut *q;
+            for key in path {
+                at = at.field_mut(key);
+            }
+            at.union(p);
+            q.finish();
+            return;
+        }
+        match path.split_first() {
+            Some((key, rest)) => self
+                .below
+                .entry((*key).into())
+                .or_default()
+                .project(rest, p),
+            None => {
+                let mut q = p.clone();
+                for (key, routes) in std::mem::take(&mut self.below) {
+                    routes.merge_into(q.field_mut(&key));
+                }
+                q.finish();
+                self.here = Some(q);
+            }
+        }
+    }
+
+    /// Adds everything these paths project to `p` (rooted where these paths start).
+    fn merge_into(self, p: &mut Projection) {
+        if let Some(here) = &self.here {
+            p.union(here);
+        }
+        for (key, routes) in self.below {
+            routes.merge_into(p.field_mut(&key));
+        }
+    }
+
+    /// The projection of the value at this point, if a path ends here.
+    pub fn here(&self) -> Option<&Projection> {
+        self.here.as_ref()
+    }
+
+    /// The paths that go on through member `key`.
+    pub fn below(&self, key: &str) -> Option<&Projections> {
+        self.below.get(key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -776,6 +776,39 @@ impl<'a> Map<'a> {
     }
 }
 
+/// The internal error of reaching a container that a projection left out of the document
+/// ([`crate::json::Item::Skipped`]): the read analysis that built the projection missed a
+/// read. Never a CEL answer.
+pub const NOT_PARSED: &str =
+    "internal error: a value the expression reads was not parsed (left out by the projection)";
+
+/// What [`Value::from_doc`] gives for a skipped container, which it cannot refuse (it returns
+/// a value): an opaque value of its own type, which no function, operator, field selection or
+/// iteration accepts, and which equals nothing. [`Value::try_from_doc`] refuses it with
+/// [`NOT_PARSED`] instead; the evaluator should read documents through it.
+#[derive(Debug)]
+pub struct NotParsed;
+
+impl Opaque for NotParsed {
+    fn type_name(&self) -> &'static str {
+        "celgate.notParsed"
+    }
+    fn equals(&self, _: &dyn Opaque) -> bool {
+        false
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn comparable(&self) -> bool {
+        false
+    }
+}
+
+#[cold]
+fn not_parsed<'a>() -> Value<'a> {
+    Value::opaque(NotParsed)
+}
+
 /// A value of a Kubernetes library type (URL, IP, Quantity...): opaque to CEL but for its
 /// functions and equality.
 pub trait Opaque: fmt::Debug + Send + Sync + 'static {
@@ -860,7 +893,17 @@ impl<'a> Value<'a> {
             Item::Str(s) => Value::String(Str::Borrowed(s)),
             Item::Array(_) => Value::List(List::Doc(r)),
             Item::Object(_) => Value::Map(Map::Doc(r)),
+            Item::Skipped { .. } => not_parsed(),
         }
+    }
+
+    /// Views a document node as CEL, refusing a container a projection left out (see
+    /// [`Value::from_doc`]) with an internal error.
+    pub fn try_from_doc(r: Ref<'a, 'a>) -> Result<Value<'a>, EvalError> {
+        if r.is_skipped() {
+            return Err(EvalError::new(NOT_PARSED));
+        }
+        Ok(Value::from_doc(r))
     }
 
     /// A shared string.

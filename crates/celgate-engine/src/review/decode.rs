@@ -107,6 +107,8 @@ fn kind_name(item: &Item<'_>) -> &'static str {
         Item::Str(_) => "a string",
         Item::Array(_) => "an array",
         Item::Object(_) => "an object",
+        Item::Skipped { object: true } => "an object (not parsed)",
+        Item::Skipped { object: false } => "an array (not parsed)",
     }
 }
 

@@ -1,0 +1,601 @@
+//! The byte-level parser behind [`Doc::parse`](super::Doc::parse) and
+//! [`Doc::parse_projected`](super::Doc::parse_projected).
+//!
+//! It builds exactly the document the serde_json-driven builder of `json.rs` builds (the same
+//! nodes, entries, element tables, key indexes and unescaped text) in one pass over the bytes,
+//! without serde's per-value visitor calls; a string's plain run is found eight bytes at a
+//! time. It only answers "this is the document" or "no":
+//! on any refusal the caller runs the serde_json parse again for its error, so every message
+//! stays serde_json's (or the duplicate-key and depth messages of `json.rs`), byte for byte.
+//! What it accepts is RFC 8259 JSON as serde_json reads it: the same whitespace, no leading
+//! zeros, `\u` escapes with surrogate pairs only in pairs, no control character in a string.
+//! Numbers that are not plain integers (a fraction, an exponent, more digits than `u64`
+//! holds) are rare in Kubernetes objects and are handed to serde_json's own number parser, so
+//! their value (and their "out of range" refusals) cannot differ from the full parse.
+//!
+//! Under a projection, a container nobody reads is scanned instead of built: the same checks
+//! (grammar, strings, numbers, depth, repeated keys) run, and one [`Node::Skipped`] records
+//! its kind and byte span.
+
+use super::{
+    char_count, index, repeated_key, span, with_stack, Build, Entry, KeyIndex, Node, Span,
+    GROW_FROM, MASK_MAX, MAX_DEPTH, NONE, PREFETCH_MIN_LEN,
+};
+use crate::projection::{Projection, Projections};
+
+/// The input is not a document this parser builds (the serde_json parse says why).
+#[derive(Debug)]
+pub(super) struct Fail;
+
+type Scanned<T> = Result<T, Fail>;
+
+/// How much of a value to build.
+#[derive(Clone, Copy)]
+pub(super) enum Mode<'p> {
+    /// All of it.
+    Full,
+    /// What the projection covers.
+    Project(&'p Projection),
+    /// Nothing below it: a container is skipped.
+    Skip,
+    /// A value on the way to projected ones: its members on a route are followed, the others
+    /// are built in full.
+    Route(&'p Projections),
+}
+
+impl<'p> Mode<'p> {
+    fn of(p: Option<&'p Projection>) -> Mode<'p> {
+        match p {
+            None => Mode::Skip,
+            Some(p) if p.is_none() => Mode::Skip,
+            Some(p) if p.is_whole() => Mode::Full,
+            Some(p) => Mode::Project(p),
+        }
+    }
+
+    /// The mode of an object member.
+    fn member(self, key: &str) -> Mode<'p> {
+        match self {
+            Mode::Full => Mode::Full,
+            Mode::Skip => Mode::Skip,
+            Mode::Project(p) => Mode::of(p.field(key)),
+            Mode::Route(r) => r.below(key).map_or(Mode::Full, Mode::route),
+        }
+    }
+
+    /// The mode of an array element.
+    fn element(self) -> Mode<'p> {
+        match self {
+            Mode::Full | Mode::Route(_) => Mode::Full,
+            Mode::Skip => Mode::Skip,
+            Mode::Project(p) => Mode::of(p.element()),
+        }
+    }
+
+    /// The mode of the value at a route's end, or on the way to one.
+    pub(super) fn route(r: &'p Projections) -> Mode<'p> {
+        match r.here() {
+            Some(p) => Mode::of(Some(p)),
+            None => Mode::Route(r),
+        }
+    }
+}
+
+/// The position of the first byte from `i` that ends a string's plain run: a quote, a
+/// backslash or a control character (refused in a string), else the length. Eight bytes at a
+/// time: in each word, a byte is flagged when it is below 0x20 or equal to one of the two
+/// after an XOR; the borrows of the subtractions only ever flag bytes above a true match, so
+/// the lowest flag is the first match.
+#[inline(always)]
+pub(super) fn special(bytes: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let backslash = w ^ (ONES * u64::from(b'\\'));
+        let flags = (quote.wrapping_sub(ONES) & !quote
+            | backslash.wrapping_sub(ONES) & !backslash
+            | w.wrapping_sub(ONES * 0x20) & !w)
+            & HIGH;
+        if flags != 0 {
+            return i + (flags.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = bytes.get(i) {
+        if c == b'"' || c == b'\\' || c < 0x20 {
+            return i;
+        }
+        i += 1;
+    }
+    i
+}
+
+pub(super) struct Scan<'s, 'b> {
+    text: &'s str,
+    bytes: &'s [u8],
+    pos: usize,
+    b: &'b mut Build<'s>,
+}
+
+/// Parses all of `b.text` into `b` (one value, whitespace around it).
+pub(super) fn parse(b: &mut Build<'_>, mode: Mode<'_>) -> Scanned<()> {
+    let text = b.text;
+    let mut s = Scan {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+        b,
+    };
+    s.value(mode)?;
+    s.ws();
+    if s.pos == s.bytes.len() {
+        Ok(())
+    } else {
+        Err(Fail)
+    }
+}
+
+impl<'s> Scan<'s, '_> {
+    #[inline(always)]
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    #[inline(always)]
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    /// The next byte after whitespace.
+    #[inline(always)]
+    fn token(&mut self) -> Scanned<u8> {
+        self.ws();
+        self.peek().ok_or(Fail)
+    }
+
+    fn value(&mut self, mode: Mode<'_>) -> Scanned<()> {
+        match self.token()? {
+            b'{' => match mode {
+                Mode::Skip => self.skipped(true),
+                _ => self.nested(|s| s.object(mode)),
+            },
+            b'[' => match mode {
+                Mode::Skip => self.skipped(false),
+                _ => self.nested(|s| s.array(mode)),
+            },
+            b'"' => {
+                let (span, escaped, chars) = self.string()?;
+                self.b.nodes.push(if escaped {
+                    Node::Escaped(span, chars)
+                } else {
+                    Node::Str(span, chars)
+                });
+                Ok(())
+            }
+            _ => {
+                let node = self.scalar()?;
+                self.b.nodes.push(node);
+                Ok(())
+            }
+        }
+    }
+
+    /// A literal or a number.
+    #[inline]
+    fn scalar(&mut self) -> Scanned<Node> {
+        let word = |s: &mut Self, w: &[u8], node: Node| {
+            if s.bytes[s.pos..].starts_with(w) {
+                s.pos += w.len();
+                Ok(node)
+            } else {
+                Err(Fail)
+            }
+        };
+        match self.peek().ok_or(Fail)? {
+            b'n' => word(self, b"null", Node::Null),
+            b't' => word(self, b"true", Node::Bool(true)),
+            b'f' => word(self, b"false", Node::Bool(false)),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => Err(Fail),
+        }
+    }
+
+    /// One container level deeper: refused past [`MAX_DEPTH`], and past [`GROW_FROM`] on a
+    /// new stack segment when the stack runs low (as `json::nested`).
+    #[inline]
+    fn nested(&mut self, body: impl FnOnce(&mut Self) -> Scanned<()>) -> Scanned<()> {
+        if self.b.depth >= MAX_DEPTH {
+            return Err(Fail);
+        }
+        self.b.depth += 1;
+        let result = if self.b.depth <= GROW_FROM {
+            body(self)
+        } else {
+            with_stack(|| body(self))
+        };
+        self.b.depth -= 1;
+        result
+    }
+
+    fn array(&mut self, mode: Mode<'_>) -> Scanned<()> {
+        self.pos += 1;
+        let at = self.b.nodes.len();
+        self.b.nodes.push(Node::Array {
+            len: 0,
+            end: 0,
+            table: NONE,
+        });
+        let mark = self.b.pending_elements.len();
+        let mut len = 0usize;
+        if self.token()? == b']' {
+            self.pos += 1;
+        } else {
+            let each = mode.element();
+            loop {
+                let start = index(self.b.nodes.len());
+                self.value(each)?;
+                self.b.pending_elements.push(start);
+                len += 1;
+                match self.token()? {
+                    b',' => self.pos += 1,
+                    b']' => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(Fail),
+                }
+            }
+        }
+        let b = &mut *self.b;
+        let table = if len > PREFETCH_MIN_LEN {
+            let table = index(b.elements.len());
+            b.elements.extend(b.pending_elements.drain(mark..));
+            table
+        } else {
+            b.pending_elements.truncate(mark);
+            NONE
+        };
+        b.nodes[at] = Node::Array {
+            len: index(len),
+            end: index(b.nodes.len()),
+            table,
+        };
+        Ok(())
+    }
+
+    /// One `"key":` of an object (the key's entry, its value still to come).
+    #[inline]
+    fn key<'p>(&mut self, mode: Mode<'p>) -> Scanned<(Entry, Mode<'p>)> {
+        if self.token()? != b'"' {
+            return Err(Fail);
+        }
+        let (key, escaped, _) = self.string()?;
+        let text = if escaped {
+            &self.b.unescaped[key.at as usize..(key.at + key.len) as usize]
+        } else {
+            &self.text[key.at as usize..(key.at + key.len) as usize]
+        };
+        let entry = Entry {
+            prefix: super::prefix(text),
+            key,
+            value: index(self.b.nodes.len()),
+            escaped,
+        };
+        let mode = mode.member(text);
+        if self.token()? != b':' {
+            return Err(Fail);
+        }
+        self.pos += 1;
+        Ok((entry, mode))
+    }
+
+    fn object(&mut self, mode: Mode<'_>) -> Scanned<()> {
+        self.pos += 1;
+        let at = self.b.nodes.len();
+        self.b.nodes.push(Node::Object {
+            first: 0,
+            len: 0,
+            end: 0,
+        });
+        let mark = self.b.pending.len();
+        if self.token()? == b'}' {
+            self.pos += 1;
+        } else {
+            loop {
+                let (entry, member) = self.key(mode)?;
+                self.b.pending.push(entry);
+                self.value(member)?;
+                match self.token()? {
+                    b',' => self.pos += 1,
+                    b'}' => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(Fail),
+                }
+            }
+        }
+        let b = &mut *self.b;
+        let keys = &b.pending[mark..];
+        if repeated_key(b.text, &b.unescaped, keys, &mut b.table, &mut b.hasher).is_some() {
+            return Err(Fail);
+        }
+        let first = index(b.entries.len());
+        let len = index(b.pending.len() - mark);
+        // As `json::object`: the duplicate check of a large object has just filled `table`
+        // with its keys, kept as the object's lookup index.
+        if len as usize > MASK_MAX {
+            b.key_indexes.push(KeyIndex {
+                first,
+                at: index(b.key_slots.len()),
+                slots: index(b.table.len()),
+            });
+            b.key_slots.extend_from_slice(&b.table);
+        }
+        b.entries.extend(b.pending.drain(mark..));
+        b.nodes[at] = Node::Object {
+            first,
+            len,
+            end: index(b.nodes.len()),
+        };
+        Ok(())
+    }
+
+    /// A string at the opening quote: its span, whether it was unescaped into
+    /// `Build::unescaped` (else it is a span of the input), and its number of code points.
+    #[inline]
+    fn string(&mut self) -> Scanned<(Span, bool, u32)> {
+        let start = self.pos + 1;
+        let end = special(self.bytes, start);
+        let i = end - start;
+        if self.bytes.get(end) == Some(&b'"') {
+            self.pos = end + 1;
+            // On character boundaries: both ends are next to an ASCII quote.
+            let s = self.text.get(start..start + i).ok_or(Fail)?;
+            let span = span::<serde_json::Error>(start, i).map_err(|_| Fail)?;
+            return Ok((span, false, char_count(s) as u32));
+        }
+        self.escaped_string(start, i)
+    }
+
+    /// The rest of a string from its first special byte (at `start + plain`), unescaped into
+    /// `Build::unescaped`.
+    #[cold]
+    fn escaped_string(&mut self, start: usize, plain: usize) -> Scanned<(Span, bool, u32)> {
+        let at = self.b.unescaped.len();
+        let mut from = start;
+        let mut i = start + plain;
+        loop {
+            // `from..i` is escape-free text between ASCII bytes.
+            let part = self.text.get(from..i).ok_or(Fail)?;
+            self.b.unescaped.push_str(part);
+            match self.bytes.get(i) {
+                Some(b'"') => {
+                    self.pos = i + 1;
+                    break;
+                }
+                Some(b'\\') => {
+                    i = self.escape(i + 1)?;
+                }
+                _ => return Err(Fail),
+            }
+            from = i;
+            i = special(self.bytes, i);
+        }
+        let text = &self.b.unescaped[at..];
+        let chars = char_count(text) as u32;
+        let span = span::<serde_json::Error>(at, text.len()).map_err(|_| Fail)?;
+        Ok((span, true, chars))
+    }
+
+    /// One escape after its backslash (at `i`), appended; returns where the text goes on.
+    fn escape(&mut self, i: usize) -> Scanned<usize> {
+        let c = match *self.bytes.get(i).ok_or(Fail)? {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = self.hex4(i + 1)?;
+                let (c, next) = match hi {
+                    0xDC00..=0xDFFF => return Err(Fail),
+                    0xD800..=0xDBFF => {
+                        if self.bytes.get(i + 5..i + 7) != Some(b"\\u") {
+                            return Err(Fail);
+                        }
+                        let lo = self.hex4(i + 7)?;
+                        if !(0xDC00..=0xDFFF).contains(&lo) {
+                            return Err(Fail);
+                        }
+                        let n = 0x1_0000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                        (char::from_u32(n).ok_or(Fail)?, i + 11)
+                    }
+                    n => (char::from_u32(n).ok_or(Fail)?, i + 5),
+                };
+                self.b.unescaped.push(c);
+                return Ok(next);
+            }
+            _ => return Err(Fail),
+        };
+        self.b.unescaped.push(c);
+        Ok(i + 1)
+    }
+
+    /// Four hex digits at `i`.
+    fn hex4(&self, i: usize) -> Scanned<u32> {
+        let digits = self.bytes.get(i..i + 4).ok_or(Fail)?;
+        digits.iter().try_fold(0u32, |n, &d| {
+            let v = (d as char).to_digit(16).ok_or(Fail)?;
+            Ok(n * 16 + v)
+        })
+    }
+
+    /// A number (its grammar checked here). An integer that fits `u64` is read here, as
+    /// serde_json reads it: `int` when it fits `i64`, else `double` (and `-0` is a double);
+    /// any other number is read by serde_json's own parser.
+    fn number(&mut self) -> Scanned<Node> {
+        let start = self.pos;
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.pos += 1;
+        }
+        let mut value = 0u64;
+        let mut overflow = false;
+        match self.peek() {
+            Some(b'0') => {
+                self.pos += 1;
+                if let Some(b'0'..=b'9') = self.peek() {
+                    return Err(Fail);
+                }
+            }
+            Some(b'1'..=b'9') => {
+                while let Some(d @ b'0'..=b'9') = self.peek() {
+                    self.pos += 1;
+                    match value
+                        .checked_mul(10)
+                        .and_then(|v| v.checked_add(u64::from(d - b'0')))
+                    {
+                        Some(v) => value = v,
+                        None => overflow = true,
+                    }
+                }
+            }
+            _ => return Err(Fail),
+        }
+        let mut plain = !overflow;
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            self.digits()?;
+            plain = false;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            self.digits()?;
+            plain = false;
+        }
+        if !plain {
+            let text = self.text.get(start..self.pos).ok_or(Fail)?;
+            return serde_json::from_str::<f64>(text)
+                .map(Node::Double)
+                .map_err(|_| Fail);
+        }
+        Ok(if !negative {
+            i64::try_from(value).map_or(Node::Double(value as f64), Node::Int)
+        } else {
+            // `-0` and magnitudes past `i64::MIN` are doubles.
+            match 0i64.checked_sub_unsigned(value) {
+                Some(0) | None => Node::Double(-(value as f64)),
+                Some(v) => Node::Int(v),
+            }
+        })
+    }
+
+    /// One or more digits.
+    fn digits(&mut self) -> Scanned<()> {
+        let from = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        if self.pos == from {
+            Err(Fail)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A container nobody reads, at its opening bracket: checked as a full parse checks it,
+    /// recorded as one node.
+    fn skipped(&mut self, object: bool) -> Scanned<()> {
+        let start = self.pos;
+        let unescaped = self.b.unescaped.len();
+        self.nested(|s| {
+            if object {
+                s.skip_object()
+            } else {
+                s.skip_array()
+            }
+        })?;
+        // Keys unescaped for the repeated-key check are not part of the document.
+        self.b.unescaped.truncate(unescaped);
+        let at = u32::try_from(start).map_err(|_| Fail)?;
+        let len = u32::try_from(self.pos - start).map_err(|_| Fail)?;
+        self.b.nodes.push(Node::Skipped { object, at, len });
+        Ok(())
+    }
+
+    fn skip_value(&mut self) -> Scanned<()> {
+        match self.token()? {
+            b'{' => self.nested(Self::skip_object),
+            b'[' => self.nested(Self::skip_array),
+            b'"' => self.string().map(drop),
+            _ => self.scalar().map(drop),
+        }
+    }
+
+    fn skip_array(&mut self) -> Scanned<()> {
+        self.pos += 1;
+        if self.token()? == b']' {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            self.skip_value()?;
+            match self.token()? {
+                b',' => self.pos += 1,
+                b']' => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(Fail),
+            }
+        }
+    }
+
+    fn skip_object(&mut self) -> Scanned<()> {
+        self.pos += 1;
+        let mark = self.b.pending.len();
+        if self.token()? == b'}' {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            let (entry, _) = self.key(Mode::Skip)?;
+            self.b.pending.push(entry);
+            self.skip_value()?;
+            match self.token()? {
+                b',' => self.pos += 1,
+                b'}' => {
+                    self.pos += 1;
+                    break;
+                }
+                _ => return Err(Fail),
+            }
+        }
+        let b = &mut *self.b;
+        let repeated = repeated_key(
+            b.text,
+            &b.unescaped,
+            &b.pending[mark..],
+            &mut b.table,
+            &mut b.hasher,
+        );
+        b.pending.truncate(mark);
+        match repeated {
+            Some(_) => Err(Fail),
+            None => Ok(()),
+        }
+    }
+}
