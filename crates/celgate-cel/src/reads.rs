@@ -19,7 +19,7 @@ use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
 use crate::error::CompileError;
 use crate::parser::parse_for;
 use crate::program::COMPILER_STACK;
-use crate::projection::Projection;
+use crate::projection::{Projection, Projections};
 
 /// The parts of `object` and `oldObject` a set of expressions can read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -49,6 +49,22 @@ impl Reads {
     pub fn finish(&mut self) {
         self.object.finish();
         self.old_object.finish();
+    }
+
+    /// The parser's paths for a document holding the object at `object` and the old object
+    /// at `old_object` (keys from the root); empty (a full parse) when both are read whole.
+    pub fn at(&self, object: &[&str], old_object: &[&str]) -> Projections {
+        let mut paths = Projections::new();
+        if !(self.object.is_whole() && self.old_object.is_whole()) {
+            paths.project(object, &self.object);
+            paths.project(old_object, &self.old_object);
+        }
+        paths
+    }
+
+    /// Whether both roots are read whole (a projected parse would build everything).
+    pub fn is_whole(&self) -> bool {
+        self.object.is_whole() && self.old_object.is_whole()
     }
 }
 

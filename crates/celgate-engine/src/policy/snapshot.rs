@@ -252,8 +252,9 @@ pub struct Snapshot {
     /// `oldObject`.
     policy_reads: PolicyReads,
     /// What validating admission reads of them, made on first use by the review codec
-    /// (`review_projection`, which adds its own reads).
-    pub(crate) review_projection_cache: std::sync::OnceLock<Reads>,
+    /// (`review_projection`, which adds its own reads), with the parser's paths for a review.
+    pub(crate) review_projection_cache:
+        std::sync::OnceLock<(Reads, celgate_cel::projection::Projections)>,
 }
 
 /// What the validating policies read of a review's objects: whole until a build computes it

@@ -8,7 +8,7 @@ pub mod encode;
 pub mod manifest;
 
 use celgate_cel::json::Doc;
-use celgate_cel::projection::Projection;
+use celgate_cel::projection::{Projection, Projections};
 use celgate_cel::reads::Reads;
 use serde_json::Value as Json;
 
@@ -93,14 +93,13 @@ pub fn answer(
     options: AnswerOptions,
 ) -> Result<Answer, ReviewError> {
     let AnswerOptions { mode, trace } = options;
-    let reads = snapshot.review_projection();
+    let (reads, paths) = snapshot.review_projection_paths();
     // Declared first so that it outlives `req` when a conversion needs the whole objects.
     let whole_doc;
-    let doc = parse_review(body, reads)?;
+    let doc = parse_review(body, paths)?;
     let mut req = request(&doc)?;
-    let projected = !(reads.object.is_whole() && reads.old_object.is_whole());
-    if projected && snapshot.converts_objects(&req.attributes) {
-        whole_doc = parse_review(body, &Reads::whole())?;
+    if !reads.is_whole() && snapshot.converts_objects(&req.attributes) {
+        whole_doc = parse_review(body, &Projections::new())?;
         req = request(&whole_doc)?;
     }
     let options = AdmitOptions {
@@ -129,14 +128,16 @@ pub fn answer(
 }
 
 /// Parses a review body for validating admission, keeping of `request.object` and
-/// `request.oldObject` what `reads` says (everything else of the review is kept). The parse
-/// that skips what no policy reads (the document parser's projected parse) is wired here by
-/// the lead when it lands: every caller already passes the snapshot's projection. Until then
-/// the body is parsed whole, which reads a superset of any projection.
-fn parse_review<'b>(body: &'b [u8], reads: &Reads) -> Result<Doc<'b>, ReviewError> {
-    let _ = reads;
-    Doc::parse(body).map_err(ReviewError::MalformedJson)
+/// `request.oldObject` what `paths` project (everything else of the review is built; empty
+/// paths build everything). A skipped container is still checked as JSON, so a body is
+/// refused exactly as a full parse refuses it.
+fn parse_review<'b>(body: &'b [u8], paths: &Projections) -> Result<Doc<'b>, ReviewError> {
+    Doc::parse_projected(body, paths).map_err(ReviewError::MalformedJson)
 }
+
+/// Where a review holds its objects (v1 and v1beta1 alike).
+const OBJECT_PATH: [&str; 2] = ["request", "object"];
+const OLD_OBJECT_PATH: [&str; 2] = ["request", "oldObject"];
 
 impl Snapshot {
     /// What validating admission ([`answer`]) reads of a review's `object` and `oldObject`:
@@ -144,12 +145,19 @@ impl Snapshot {
     /// reads ([`own_reads`]); finished, made once per snapshot. The objects of a request whose
     /// matching may convert them ([`Snapshot::converts_objects`]) are read whole.
     pub fn review_projection(&self) -> &Reads {
-        self.review_projection_cache.get_or_init(|| {
+        self.review_projection_paths().0
+    }
+
+    /// [`Snapshot::review_projection`] and the parser's paths for a review made from it.
+    fn review_projection_paths(&self) -> (&Reads, &Projections) {
+        let (reads, paths) = self.review_projection_cache.get_or_init(|| {
             let mut reads = own_reads();
             reads.union(self.policy_reads());
             reads.finish();
-            reads
-        })
+            let paths = reads.at(&OBJECT_PATH, &OLD_OBJECT_PATH);
+            (reads, paths)
+        });
+        (reads, paths)
     }
 }
 
@@ -313,5 +321,65 @@ spec:
         let own = "apiVersion:*,kind:*,metadata:{generateName:*,labels:*,name:*,uid:*}";
         assert_eq!(show(&r.object), format!("{{{own},spec:{{x:*}}}}"));
         assert_eq!(show(&r.old_object), format!("{{{own},spec:{{y:*}}}}"));
+    }
+
+    /// A snapshot whose one policy reads `object.spec.x` of Pods, denying unless it is 1.
+    fn spec_x_snapshot() -> Snapshot {
+        let mut b = crate::policy::SnapshotBuilder::new();
+        let policy = "metadata: {name: p}
+spec:
+  matchConstraints: {resourceRules: [{apiGroups: [''], apiVersions: ['*'], operations: ['*'], resources: [pods]}]}
+  validations: [{expression: 'object.spec.x == 1'}]";
+        b.add_policy(serde_yaml_ng::from_str(policy).unwrap());
+        let binding = "metadata: {name: b}\nspec: {policyName: p, validationActions: [Deny]}";
+        b.add_binding(serde_yaml_ng::from_str(binding).unwrap());
+        b.build(celgate_cel::NEWEST_MINOR)
+    }
+
+    fn pod_review(object: &str) -> Vec<u8> {
+        format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"resource":{{"group":"","version":"v1","resource":"pods"}},"operation":"CREATE","userInfo":{{"username":"a"}},"namespace":"default","object":{object}}}}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn the_review_is_parsed_as_the_policies_read_it_and_refused_as_a_whole_parse_refuses_it() {
+        let s = spec_x_snapshot();
+        let (_, paths) = s.review_projection_paths();
+        // What the parse builds: the policy's spec.x, not the parts nobody reads.
+        let body = pod_review(
+            r#"{"metadata":{"name":"p"},"spec":{"x":1,"y":{"z":[1]}},"status":{"a":{"b":2}}}"#,
+        );
+        let doc = Doc::parse_projected(&body, paths).unwrap();
+        let object = doc
+            .root()
+            .get("request")
+            .and_then(|r| r.get("object"))
+            .unwrap();
+        assert!(object.get("status").unwrap().is_skipped());
+        let spec = object.get("spec").unwrap();
+        assert!(spec.get("y").unwrap().is_skipped());
+        assert!(!spec.get("x").unwrap().is_skipped());
+        let answer =
+            |body: &[u8]| answer(&s, body, &AdmitContext::default(), AnswerOptions::default());
+        let allowed = |a: &Answer| a.review["response"]["allowed"].as_bool();
+        assert_eq!(allowed(&answer(&body).unwrap()), Some(true));
+        let denied = pod_review(r#"{"metadata":{"name":"p"},"spec":{"x":2},"status":{"a":{}}}"#);
+        assert_eq!(allowed(&answer(&denied).unwrap()), Some(false));
+        // What a whole parse refuses inside a part nobody reads is refused all the same, with
+        // the whole parse's message.
+        for object in [
+            r#"{"spec":{"x":1},"status":{"a":1,"a":2}}"#,
+            r#"{"spec":{"x":1},"status":{"a":[1,]}}"#,
+            r#"{"spec":{"x":1},"status":{"a":"\ud800"}}"#,
+        ] {
+            let body = pod_review(object);
+            let whole = Doc::parse(&body).map(|_| ()).unwrap_err().to_string();
+            match answer(&body) {
+                Err(ReviewError::MalformedJson(e)) => assert_eq!(e.to_string(), whole, "{object}"),
+                other => panic!("{object}: {:?}", other.map(|a| a.review)),
+            }
+        }
     }
 }
