@@ -1038,7 +1038,22 @@ fn answer_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
 }
 
 fn answer_checked(snap: &Snapshot, body: &[u8]) -> Result<Result<Json, String>, String> {
-    match celgate::review::answer(snap, body, &Default::default(), Default::default()) {
+    let answered = celgate::review::answer(snap, body, &Default::default(), Default::default());
+    // The objects parsed as far as the policies read them answer as the whole objects do.
+    let whole =
+        celgate::review::answer_parsed_whole(snap, body, &Default::default(), Default::default());
+    let shown = |r: &Result<celgate::review::Answer, celgate::review::ReviewError>| match r {
+        Ok(a) => a.review.to_string(),
+        Err(e) => e.to_string(),
+    };
+    if shown(&answered) != shown(&whole) {
+        return Err(format!(
+            "the projected parse answers {} where the whole parse answers {}",
+            truncate(&shown(&answered), 400),
+            truncate(&shown(&whole), 400)
+        ));
+    }
+    match answered {
         Ok(a) => {
             stat("answered");
             let resp = &a.review["response"];

@@ -92,8 +92,38 @@ pub fn answer(
     context: &AdmitContext<'_>,
     options: AnswerOptions,
 ) -> Result<Answer, ReviewError> {
-    let AnswerOptions { mode, trace } = options;
     let (reads, paths) = snapshot.review_projection_paths();
+    answer_with(snapshot, body, context, options, reads, paths)
+}
+
+/// Not API: [`answer`] with the objects parsed whole, whatever the policies read (the fuzz
+/// target compares the two answers).
+#[doc(hidden)]
+pub fn answer_parsed_whole(
+    snapshot: &Snapshot,
+    body: &[u8],
+    context: &AdmitContext<'_>,
+    options: AnswerOptions,
+) -> Result<Answer, ReviewError> {
+    answer_with(
+        snapshot,
+        body,
+        context,
+        options,
+        &Reads::whole(),
+        &Projections::new(),
+    )
+}
+
+fn answer_with(
+    snapshot: &Snapshot,
+    body: &[u8],
+    context: &AdmitContext<'_>,
+    options: AnswerOptions,
+    reads: &Reads,
+    paths: &Projections,
+) -> Result<Answer, ReviewError> {
+    let AnswerOptions { mode, trace } = options;
     // Declared first so that it outlives `req` when a conversion needs the whole objects.
     let whole_doc;
     let doc = parse_review(body, paths)?;
