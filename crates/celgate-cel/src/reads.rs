@@ -196,12 +196,42 @@ impl Analysis {
         })
     }
 
+    /// [`Analysis::variable_source`] and [`Analysis::expr_source`] of each of `sources` in
+    /// order, on one thread with the compiler's stack (a policy's expressions together: one
+    /// thread per policy, not per expression).
+    pub fn sources(&mut self, sources: &[Source<'_>], version: u16) -> Result<(), CompileError> {
+        on_big_stack(|| {
+            for source in sources {
+                match *source {
+                    Source::Variable(name, source) => {
+                        let ast = source.map(|s| parse_for(s, version)).transpose()?;
+                        self.variable(name, ast.as_ref());
+                    }
+                    Source::Expr(source) => {
+                        let ast = parse_for(source, version)?;
+                        self.expr(&ast);
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// What the expressions added so far read, [finished](Projection::finish).
     pub fn reads(&self) -> Reads {
         let mut r = self.reads.clone();
         r.finish();
         r
     }
+}
+
+/// One expression for [`Analysis::sources`], by its source text.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// A composited variable: its name and its source (`None` when it did not compile).
+    Variable(&'a str, Option<&'a str>),
+    /// Any other expression.
+    Expr(&'a str),
 }
 
 /// Runs `work` on a thread with [`COMPILER_STACK`]; a failure to start one, or a panic, reads

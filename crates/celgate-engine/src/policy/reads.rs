@@ -5,7 +5,7 @@
 //! evaluated (it yields its compilation error), so it reads nothing. No Kubernetes
 //! counterpart: the API server decodes the whole object.
 
-use celgate_cel::reads::{Analysis, Reads};
+use celgate_cel::reads::{Analysis, Reads, Source};
 
 use super::compile::{Compiled, CompiledPolicy};
 
@@ -17,11 +17,13 @@ pub fn policy_reads(policy: &CompiledPolicy, version: u16) -> Reads {
 }
 
 fn analyse(policy: &CompiledPolicy, version: u16) -> Result<Reads, celgate_cel::CompileError> {
-    let mut a = Analysis::new();
-    let source = |c: &Compiled| c.as_ref().ok().map(|p| p.source().to_string());
-    for (name, c) in &policy.variables {
-        a.variable_source(name, source(c).as_deref(), version)?;
+    fn source(c: &Compiled) -> Option<&str> {
+        c.as_ref().ok().map(|p| p.source())
     }
+    let variables = policy
+        .variables
+        .iter()
+        .map(|(name, c)| Source::Variable(name, source(c)));
     let exprs = policy
         .match_conditions
         .iter()
@@ -32,12 +34,11 @@ fn analyse(policy: &CompiledPolicy, version: u16) -> Result<Reads, celgate_cel::
                 .iter()
                 .flat_map(|v| std::iter::once(&v.program).chain(v.message_program.as_ref())),
         )
-        .chain(policy.audit_annotations.iter().map(|(_, c)| c));
-    for c in exprs {
-        if let Some(s) = source(c) {
-            a.expr_source(&s, version)?;
-        }
-    }
+        .chain(policy.audit_annotations.iter().map(|(_, c)| c))
+        .filter_map(|c| source(c).map(Source::Expr));
+    let sources: Vec<Source<'_>> = variables.chain(exprs).collect();
+    let mut a = Analysis::new();
+    a.sources(&sources, version)?;
     Ok(a.reads())
 }
 
