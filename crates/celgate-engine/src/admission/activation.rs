@@ -98,21 +98,37 @@ fn fill<'a>(
     v
 }
 
+/// `authorizer` and `authorizer.requestResource` of one request: made once per request, then
+/// shared (not copied) by the values of every binding and param.
+#[derive(Clone)]
+pub(super) struct Authz {
+    authorizer: Value<'static>,
+    request_resource: Value<'static>,
+}
+
+impl Authz {
+    pub(super) fn new(authz: AuthorizerValue, preset: ResourceCheck) -> Authz {
+        Authz {
+            authorizer: Value::opaque(authz),
+            request_resource: Value::opaque(preset),
+        }
+    }
+}
+
 /// The values of each expression group for one param.
 pub(super) fn bind<'a>(
     policy: &CompiledPolicy,
     view: &View<'a>,
     namespace_object: &'a Option<Arc<Json>>,
     param: Option<&'a Json>,
-    authz: &AuthorizerValue,
-    preset: &ResourceCheck,
+    authz: &Authz,
 ) -> GroupValues<'a> {
     let s = &policy.slots;
     let ns = namespace_object
         .as_deref()
         .map_or(Value::Null, Value::from_json);
     let params = param.map_or(Value::Null, Value::from_json);
-    let authorizer = || Some((Value::opaque(authz.clone()), Value::opaque(preset.clone())));
+    let authorizer = || Some((authz.authorizer.clone(), authz.request_resource.clone()));
     GroupValues {
         condition: fill(
             s.condition,

@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use crate::matching::{is_exempt, Match, Matched};
 use crate::policy::snapshot::Snapshot;
-use activation::{bind, namespace_object, RequestNamespaces};
+use activation::{bind, namespace_object, Authz, RequestNamespaces};
 use celgate_cel::k8s::authz::AuthorizerValue;
 pub use context::{AdmitContext, Deadline, EvalLimits, NamespaceLookup, Services};
 pub use convert::ConvertError;
@@ -99,12 +99,17 @@ pub fn admit(
     }
     let namespaces = RequestNamespaces::new(snapshot, services, req);
     let namespace_object = namespace_object(&namespaces, req);
-    let backend: Arc<dyn celgate_cel::k8s::authz::Authorizer> = match &services.authorizer {
-        Some(factory) => factory.for_user(&req.user),
-        None => Arc::new(RbacAuthorizer::new(snapshot.rbac.clone(), req.user.clone())),
+    // Made when a binding is first evaluated: a request no policy matches costs none of it.
+    let mut authz: Option<Authz> = None;
+    let new_authz = || {
+        let backend: Arc<dyn celgate_cel::k8s::authz::Authorizer> = match &services.authorizer {
+            Some(factory) => factory.for_user(&req.user),
+            None => Arc::new(RbacAuthorizer::new(snapshot.rbac.clone(), req.user.clone())),
+        };
+        let authz = AuthorizerValue::new(backend);
+        let preset = authz.request_resource(req.resource_attributes());
+        Authz::new(authz, preset)
     };
-    let authz = AuthorizerValue::new(backend);
-    let preset = authz.request_resource(req.resource_attributes());
     // The served resources equivalent to the request's (one registry lookup per request).
     let equivalents =
         snapshot
@@ -210,8 +215,7 @@ pub fn admit(
                     &view,
                     &namespace_object,
                     param.as_deref(),
-                    &authz,
-                    &preset,
+                    authz.get_or_insert_with(new_authz),
                 );
                 let (result, condition_errors) = validate(policy, &bindings, &deadline, probe);
                 let elapsed = started.elapsed();

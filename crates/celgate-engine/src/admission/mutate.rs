@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
-use super::activation::{bind, namespace_object, RequestNamespaces};
+use super::activation::{bind, namespace_object, Authz, RequestNamespaces};
 use super::context::{AdmitContext, Deadline};
 use super::convert::{convert, ConvertError};
 use super::error::ConfigError;
@@ -202,6 +202,7 @@ pub fn mutate(
     };
     let authz = AuthorizerValue::new(backend);
     let preset = authz.request_resource(req.resource_attributes());
+    let authz = Authz::new(authz, preset);
     let original = req.object.map(to_json);
     let mut object = original.clone();
     let mut versions = Versions::default();
@@ -257,7 +258,6 @@ pub fn mutate(
             &namespace_object,
             inv.param.as_deref(),
             &authz,
-            &preset,
             &PatchContext {
                 kind: target.kind(),
                 schemas: &snapshot.schemas,
@@ -507,8 +507,7 @@ fn run_invocation(
     object: &mut Json,
     namespace_object: &Option<Arc<Json>>,
     param: Option<&Json>,
-    authz: &AuthorizerValue,
-    preset: &celgate_cel::k8s::authz::ResourceCheck,
+    authz: &Authz,
     context: &PatchContext<'_>,
     deadline: &Deadline,
     probe: Option<&dyn Probe>,
@@ -520,7 +519,7 @@ fn run_invocation(
             object: Value::from_json(object),
             ..view.clone()
         };
-        let values = bind(base, &current, namespace_object, param, authz, preset);
+        let values = bind(base, &current, namespace_object, param, authz);
         match match_conditions(base, &values.condition, deadline, probe).0 {
             None => {}
             Some(None) => return Ok(Ran::Skipped),
@@ -551,7 +550,7 @@ fn run_invocation(
                 object: Value::from_json(object),
                 ..view.clone()
             };
-            let values = bind(base, &current, namespace_object, param, authz, preset);
+            let values = bind(base, &current, namespace_object, param, authz);
             let evaluated =
                 eval_mutation(base, &values.validation, program, index, deadline, probe);
             evaluated

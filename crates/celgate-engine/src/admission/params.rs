@@ -10,7 +10,7 @@ use super::error::ConfigError;
 use super::request::Request;
 use crate::matching::{Match, MatchError};
 use crate::policy::compile::CompiledPolicy;
-use crate::policy::snapshot::{group_of, CompiledBinding, ParamObject, Scope, Snapshot};
+use crate::policy::snapshot::{group_of, CompiledBinding, Scope, Snapshot};
 
 /// `failed to find resource referenced by paramKind` when nothing is known of the kind.
 pub(super) fn param_kind_error(
@@ -80,9 +80,9 @@ fn collect_params(
         Scope::Namespaced => {
             let ns = pr
                 .namespace
-                .clone()
+                .as_deref()
                 .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| req.attributes.namespace.clone());
+                .unwrap_or(&req.attributes.namespace);
             if ns.is_empty() {
                 return Err(ConfigError::NamespacedParamForClusterScoped);
             }
@@ -99,27 +99,29 @@ fn collect_params(
     if scope == Scope::Cluster && pr.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
         return Err(ConfigError::NamespaceForClusterScopedParam);
     }
-    let candidates: Vec<&ParamObject> = snapshot
-        .params
-        .get(&key)
-        .map(|v| {
-            v.iter()
-                .filter(|o| namespace.as_ref().is_none_or(|ns| o.namespace == *ns))
-                .collect()
-        })
-        .unwrap_or_default();
+    // Borrowed, not collected: the request path allocates only the params it returns.
+    let candidates = || {
+        snapshot
+            .params
+            .get(&key)
+            .into_iter()
+            .flatten()
+            .filter(|o| namespace.is_none_or(|ns| o.namespace == ns))
+    };
     let found: Vec<Option<Arc<Json>>> = match (&pr.name, &pr.selector) {
         (Some(_), Some(_)) => return Err(ConfigError::NameAndSelector),
-        (Some(name), None) => candidates
-            .iter()
+        (Some(name), None) => candidates()
             .filter(|o| o.name == *name)
             .map(|o| Some(o.object.clone()))
             .collect(),
-        (None, Some(sel)) => {
-            let sel = crate::matching::selector::Selector::compile(sel)
-                .map_err(|e| ConfigError::Match(MatchError::Selector(e)))?;
-            candidates
-                .iter()
+        (None, Some(_)) => {
+            // Compiled with the binding (`CompiledBinding::param_selector`).
+            let sel = match &binding.param_selector {
+                Some(Ok(sel)) => sel,
+                Some(Err(e)) => return Err(ConfigError::Match(MatchError::Selector(e.clone()))),
+                None => return Err(ConfigError::NoNameOrSelector),
+            };
+            candidates()
                 .filter(|o| sel.matches(&o.labels))
                 .map(|o| Some(o.object.clone()))
                 .collect()

@@ -15,6 +15,7 @@ use super::compile::{compile, CompiledPolicy};
 use super::compile_mutating::{compile_mutating, CompiledMutatingPolicy};
 pub use super::namespace_object::namespace_view;
 use crate::matching::registry::{Equivalents, Registry};
+use crate::matching::selector::{Selector, SelectorError};
 use crate::matching::{Matcher, Namespaces};
 use crate::model::{Binding, MutatingBinding, MutatingPolicy, ParamRef, Policy};
 use celgate_cel::reads::Reads;
@@ -38,6 +39,13 @@ pub struct CompiledBinding {
     pub action_names: Vec<String>,
     /// Why the object fails the API server's validation (§7), if it does.
     pub invalid: Option<super::validate::FieldErrors>,
+    /// `paramRef.selector`, compiled once here rather than per request (`None` without one).
+    pub param_selector: Option<Result<Selector, SelectorError>>,
+}
+
+/// `paramRef.selector` compiled, if the binding has one.
+fn param_selector(param_ref: Option<&ParamRef>) -> Option<Result<Selector, SelectorError>> {
+    param_ref?.selector.as_ref().map(Selector::compile)
 }
 
 impl CompiledBinding {
@@ -60,6 +68,7 @@ impl CompiledBinding {
             actions,
             action_names: b.spec.validation_actions.clone(),
             invalid: super::compile::invalid(super::validate::validate_binding(b)),
+            param_selector: param_selector(b.spec.param_ref.as_ref()),
         }
     }
 }
@@ -76,6 +85,7 @@ impl CompiledBinding {
             invalid: super::compile::invalid(super::validate_mutating::validate_mutating_binding(
                 b,
             )),
+            param_selector: param_selector(b.spec.param_ref.as_ref()),
         }
     }
 }

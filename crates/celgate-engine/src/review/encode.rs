@@ -113,11 +113,21 @@ pub fn annotation_key(policy: &str, key: &str) -> String {
 
 /// JSON as Go's `encoding/json` writes it: fields in declaration order, `<`, `>` and `&` escaped.
 fn go_json(v: &impl serde::Serialize) -> String {
-    serde_json::to_string(v)
-        .unwrap_or_default()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
+    let text = serde_json::to_string(v).unwrap_or_default();
+    // Copied only when there is something to escape (rarely).
+    if !text.contains(['<', '>', '&']) {
+        return text;
+    }
+    let mut escaped = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '<' => escaped.push_str("\\u003c"),
+            '>' => escaped.push_str("\\u003e"),
+            '&' => escaped.push_str("\\u0026"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
 }
 
 /// The `response` object of the answer.
@@ -162,7 +172,17 @@ pub fn response(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
 
 /// The whole AdmissionReview answer, in the request's API version.
 pub fn review(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
-    json!({"apiVersion": req.api_version, "kind": "AdmissionReview", "response": response(req, verdict)})
+    envelope(req, response(req, verdict))
+}
+
+/// An AdmissionReview holding `response`, in the request's API version. The response is
+/// moved in: `json!` would serialize it into a copy of itself.
+fn envelope(req: &Request<'_>, response: Json) -> Json {
+    let mut review = Map::new();
+    review.insert("apiVersion".into(), Json::String(req.api_version.clone()));
+    review.insert("kind".into(), Json::String("AdmissionReview".into()));
+    review.insert("response".into(), response);
+    Json::Object(review)
 }
 
 /// The answer at `/mutate`: allowed with the patch (`patchType: JSONPatch`, base64), or the
@@ -202,7 +222,7 @@ pub fn mutating_review(
             Json::String(base64::engine::general_purpose::STANDARD.encode(bytes)),
         );
     }
-    json!({"apiVersion": req.api_version, "kind": "AdmissionReview", "response": Json::Object(r)})
+    envelope(req, Json::Object(r))
 }
 
 /// The answer of observe mode, whatever was decided: allowed, without warnings or audit
