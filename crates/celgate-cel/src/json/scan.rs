@@ -84,12 +84,69 @@ impl<'p> Mode<'p> {
 /// The position of the first byte from `i` that ends a string's plain run: a quote, a
 /// backslash or a control character (refused in a string), else the length; and whether a
 /// byte before it is not ASCII (so that an all-ASCII string's code points are its bytes,
-/// counted for free). Eight bytes at a time: in each word, a byte is flagged when it is
+/// counted for free).
+#[inline(always)]
+pub(super) fn special(bytes: &[u8], i: usize) -> (usize, bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        special_sse2(bytes, i)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        special_swar(bytes, i)
+    }
+}
+
+/// [`special`] sixteen bytes at a time with SSE2 (part of every x86-64 CPU, and its
+/// intrinsics are safe to call there): the three tests compare all sixteen bytes at once,
+/// and the mask of their high bits is the non-ASCII test for free.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(unsafe_code)]
+fn special_sse2(bytes: &[u8], mut i: usize) -> (usize, bool) {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        _mm_set_epi64x,
+    };
+    let half = |c: &[u8]| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(c);
+        i64::from_le_bytes(word)
+    };
+    let mut wide = 0u32;
+    while let Some(chunk) = bytes.get(i..i + 16) {
+        let (lo, hi) = chunk.split_at(8);
+        // SAFETY: these intrinsics only require the CPU to have SSE2, which is part of the
+        // x86-64 baseline (every x86_64 target enables it; this is compiled for x86_64
+        // only). They read no memory: the bytes come in as two integers.
+        let (found, high) = unsafe {
+            let v = _mm_set_epi64x(half(hi), half(lo));
+            let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+            let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+            // A byte is below 0x20 when the unsigned maximum with 0x1f leaves 0x1f.
+            let low = _mm_set1_epi8(0x1f);
+            let control = _mm_cmpeq_epi8(_mm_max_epu8(v, low), low);
+            let any = _mm_or_si128(_mm_or_si128(quote, backslash), control);
+            (_mm_movemask_epi8(any) as u32, _mm_movemask_epi8(v) as u32)
+        };
+        if found != 0 {
+            // The high bits of the bytes before the match.
+            wide |= high & ((found & found.wrapping_neg()) - 1);
+            return (i + found.trailing_zeros() as usize, wide != 0);
+        }
+        wide |= high;
+        i += 16;
+    }
+    let (end, tail) = special_swar(bytes, i);
+    (end, tail || wide != 0)
+}
+
+/// [`special`] eight bytes at a time in a `u64`: in each word, a byte is flagged when it is
 /// below 0x20 or equal to one of the two after an XOR; the borrows of the subtractions only
 /// ever flag bytes above a true match, so the lowest flag is the first match, and the high
 /// bits below it are the run's own.
 #[inline(always)]
-pub(super) fn special(bytes: &[u8], mut i: usize) -> (usize, bool) {
+fn special_swar(bytes: &[u8], mut i: usize) -> (usize, bool) {
     const ONES: u64 = u64::from_le_bytes([1; 8]);
     const HIGH: u64 = ONES << 7;
     let mut wide = 0u64;
