@@ -862,6 +862,14 @@ fn same_key(text: &str, unescaped: &str, a: &Entry, b: &Entry) -> bool {
         && (a.key.len <= 8 || key_text(text, unescaped, a) == key_text(text, unescaped, b))
 }
 
+/// The bit of a key's prefix and length in the mask of a small object's keys (see
+/// [`repeated_key`]): two keys with different bits differ.
+#[inline(always)]
+fn mask_bit(e: &Entry) -> u64 {
+    let mixed = (e.prefix ^ u64::from(e.key.len)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    1u64 << (mixed >> 58)
+}
+
 /// The first entry of `keys` whose key an earlier one has.
 ///
 /// A small object costs a multiply and a bit test per key: each key's prefix and length set
@@ -881,8 +889,7 @@ fn repeated_key(
     if keys.len() <= MASK_MAX {
         let mut seen = 0u64;
         for (i, e) in keys.iter().enumerate() {
-            let mixed = (e.prefix ^ u64::from(e.key.len)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            let bit = 1u64 << (mixed >> 58);
+            let bit = mask_bit(e);
             if seen & bit != 0 && keys.iter().take(i).any(|k| same_key(text, unescaped, k, e)) {
                 return Some(i);
             }

@@ -18,8 +18,8 @@
 //! its kind and byte span.
 
 use super::{
-    char_count, index, repeated_key, span, with_stack, Build, Entry, KeyIndex, Node, Span,
-    GROW_FROM, MASK_MAX, MAX_DEPTH, NONE, PREFETCH_MIN_LEN,
+    char_count, index, mask_bit, repeated_key, span, with_stack, Build, Entry, KeyIndex, Node,
+    Span, GROW_FROM, MASK_MAX, MAX_DEPTH, NONE, PREFETCH_MIN_LEN,
 };
 use crate::projection::{Projection, Projections};
 
@@ -82,14 +82,74 @@ impl<'p> Mode<'p> {
 }
 
 /// The position of the first byte from `i` that ends a string's plain run: a quote, a
-/// backslash or a control character (refused in a string), else the length. Eight bytes at a
-/// time: in each word, a byte is flagged when it is below 0x20 or equal to one of the two
-/// after an XOR; the borrows of the subtractions only ever flag bytes above a true match, so
-/// the lowest flag is the first match.
+/// backslash or a control character (refused in a string), else the length; and whether a
+/// byte before it is not ASCII (so that an all-ASCII string's code points are its bytes,
+/// counted for free).
 #[inline(always)]
-pub(super) fn special(bytes: &[u8], mut i: usize) -> usize {
+pub(super) fn special(bytes: &[u8], i: usize) -> (usize, bool) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        special_sse2(bytes, i)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        special_swar(bytes, i)
+    }
+}
+
+/// [`special`] sixteen bytes at a time with SSE2 (part of every x86-64 CPU, and its
+/// intrinsics are safe to call there): the three tests compare all sixteen bytes at once,
+/// and the mask of their high bits is the non-ASCII test for free.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(unsafe_code)]
+fn special_sse2(bytes: &[u8], mut i: usize) -> (usize, bool) {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+        _mm_set_epi64x,
+    };
+    let half = |c: &[u8]| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(c);
+        i64::from_le_bytes(word)
+    };
+    let mut wide = 0u32;
+    while let Some(chunk) = bytes.get(i..i + 16) {
+        let (lo, hi) = chunk.split_at(8);
+        // SAFETY: these intrinsics only require the CPU to have SSE2, which is part of the
+        // x86-64 baseline (every x86_64 target enables it; this is compiled for x86_64
+        // only). They read no memory: the bytes come in as two integers.
+        let (found, high) = unsafe {
+            let v = _mm_set_epi64x(half(hi), half(lo));
+            let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+            let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+            // A byte is below 0x20 when the unsigned maximum with 0x1f leaves 0x1f.
+            let low = _mm_set1_epi8(0x1f);
+            let control = _mm_cmpeq_epi8(_mm_max_epu8(v, low), low);
+            let any = _mm_or_si128(_mm_or_si128(quote, backslash), control);
+            (_mm_movemask_epi8(any) as u32, _mm_movemask_epi8(v) as u32)
+        };
+        if found != 0 {
+            // The high bits of the bytes before the match.
+            wide |= high & ((found & found.wrapping_neg()) - 1);
+            return (i + found.trailing_zeros() as usize, wide != 0);
+        }
+        wide |= high;
+        i += 16;
+    }
+    let (end, tail) = special_swar(bytes, i);
+    (end, tail || wide != 0)
+}
+
+/// [`special`] eight bytes at a time in a `u64`: in each word, a byte is flagged when it is
+/// below 0x20 or equal to one of the two after an XOR; the borrows of the subtractions only
+/// ever flag bytes above a true match, so the lowest flag is the first match, and the high
+/// bits below it are the run's own.
+#[inline(always)]
+fn special_swar(bytes: &[u8], mut i: usize) -> (usize, bool) {
     const ONES: u64 = u64::from_le_bytes([1; 8]);
     const HIGH: u64 = ONES << 7;
+    let mut wide = 0u64;
     while let Some(chunk) = bytes.get(i..i + 8) {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
@@ -101,17 +161,54 @@ pub(super) fn special(bytes: &[u8], mut i: usize) -> usize {
             | w.wrapping_sub(ONES * 0x20) & !w)
             & HIGH;
         if flags != 0 {
-            return i + (flags.trailing_zeros() / 8) as usize;
+            // The bits below the first flag: the bytes before the match.
+            let before = (flags & flags.wrapping_neg()) - 1;
+            wide |= w & HIGH & before;
+            return (i + (flags.trailing_zeros() / 8) as usize, wide != 0);
         }
+        wide |= w & HIGH;
         i += 8;
     }
+    let mut wide = wide != 0;
     while let Some(&c) = bytes.get(i) {
         if c == b'"' || c == b'\\' || c < 0x20 {
-            return i;
+            break;
         }
+        wide |= c >= 0x80;
         i += 1;
     }
-    i
+    (i, wide)
+}
+
+/// The code points of valid UTF-8: the bytes that do not continue a character.
+fn code_points(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| (b as i8) >= -0x40).count()
+}
+
+/// The first eight bytes of the key `len` bytes long at `at` of `bytes`, as
+/// [`prefix`](super::prefix) makes them (zero-padded).
+#[inline(always)]
+fn prefix_at(bytes: &[u8], at: usize, len: usize) -> u64 {
+    match bytes.get(at..at + 8) {
+        Some(chunk) => {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            let w = u64::from_le_bytes(word);
+            if len >= 8 {
+                w
+            } else {
+                w & ((1u64 << (8 * len)) - 1)
+            }
+        }
+        None => {
+            let mut word = [0u8; 8];
+            let n = len.min(8);
+            if let Some(key) = bytes.get(at..at + n) {
+                word[..n].copy_from_slice(key);
+            }
+            u64::from_le_bytes(word)
+        }
+    }
 }
 
 pub(super) struct Scan<'s, 'b> {
@@ -124,6 +221,10 @@ pub(super) struct Scan<'s, 'b> {
 /// Parses all of `b.text` into `b` (one value, whitespace around it).
 pub(super) fn parse(b: &mut Build<'_>, mode: Mode<'_>) -> Scanned<()> {
     let text = b.text;
+    // Every span of the input, and of the unescaped text (never longer), then fits `u32`.
+    if u32::try_from(text.len()).is_err() {
+        return Err(Fail);
+    }
     let mut s = Scan {
         text,
         bytes: text.as_bytes(),
@@ -159,16 +260,11 @@ impl<'s> Scan<'s, '_> {
         self.peek().ok_or(Fail)
     }
 
+    /// One value. Strings and scalars, most values, are read in line; a container in a call.
+    #[inline(always)]
     fn value(&mut self, mode: Mode<'_>) -> Scanned<()> {
         match self.token()? {
-            b'{' => match mode {
-                Mode::Skip => self.skipped(true),
-                _ => self.nested(|s| s.object(mode)),
-            },
-            b'[' => match mode {
-                Mode::Skip => self.skipped(false),
-                _ => self.nested(|s| s.array(mode)),
-            },
+            b'{' | b'[' => self.container(mode),
             b'"' => {
                 let (span, escaped, chars) = self.string()?;
                 self.b.nodes.push(if escaped {
@@ -183,6 +279,16 @@ impl<'s> Scan<'s, '_> {
                 self.b.nodes.push(node);
                 Ok(())
             }
+        }
+    }
+
+    /// A container at its opening bracket.
+    fn container(&mut self, mode: Mode<'_>) -> Scanned<()> {
+        let object = self.peek() == Some(b'{');
+        match mode {
+            Mode::Skip => self.skipped(object),
+            _ if object => self.nested(|s| s.object(mode)),
+            _ => self.nested(|s| s.array(mode)),
         }
     }
 
@@ -255,7 +361,8 @@ impl<'s> Scan<'s, '_> {
         let b = &mut *self.b;
         let table = if len > PREFETCH_MIN_LEN {
             let table = index(b.elements.len());
-            b.elements.extend(b.pending_elements.drain(mark..));
+            b.elements.extend_from_slice(&b.pending_elements[mark..]);
+            b.pending_elements.truncate(mark);
             table
         } else {
             b.pending_elements.truncate(mark);
@@ -270,24 +377,33 @@ impl<'s> Scan<'s, '_> {
     }
 
     /// One `"key":` of an object (the key's entry, its value still to come).
-    #[inline]
+    #[inline(always)]
     fn key<'p>(&mut self, mode: Mode<'p>) -> Scanned<(Entry, Mode<'p>)> {
         if self.token()? != b'"' {
             return Err(Fail);
         }
         let (key, escaped, _) = self.string()?;
-        let text = if escaped {
-            &self.b.unescaped[key.at as usize..(key.at + key.len) as usize]
+        let (at, len) = (key.at as usize, key.len as usize);
+        fn text<'a>(s: &'a Scan<'_, '_>, escaped: bool, at: usize, len: usize) -> Scanned<&'a str> {
+            let source = if escaped { &s.b.unescaped } else { s.text };
+            source.get(at..at + len).ok_or(Fail)
+        }
+        let prefix = if escaped {
+            super::prefix(text(self, escaped, at, len)?)
         } else {
-            &self.text[key.at as usize..(key.at + key.len) as usize]
+            prefix_at(self.bytes, at, len)
         };
         let entry = Entry {
-            prefix: super::prefix(text),
+            prefix,
             key,
             value: index(self.b.nodes.len()),
             escaped,
         };
-        let mode = mode.member(text);
+        // Only a projection reads the key's text.
+        let mode = match mode {
+            Mode::Full | Mode::Skip => mode,
+            Mode::Project(_) | Mode::Route(_) => mode.member(text(self, escaped, at, len)?),
+        };
         if self.token()? != b':' {
             return Err(Fail);
         }
@@ -304,11 +420,18 @@ impl<'s> Scan<'s, '_> {
             end: 0,
         });
         let mark = self.b.pending.len();
+        // The keys' mask (see `repeated_key`), made as they come: only a collision in it, or
+        // a large object, needs the check of `repeated_key`.
+        let mut seen = 0u64;
+        let mut collided = false;
         if self.token()? == b'}' {
             self.pos += 1;
         } else {
             loop {
                 let (entry, member) = self.key(mode)?;
+                let bit = mask_bit(&entry);
+                collided |= seen & bit != 0;
+                seen |= bit;
                 self.b.pending.push(entry);
                 self.value(member)?;
                 match self.token()? {
@@ -323,7 +446,9 @@ impl<'s> Scan<'s, '_> {
         }
         let b = &mut *self.b;
         let keys = &b.pending[mark..];
-        if repeated_key(b.text, &b.unescaped, keys, &mut b.table, &mut b.hasher).is_some() {
+        if (collided || keys.len() > MASK_MAX)
+            && repeated_key(b.text, &b.unescaped, keys, &mut b.table, &mut b.hasher).is_some()
+        {
             return Err(Fail);
         }
         let first = index(b.entries.len());
@@ -338,7 +463,8 @@ impl<'s> Scan<'s, '_> {
             });
             b.key_slots.extend_from_slice(&b.table);
         }
-        b.entries.extend(b.pending.drain(mark..));
+        b.entries.extend_from_slice(&b.pending[mark..]);
+        b.pending.truncate(mark);
         b.nodes[at] = Node::Object {
             first,
             len,
@@ -349,19 +475,28 @@ impl<'s> Scan<'s, '_> {
 
     /// A string at the opening quote: its span, whether it was unescaped into
     /// `Build::unescaped` (else it is a span of the input), and its number of code points.
-    #[inline]
+    #[inline(always)]
     fn string(&mut self) -> Scanned<(Span, bool, u32)> {
         let start = self.pos + 1;
-        let end = special(self.bytes, start);
-        let i = end - start;
+        let (end, wide) = special(self.bytes, start);
         if self.bytes.get(end) == Some(&b'"') {
             self.pos = end + 1;
-            // On character boundaries: both ends are next to an ASCII quote.
-            let s = self.text.get(start..start + i).ok_or(Fail)?;
-            let span = span::<serde_json::Error>(start, i).map_err(|_| Fail)?;
-            return Ok((span, false, char_count(s) as u32));
+            let len = end - start;
+            // Fits: the input is shorter than `u32::MAX` bytes (see `parse`).
+            let span = Span {
+                at: start as u32,
+                len: len as u32,
+            };
+            // The run is valid UTF-8 (the whole text is, and both ends are next to an ASCII
+            // quote); all ASCII, its code points are its bytes.
+            let chars = if wide {
+                code_points(&self.bytes[start..end])
+            } else {
+                len
+            };
+            return Ok((span, false, chars as u32));
         }
-        self.escaped_string(start, i)
+        self.escaped_string(start, end - start)
     }
 
     /// The rest of a string from its first special byte (at `start + plain`), unescaped into
@@ -386,7 +521,7 @@ impl<'s> Scan<'s, '_> {
                 _ => return Err(Fail),
             }
             from = i;
-            i = special(self.bytes, i);
+            i = special(self.bytes, i).0;
         }
         let text = &self.b.unescaped[at..];
         let chars = char_count(text) as u32;
@@ -530,12 +665,13 @@ impl<'s> Scan<'s, '_> {
         })?;
         // Keys unescaped for the repeated-key check are not part of the document.
         self.b.unescaped.truncate(unescaped);
-        let at = u32::try_from(start).map_err(|_| Fail)?;
-        let len = u32::try_from(self.pos - start).map_err(|_| Fail)?;
+        // Fits: the input is shorter than `u32::MAX` bytes (see `parse`).
+        let (at, len) = (start as u32, (self.pos - start) as u32);
         self.b.nodes.push(Node::Skipped { object, at, len });
         Ok(())
     }
 
+    #[inline(always)]
     fn skip_value(&mut self) -> Scanned<()> {
         match self.token()? {
             b'{' => self.nested(Self::skip_object),
@@ -571,8 +707,14 @@ impl<'s> Scan<'s, '_> {
             self.pos += 1;
             return Ok(());
         }
+        // The keys' mask, as in `object`.
+        let mut seen = 0u64;
+        let mut collided = false;
         loop {
             let (entry, _) = self.key(Mode::Skip)?;
+            let bit = mask_bit(&entry);
+            collided |= seen & bit != 0;
+            seen |= bit;
             self.b.pending.push(entry);
             self.skip_value()?;
             match self.token()? {
@@ -585,17 +727,14 @@ impl<'s> Scan<'s, '_> {
             }
         }
         let b = &mut *self.b;
-        let repeated = repeated_key(
-            b.text,
-            &b.unescaped,
-            &b.pending[mark..],
-            &mut b.table,
-            &mut b.hasher,
-        );
+        let keys = &b.pending[mark..];
+        let repeated = (collided || keys.len() > MASK_MAX)
+            && repeated_key(b.text, &b.unescaped, keys, &mut b.table, &mut b.hasher).is_some();
         b.pending.truncate(mark);
-        match repeated {
-            Some(_) => Err(Fail),
-            None => Ok(()),
+        if repeated {
+            Err(Fail)
+        } else {
+            Ok(())
         }
     }
 }
