@@ -1,6 +1,8 @@
 //! CEL engine benchmarks on the shared inputs of `../shared/bench/` (the Pod fixture, its
 //! 10/1,000/10,000-container variants, and the 10 validations of `pss-validations.yaml`),
-//! each measured as evaluation only and from JSON bytes to result, with cost metering on.
+//! each measured as evaluation only and from JSON bytes to result, with cost metering on:
+//! the whole review built, and built as `/validate` builds it (the projected group: what the
+//! read analysis finds the expressions read, and the codec's own reads).
 //! The in-tree (cel-go) figures for the same cases are in `../shared/bench/README.md`.
 
 use std::path::PathBuf;
@@ -12,7 +14,8 @@ use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criteri
 use serde_json::Value as Json;
 
 use celgate::cel::json::Doc;
-use celgate::cel::projection::{Projection, Projections};
+use celgate::cel::projection::Projections;
+use celgate::cel::reads::{Analysis, Source};
 use celgate::cel::vap::{vap_env, Decls};
 use celgate::cel::{Meter, Program, Value, NEWEST_MINOR, PER_CALL_LIMIT};
 
@@ -89,7 +92,7 @@ fn from_bytes(programs: &[Program], bytes: &[u8]) -> bool {
     eval_all(programs, Value::from_doc(object))
 }
 
-/// As [`from_bytes`], building only what `routes` project (the case's reads, by hand).
+/// As [`from_bytes`], building only what `routes` project (as the server parses a review).
 fn from_bytes_projected(programs: &[Program], bytes: &[u8], routes: &Projections) -> bool {
     let doc = Doc::parse_projected(bytes, routes).expect("review JSON");
     let object = doc
@@ -100,44 +103,18 @@ fn from_bytes_projected(programs: &[Program], bytes: &[u8], routes: &Projections
     eval_all(programs, Value::from_doc(object))
 }
 
-/// `request.object` projected with `object`; `request.oldObject` skipped.
-fn routes(object: &Projection) -> Projections {
-    let mut r = Projections::new();
-    r.project(&["request", "object"], object);
-    r.project(&["request", "oldObject"], &Projection::none());
-    r
-}
-
-/// What each case's expressions read of the object, written by hand (the read analysis
-/// computes these from the expressions).
-fn case_projection(case: &str) -> Projection {
-    let mut p = Projection::none();
-    match case.as_bytes()[0] {
-        b'1' => p.field_mut("metadata").field_mut("name").set_whole(),
-        b'2' | b'3' => {
-            let c = p.field_mut("spec").field_mut("containers").each_mut();
-            c.field_mut("image").set_whole();
-        }
-        b'4' => {
-            let c = p.field_mut("spec").field_mut("containers").each_mut();
-            c.field_mut("resources")
-                .field_mut("limits")
-                .field_mut("memory")
-                .set_whole();
-        }
-        _ => {
-            let spec = p.field_mut("spec");
-            for f in ["hostNetwork", "hostPID", "hostIPC", "securityContext"] {
-                spec.field_mut(f).set_whole();
-            }
-            let c = spec.field_mut("containers").each_mut();
-            c.field_mut("securityContext").set_whole();
-            c.field_mut("ports").set_whole();
-            // Presence tests only: the volumes are objects whose members may be skipped.
-            spec.field_mut("volumes").each_mut().field_mut("hostPath");
-        }
-    }
-    p
+/// What `review::answer` builds of a review for `programs`: what the read analysis finds
+/// they read of the object, and the codec's own reads.
+fn routes(programs: &[Program]) -> Projections {
+    let sources: Vec<Source<'_>> = programs.iter().map(|p| Source::Expr(p.source())).collect();
+    let mut analysis = Analysis::new();
+    analysis
+        .sources(&sources, NEWEST_MINOR)
+        .expect("the expressions parse");
+    let mut reads = celgate::review::own_reads();
+    reads.union(&analysis.reads());
+    reads.finish();
+    reads.at(&["request", "object"], &["request", "oldObject"])
 }
 
 fn pss_expressions() -> Vec<String> {
@@ -209,7 +186,7 @@ fn bench(c: &mut Criterion) {
     let mut projected_group = c.benchmark_group("JSON bytes to result (projected)");
     for (name, programs, object) in &cases {
         let bytes = review_bytes(object);
-        let routes = routes(&case_projection(name));
+        let routes = routes(programs);
         assert!(
             from_bytes_projected(programs, &bytes, &routes),
             "{name} must be true on its projected input"
