@@ -94,7 +94,7 @@ pub struct Limits {
     /// evaluations (see [`pool`]).
     pub eval_threads: usize,
     /// How long a review is evaluated on its connection's task before it goes to the pool
-    /// (see [`evaluate_inline`]); zero: every review goes to the pool.
+    /// (see `evaluate_inline`); zero: every review goes to the pool.
     pub inline_eval_time: Duration,
 }
 
