@@ -1320,4 +1320,24 @@ mod tests {
             Some(Ordering::Equal)
         );
     }
+
+    #[test]
+    fn a_skipped_container_is_never_read_as_a_value() {
+        use crate::json::Doc;
+        use crate::projection::{Projection, Projections};
+        let mut routes = Projections::new();
+        routes.project(&["skipped"], &Projection::none());
+        let text = br#"{"skipped": {"x": 1}, "built": {"y": 2}}"#;
+        let doc = Doc::parse_projected(text, &routes).unwrap();
+        let skipped = doc.root().get("skipped").unwrap();
+        assert!(skipped.is_skipped());
+        assert_eq!(
+            Value::try_from_doc(skipped).unwrap_err().message(),
+            NOT_PARSED
+        );
+        assert!(Value::try_from_doc(doc.root().get("built").unwrap()).is_ok());
+        let v = Value::from_doc(skipped);
+        assert_eq!(v.type_name(), "celgate.notParsed");
+        assert!(!v.equals(&v), "it equals nothing, not even itself");
+    }
 }
