@@ -804,6 +804,25 @@ fn utf8(bytes: &[u8]) -> Result<&str, serde_json::Error> {
 }
 
 impl<'s> Build<'s> {
+    /// Completes the array node at `at` once its `len` elements are built, their starts
+    /// pending from `mark` on: a long array keeps them as its element table.
+    fn close_array(&mut self, at: usize, mark: usize, len: usize) {
+        let table = if len > PREFETCH_MIN_LEN {
+            let table = index(self.elements.len());
+            self.elements
+                .extend_from_slice(&self.pending_elements[mark..]);
+            table
+        } else {
+            NONE
+        };
+        self.pending_elements.truncate(mark);
+        self.nodes[at] = Node::Array {
+            len: index(len),
+            end: index(self.nodes.len()),
+            table,
+        };
+    }
+
     fn new(text: &'s str) -> Build<'s> {
         Build {
             text,
@@ -1059,19 +1078,7 @@ fn array<'de, A: SeqAccess<'de>>(b: &mut Build<'de>, mut seq: A) -> Result<(), A
         b.pending_elements.push(start);
         len += 1;
     }
-    let table = if len > PREFETCH_MIN_LEN {
-        let table = index(b.elements.len());
-        b.elements.extend(b.pending_elements.drain(mark..));
-        table
-    } else {
-        b.pending_elements.truncate(mark);
-        NONE
-    };
-    b.nodes[at] = Node::Array {
-        len: index(len),
-        end: index(b.nodes.len()),
-        table,
-    };
+    b.close_array(at, mark, len);
     Ok(())
 }
 

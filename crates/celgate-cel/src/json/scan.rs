@@ -19,7 +19,7 @@
 
 use super::{
     char_count, index, mask_bit, repeated_key, span, with_stack, Build, Entry, KeyIndex, Node,
-    Span, GROW_FROM, MASK_MAX, MAX_DEPTH, NONE, PREFETCH_MIN_LEN,
+    Span, GROW_FROM, MASK_MAX, MAX_DEPTH, NONE,
 };
 use crate::projection::{Projection, Projections};
 
@@ -358,21 +358,7 @@ impl<'s> Scan<'s, '_> {
                 }
             }
         }
-        let b = &mut *self.b;
-        let table = if len > PREFETCH_MIN_LEN {
-            let table = index(b.elements.len());
-            b.elements.extend_from_slice(&b.pending_elements[mark..]);
-            b.pending_elements.truncate(mark);
-            table
-        } else {
-            b.pending_elements.truncate(mark);
-            NONE
-        };
-        b.nodes[at] = Node::Array {
-            len: index(len),
-            end: index(b.nodes.len()),
-            table,
-        };
+        self.b.close_array(at, mark, len);
         Ok(())
     }
 
