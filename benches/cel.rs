@@ -83,8 +83,12 @@ fn eval_all(programs: &[Program], object: Value<'_>) -> bool {
 /// The whole request path from the body's bytes: parse the AdmissionReview into a compact
 /// document, find `request.object`, evaluate.
 fn from_bytes(programs: &[Program], bytes: &[u8]) -> bool {
-    let doc = Doc::parse(bytes).expect("review JSON");
-    let object = doc
+    eval_request_object(programs, &Doc::parse(bytes).expect("review JSON"))
+}
+
+/// Evaluates `programs` against the review's `request.object`.
+fn eval_request_object(programs: &[Program], review: &Doc<'_>) -> bool {
+    let object = review
         .root()
         .get("request")
         .and_then(|r| r.get("object"))
@@ -94,13 +98,8 @@ fn from_bytes(programs: &[Program], bytes: &[u8]) -> bool {
 
 /// As [`from_bytes`], building only what `routes` project (as the server parses a review).
 fn from_bytes_projected(programs: &[Program], bytes: &[u8], routes: &Projections) -> bool {
-    let doc = Doc::parse_projected(bytes, routes).expect("review JSON");
-    let object = doc
-        .root()
-        .get("request")
-        .and_then(|r| r.get("object"))
-        .expect("request.object");
-    eval_all(programs, Value::from_doc(object))
+    let review = Doc::parse_projected(bytes, routes).expect("review JSON");
+    eval_request_object(programs, &review)
 }
 
 /// What `review::answer` builds of a review for `programs`: what the read analysis finds

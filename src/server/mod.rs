@@ -1206,19 +1206,16 @@ mod tests {
     #[test]
     fn cheap_reviews_are_answered_inline_and_costly_ones_go_to_the_pool() {
         let later = Instant::now() + Duration::from_secs(60);
+        // A loaded machine may preempt a try past its end (then it goes to the pool): whether
+        // `body` was allowed the first time one of 100 tries answered inline.
+        let tried_inline = |state: &AppState, snap: &Snapshot, body: &[u8]| {
+            (0..100)
+                .find_map(|_| allowed(evaluate_inline(state, snap, body, Phase::Validating, later)))
+        };
         let state = state_with(snapshot(), DEFAULT_INLINE_EVAL_TIME);
         let snap = state.snapshot.load_full();
         let deny = review(json!({"debug": "1"}));
-        // A loaded machine may preempt the try past its end: then it goes to the pool.
-        let tried = (0..100).find_map(|_| {
-            allowed(evaluate_inline(
-                &state,
-                &snap,
-                &deny,
-                Phase::Validating,
-                later,
-            ))
-        });
+        let tried = tried_inline(&state, &snap, &deny);
         assert_eq!(tried, Some(false), "never answered inline");
         // Past the try's end (1 ns): the costly review is not answered inline, and none of
         // its checks is counted.
@@ -1242,15 +1239,7 @@ mod tests {
             namespace_lookup: Some(Arc::new(crate::admission::bare::BareNamespaces::default())),
         });
         let snap = state.snapshot.load_full();
-        let tried = (0..100).find_map(|_| {
-            allowed(evaluate_inline(
-                &state,
-                &snap,
-                &deny,
-                Phase::Validating,
-                later,
-            ))
-        });
+        let tried = tried_inline(&state, &snap, &deny);
         assert_eq!(
             tried,
             Some(false),
