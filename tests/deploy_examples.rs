@@ -43,7 +43,7 @@ fn answer(pod: Json, user: &str, groups: &[&str]) -> Json {
     });
     let body = serde_json::to_vec(&review).unwrap();
     let answer = celgate::review::answer(&snap, &body, &Default::default(), Default::default());
-    answer.unwrap().review["response"].clone()
+    answer.unwrap().review()["response"].clone()
 }
 
 fn pod(image: &str, host_network: bool) -> Json {

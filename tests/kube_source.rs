@@ -51,7 +51,7 @@ impl Latest {
         };
         celgate::review::answer(snapshot, body, &context, Default::default())
             .ok()
-            .map(|a| a.review)
+            .map(|a| a.review())
     }
 }
 

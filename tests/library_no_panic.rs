@@ -1071,8 +1071,8 @@ fn a_url_attack_gets_each_policys_own_decision() {
         pair("invalid_error", "allow"),
         "the ignored error is counted"
     );
-    assert_eq!(answer.review["response"]["allowed"], false);
-    assert_eq!(answer.review["response"]["status"]["code"], 422);
+    assert_eq!(answer.review()["response"]["allowed"], false);
+    assert_eq!(answer.review()["response"]["status"]["code"], 422);
 }
 
 /// An authorizer that panics: the one way a test can make a library call panic through
@@ -1132,11 +1132,11 @@ fn a_panicking_policy_is_that_policys_error_and_the_review_is_answered() {
     assert_eq!(checks["authz-ignore"], pair("invalid_error", "allow"));
     assert!(!checks.contains_key("bystander"), "admitted: no record");
     assert!(celgate::admission::validator::contained_panics() >= before + 2);
-    assert_eq!(answer.review["response"]["allowed"], false);
+    assert_eq!(answer.review()["response"]["allowed"], false);
 
     // Under Ignore alone, the review is allowed.
     let snap = snapshot(&[policy("authz-ignore", "Ignore", check)]);
     let answer = celgate::review::answer(&snap, &body, &context, Default::default())
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(answer.review["response"]["allowed"], true);
+    assert_eq!(answer.review()["response"]["allowed"], true);
 }

@@ -84,7 +84,7 @@ fn answer(snapshot: &Snapshot, body: &[u8]) -> Result<String, String> {
             let v = &a.verdict;
             Ok(format!(
                 "{}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
-                a.review,
+                a.review(),
                 v.denials,
                 v.warnings,
                 v.annotations,

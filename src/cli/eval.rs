@@ -259,7 +259,7 @@ fn answer_phases(
     let context = Default::default();
     let validate = |body: &[u8]| {
         celgate::review::answer(snapshot, body, &context, Default::default())
-            .map(|a| a.review)
+            .map(|a| a.review())
             .map_err(PhaseError::Review)
     };
     if phase == Phase::Validating {

@@ -357,10 +357,12 @@ enum Answered {
 }
 
 impl Answered {
-    fn review(&self) -> &serde_json::Value {
+    /// The answer's bytes (taken out of it): the validating answer comes encoded; the
+    /// mutating one is encoded here.
+    fn take_body(&mut self) -> Result<Vec<u8>, serde_json::Error> {
         match self {
-            Answered::Validating(a) => &a.review,
-            Answered::Mutating(a) => &a.review,
+            Answered::Validating(a) => Ok(std::mem::take(&mut a.body)),
+            Answered::Mutating(a) => serde_json::to_vec(&a.review),
         }
     }
 
@@ -588,7 +590,7 @@ async fn serve_review(
             }
         }
     };
-    let answer = match finished {
+    let mut answer = match finished {
         Err(e) => {
             return refuse(
                 &s,
@@ -615,8 +617,16 @@ async fn serve_review(
     // as answered).
     // Encoding a review cannot fail today (string keys, finite numbers); if it ever does, the
     // API server gets an error it applies failurePolicy to, never a 200 with an empty body.
-    let body = match serde_json::to_vec(answer.review()) {
-        Ok(body) => body,
+    let body = match answer.take_body() {
+        Ok(body) if !body.is_empty() => body,
+        Ok(_) => {
+            return refuse(
+                &s,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "cannot encode the answer".to_string(),
+            )
+        }
         Err(e) => {
             return refuse(
                 &s,

@@ -22,7 +22,7 @@ pub fn answer_case(dir: &Path) -> Result<(Json, Json), String> {
     let body = std::fs::read(dir.join("review.json")).map_err(|e| e.to_string())?;
     let answer = celgate::review::answer(&snap, &body, &Default::default(), Default::default())
         .map_err(|e| e.to_string())?
-        .review;
+        .review();
     let expected = std::fs::read(dir.join("expected.json")).map_err(|e| e.to_string())?;
     let expected = serde_json::from_slice(&expected).map_err(|e| format!("expected.json: {e}"))?;
     Ok((answer, expected))

@@ -1043,7 +1043,7 @@ fn answer_checked(snap: &Snapshot, body: &[u8]) -> Result<Result<Json, String>, 
     let whole =
         celgate::review::answer_parsed_whole(snap, body, &Default::default(), Default::default());
     let shown = |r: &Result<celgate::review::Answer, celgate::review::ReviewError>| match r {
-        Ok(a) => a.review.to_string(),
+        Ok(a) => a.review().to_string(),
         Err(e) => e.to_string(),
     };
     if shown(&answered) != shown(&whole) {
@@ -1056,11 +1056,11 @@ fn answer_checked(snap: &Snapshot, body: &[u8]) -> Result<Result<Json, String>, 
     match answered {
         Ok(a) => {
             stat("answered");
-            let resp = &a.review["response"];
+            let resp = &a.review()["response"];
             if !resp["allowed"].is_boolean() {
                 return Err(format!(
                     "answer without allowed: {}",
-                    truncate(&a.review.to_string(), 300)
+                    truncate(&a.review().to_string(), 300)
                 ));
             }
             if let Ok(v) = serde_json::from_slice::<Json>(body) {
@@ -1073,7 +1073,7 @@ fn answer_checked(snap: &Snapshot, body: &[u8]) -> Result<Result<Json, String>, 
                     }
                 }
             }
-            Ok(Ok(a.review))
+            Ok(Ok(a.review()))
         }
         Err(e) => {
             stat("refused");

@@ -5,6 +5,9 @@
 //! request's strings echoed in a denial's details are cut to [`MAX_ECHOED`] bytes, so that an
 //! answer does not grow with what a client sent.
 
+use std::collections::BTreeMap;
+
+use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
 
@@ -130,49 +133,137 @@ fn go_json(v: &impl serde::Serialize) -> String {
     escaped
 }
 
-/// The `response` object of the answer.
-pub fn response(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
-    let mut r = Map::new();
-    r.insert("uid".into(), Json::String(req.uid.clone()));
-    r.insert("allowed".into(), Json::Bool(verdict.allowed()));
-    if let Some(first) = verdict.denials.first() {
-        let reason = first.reason.clone().unwrap_or_else(|| "Invalid".into());
-        r.insert(
-            "status".into(),
-            json!({
-                "metadata": {},
-                "status": "Failure",
-                "message": first.message,
-                "reason": reason,
-                "details": {
-                    "name": cut_bytes(&req.display_name(), MAX_ECHOED),
-                    "group": cut_bytes(&req.attributes.group, MAX_ECHOED),
-                    "kind": cut_bytes(&req.attributes.resource, MAX_ECHOED),
-                    "causes": [{"message": first.message}],
-                },
-                "code": code_for(&reason),
-            }),
-        );
-    }
-    r.insert(
-        "warnings".into(),
-        json!(recorded_warnings(&verdict.warnings)),
-    );
-    let mut annotations = Map::new();
-    for (policy, key, values) in &verdict.annotations {
-        annotations.insert(annotation_key(policy, key), Json::String(values.join(", ")));
-    }
-    if !verdict.audited.is_empty() {
-        let kept: Vec<_> = verdict.audited.iter().take(MAX_AUDITED).collect();
-        annotations.insert("validation_failure".into(), Json::String(go_json(&kept)));
-    }
-    r.insert("auditAnnotations".into(), Json::Object(annotations));
-    Json::Object(r)
+/// The `response` of a validating answer, borrowed from the request and the verdict:
+/// serialized straight to the answer's bytes ([`review_bytes`]), or to JSON for callers that
+/// inspect it ([`response`]). Fields in the order `serde_json::Map` sorts keys, so that both
+/// forms print alike.
+#[derive(Serialize)]
+struct Response<'a> {
+    allowed: bool,
+    #[serde(rename = "auditAnnotations")]
+    audit_annotations: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status<'a>>,
+    uid: &'a str,
+    warnings: Vec<&'a str>,
 }
 
-/// The whole AdmissionReview answer, in the request's API version.
-pub fn review(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
-    envelope(req, response(req, verdict))
+/// A denial's `metav1.Status` (§5.1).
+#[derive(Serialize)]
+struct Status<'a> {
+    code: u16,
+    details: Details<'a>,
+    message: &'a str,
+    metadata: Empty,
+    reason: &'a str,
+    status: &'static str,
+}
+
+#[derive(Serialize)]
+struct Details<'a> {
+    causes: [Cause<'a>; 1],
+    group: &'a str,
+    kind: &'a str,
+    name: String,
+}
+
+#[derive(Serialize)]
+struct Cause<'a> {
+    message: &'a str,
+}
+
+/// `{}`.
+#[derive(Serialize)]
+struct Empty {}
+
+/// An AdmissionReview holding a response, in the request's API version.
+#[derive(Serialize)]
+struct Review<'a, R> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'a str,
+    kind: &'static str,
+    response: R,
+}
+
+/// The response of observe mode.
+#[derive(Serialize)]
+struct Observed<'a> {
+    allowed: bool,
+    uid: &'a str,
+}
+
+impl<'a> Response<'a> {
+    fn of(req: &'a Request<'_>, verdict: &'a AdmissionVerdict) -> Response<'a> {
+        let status = verdict.denials.first().map(|first| {
+            let reason = first.reason.as_deref().unwrap_or("Invalid");
+            Status {
+                code: code_for(reason),
+                details: Details {
+                    causes: [Cause {
+                        message: &first.message,
+                    }],
+                    group: cut_bytes(&req.attributes.group, MAX_ECHOED),
+                    kind: cut_bytes(&req.attributes.resource, MAX_ECHOED),
+                    name: cut_bytes(&req.display_name(), MAX_ECHOED).to_string(),
+                },
+                message: &first.message,
+                metadata: Empty {},
+                reason,
+                status: "Failure",
+            }
+        });
+        // A map, as the in-tree answer's: a later annotation under the same key replaces
+        // an earlier one.
+        let mut audit_annotations = BTreeMap::new();
+        for (policy, key, values) in &verdict.annotations {
+            audit_annotations.insert(annotation_key(policy, key), values.join(", "));
+        }
+        if !verdict.audited.is_empty() {
+            let kept: Vec<_> = verdict.audited.iter().take(MAX_AUDITED).collect();
+            audit_annotations.insert("validation_failure".into(), go_json(&kept));
+        }
+        Response {
+            allowed: verdict.allowed(),
+            audit_annotations,
+            status,
+            uid: &req.uid,
+            warnings: recorded_warnings(&verdict.warnings),
+        }
+    }
+}
+
+/// Serialized: these types hold only strings, booleans, integers and maps with string keys,
+/// which serde_json always encodes.
+fn to_bytes(value: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// The `response` object of the answer, as JSON.
+pub fn response(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
+    serde_json::to_value(Response::of(req, verdict)).unwrap_or_default()
+}
+
+/// The whole AdmissionReview answer, in the request's API version, as the bytes to send:
+/// written straight from the verdict, no JSON tree built.
+pub fn review_bytes(req: &Request<'_>, verdict: &AdmissionVerdict) -> Vec<u8> {
+    to_bytes(&Review {
+        api_version: &req.api_version,
+        kind: "AdmissionReview",
+        response: Response::of(req, verdict),
+    })
+}
+
+/// The answer of observe mode, whatever was decided: allowed, without warnings or audit
+/// annotations, in the request's API version, as the bytes to send.
+pub fn observed_bytes(req: &Request<'_>) -> Vec<u8> {
+    to_bytes(&Review {
+        api_version: &req.api_version,
+        kind: "AdmissionReview",
+        response: Observed {
+            allowed: true,
+            uid: &req.uid,
+        },
+    })
 }
 
 /// An AdmissionReview holding `response`, in the request's API version. The response is
@@ -225,16 +316,6 @@ pub fn mutating_review(
     envelope(req, Json::Object(r))
 }
 
-/// The answer of observe mode, whatever was decided: allowed, without warnings or audit
-/// annotations, in the request's API version.
-pub fn observed(req: &Request<'_>) -> Json {
-    json!({
-        "apiVersion": req.api_version,
-        "kind": "AdmissionReview",
-        "response": {"uid": req.uid, "allowed": true},
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +360,86 @@ mod tests {
         assert_eq!(
             recorded_warnings(&mixed),
             [w('a', 256), w('b', 200), w('c', 1)]
+        );
+    }
+
+    /// The answer's bytes are the review the API server reads: the in-tree fields, with
+    /// serde_json's own encoding of that JSON (keys sorted), for an allowed answer, a denial
+    /// with and without a reason, repeated annotation keys, audited failures and warnings.
+    #[test]
+    fn answer_bytes_are_the_review_as_json() {
+        let body =
+            br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{
+            "uid":"u-1","kind":{"group":"apps","version":"v1","kind":"Deployment"},
+            "resource":{"group":"apps","version":"v1","resource":"deployments"},
+            "namespace":"ns","operation":"CREATE","userInfo":{"username":"alice"},
+            "object":{"metadata":{"generateName":"web-<&>"}}}}"#;
+        let doc = celgate_cel::json::Doc::parse(body).unwrap();
+        let req = super::super::request(&doc).unwrap();
+        let denial = |reason: Option<&str>| crate::admission::Denial {
+            policy: "p".into(),
+            binding: Some("b".into()),
+            message: "denied <here>".into(),
+            reason: reason.map(str::to_string),
+        };
+        let audited = crate::admission::AuditedFailure {
+            message: "m&".into(),
+            policy: "p".into(),
+            binding: "b".into(),
+            expression_index: 0,
+            validation_actions: vec!["Audit".into()],
+        };
+        let verdicts = [
+            AdmissionVerdict::default(),
+            AdmissionVerdict {
+                denials: vec![denial(None), denial(Some("Forbidden"))],
+                warnings: vec!["w1".into(), "w1".into(), "w2".into()],
+                annotations: vec![
+                    ("p".into(), "k".into(), vec!["a".into(), "b".into()]),
+                    ("p".into(), "k".into(), vec!["later".into()]),
+                ],
+                audited: vec![audited],
+                ..Default::default()
+            },
+            AdmissionVerdict {
+                denials: vec![denial(Some("Forbidden"))],
+                ..Default::default()
+            },
+        ];
+        let expected = [
+            json!({"allowed": true, "auditAnnotations": {}, "uid": "u-1", "warnings": []}),
+            json!({"allowed": false, "uid": "u-1", "warnings": ["w1", "w2"],
+                "auditAnnotations": {
+                    "p_k": "later",
+                    "validation_failure": r#"[{"message":"m\u0026","policy":"p","binding":"b","expressionIndex":0,"validationActions":["Audit"]}]"#,
+                },
+                "status": {"metadata": {}, "status": "Failure", "message": "denied <here>",
+                    "reason": "Invalid", "code": 422,
+                    "details": {"name": "web-<&>", "group": "apps", "kind": "deployments",
+                        "causes": [{"message": "denied <here>"}]}}}),
+            json!({"allowed": false, "auditAnnotations": {}, "uid": "u-1", "warnings": [],
+                "status": {"metadata": {}, "status": "Failure", "message": "denied <here>",
+                    "reason": "Forbidden", "code": 403,
+                    "details": {"name": "web-<&>", "group": "apps", "kind": "deployments",
+                        "causes": [{"message": "denied <here>"}]}}}),
+        ];
+        for (verdict, response) in verdicts.iter().zip(expected) {
+            let bytes = review_bytes(&req, verdict);
+            let review: Json = serde_json::from_slice(&bytes).unwrap();
+            let whole = json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "response": response});
+            assert_eq!(review, whole);
+            assert_eq!(
+                bytes,
+                serde_json::to_vec(&whole).unwrap(),
+                "keys in serde_json's order"
+            );
+            assert_eq!(super::response(&req, verdict), whole["response"]);
+        }
+        let observed: Json = serde_json::from_slice(&observed_bytes(&req)).unwrap();
+        assert_eq!(
+            observed,
+            json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview",
+                "response": {"uid": "u-1", "allowed": true}})
         );
     }
 

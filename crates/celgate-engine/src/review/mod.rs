@@ -20,8 +20,9 @@ pub use decode::{request, ReviewError};
 /// metrics).
 #[derive(Debug)]
 pub struct Answer {
-    /// The AdmissionReview to send back (the request's apiVersion, its uid, the response).
-    pub review: Json,
+    /// The AdmissionReview to send back (the request's apiVersion, its uid, the response),
+    /// encoded: the server sends these bytes as they are ([`Answer::review`] reads them).
+    pub body: Vec<u8>,
     /// What admission decided.
     pub verdict: AdmissionVerdict,
     /// `request.uid`.
@@ -35,6 +36,15 @@ pub struct Answer {
     /// [`answer`] with [`AnswerOptions::trace`] (then with [`AdmissionVerdict::results`] too), for a request
     /// without a subresource and not a dry run.
     pub reported: Option<ObjectRef>,
+}
+
+impl Answer {
+    /// The AdmissionReview sent back, as JSON (for callers that inspect it; the server sends
+    /// [`Answer::body`]).
+    pub fn review(&self) -> Json {
+        // The body is serde_json's own encoding of the review (see `encode::review_bytes`).
+        serde_json::from_slice(&self.body).unwrap_or_default()
+    }
 }
 
 /// The object a request was about, for log lines.
@@ -138,9 +148,9 @@ fn answer_with(
     };
     let verdict = admit(snapshot, &req, context, options);
     let reported = if trace { reported(&req) } else { None };
-    let review = match mode {
-        Mode::Enforce => encode::review(&req, &verdict),
-        Mode::Observe => encode::observed(&req),
+    let body = match mode {
+        Mode::Enforce => encode::review_bytes(&req, &verdict),
+        Mode::Observe => encode::observed_bytes(&req),
     };
     let subject = verdict
         .evaluated
@@ -148,7 +158,7 @@ fn answer_with(
         .any(|e| e.result >= PolicyResult::Fail)
         .then(|| subject(&req));
     Ok(Answer {
-        review,
+        body,
         verdict,
         uid: req.uid.clone(),
         operation: req.attributes.operation.clone(),
@@ -393,7 +403,7 @@ spec:
         assert!(!spec.get("x").unwrap().is_skipped());
         let answer =
             |body: &[u8]| answer(&s, body, &AdmitContext::default(), AnswerOptions::default());
-        let allowed = |a: &Answer| a.review["response"]["allowed"].as_bool();
+        let allowed = |a: &Answer| a.review()["response"]["allowed"].as_bool();
         assert_eq!(allowed(&answer(&body).unwrap()), Some(true));
         let denied = pod_review(r#"{"metadata":{"name":"p"},"spec":{"x":2},"status":{"a":{}}}"#);
         assert_eq!(allowed(&answer(&denied).unwrap()), Some(false));
@@ -408,7 +418,7 @@ spec:
             let whole = Doc::parse(&body).map(|_| ()).unwrap_err().to_string();
             match answer(&body) {
                 Err(ReviewError::MalformedJson(e)) => assert_eq!(e.to_string(), whole, "{object}"),
-                other => panic!("{object}: {:?}", other.map(|a| a.review)),
+                other => panic!("{object}: {:?}", other.map(|a| a.review())),
             }
         }
     }
