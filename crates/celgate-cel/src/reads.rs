@@ -21,13 +21,17 @@ use crate::parser::parse_for;
 use crate::program::COMPILER_STACK;
 use crate::projection::{Projection, Projections};
 
-/// The parts of `object` and `oldObject` a set of expressions can read.
+/// The parts of `object` and `oldObject` a set of expressions can read, and whether they
+/// read the `request` variable at all.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Reads {
     /// What of `object` is read.
     pub object: Projection,
     /// What of `oldObject` is read.
     pub old_object: Projection,
+    /// Whether an expression names the `request` variable (not a comprehension variable of
+    /// that name): without it, the value of `request` is never read and need not be built.
+    pub request: bool,
 }
 
 impl Reads {
@@ -36,6 +40,7 @@ impl Reads {
         Reads {
             object: Projection::whole(),
             old_object: Projection::whole(),
+            request: true,
         }
     }
 
@@ -43,6 +48,7 @@ impl Reads {
     pub fn union(&mut self, other: &Reads) {
         self.object.union(&other.object);
         self.old_object.union(&other.old_object);
+        self.request |= other.request;
     }
 
     /// Both projections [finished](Projection::finish), as a parser reads them.
@@ -439,7 +445,10 @@ impl Walk<'_> {
         let root = match name {
             "object" => Root::Object,
             "oldObject" => Root::OldObject,
-            "request" => Root::Request,
+            "request" => {
+                self.analysis.reads.request = true;
+                Root::Request
+            }
             "variables" => {
                 // The composited variables as a whole: each one's value may be read.
                 let all: Origins = self
@@ -575,6 +584,47 @@ mod tests {
 
     fn object(src: &str) -> String {
         reads_with(&[], &[src]).0
+    }
+
+    /// Whether `request` is read: named anywhere, in a variable or not, but not as a
+    /// comprehension variable of that name.
+    #[test]
+    fn the_request_variable_is_read_where_it_is_named() {
+        let reads_request = |vars: &[(&str, &str)], exprs: &[&str]| {
+            let mut a = Analysis::new();
+            for (name, src) in vars {
+                a.variable_source(name, Some(src), crate::NEWEST_MINOR)
+                    .unwrap();
+            }
+            for src in exprs {
+                a.expr_source(src, crate::NEWEST_MINOR).unwrap();
+            }
+            a.reads().request
+        };
+        assert!(reads_request(&[], &["request.operation == 'CREATE'"]));
+        assert!(reads_request(&[], &["has(request.dryRun)"]));
+        assert!(reads_request(
+            &[],
+            &["object.spec.x == 1", "dyn(request) != null"]
+        ));
+        assert!(reads_request(
+            &[("r", "request.userInfo")],
+            &["object.a == 1"]
+        ));
+        assert!(reads_request(&[], &["[1].all(x, [request].size() > 0)"]));
+        assert!(!reads_request(
+            &[],
+            &["object.spec.replicas > 1", "oldObject == null"]
+        ));
+        assert!(!reads_request(&[], &["[1, 2].all(request, request > 0)"]));
+        assert!(!reads_request(
+            &[("v", "object.spec")],
+            &["variables.v.x == 1"]
+        ));
+        assert!(Reads::whole().request);
+        let mut r = Reads::default();
+        r.union(&Reads::whole());
+        assert!(r.request, "a union reads what either reads");
     }
 
     #[test]

@@ -188,7 +188,13 @@ pub fn admit(
             // In-tree converts once a binding has params to evaluate; a failure is the
             // binding's configuration error (each binding that gets here reports it).
             let view = match matched {
-                Matched::Own => own_view.get_or_insert_with(|| View::own(req)).clone(),
+                Matched::Own => {
+                    let view = own_view.get_or_insert_with(|| View::own_objects(req));
+                    if policy.reads.request {
+                        view.build_request(req);
+                    }
+                    view.clone()
+                }
                 other => match versions.view(req, other, equivalents) {
                     Ok(v) => v,
                     Err(e) => {

@@ -31,12 +31,28 @@ pub(super) struct View<'a> {
 impl<'a> View<'a> {
     /// The request as it came.
     pub(super) fn own(req: &Request<'a>) -> View<'a> {
-        let request = in_tree_request(req.request, &[]);
+        let mut view = View::own_objects(req);
+        view.build_request(req);
+        view
+    }
+
+    /// [`View::own`] with `request` and `condition_request` left null, for policies that
+    /// never name `request` ([`celgate_cel::reads::Reads::request`]): building it copies
+    /// every top-level field of the review's request. [`View::build_request`] completes it.
+    pub(super) fn own_objects(req: &Request<'a>) -> View<'a> {
         View {
             object: req.object.map_or(Value::Null, Value::from_doc),
             old_object: req.old_object.map_or(Value::Null, Value::from_doc),
-            condition_request: request.clone(),
-            request,
+            condition_request: Value::Null,
+            request: Value::Null,
+        }
+    }
+
+    /// Builds the `request` of a view made by [`View::own_objects`], once.
+    pub(super) fn build_request(&mut self, req: &Request<'a>) {
+        if matches!(self.request, Value::Null) {
+            self.request = in_tree_request(req.request, &[]);
+            self.condition_request = self.request.clone();
         }
     }
 }

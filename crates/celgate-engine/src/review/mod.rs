@@ -217,6 +217,7 @@ pub fn own_reads() -> Reads {
     Reads {
         old_object: object.clone(),
         object,
+        request: false,
     }
 }
 
@@ -361,6 +362,64 @@ spec:
         let own = "apiVersion:*,kind:*,metadata:{generateName:*,labels:*,name:*,uid:*}";
         assert_eq!(show(&r.object), format!("{{{own},spec:{{x:*}}}}"));
         assert_eq!(show(&r.old_object), format!("{{{own},spec:{{y:*}}}}"));
+    }
+
+    /// `request` is built only for policies that name it, and each of those sees it whole,
+    /// whichever policy made the request's view first (policies run by name: `a-*` first).
+    #[test]
+    fn policies_that_name_request_see_it_and_others_need_not_build_it() {
+        let mut b = crate::policy::SnapshotBuilder::new();
+        for (name, expression) in [
+            ("a-object", "object.spec.x == 1"),
+            ("b-request", "request.operation == 'CREATE' && request.name == 'p' && request.userInfo.username == 'a'"),
+            ("c-variable", "variables.r.kind.kind == 'Pod'"),
+            ("d-condition", "object.spec.x == 1"),
+        ] {
+            let variables = if name == "c-variable" { "[{name: r, expression: 'request'}]" } else { "[]" };
+            let conditions = if name == "d-condition" {
+                "[{name: c, expression: \"request.resource.resource == 'pods'\"}]"
+            } else {
+                "[]"
+            };
+            let policy = format!("metadata: {{name: {name}}}
+spec:
+  matchConstraints: {{resourceRules: [{{apiGroups: [''], apiVersions: ['*'], operations: ['*'], resources: [pods]}}]}}
+  matchConditions: {conditions}
+  variables: {variables}
+  validations: [{{expression: \"{expression}\"}}]");
+            b.add_policy(serde_yaml_ng::from_str(&policy).unwrap());
+            let binding = format!("metadata: {{name: {name}}}\nspec: {{policyName: {name}, validationActions: [Deny]}}");
+            b.add_binding(serde_yaml_ng::from_str(&binding).unwrap());
+        }
+        let s = b.build(celgate_cel::NEWEST_MINOR);
+        let reads = |name: &str| {
+            s.policies
+                .iter()
+                .find(|e| e.policy.name == name)
+                .map(|e| e.policy.reads.request)
+        };
+        assert_eq!(reads("a-object"), Some(false));
+        for name in ["b-request", "c-variable", "d-condition"] {
+            assert_eq!(reads(name), Some(true), "{name}");
+        }
+        let body = pod_review(r#"{"metadata":{"name":"p"},"spec":{"x":1}}"#);
+        let body = String::from_utf8(body)
+            .unwrap()
+            .replace(r#""operation""#, r#""name":"p","operation""#);
+        let a = answer(
+            &s,
+            body.as_bytes(),
+            &AdmitContext::default(),
+            AnswerOptions::default(),
+        )
+        .unwrap();
+        assert!(a.verdict.denials.is_empty(), "{:?}", a.verdict.denials);
+        assert_eq!(a.verdict.evaluated.len(), 4);
+        assert!(a
+            .verdict
+            .evaluated
+            .iter()
+            .all(|e| e.result == crate::admission::PolicyResult::Pass));
     }
 
     /// A snapshot whose one policy reads `object.spec.x` of Pods, denying unless it is 1.
