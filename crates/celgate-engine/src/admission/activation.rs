@@ -129,15 +129,24 @@ pub(super) fn bind<'a>(
         .map_or(Value::Null, Value::from_json);
     let params = param.map_or(Value::Null, Value::from_json);
     let authorizer = || Some((authz.authorizer.clone(), authz.request_resource.clone()));
+    // A group the policy does not have is never evaluated: its values stay unbuilt.
+    let has_messages = policy
+        .validations
+        .iter()
+        .any(|v| v.message_program.is_some());
     GroupValues {
-        condition: fill(
-            s.condition,
-            view,
-            &view.condition_request,
-            Value::Null,
-            params.clone(),
-            authorizer(),
-        ),
+        condition: if policy.match_conditions.is_empty() {
+            Vec::new()
+        } else {
+            fill(
+                s.condition,
+                view,
+                &view.condition_request,
+                Value::Null,
+                params.clone(),
+                authorizer(),
+            )
+        },
         validation: fill(
             s.validation,
             view,
@@ -146,14 +155,22 @@ pub(super) fn bind<'a>(
             params.clone(),
             authorizer(),
         ),
-        message: fill(
-            s.message,
-            view,
-            &view.request,
-            ns.clone(),
-            params.clone(),
-            None,
-        ),
-        audit: fill(s.validation, view, &view.request, ns, params, None),
+        message: if has_messages {
+            fill(
+                s.message,
+                view,
+                &view.request,
+                ns.clone(),
+                params.clone(),
+                None,
+            )
+        } else {
+            Vec::new()
+        },
+        audit: if policy.audit_annotations.is_empty() {
+            Vec::new()
+        } else {
+            fill(s.validation, view, &view.request, ns, params, None)
+        },
     }
 }

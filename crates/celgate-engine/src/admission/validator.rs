@@ -143,7 +143,7 @@ pub(crate) struct ParamResult {
 }
 
 /// The variable values bound for each expression group of a policy (not VAP bindings), in
-/// the slot layout of its environment.
+/// the slot layout of its environment; empty for a group the policy has no expression in.
 pub(crate) struct GroupValues<'a> {
     /// matchConditions (namespaceObject null).
     pub condition: Vec<Value<'a>>,

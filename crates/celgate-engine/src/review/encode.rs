@@ -100,8 +100,11 @@ pub(crate) fn recorded_warnings(warnings: &[String]) -> Vec<&str> {
 /// exceeds 63 characters, the policy name is cut and followed by `-` and the first 8 hex
 /// digits of its SHA-256, so distinct policies keep distinct keys.
 pub fn annotation_key(policy: &str, key: &str) -> String {
-    let plain = format!("{policy}_{key}");
-    if plain.len() <= MAX_KEY {
+    if policy.len() + 1 + key.len() <= MAX_KEY {
+        let mut plain = String::with_capacity(policy.len() + 1 + key.len());
+        plain.push_str(policy);
+        plain.push('_');
+        plain.push_str(key);
         return plain;
     }
     let digest = Sha256::digest(policy.as_bytes());
@@ -235,7 +238,12 @@ impl<'a> Response<'a> {
 /// Serialized: these types hold only strings, booleans, integers and maps with string keys,
 /// which serde_json always encodes.
 fn to_bytes(value: &impl Serialize) -> Vec<u8> {
-    serde_json::to_vec(value).unwrap_or_default()
+    // Room for a usual answer, so that the buffer does not grow byte by byte from empty.
+    let mut out = Vec::with_capacity(512);
+    match serde_json::to_writer(&mut out, value) {
+        Ok(()) => out,
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The `response` object of the answer, as JSON.
