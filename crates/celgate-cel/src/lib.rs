@@ -51,6 +51,7 @@ mod overload;
 mod parser;
 mod program;
 mod regex;
+mod regex_flags;
 mod regex_vm;
 mod stdlib;
 mod text;
