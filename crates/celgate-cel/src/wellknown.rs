@@ -12,15 +12,53 @@
 //! `Registry.NewValue` sets each field with `ConvertToNative` to the field's Go type (`int32`
 //! fields range-checked, `float` fields truncated to `float32`), then `NativeToValue`
 //! unwraps the message (`pb.TypeDescription.MaybeUnwrap`) to its plain value.
+//! `google.protobuf.Empty` (registered with the others, `pb.go` `init`) is no checked
+//! well-known type: it stays a message, of object type `google.protobuf.Empty` with no
+//! fields, equal to another Empty only (`object.go` `protoObj.Equal`: `pb.Equal`).
 
-use std::sync::Arc;
+use std::any::Any;
+use std::sync::{Arc, LazyLock};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
 use super::error::EvalError;
-use super::types::Type;
-use super::value::{List, Map, OwnedMap, Value};
+use super::types::{ObjectType, Type};
+use super::value::{List, Map, Opaque, OwnedMap, Value};
+
+/// `google.protobuf.Empty`'s name.
+pub(crate) const EMPTY: &str = "google.protobuf.Empty";
+
+/// `google.protobuf.Empty`'s type: a message with no fields.
+pub(crate) fn empty_type() -> Type {
+    static EMPTY_TYPE: LazyLock<Arc<ObjectType>> = LazyLock::new(|| {
+        Arc::new(ObjectType {
+            name: EMPTY.to_owned(),
+            fields: Vec::new(),
+        })
+    });
+    Type::Object(EMPTY_TYPE.clone())
+}
+
+/// A `google.protobuf.Empty` message (cel-go's `protoObj` over `emptypb.Empty`).
+#[derive(Debug)]
+pub(crate) struct EmptyMessage;
+
+impl Opaque for EmptyMessage {
+    fn type_name(&self) -> &'static str {
+        EMPTY
+    }
+    /// `pb.Equal`: every Empty equals every other.
+    fn equals(&self, other: &dyn Opaque) -> bool {
+        other.as_any().is::<EmptyMessage>()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn unequal_to_other_types(&self) -> bool {
+        true
+    }
+}
 
 /// The check-time type of a construction of the well-known message `name`; `None` when
 /// `name` is no such message (`google.protobuf.NullValue` is an enum, not resolvable).
@@ -39,6 +77,7 @@ pub(crate) fn message_type(name: &str) -> Option<Type> {
         "google.protobuf.ListValue" => Type::list(Type::Dyn),
         "google.protobuf.Struct" => Type::map(Type::String, Type::Dyn),
         "google.protobuf.Value" => Type::Dyn,
+        EMPTY => empty_type(),
         _ => return None,
     })
 }
@@ -206,6 +245,10 @@ fn build<'a>(name: &str, fields: &[(&str, Value<'a>)]) -> Result<Value<'a>, Eval
             Err(EvalError::new(format!(
                 "anypb.UnmarshalNew() failed for type {url:?}: {reason}"
             )))
+        }
+        "Empty" => {
+            known(&[])?;
+            Ok(Value::opaque(EmptyMessage))
         }
         "ListValue" => {
             known(&["values"])?;
@@ -543,6 +586,48 @@ mod tests {
         assert_eq!(
             eval("google.protobuf.Int32Value{value: dyn(1u)}").unwrap_err(),
             "field type conversion error for google.protobuf.Int32Value.value value type: unsupported type conversion from 'uint' to int32"
+        );
+    }
+
+    /// common/types/pb/pb.go `init` registers empty.proto; provider.go `registerAllTypes`
+    /// declares `google.protobuf.Empty` as an object type (it is no `checkedWellKnowns`
+    /// entry), `NativeToValue` leaves it a message, and object.go `protoObj.Equal` is
+    /// `pb.Equal`; checker/checker.go `checkCreateStruct` finds no field on it.
+    #[test]
+    fn empty_is_a_message_with_no_fields() {
+        let t = |s: &str| eval(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        assert!(t("google.protobuf.Empty{} == google.protobuf.Empty{}").equals(&Value::Bool(true)));
+        assert!(
+            t("type(google.protobuf.Empty{}) == google.protobuf.Empty").equals(&Value::Bool(true))
+        );
+        assert!(
+            t("type(google.protobuf.Empty{}) != google.protobuf.Duration")
+                .equals(&Value::Bool(true))
+        );
+        assert!(t("dyn(google.protobuf.Empty{}) == dyn(1)").equals(&Value::Bool(false)));
+        assert!(
+            t("[google.protobuf.Empty{}][0] in [google.protobuf.Empty{}]")
+                .equals(&Value::Bool(true))
+        );
+        assert_eq!(
+            static_type("google.protobuf.Empty{}"),
+            "google.protobuf.Empty"
+        );
+        assert_eq!(
+            static_type("google.protobuf.Empty"),
+            "type(google.protobuf.Empty)"
+        );
+        assert_eq!(
+            check_error("google.protobuf.Empty{value: 1}"),
+            "undefined field 'value'"
+        );
+        assert_eq!(
+            check_error("google.protobuf.Empty{}.value"),
+            "undefined field 'value'"
+        );
+        assert_eq!(
+            check_error("google.protobuf.Empty{} == 1"),
+            "found no matching overload for '_==_' applied to '(google.protobuf.Empty, int)'"
         );
     }
 
