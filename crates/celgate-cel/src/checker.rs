@@ -877,8 +877,9 @@ impl<'e> Checker<'e> {
             Type::Map(k, v) if matches!(**k, Type::String | Type::Dyn | Type::Param(_)) => {
                 (**v).clone()
             }
-            // A free type (`optional.none()`'s value) is `dyn`.
-            Type::Dyn | Type::Param(_) => Type::Dyn,
+            // A free type (`optional.none()`'s value) is `dyn`; so is a selection on an Any
+            // (checker/checker.go `checkSelect`: `isDynOrError`).
+            Type::Dyn | Type::Param(_) | Type::Opaque("any") => Type::Dyn,
             other if self.env.check_types => {
                 return Err(self.err(
                     e,

@@ -57,6 +57,7 @@ mod stdlib;
 mod text;
 mod types;
 mod wellknown;
+mod wellknown_any;
 
 #[cfg(test)]
 mod two_var_dyn_tests;

@@ -370,6 +370,9 @@ impl Bindings {
                 }
             },
             (Type::Dyn, _) | (_, Type::Dyn) => true,
+            // `google.protobuf.Any` is a wildcard as `dyn` is (cel-go checker/types.go
+            // `isDyn`: `DynKind, AnyKind`).
+            (Type::Opaque("any"), _) | (_, Type::Opaque("any")) => true,
             // A free variable of the argument's type (`[]`'s element) takes any type.
             (_, Type::Param(_)) => true,
             (Type::List(f), Type::List(a)) => self.accepts(f, a),
@@ -434,6 +437,8 @@ pub fn join(a: &Type, b: &Type) -> Option<Type> {
         (_, Type::Null) if a.nullable() => Some(a.clone()),
         // cel-go's nil type is exact with nothing, not even itself (`isTypeInternal`).
         (x, y) if x == y && *x != UNSET => Some(x.clone()),
+        // `google.protobuf.Any` joins as `dyn` does (`isDyn`).
+        (Type::Opaque("any"), _) | (_, Type::Opaque("any")) => Some(Type::Dyn),
         _ => None,
     }
 }

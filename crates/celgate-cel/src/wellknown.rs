@@ -222,11 +222,7 @@ fn build<'a>(name: &str, fields: &[(&str, Value<'a>)]) -> Result<Value<'a>, Eval
             if short == "Duration" {
                 return Ok(Value::Duration(as_duration(secs, nanos)));
             }
-            // `AsTime` is `time.Unix(secs, nanos)`, which normalizes the nanoseconds.
-            let n = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
-            super::time::Timestamp::from_nanos(n)
-                .map(Value::Timestamp)
-                .ok_or_else(|| EvalError::new("timestamp out of range"))
+            as_time(secs, nanos)
         }
         "Any" => {
             known(&["type_url", "value"])?;
@@ -235,16 +231,12 @@ fn build<'a>(name: &str, fields: &[(&str, Value<'a>)]) -> Result<Value<'a>, Eval
                 Some(other) => return Err(conv("type_url", mismatch(other, "string"))),
                 None => String::new(),
             };
-            // `anypb.UnmarshalNew`: an empty URL is refused; a message type outside the
-            // binary's registry is not found. Decoding a packed message is not supported.
-            let reason = if url.is_empty() {
-                "proto: invalid empty type URL"
-            } else {
-                "proto: not found"
+            let packed = match get("value") {
+                Some(Value::Bytes(b)) => b.clone(),
+                Some(other) => return Err(conv("value", mismatch(other, "[]uint8"))),
+                None => Arc::from(&[][..]),
             };
-            Err(EvalError::new(format!(
-                "anypb.UnmarshalNew() failed for type {url:?}: {reason}"
-            )))
+            super::wellknown_any::unpack(&url, &packed)
         }
         "Empty" => {
             known(&[])?;
@@ -333,8 +325,17 @@ fn mismatch(v: &Value<'_>, go: &str) -> String {
     }
 }
 
+/// `timestamppb.Timestamp.AsTime`: `time.Unix(secs, nanos)`, which normalizes the
+/// nanoseconds.
+pub(crate) fn as_time<'a>(secs: i64, nanos: i32) -> Result<Value<'a>, EvalError> {
+    let n = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
+    super::time::Timestamp::from_nanos(n)
+        .map(Value::Timestamp)
+        .ok_or_else(|| EvalError::new("timestamp out of range"))
+}
+
 /// `durationpb.Duration.AsDuration`: seconds and nanoseconds summed, saturating on overflow.
-fn as_duration(secs: i64, nanos: i32) -> i64 {
+pub(crate) fn as_duration(secs: i64, nanos: i32) -> i64 {
     let total = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
     match i64::try_from(total) {
         Ok(d) => d,
