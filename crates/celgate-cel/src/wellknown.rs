@@ -326,12 +326,13 @@ fn mismatch(v: &Value<'_>, go: &str) -> String {
 }
 
 /// `timestamppb.Timestamp.AsTime`: `time.Unix(secs, nanos)`, which normalizes the
-/// nanoseconds.
+/// nanoseconds and checks no range (cel-go keeps a timestamp outside CEL's years as it is;
+/// arithmetic on it overflows).
 pub(crate) fn as_time<'a>(secs: i64, nanos: i32) -> Result<Value<'a>, EvalError> {
-    let n = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
-    super::time::Timestamp::from_nanos(n)
-        .map(Value::Timestamp)
-        .ok_or_else(|| EvalError::new("timestamp out of range"))
+    Ok(Value::Timestamp(super::time::Timestamp::from_unix(
+        secs,
+        i64::from(nanos),
+    )))
 }
 
 /// `durationpb.Duration.AsDuration`: seconds and nanoseconds summed, saturating on overflow.
@@ -630,6 +631,54 @@ mod tests {
             check_error("google.protobuf.Empty{} == 1"),
             "found no matching overload for '_==_' applied to '(google.protobuf.Empty, int)'"
         );
+    }
+
+    /// common/types/provider.go `nativeToValue` (`*tpb.Timestamp`: `v.AsTime()`, Go's
+    /// `time.Unix`) checks no range; timestamp.go `ConvertToType(StringType)` is Go's
+    /// `Format(time.RFC3339Nano)` (`appendInt(year, 4)`); overflow.go
+    /// `addTimeDurationChecked` refuses a result outside CEL's years.
+    #[test]
+    fn a_constructed_timestamp_outside_cels_years_is_kept() {
+        let t = |s: &str| eval(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        let ts = |secs: &str| format!("google.protobuf.Timestamp{{seconds: {secs}}}");
+        let past = ts("253402300800");
+        assert!(t(&format!("string({past}) == '10000-01-01T00:00:00Z'")).equals(&Value::Bool(true)));
+        assert!(t(&format!("int({past}) == 253402300800")).equals(&Value::Bool(true)));
+        assert!(t(&format!("{past}.getFullYear() == 10000")).equals(&Value::Bool(true)));
+        assert!(
+            t(&format!("{past} > timestamp('9999-12-31T23:59:59Z')")).equals(&Value::Bool(true))
+        );
+        assert!(t(&format!(
+            "{past} - duration('1s') == timestamp('9999-12-31T23:59:59Z')"
+        ))
+        .equals(&Value::Bool(true)));
+        assert_eq!(
+            eval(&format!("{past} + duration('1s')")).unwrap_err(),
+            "timestamp overflow"
+        );
+        let year_zero = ts("-62135596801");
+        assert!(
+            t(&format!("string({year_zero}) == '0000-12-31T23:59:59Z'")).equals(&Value::Bool(true))
+        );
+        let minus_one = ts("-62198755200");
+        assert!(
+            t(&format!("string({minus_one}) == '-0001-01-01T00:00:00Z'"))
+                .equals(&Value::Bool(true))
+        );
+        // `time.Unix` carries nanoseconds outside [0, 1e9) into the seconds.
+        assert!(t("string(google.protobuf.Timestamp{seconds: 1, nanos: -1}) == '1970-01-01T00:00:00.999999999Z'").equals(&Value::Bool(true)));
+        // At i64's ends nothing panics.
+        assert!(t(&format!(
+            "int({}) == 9223372036854775807",
+            ts("9223372036854775807")
+        ))
+        .equals(&Value::Bool(true)));
+        assert!(eval(&format!("string({})", ts("-9223372036854775808"))).is_ok());
+        assert!(eval(&format!(
+            "{}.getDayOfWeek('America/New_York')",
+            ts("9223372036854775807")
+        ))
+        .is_ok());
     }
 
     /// interpreter/runtimecost.go: a struct creation costs `StructCreateBaseCost` (40),
