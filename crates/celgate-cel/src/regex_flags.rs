@@ -104,8 +104,9 @@ fn skip_class(pattern: &str, i: usize) -> usize {
             return j + 1;
         }
         first = false;
-        if pattern[j..].starts_with("[:") && pattern.len() > j + 2 {
-            if let Some(end) = pattern[j + 2..].find(":]") {
+        // On bytes: `j` may be inside a multi-byte character.
+        if bytes[j..].starts_with(b"[:") {
+            if let Some(end) = bytes[j + 2..].windows(2).position(|w| w == b":]") {
                 j += 2 + end + 2;
                 continue;
             }
@@ -248,6 +249,8 @@ mod tests {
             r"[(?x)]",
             r"[]a(?x)]",
             r"[[:alpha:](?x)]",
+            r"[é(?x)]",
+            r"[^]é[:(?x):]]",
             r"\(?x)",
             r"\Q(?x)\E",
             r"\p{Greek}(?i)a",
