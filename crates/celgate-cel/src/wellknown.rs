@@ -394,6 +394,8 @@ fn json_value<'a>(v: &Value<'a>) -> Result<Value<'a>, EvalError> {
             Value::Duration(d) => Value::string(super::time::format_duration(*d)),
             Value::List(l) => json_list(l)?,
             Value::Map(m) => json_map(m)?,
+            // `protoObj.ConvertToNative(jsonValueType)`: the message's protojson, `{}`.
+            Value::Opaque(o) if o.as_any().is::<EmptyMessage>() => empty_map(),
             other => {
                 return Err(EvalError::new(format!(
                     "type conversion error from '{}' to '*structpb.Value'",
@@ -618,6 +620,11 @@ mod tests {
         assert_eq!(
             static_type("google.protobuf.Empty"),
             "type(google.protobuf.Empty)"
+        );
+        // object.go `protoObj.ConvertToNative(jsonValueType)` goes through protojson: `{}`.
+        assert!(
+            t("google.protobuf.Struct{fields: {'a': google.protobuf.Empty{}}} == {'a': {}}")
+                .equals(&Value::Bool(true))
         );
         assert_eq!(
             check_error("google.protobuf.Empty{value: 1}"),
