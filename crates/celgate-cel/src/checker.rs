@@ -879,7 +879,7 @@ impl<'e> Checker<'e> {
             }
             // A free type (`optional.none()`'s value) is `dyn`; so is a selection on an Any
             // (checker/checker.go `checkSelect`: `isDynOrError`).
-            Type::Dyn | Type::Param(_) | Type::Opaque("any") => Type::Dyn,
+            Type::Dyn | Type::Param(_) | Type::Opaque("google.protobuf.Any") => Type::Dyn,
             other if self.env.check_types => {
                 return Err(self.err(
                     e,

@@ -71,7 +71,7 @@ pub(crate) fn message_type(name: &str) -> Option<Type> {
         "google.protobuf.Int64Value" | "google.protobuf.Int32Value" => wrapper(Type::Int),
         "google.protobuf.UInt64Value" | "google.protobuf.UInt32Value" => wrapper(Type::Uint),
         "google.protobuf.StringValue" => wrapper(Type::String),
-        "google.protobuf.Any" => Type::Opaque("any"),
+        "google.protobuf.Any" => Type::Opaque("google.protobuf.Any"),
         "google.protobuf.Duration" => Type::Duration,
         "google.protobuf.Timestamp" => Type::Timestamp,
         "google.protobuf.ListValue" => Type::list(Type::Dyn),
@@ -87,8 +87,8 @@ pub(crate) fn message_type(name: &str) -> Option<Type> {
 pub(crate) fn field_type(ty: &Type, field: &str) -> Option<Type> {
     Some(match (ty, field) {
         (Type::Wrapper(t), "value") => (**t).clone(),
-        (Type::Opaque("any"), "type_url") => Type::String,
-        (Type::Opaque("any"), "value") => Type::Bytes,
+        (Type::Opaque("google.protobuf.Any"), "type_url") => Type::String,
+        (Type::Opaque("google.protobuf.Any"), "value") => Type::Bytes,
         (Type::Duration | Type::Timestamp, "seconds" | "nanos") => Type::Int,
         (Type::List(_), "values") => Type::list(Type::Dyn),
         (Type::Map(..), "fields") => Type::map(Type::String, Type::Dyn),

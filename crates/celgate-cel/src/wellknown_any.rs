@@ -557,6 +557,17 @@ mod tests {
         ));
     }
 
+    /// common/types/types.go: `AnyType`'s name is `google.protobuf.Any`, and checker/types.go
+    /// `isDyn` makes it a wildcard: it meets any overload, and a selection on it is `dyn`.
+    #[test]
+    fn any_is_named_as_cel_go_names_it_and_checked_as_dyn() {
+        let env = Env::new(32);
+        let ty = |s: &str| env.compile(s).unwrap().result_type().to_string();
+        assert_eq!(ty("google.protobuf.Any{}"), "google.protobuf.Any");
+        assert_eq!(ty("google.protobuf.Any{}.x"), "dyn");
+        assert_eq!(ty("google.protobuf.Any{} + 1"), "int");
+    }
+
     /// protobuf-go internal/impl/decode.go `unmarshalPointer`: unknown fields and a known
     /// field of another wire type are skipped (groups through their end), the last scalar
     /// wins, and a repeated message field is merged.
