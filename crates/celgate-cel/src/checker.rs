@@ -138,6 +138,9 @@ const TYPE_NAMES: &[(&str, &str)] = &[
     ("optional_type", "optional_type"),
     ("google.protobuf.Timestamp", "google.protobuf.Timestamp"),
     ("google.protobuf.Duration", "google.protobuf.Duration"),
+    // Registered as an object type (common/types/provider.go `registerAllTypes`), unlike the
+    // checked well-known types it skips.
+    (super::wellknown::EMPTY, super::wellknown::EMPTY),
 ];
 
 fn type_for_name(name: &str) -> Option<Type> {
@@ -158,6 +161,7 @@ fn type_for_name(name: &str) -> Option<Type> {
         "optional_type" => Type::Opaque("optional_type"),
         "google.protobuf.Timestamp" => Type::Timestamp,
         "google.protobuf.Duration" => Type::Duration,
+        super::wellknown::EMPTY => super::wellknown::empty_type(),
         _ => return None,
     })
 }
@@ -873,8 +877,9 @@ impl<'e> Checker<'e> {
             Type::Map(k, v) if matches!(**k, Type::String | Type::Dyn | Type::Param(_)) => {
                 (**v).clone()
             }
-            // A free type (`optional.none()`'s value) is `dyn`.
-            Type::Dyn | Type::Param(_) => Type::Dyn,
+            // A free type (`optional.none()`'s value) is `dyn`; so is a selection on an Any
+            // (checker/checker.go `checkSelect`: `isDynOrError`).
+            Type::Dyn | Type::Param(_) | Type::Opaque("google.protobuf.Any") => Type::Dyn,
             other if self.env.check_types => {
                 return Err(self.err(
                     e,

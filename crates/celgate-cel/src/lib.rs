@@ -51,11 +51,13 @@ mod overload;
 mod parser;
 mod program;
 mod regex;
+mod regex_flags;
 mod regex_vm;
 mod stdlib;
 mod text;
 mod types;
 mod wellknown;
+mod wellknown_any;
 
 #[cfg(test)]
 mod two_var_dyn_tests;

@@ -27,6 +27,7 @@ use regex_syntax::hir::{self, Class, Hir, HirKind};
 
 use super::error::EvalError;
 use super::meter::{Meter, Ticker};
+use super::regex_flags;
 use super::regex_vm::{Program, Unsupported, INST_BYTES};
 
 /// A compiled pattern: `regex-automata`'s engines, or for a pattern whose automata would be
@@ -269,8 +270,17 @@ fn parse(pattern: &str) -> Result<Hir, String> {
 /// Rust refuses is renamed in place to an unused name of the same length (names do not
 /// change what matches, and offsets stay those of `pattern`) and the text parsed again; the
 /// text parsed is returned with the AST. A name Go refuses is Go's error.
+///
+/// Flag groups are read first as Go reads them ([`regex_flags`]): one Go refuses is its
+/// error unless the Rust parser found an error before it (Go stops at the first).
 fn parse_go_names(pattern: &str) -> Result<(Ast, String), String> {
-    let mut text = pattern.to_owned();
+    let flags = regex_flags::go_flags(pattern);
+    // Go's first error: the flag group's when it comes before the error found at `at`.
+    let first = |at: usize, other: String| match &flags.error {
+        Some((open, flag_error)) if *open <= at => flag_error.clone(),
+        _ => other,
+    };
+    let mut text = flags.text.clone();
     // Each round renames one group, so there are at most as many rounds as groups.
     loop {
         let parsed = ast::parse::ParserBuilder::new()
@@ -279,13 +289,21 @@ fn parse_go_names(pattern: &str) -> Result<(Ast, String), String> {
             .parse(&text);
         let e = match parsed {
             Ok(ast) => {
-                go_check_names(pattern, &ast)?;
+                go_check_names(pattern, &ast).map_err(|(at, e)| first(at, e))?;
+                if let Some((_, flag_error)) = flags.error {
+                    return Err(flag_error);
+                }
                 return Ok((ast, text));
             }
             Err(e) => e,
         };
-        let Some(name) = go_valid_refused_name(&text, &e)? else {
-            return Err(go_parse_error(pattern, &e));
+        let Some(name) = go_valid_refused_name(&text, &e).map_err(|(at, e)| first(at, e))? else {
+            // Go finds a group left open at the end of the pattern.
+            let at = match e.kind() {
+                ast::ErrorKind::GroupUnclosed => pattern.len(),
+                _ => e.span().start.offset,
+            };
+            return Err(first(at, go_parse_error(pattern, &e)));
         };
         match unused_name(&text, name.len()) {
             Some(fresh) => text.replace_range(name, &fresh),
@@ -305,7 +323,7 @@ fn go_valid_name(name: &str) -> bool {
 fn go_valid_refused_name(
     text: &str,
     e: &ast::Error,
-) -> Result<Option<std::ops::Range<usize>>, String> {
+) -> Result<Option<std::ops::Range<usize>>, (usize, String)> {
     use regex_syntax::ast::ErrorKind as K;
     match e.kind() {
         K::GroupNameDuplicate { original } => {
@@ -314,10 +332,9 @@ fn go_valid_refused_name(
             if go_valid_name(&text[name.clone()]) {
                 return Ok(Some(name));
             }
-            Err(invalid_name(
-                text,
+            Err((
                 original.start.offset,
-                original.end.offset,
+                invalid_name(text, original.start.offset, original.end.offset),
             ))
         }
         K::GroupNameInvalid => {
@@ -371,8 +388,8 @@ fn unused_name(text: &str, len: usize) -> Option<String> {
 }
 
 /// Go's refusal of the first group name in `pattern` the Rust parser took but Go does not
-/// (`.`, `[`, `]`, a non-ASCII letter).
-fn go_check_names(pattern: &str, ast: &Ast) -> Result<(), String> {
+/// (`.`, `[`, `]`, a non-ASCII letter), with the name's offset.
+fn go_check_names(pattern: &str, ast: &Ast) -> Result<(), (usize, String)> {
     fn first_bad(ast: &Ast, pattern: &str, bad: &mut Option<(usize, usize)>) {
         match ast {
             Ast::Group(g) => {
@@ -394,7 +411,7 @@ fn go_check_names(pattern: &str, ast: &Ast) -> Result<(), String> {
     let mut bad = None;
     with_stack(|| first_bad(ast, pattern, &mut bad));
     match bad {
-        Some((s, e)) => Err(invalid_name(pattern, s, e)),
+        Some((s, e)) => Err((s, invalid_name(pattern, s, e))),
         None => Ok(()),
     }
 }
@@ -903,6 +920,49 @@ mod tests {
         assert_eq!(error("(?P<"), perl("(?P"));
         assert_eq!(error("ab(?<"), perl("(?<"));
         assert_eq!(error("(?P>a)"), perl("(?P"));
+    }
+
+    /// Go's `parsePerlFlags` (regexp/syntax/parse.go) knows `i`, `m`, `s`, `U` only: Rust's
+    /// `x`, `u`, `R` are refused in both group forms and after `-`, and Go's first error
+    /// in reading order is the one reported (a group left open is found at the end).
+    #[test]
+    fn flags_go_lacks_are_refused_with_gos_text() {
+        let perl =
+            |f: &str| format!("error parsing regexp: invalid or unsupported Perl syntax: `{f}`");
+        assert_eq!(error("(?x)a b"), perl("(?x"));
+        assert_eq!(error("(?u:a)"), perl("(?u"));
+        assert_eq!(error("x(?R)$"), perl("(?R"));
+        assert_eq!(error("(?s-x:a)"), perl("(?s-x"));
+        assert_eq!(error("(?i-)a"), perl("(?i-)"));
+        assert_eq!(error("(?-i-m)a"), perl("(?-i-"));
+        assert_eq!(error("a(?i"), perl("(?i"));
+        assert_eq!(error("(a(?x)"), perl("(?x"));
+        assert_eq!(
+            error(r"\q(?x)"),
+            "error parsing regexp: invalid escape sequence: `\\q`"
+        );
+        assert_eq!(error(r"(?x)\q"), perl("(?x"));
+        assert_eq!(
+            error("(?P<a.b>c)(?x)"),
+            "error parsing regexp: invalid named capture: `(?P<a.b>`"
+        );
+        assert_eq!(error("(?x)(?P<a.b>c)"), perl("(?x"));
+        assert!(compile_regex("[(?x)]").is_ok());
+    }
+
+    /// Go's flag loop takes a repeated flag (the last one decides) and an empty `(?)`.
+    #[test]
+    fn flag_groups_go_takes_and_rust_refuses_compile() {
+        assert!(is_match("^(?ii)ab$", "AB"));
+        assert!(!is_match("^(?i-i)ab$", "AB"));
+        assert!(is_match("^(?i-i)ab$", "ab"));
+        assert!(is_match("^(?ss:a.b)$", "a\nb"));
+        assert!(is_match("^(?)a$", "a"));
+        // A later error still quotes the pattern as written.
+        assert_eq!(
+            error("(?ii)a**"),
+            "error parsing regexp: invalid nested repetition operator: `**`"
+        );
     }
 
     #[test]

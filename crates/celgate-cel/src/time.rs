@@ -1,5 +1,8 @@
 //! CEL timestamps: a point in time in CEL's range, 0001-01-01T00:00:00Z to
-//! 9999-12-31T23:59:59.999999999Z, with proleptic Gregorian calendar arithmetic.
+//! 9999-12-31T23:59:59.999999999Z, with proleptic Gregorian calendar arithmetic. A
+//! constructed `google.protobuf.Timestamp` may lie outside it ([`Timestamp::from_unix`]):
+//! cel-go v0.22.0 does not range-check one (`common/types/provider.go`: `*tpb.Timestamp` is
+//! `v.AsTime()`, Go's `time.Unix`), only the results of arithmetic (`overflow.go`).
 //!
 //! celgate keeps its own (seconds, nanoseconds) pair rather than `jiff::Timestamp`, whose
 //! range ends a few hours before CEL's; jiff is used only to look up time zones.
@@ -91,6 +94,18 @@ impl Timestamp {
         })
     }
 
+    /// Go's `time.Unix(secs, nanos)`, unchecked: nanoseconds outside `[0, 1e9)` carried into
+    /// the seconds (wrapping as Go's int64 arithmetic does), any year kept.
+    pub fn from_unix(secs: i64, nanos: i64) -> Timestamp {
+        let carry = nanos.div_euclid(1_000_000_000);
+        Timestamp {
+            secs: secs.wrapping_add(carry),
+            // `rem_euclid` of 1e9 fits in u32.
+            nanos: nanos.rem_euclid(1_000_000_000) as u32,
+            offset: 0,
+        }
+    }
+
     /// The same instant, shown at `offset` seconds east of UTC.
     pub fn with_offset(self, offset: i32) -> Timestamp {
         Timestamp { offset, ..self }
@@ -119,8 +134,10 @@ impl Timestamp {
 
     /// The calendar fields at a UTC offset (seconds east).
     pub fn civil(&self, offset: i64) -> Civil {
-        let local = self.secs + offset;
-        let days = local.div_euclid(86_400);
+        // Wide: a constructed timestamp may be near i64's ends.
+        let local = i128::from(self.secs) + i128::from(offset);
+        // |secs| / 86,400 fits in i64 with room for the calendar arithmetic (years ~2.9e11).
+        let days = local.div_euclid(86_400) as i64;
         let rem = local.rem_euclid(86_400) as u32;
         let (year, month, day) = civil_from_days(days);
         let day_of_year = (days - days_from_civil(year, 1, 1)) as u32;
@@ -200,9 +217,16 @@ impl Timestamp {
     /// RFC 3339 at its own offset with the fraction trimmed, as Go's `RFC3339Nano`.
     pub fn to_rfc3339(&self) -> String {
         let c = self.civil(i64::from(self.offset));
+        // Go's `appendInt(b, year, 4)`: a sign, then at least four digits.
+        let sign = if c.year < 0 { "-" } else { "" };
         let mut s = format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-            c.year, c.month, c.day, c.hour, c.minute, c.second
+            "{sign}{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            c.year.unsigned_abs(),
+            c.month,
+            c.day,
+            c.hour,
+            c.minute,
+            c.second
         );
         if c.nanos != 0 {
             let frac = format!("{:09}", c.nanos);

@@ -370,6 +370,11 @@ impl Bindings {
                 }
             },
             (Type::Dyn, _) | (_, Type::Dyn) => true,
+            // `google.protobuf.Any` is a wildcard as `dyn` is (cel-go checker/types.go
+            // `isDyn`: `DynKind, AnyKind`).
+            (Type::Opaque("google.protobuf.Any"), _) | (_, Type::Opaque("google.protobuf.Any")) => {
+                true
+            }
             // A free variable of the argument's type (`[]`'s element) takes any type.
             (_, Type::Param(_)) => true,
             (Type::List(f), Type::List(a)) => self.accepts(f, a),
@@ -434,6 +439,10 @@ pub fn join(a: &Type, b: &Type) -> Option<Type> {
         (_, Type::Null) if a.nullable() => Some(a.clone()),
         // cel-go's nil type is exact with nothing, not even itself (`isTypeInternal`).
         (x, y) if x == y && *x != UNSET => Some(x.clone()),
+        // `google.protobuf.Any` joins as `dyn` does (`isDyn`).
+        (Type::Opaque("google.protobuf.Any"), _) | (_, Type::Opaque("google.protobuf.Any")) => {
+            Some(Type::Dyn)
+        }
         _ => None,
     }
 }

@@ -823,6 +823,11 @@ pub trait Opaque: fmt::Debug + Send + Sync + 'static {
     fn comparable(&self) -> bool {
         true
     }
+    /// Whether `==` with a value of another type is `false` (a protobuf message: cel-go's
+    /// `protoObj.Equal`) rather than `no such overload` (the Kubernetes library types).
+    fn unequal_to_other_types(&self) -> bool {
+        false
+    }
     /// `string(x)`, for the types that define it.
     fn to_cel_string(&self) -> Option<String> {
         None

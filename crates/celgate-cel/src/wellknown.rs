@@ -12,15 +12,53 @@
 //! `Registry.NewValue` sets each field with `ConvertToNative` to the field's Go type (`int32`
 //! fields range-checked, `float` fields truncated to `float32`), then `NativeToValue`
 //! unwraps the message (`pb.TypeDescription.MaybeUnwrap`) to its plain value.
+//! `google.protobuf.Empty` (registered with the others, `pb.go` `init`) is no checked
+//! well-known type: it stays a message, of object type `google.protobuf.Empty` with no
+//! fields, equal to another Empty only (`object.go` `protoObj.Equal`: `pb.Equal`).
 
-use std::sync::Arc;
+use std::any::Any;
+use std::sync::{Arc, LazyLock};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
 use super::error::EvalError;
-use super::types::Type;
-use super::value::{List, Map, OwnedMap, Value};
+use super::types::{ObjectType, Type};
+use super::value::{List, Map, Opaque, OwnedMap, Value};
+
+/// `google.protobuf.Empty`'s name.
+pub(crate) const EMPTY: &str = "google.protobuf.Empty";
+
+/// `google.protobuf.Empty`'s type: a message with no fields.
+pub(crate) fn empty_type() -> Type {
+    static EMPTY_TYPE: LazyLock<Arc<ObjectType>> = LazyLock::new(|| {
+        Arc::new(ObjectType {
+            name: EMPTY.to_owned(),
+            fields: Vec::new(),
+        })
+    });
+    Type::Object(EMPTY_TYPE.clone())
+}
+
+/// A `google.protobuf.Empty` message (cel-go's `protoObj` over `emptypb.Empty`).
+#[derive(Debug)]
+pub(crate) struct EmptyMessage;
+
+impl Opaque for EmptyMessage {
+    fn type_name(&self) -> &'static str {
+        EMPTY
+    }
+    /// `pb.Equal`: every Empty equals every other.
+    fn equals(&self, other: &dyn Opaque) -> bool {
+        other.as_any().is::<EmptyMessage>()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn unequal_to_other_types(&self) -> bool {
+        true
+    }
+}
 
 /// The check-time type of a construction of the well-known message `name`; `None` when
 /// `name` is no such message (`google.protobuf.NullValue` is an enum, not resolvable).
@@ -33,12 +71,13 @@ pub(crate) fn message_type(name: &str) -> Option<Type> {
         "google.protobuf.Int64Value" | "google.protobuf.Int32Value" => wrapper(Type::Int),
         "google.protobuf.UInt64Value" | "google.protobuf.UInt32Value" => wrapper(Type::Uint),
         "google.protobuf.StringValue" => wrapper(Type::String),
-        "google.protobuf.Any" => Type::Opaque("any"),
+        "google.protobuf.Any" => Type::Opaque("google.protobuf.Any"),
         "google.protobuf.Duration" => Type::Duration,
         "google.protobuf.Timestamp" => Type::Timestamp,
         "google.protobuf.ListValue" => Type::list(Type::Dyn),
         "google.protobuf.Struct" => Type::map(Type::String, Type::Dyn),
         "google.protobuf.Value" => Type::Dyn,
+        EMPTY => empty_type(),
         _ => return None,
     })
 }
@@ -48,8 +87,8 @@ pub(crate) fn message_type(name: &str) -> Option<Type> {
 pub(crate) fn field_type(ty: &Type, field: &str) -> Option<Type> {
     Some(match (ty, field) {
         (Type::Wrapper(t), "value") => (**t).clone(),
-        (Type::Opaque("any"), "type_url") => Type::String,
-        (Type::Opaque("any"), "value") => Type::Bytes,
+        (Type::Opaque("google.protobuf.Any"), "type_url") => Type::String,
+        (Type::Opaque("google.protobuf.Any"), "value") => Type::Bytes,
         (Type::Duration | Type::Timestamp, "seconds" | "nanos") => Type::Int,
         (Type::List(_), "values") => Type::list(Type::Dyn),
         (Type::Map(..), "fields") => Type::map(Type::String, Type::Dyn),
@@ -183,11 +222,7 @@ fn build<'a>(name: &str, fields: &[(&str, Value<'a>)]) -> Result<Value<'a>, Eval
             if short == "Duration" {
                 return Ok(Value::Duration(as_duration(secs, nanos)));
             }
-            // `AsTime` is `time.Unix(secs, nanos)`, which normalizes the nanoseconds.
-            let n = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
-            super::time::Timestamp::from_nanos(n)
-                .map(Value::Timestamp)
-                .ok_or_else(|| EvalError::new("timestamp out of range"))
+            as_time(secs, nanos)
         }
         "Any" => {
             known(&["type_url", "value"])?;
@@ -196,16 +231,16 @@ fn build<'a>(name: &str, fields: &[(&str, Value<'a>)]) -> Result<Value<'a>, Eval
                 Some(other) => return Err(conv("type_url", mismatch(other, "string"))),
                 None => String::new(),
             };
-            // `anypb.UnmarshalNew`: an empty URL is refused; a message type outside the
-            // binary's registry is not found. Decoding a packed message is not supported.
-            let reason = if url.is_empty() {
-                "proto: invalid empty type URL"
-            } else {
-                "proto: not found"
+            let packed = match get("value") {
+                Some(Value::Bytes(b)) => b.clone(),
+                Some(other) => return Err(conv("value", mismatch(other, "[]uint8"))),
+                None => Arc::from(&[][..]),
             };
-            Err(EvalError::new(format!(
-                "anypb.UnmarshalNew() failed for type {url:?}: {reason}"
-            )))
+            super::wellknown_any::unpack(&url, &packed)
+        }
+        "Empty" => {
+            known(&[])?;
+            Ok(Value::opaque(EmptyMessage))
         }
         "ListValue" => {
             known(&["values"])?;
@@ -290,8 +325,18 @@ fn mismatch(v: &Value<'_>, go: &str) -> String {
     }
 }
 
+/// `timestamppb.Timestamp.AsTime`: `time.Unix(secs, nanos)`, which normalizes the
+/// nanoseconds and checks no range (cel-go keeps a timestamp outside CEL's years as it is;
+/// arithmetic on it overflows).
+pub(crate) fn as_time<'a>(secs: i64, nanos: i32) -> Result<Value<'a>, EvalError> {
+    Ok(Value::Timestamp(super::time::Timestamp::from_unix(
+        secs,
+        i64::from(nanos),
+    )))
+}
+
 /// `durationpb.Duration.AsDuration`: seconds and nanoseconds summed, saturating on overflow.
-fn as_duration(secs: i64, nanos: i32) -> i64 {
+pub(crate) fn as_duration(secs: i64, nanos: i32) -> i64 {
     let total = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
     match i64::try_from(total) {
         Ok(d) => d,
@@ -349,6 +394,8 @@ fn json_value<'a>(v: &Value<'a>) -> Result<Value<'a>, EvalError> {
             Value::Duration(d) => Value::string(super::time::format_duration(*d)),
             Value::List(l) => json_list(l)?,
             Value::Map(m) => json_map(m)?,
+            // `protoObj.ConvertToNative(jsonValueType)`: the message's protojson, `{}`.
+            Value::Opaque(o) if o.as_any().is::<EmptyMessage>() => empty_map(),
             other => {
                 return Err(EvalError::new(format!(
                     "type conversion error from '{}' to '*structpb.Value'",
@@ -544,6 +591,101 @@ mod tests {
             eval("google.protobuf.Int32Value{value: dyn(1u)}").unwrap_err(),
             "field type conversion error for google.protobuf.Int32Value.value value type: unsupported type conversion from 'uint' to int32"
         );
+    }
+
+    /// common/types/pb/pb.go `init` registers empty.proto; provider.go `registerAllTypes`
+    /// declares `google.protobuf.Empty` as an object type (it is no `checkedWellKnowns`
+    /// entry), `NativeToValue` leaves it a message, and object.go `protoObj.Equal` is
+    /// `pb.Equal`; checker/checker.go `checkCreateStruct` finds no field on it.
+    #[test]
+    fn empty_is_a_message_with_no_fields() {
+        let t = |s: &str| eval(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        assert!(t("google.protobuf.Empty{} == google.protobuf.Empty{}").equals(&Value::Bool(true)));
+        assert!(
+            t("type(google.protobuf.Empty{}) == google.protobuf.Empty").equals(&Value::Bool(true))
+        );
+        assert!(
+            t("type(google.protobuf.Empty{}) != google.protobuf.Duration")
+                .equals(&Value::Bool(true))
+        );
+        assert!(t("dyn(google.protobuf.Empty{}) == dyn(1)").equals(&Value::Bool(false)));
+        assert!(
+            t("[google.protobuf.Empty{}][0] in [google.protobuf.Empty{}]")
+                .equals(&Value::Bool(true))
+        );
+        assert_eq!(
+            static_type("google.protobuf.Empty{}"),
+            "google.protobuf.Empty"
+        );
+        assert_eq!(
+            static_type("google.protobuf.Empty"),
+            "type(google.protobuf.Empty)"
+        );
+        // object.go `protoObj.ConvertToNative(jsonValueType)` goes through protojson: `{}`.
+        assert!(
+            t("google.protobuf.Struct{fields: {'a': google.protobuf.Empty{}}} == {'a': {}}")
+                .equals(&Value::Bool(true))
+        );
+        assert_eq!(
+            check_error("google.protobuf.Empty{value: 1}"),
+            "undefined field 'value'"
+        );
+        assert_eq!(
+            check_error("google.protobuf.Empty{}.value"),
+            "undefined field 'value'"
+        );
+        assert_eq!(
+            check_error("google.protobuf.Empty{} == 1"),
+            "found no matching overload for '_==_' applied to '(google.protobuf.Empty, int)'"
+        );
+    }
+
+    /// common/types/provider.go `nativeToValue` (`*tpb.Timestamp`: `v.AsTime()`, Go's
+    /// `time.Unix`) checks no range; timestamp.go `ConvertToType(StringType)` is Go's
+    /// `Format(time.RFC3339Nano)` (`appendInt(year, 4)`); overflow.go
+    /// `addTimeDurationChecked` refuses a result outside CEL's years.
+    #[test]
+    fn a_constructed_timestamp_outside_cels_years_is_kept() {
+        let t = |s: &str| eval(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        let ts = |secs: &str| format!("google.protobuf.Timestamp{{seconds: {secs}}}");
+        let past = ts("253402300800");
+        assert!(t(&format!("string({past}) == '10000-01-01T00:00:00Z'")).equals(&Value::Bool(true)));
+        assert!(t(&format!("int({past}) == 253402300800")).equals(&Value::Bool(true)));
+        assert!(t(&format!("{past}.getFullYear() == 10000")).equals(&Value::Bool(true)));
+        assert!(
+            t(&format!("{past} > timestamp('9999-12-31T23:59:59Z')")).equals(&Value::Bool(true))
+        );
+        assert!(t(&format!(
+            "{past} - duration('1s') == timestamp('9999-12-31T23:59:59Z')"
+        ))
+        .equals(&Value::Bool(true)));
+        assert_eq!(
+            eval(&format!("{past} + duration('1s')")).unwrap_err(),
+            "timestamp overflow"
+        );
+        let year_zero = ts("-62135596801");
+        assert!(
+            t(&format!("string({year_zero}) == '0000-12-31T23:59:59Z'")).equals(&Value::Bool(true))
+        );
+        let minus_one = ts("-62198755200");
+        assert!(
+            t(&format!("string({minus_one}) == '-0001-01-01T00:00:00Z'"))
+                .equals(&Value::Bool(true))
+        );
+        // `time.Unix` carries nanoseconds outside [0, 1e9) into the seconds.
+        assert!(t("string(google.protobuf.Timestamp{seconds: 1, nanos: -1}) == '1970-01-01T00:00:00.999999999Z'").equals(&Value::Bool(true)));
+        // At i64's ends nothing panics.
+        assert!(t(&format!(
+            "int({}) == 9223372036854775807",
+            ts("9223372036854775807")
+        ))
+        .equals(&Value::Bool(true)));
+        assert!(eval(&format!("string({})", ts("-9223372036854775808"))).is_ok());
+        assert!(eval(&format!(
+            "{}.getDayOfWeek('America/New_York')",
+            ts("9223372036854775807")
+        ))
+        .is_ok());
     }
 
     /// interpreter/runtimecost.go: a struct creation costs `StructCreateBaseCost` (40),

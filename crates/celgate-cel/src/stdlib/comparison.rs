@@ -30,7 +30,7 @@ pub fn ne<'a>(cx: &mut Ctx<'_>, a: &[Value<'a>]) -> R<'a> {
 /// cel-go answers `x == y` with `x.Equal(y)` once neither is null, and the Kubernetes library
 /// types answer `no such overload` for a value of another type (`dyn(quantity('1')) == 1`),
 /// the authorizer types for any value; the other way round (`1 == dyn(quantity('1'))`) is
-/// false, as cel-go's own types answer.
+/// false, as cel-go's own types answer, a protobuf message (`google.protobuf.Empty`) included.
 #[inline]
 pub fn equal(cx: &Ctx<'_>, x: &Value<'_>, y: &Value<'_>) -> Result<bool, EvalError> {
     match (x, y) {
@@ -39,6 +39,7 @@ pub fn equal(cx: &Ctx<'_>, x: &Value<'_>, y: &Value<'_>) -> Result<bool, EvalErr
             Value::Opaque(b) if a.comparable() && a.type_name() == b.type_name() => {
                 Ok(a.equals(b.as_ref()))
             }
+            _ if a.unequal_to_other_types() => Ok(false),
             _ => Err(EvalError::no_such_overload()),
         },
         (Value::List(_), Value::List(_))
