@@ -794,6 +794,63 @@ fn go_translate_error(pattern: &str, e: &hir::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    /// No pattern panics the reader of Go's flag groups, named groups and classes, or the
+    /// compiler behind it: patterns made of the characters those readers branch on, with
+    /// non-ASCII ones among them (a character split at a byte index panics).
+    #[test]
+    fn no_pattern_of_group_and_class_syntax_panics() {
+        use proptest::prelude::*;
+        let piece = prop::sample::select(vec![
+            "(",
+            ")",
+            "(?",
+            "(?P<",
+            "(?P=",
+            ">",
+            ":",
+            "-",
+            "i",
+            "m",
+            "s",
+            "U",
+            "x",
+            "u",
+            "R",
+            "[",
+            "]",
+            "[:alpha:]",
+            "^",
+            "\\",
+            "\\Q",
+            "\\E",
+            "\\p{",
+            "}",
+            "é",
+            "日",
+            "\u{10ffff}",
+            "a",
+            "*",
+            "+",
+            "?",
+            "{2}",
+            "|",
+            ".",
+            "$",
+        ]);
+        let pattern = prop::collection::vec(piece, 0..24).prop_map(|p| p.concat());
+        let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+            cases: 4096,
+            ..Default::default()
+        });
+        runner
+            .run(&pattern, |p| {
+                let _ = compile_regex(&p);
+                let _ = compile_runtime_regex(&p);
+                Ok(())
+            })
+            .unwrap();
+    }
     use super::*;
 
     fn ticker() -> Ticker {
