@@ -27,9 +27,12 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use super::text::char_count;
 use crate::projection::Projections;
 
+mod escape;
 #[cfg(test)]
 mod parity_tests;
 mod scan;
+
+pub use escape::escape_into;
 
 /// Where a string's text is: `len` bytes from `at`, in the input or in [`Doc::unescaped`]
 /// (the node's variant, or the entry's `escaped`, says which).

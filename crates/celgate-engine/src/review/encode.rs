@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use celgate_cel::json::escape_into;
 use serde_json::{json, Map, Value as Json};
 use sha2::{Digest, Sha256};
 
@@ -136,141 +136,96 @@ fn go_json(v: &impl serde::Serialize) -> String {
     escaped
 }
 
-/// The `response` of a validating answer, borrowed from the request and the verdict:
-/// serialized straight to the answer's bytes ([`review_bytes`]), or to JSON for callers that
-/// inspect it ([`response`]). Fields in the order `serde_json::Map` sorts keys, so that both
-/// forms print alike.
-#[derive(Serialize)]
-struct Response<'a> {
-    allowed: bool,
-    #[serde(rename = "auditAnnotations")]
-    audit_annotations: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<Status<'a>>,
-    uid: &'a str,
-    warnings: Vec<&'a str>,
-}
-
-/// A denial's `metav1.Status` (§5.1).
-#[derive(Serialize)]
-struct Status<'a> {
-    code: u16,
-    details: Details<'a>,
-    message: &'a str,
-    metadata: Empty,
-    reason: &'a str,
-    status: &'static str,
-}
-
-#[derive(Serialize)]
-struct Details<'a> {
-    causes: [Cause<'a>; 1],
-    group: &'a str,
-    kind: &'a str,
-    name: String,
-}
-
-#[derive(Serialize)]
-struct Cause<'a> {
-    message: &'a str,
-}
-
-/// `{}`.
-#[derive(Serialize)]
-struct Empty {}
-
-/// An AdmissionReview holding a response, in the request's API version.
-#[derive(Serialize)]
-struct Review<'a, R> {
-    #[serde(rename = "apiVersion")]
-    api_version: &'a str,
-    kind: &'static str,
-    response: R,
-}
-
-/// The response of observe mode.
-#[derive(Serialize)]
-struct Observed<'a> {
-    allowed: bool,
-    uid: &'a str,
-}
-
-impl<'a> Response<'a> {
-    fn of(req: &'a Request<'_>, verdict: &'a AdmissionVerdict) -> Response<'a> {
-        let status = verdict.denials.first().map(|first| {
-            let reason = first.reason.as_deref().unwrap_or("Invalid");
-            Status {
-                code: code_for(reason),
-                details: Details {
-                    causes: [Cause {
-                        message: &first.message,
-                    }],
-                    group: cut_bytes(&req.attributes.group, MAX_ECHOED),
-                    kind: cut_bytes(&req.attributes.resource, MAX_ECHOED),
-                    name: cut_bytes(&req.display_name(), MAX_ECHOED).to_string(),
-                },
-                message: &first.message,
-                metadata: Empty {},
-                reason,
-                status: "Failure",
-            }
-        });
-        // A map, as the in-tree answer's: a later annotation under the same key replaces
-        // an earlier one.
-        let mut audit_annotations = BTreeMap::new();
-        for (policy, key, values) in &verdict.annotations {
-            audit_annotations.insert(annotation_key(policy, key), values.join(", "));
-        }
-        if !verdict.audited.is_empty() {
-            let kept: Vec<_> = verdict.audited.iter().take(MAX_AUDITED).collect();
-            audit_annotations.insert("validation_failure".into(), go_json(&kept));
-        }
-        Response {
-            allowed: verdict.allowed(),
-            audit_annotations,
-            status,
-            uid: &req.uid,
-            warnings: recorded_warnings(&verdict.warnings),
-        }
+/// The `response` of a validating answer, written straight to the answer's bytes (no JSON
+/// tree, strings escaped a run at a time): keys in the order `serde_json::Map` sorts them, so
+/// that the bytes are what serde_json prints for the same review.
+fn write_response(out: &mut Vec<u8>, req: &Request<'_>, verdict: &AdmissionVerdict) {
+    out.extend_from_slice(if verdict.allowed() {
+        b"{\"allowed\":true,\"auditAnnotations\":{"
+    } else {
+        b"{\"allowed\":false,\"auditAnnotations\":{"
+    });
+    // A map, as the in-tree answer's: a later annotation under the same key replaces an
+    // earlier one.
+    let mut annotations = BTreeMap::new();
+    for (policy, key, values) in &verdict.annotations {
+        annotations.insert(annotation_key(policy, key), values.join(", "));
     }
+    if !verdict.audited.is_empty() {
+        let kept: Vec<_> = verdict.audited.iter().take(MAX_AUDITED).collect();
+        annotations.insert("validation_failure".into(), go_json(&kept));
+    }
+    for (i, (key, value)) in annotations.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        escape_into(out, key);
+        out.push(b':');
+        escape_into(out, value);
+    }
+    out.push(b'}');
+    if let Some(first) = verdict.denials.first() {
+        let reason = first.reason.as_deref().unwrap_or("Invalid");
+        out.extend_from_slice(b",\"status\":{\"code\":");
+        out.extend_from_slice(code_for(reason).to_string().as_bytes());
+        out.extend_from_slice(b",\"details\":{\"causes\":[{\"message\":");
+        escape_into(out, &first.message);
+        out.extend_from_slice(b"}],\"group\":");
+        escape_into(out, cut_bytes(&req.attributes.group, MAX_ECHOED));
+        out.extend_from_slice(b",\"kind\":");
+        escape_into(out, cut_bytes(&req.attributes.resource, MAX_ECHOED));
+        out.extend_from_slice(b",\"name\":");
+        escape_into(out, cut_bytes(&req.display_name(), MAX_ECHOED));
+        out.extend_from_slice(b"},\"message\":");
+        escape_into(out, &first.message);
+        out.extend_from_slice(b",\"metadata\":{},\"reason\":");
+        escape_into(out, reason);
+        out.extend_from_slice(b",\"status\":\"Failure\"}");
+    }
+    out.extend_from_slice(b",\"uid\":");
+    escape_into(out, &req.uid);
+    out.extend_from_slice(b",\"warnings\":[");
+    for (i, w) in recorded_warnings(&verdict.warnings).iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        escape_into(out, w);
+    }
+    out.extend_from_slice(b"]}");
 }
 
-/// Serialized: these types hold only strings, booleans, integers and maps with string keys,
-/// which serde_json always encodes.
-fn to_bytes(value: &impl Serialize) -> Vec<u8> {
-    // Room for a usual answer, so that the buffer does not grow byte by byte from empty.
+/// An AdmissionReview around the response `response` writes, in the request's API version.
+fn write_review(req: &Request<'_>, response: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    // Room for a usual answer, so that the buffer does not grow from empty.
     let mut out = Vec::with_capacity(512);
-    match serde_json::to_writer(&mut out, value) {
-        Ok(()) => out,
-        Err(_) => Vec::new(),
-    }
+    out.extend_from_slice(b"{\"apiVersion\":");
+    escape_into(&mut out, &req.api_version);
+    out.extend_from_slice(b",\"kind\":\"AdmissionReview\",\"response\":");
+    response(&mut out);
+    out.push(b'}');
+    out
 }
 
-/// The `response` object of the answer, as JSON.
+/// The `response` object of the answer, as JSON (for callers that inspect it).
 pub fn response(req: &Request<'_>, verdict: &AdmissionVerdict) -> Json {
-    serde_json::to_value(Response::of(req, verdict)).unwrap_or_default()
+    let mut out = Vec::new();
+    write_response(&mut out, req, verdict);
+    // Written above as JSON, with every string escaped.
+    serde_json::from_slice(&out).unwrap_or_default()
 }
 
-/// The whole AdmissionReview answer, in the request's API version, as the bytes to send:
-/// written straight from the verdict, no JSON tree built.
+/// The whole AdmissionReview answer, in the request's API version, as the bytes to send.
 pub fn review_bytes(req: &Request<'_>, verdict: &AdmissionVerdict) -> Vec<u8> {
-    to_bytes(&Review {
-        api_version: &req.api_version,
-        kind: "AdmissionReview",
-        response: Response::of(req, verdict),
-    })
+    write_review(req, |out| write_response(out, req, verdict))
 }
 
 /// The answer of observe mode, whatever was decided: allowed, without warnings or audit
 /// annotations, in the request's API version, as the bytes to send.
 pub fn observed_bytes(req: &Request<'_>) -> Vec<u8> {
-    to_bytes(&Review {
-        api_version: &req.api_version,
-        kind: "AdmissionReview",
-        response: Observed {
-            allowed: true,
-            uid: &req.uid,
-        },
+    write_review(req, |out| {
+        out.extend_from_slice(b"{\"allowed\":true,\"uid\":");
+        escape_into(out, &req.uid);
+        out.push(b'}');
     })
 }
 
@@ -387,7 +342,7 @@ mod tests {
         let denial = |reason: Option<&str>| crate::admission::Denial {
             policy: "p".into(),
             binding: Some("b".into()),
-            message: "denied <here>".into(),
+            message: "denied \"<here>\"\n\u{1} é".into(),
             reason: reason.map(str::to_string),
         };
         let audited = crate::admission::AuditedFailure {
@@ -421,15 +376,15 @@ mod tests {
                     "p_k": "later",
                     "validation_failure": r#"[{"message":"m\u0026","policy":"p","binding":"b","expressionIndex":0,"validationActions":["Audit"]}]"#,
                 },
-                "status": {"metadata": {}, "status": "Failure", "message": "denied <here>",
+                "status": {"metadata": {}, "status": "Failure", "message": "denied \"<here>\"\n\u{1} é",
                     "reason": "Invalid", "code": 422,
                     "details": {"name": "web-<&>", "group": "apps", "kind": "deployments",
-                        "causes": [{"message": "denied <here>"}]}}}),
+                        "causes": [{"message": "denied \"<here>\"\n\u{1} é"}]}}}),
             json!({"allowed": false, "auditAnnotations": {}, "uid": "u-1", "warnings": [],
-                "status": {"metadata": {}, "status": "Failure", "message": "denied <here>",
+                "status": {"metadata": {}, "status": "Failure", "message": "denied \"<here>\"\n\u{1} é",
                     "reason": "Forbidden", "code": 403,
                     "details": {"name": "web-<&>", "group": "apps", "kind": "deployments",
-                        "causes": [{"message": "denied <here>"}]}}}),
+                        "causes": [{"message": "denied \"<here>\"\n\u{1} é"}]}}}),
         ];
         for (verdict, response) in verdicts.iter().zip(expected) {
             let bytes = review_bytes(&req, verdict);
