@@ -439,3 +439,99 @@ fn nested_paths_merge_into_the_outer_projection() {
     assert!(here.field("c").is_some_and(Projection::is_whole));
     assert!(here.field("d").is_none());
 }
+
+/// The whole document skipped (a projection that reads nothing of it).
+fn skipped_all(bytes: &[u8]) -> Option<Doc<'_>> {
+    let mut routes = Projections::new();
+    routes.project(&[], &Projection::none());
+    fast(bytes, Mode::route(&routes))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_skipped_document_is_refused_where_serde_json_refuses_it(b in mutated()) {
+        let container = matches!(b.iter().find(|c| !c.is_ascii_whitespace()), Some(b'{' | b'['));
+        prop_assume!(container);
+        prop_assert_eq!(skipped_all(&b).is_some(), Doc::parse_serde(&b).is_ok());
+    }
+}
+
+#[test]
+fn skipped_containers_refuse_what_the_full_parse_refuses() {
+    let many: Vec<String> = (0..40).map(|i| format!("\"key-{i}\":{i}")).collect();
+    let many = many.join(",");
+    let refused = [
+        // Repeated keys: escaped, past the 8-byte prefix, in a large object, nested.
+        r#"{"k\u00e9":1,"ké":2}"#.to_string(),
+        r#"{"a\/b":1,"a/b":2}"#.to_string(),
+        r#"{"longer-key-1":1,"x":[],"longer-key-1":{}}"#.to_string(),
+        format!("{{{many},\"key-7\":0}}"),
+        format!("{{\"a\":[{{{many},\"key-39\":null}}]}}"),
+        // Bad numbers.
+        "[01]".into(),
+        "[-]".into(),
+        "[1.]".into(),
+        "[1e]".into(),
+        "[.5]".into(),
+        "[1e400]".into(),
+        "[-1e400]".into(),
+        format!("[1{}]", "0".repeat(400)),
+        // Bad escapes and strings, in keys and values.
+        r#"{"\x":1}"#.into(),
+        r#"{"\ud800":1}"#.into(),
+        r#"{"\udc00x":1}"#.into(),
+        r#"["\u00"]"#.into(),
+        r#"["\ud83d\u0041"]"#.into(),
+        "[\"tab\there\"]".into(),
+        // Grammar.
+        "[1,]".into(),
+        r#"{"a":1,}"#.into(),
+        r#"{"a" 1}"#.into(),
+        r#"{1:1}"#.into(),
+        "[tru]".into(),
+        "[nulll]".into(),
+        "[1 2]".into(),
+        "[[]".into(),
+        "{}}".into(),
+    ];
+    for text in &refused {
+        for doc in [
+            text.clone(),
+            format!(r#"{{"x":{text}}}"#),
+            format!("[0,{text}]"),
+        ] {
+            assert!(
+                Doc::parse_serde(doc.as_bytes()).is_err(),
+                "serde accepts {doc}"
+            );
+            assert!(skipped_all(doc.as_bytes()).is_none(), "skip accepts {doc}");
+        }
+    }
+    let accepted = [
+        r#"{"k\u00e9":1,"kè":2,"k":{"k":[]}}"#.to_string(),
+        r#"{"longer-key-1":1,"longer-key-2":2}"#.into(),
+        format!("{{{many}}}"),
+        format!("[1{}]", "0".repeat(300)),
+        r#"[-0, 0.5e-3, 1E+2, 18446744073709551616, "\ud83d\ude00\"\\\/\b\f\n\r\t", true, false, null]"#.into(),
+        " [ { } , [ ] ] ".into(),
+    ];
+    for text in &accepted {
+        assert!(
+            Doc::parse_serde(text.as_bytes()).is_ok(),
+            "serde refuses {text}"
+        );
+        assert!(
+            skipped_all(text.as_bytes()).is_some(),
+            "skip refuses {text}"
+        );
+    }
+    // Depth: the limit counts the skipped levels as the full parse does.
+    let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    assert!(skipped_all(deep(super::MAX_DEPTH).as_bytes()).is_some());
+    assert!(skipped_all(deep(super::MAX_DEPTH + 1).as_bytes()).is_none());
+    let inside = format!(r#"{{"a":{}}}"#, deep(super::MAX_DEPTH));
+    assert!(Doc::parse_serde(inside.as_bytes()).is_err());
+    assert!(skipped_all(inside.as_bytes()).is_none());
+}

@@ -18,8 +18,8 @@
 //! its kind and byte span.
 
 use super::{
-    char_count, index, mask_bit, repeated_key, span, with_stack, Build, Entry, KeyIndex, Node,
-    Span, GROW_FROM, MASK_MAX, MAX_DEPTH, NONE,
+    char_count, index, mask_bit, repeated_key, same_key, span, with_stack, Build, Entry, KeyIndex,
+    Node, Span, GROW_FROM, MASK_MAX, MAX_DEPTH, NONE,
 };
 use crate::projection::{Projection, Projections};
 
@@ -85,15 +85,27 @@ impl<'p> Mode<'p> {
 /// backslash or a control character (refused in a string), else the length; and whether a
 /// byte before it is not ASCII (so that an all-ASCII string's code points are its bytes,
 /// counted for free).
-#[inline(always)]
+#[cfg(test)]
 pub(super) fn special(bytes: &[u8], i: usize) -> (usize, bool) {
+    special_run::<true>(bytes, i)
+}
+
+/// [`special`]'s position alone, for text nobody reads (its code points are not needed).
+#[inline(always)]
+fn special_end(bytes: &[u8], i: usize) -> usize {
+    special_run::<false>(bytes, i).0
+}
+
+/// [`special`], the non-ASCII test made only when `WIDE`.
+#[inline(always)]
+fn special_run<const WIDE: bool>(bytes: &[u8], i: usize) -> (usize, bool) {
     #[cfg(target_arch = "x86_64")]
     {
-        special_sse2(bytes, i)
+        special_sse2::<WIDE>(bytes, i)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        special_swar(bytes, i)
+        special_swar::<WIDE>(bytes, i)
     }
 }
 
@@ -103,7 +115,7 @@ pub(super) fn special(bytes: &[u8], i: usize) -> (usize, bool) {
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(unsafe_code)]
-fn special_sse2(bytes: &[u8], mut i: usize) -> (usize, bool) {
+fn special_sse2<const WIDE: bool>(bytes: &[u8], mut i: usize) -> (usize, bool) {
     use std::arch::x86_64::{
         _mm_cmpeq_epi8, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
         _mm_set_epi64x,
@@ -127,17 +139,20 @@ fn special_sse2(bytes: &[u8], mut i: usize) -> (usize, bool) {
             let low = _mm_set1_epi8(0x1f);
             let control = _mm_cmpeq_epi8(_mm_max_epu8(v, low), low);
             let any = _mm_or_si128(_mm_or_si128(quote, backslash), control);
-            (_mm_movemask_epi8(any) as u32, _mm_movemask_epi8(v) as u32)
+            let high = if WIDE { _mm_movemask_epi8(v) as u32 } else { 0 };
+            (_mm_movemask_epi8(any) as u32, high)
         };
         if found != 0 {
-            // The high bits of the bytes before the match.
-            wide |= high & ((found & found.wrapping_neg()) - 1);
+            if WIDE {
+                // The high bits of the bytes before the match.
+                wide |= high & ((found & found.wrapping_neg()) - 1);
+            }
             return (i + found.trailing_zeros() as usize, wide != 0);
         }
         wide |= high;
         i += 16;
     }
-    let (end, tail) = special_swar(bytes, i);
+    let (end, tail) = special_swar::<WIDE>(bytes, i);
     (end, tail || wide != 0)
 }
 
@@ -146,7 +161,7 @@ fn special_sse2(bytes: &[u8], mut i: usize) -> (usize, bool) {
 /// ever flag bytes above a true match, so the lowest flag is the first match, and the high
 /// bits below it are the run's own.
 #[inline(always)]
-fn special_swar(bytes: &[u8], mut i: usize) -> (usize, bool) {
+fn special_swar<const WIDE: bool>(bytes: &[u8], mut i: usize) -> (usize, bool) {
     const ONES: u64 = u64::from_le_bytes([1; 8]);
     const HIGH: u64 = ONES << 7;
     let mut wide = 0u64;
@@ -161,12 +176,16 @@ fn special_swar(bytes: &[u8], mut i: usize) -> (usize, bool) {
             | w.wrapping_sub(ONES * 0x20) & !w)
             & HIGH;
         if flags != 0 {
-            // The bits below the first flag: the bytes before the match.
-            let before = (flags & flags.wrapping_neg()) - 1;
-            wide |= w & HIGH & before;
+            if WIDE {
+                // The bits below the first flag: the bytes before the match.
+                let before = (flags & flags.wrapping_neg()) - 1;
+                wide |= w & HIGH & before;
+            }
             return (i + (flags.trailing_zeros() / 8) as usize, wide != 0);
         }
-        wide |= w & HIGH;
+        if WIDE {
+            wide |= w & HIGH;
+        }
         i += 8;
     }
     let mut wide = wide != 0;
@@ -174,7 +193,7 @@ fn special_swar(bytes: &[u8], mut i: usize) -> (usize, bool) {
         if c == b'"' || c == b'\\' || c < 0x20 {
             break;
         }
-        wide |= c >= 0x80;
+        wide |= WIDE && c >= 0x80;
         i += 1;
     }
     (i, wide)
@@ -211,11 +230,190 @@ fn prefix_at(bytes: &[u8], at: usize, len: usize) -> u64 {
     }
 }
 
+/// One escape after its backslash (at `i` of `bytes`): its character, and where the text
+/// goes on.
+#[inline]
+fn escape(bytes: &[u8], i: usize) -> Scanned<(char, usize)> {
+    let c = match *bytes.get(i).ok_or(Fail)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let hi = hex4(bytes, i + 1)?;
+            return match hi {
+                0xDC00..=0xDFFF => Err(Fail),
+                0xD800..=0xDBFF => {
+                    if bytes.get(i + 5..i + 7) != Some(b"\\u") {
+                        return Err(Fail);
+                    }
+                    let lo = hex4(bytes, i + 7)?;
+                    if !(0xDC00..=0xDFFF).contains(&lo) {
+                        return Err(Fail);
+                    }
+                    let n = 0x1_0000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                    Ok((char::from_u32(n).ok_or(Fail)?, i + 11))
+                }
+                n => Ok((char::from_u32(n).ok_or(Fail)?, i + 5)),
+            };
+        }
+        _ => return Err(Fail),
+    };
+    Ok((c, i + 1))
+}
+
+/// Four hex digits at `i` of `bytes`.
+fn hex4(bytes: &[u8], i: usize) -> Scanned<u32> {
+    let digits = bytes.get(i..i + 4).ok_or(Fail)?;
+    digits.iter().try_fold(0u32, |n, &d| {
+        let v = (d as char).to_digit(16).ok_or(Fail)?;
+        Ok(n * 16 + v)
+    })
+}
+
+/// The position after the whitespace at `i` of `bytes`.
+#[inline(always)]
+fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\n' | b'\t' | b'\r') = bytes.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// The next byte after whitespace from `i` of `bytes`, and its position.
+#[inline(always)]
+fn token_at(bytes: &[u8], i: usize) -> Scanned<(u8, usize)> {
+    let i = skip_ws(bytes, i);
+    match bytes.get(i) {
+        Some(&c) => Ok((c, i)),
+        None => Err(Fail),
+    }
+}
+
+/// The position after the string whose opening quote is at `i` of `bytes`, its escapes
+/// checked, not unescaped.
+#[inline(always)]
+fn skip_string(bytes: &[u8], i: usize) -> Scanned<usize> {
+    let mut i = special_end(bytes, i + 1);
+    loop {
+        match bytes.get(i) {
+            Some(b'"') => return Ok(i + 1),
+            Some(b'\\') => i = special_end(bytes, escape(bytes, i + 1)?.1),
+            _ => return Err(Fail),
+        }
+    }
+}
+
+/// The position after one or more digits at `i` of `bytes`.
+#[inline(always)]
+fn skip_digits(bytes: &[u8], mut i: usize) -> Scanned<usize> {
+    let from = i;
+    while let Some(b'0'..=b'9') = bytes.get(i) {
+        i += 1;
+    }
+    if i == from {
+        Err(Fail)
+    } else {
+        Ok(i)
+    }
+}
+
+/// The position after the literal or number at `i` of `text`, nobody reading it.
+#[inline(always)]
+fn skip_scalar(text: &str, i: usize) -> Scanned<usize> {
+    let bytes = text.as_bytes();
+    let word = |w: &[u8]| {
+        if bytes.get(i..i + w.len()) == Some(w) {
+            Ok(i + w.len())
+        } else {
+            Err(Fail)
+        }
+    };
+    match bytes.get(i) {
+        Some(b'n') => word(b"null"),
+        Some(b't') => word(b"true"),
+        Some(b'f') => word(b"false"),
+        Some(b'-' | b'0'..=b'9') => skip_number(text, i),
+        _ => Err(Fail),
+    }
+}
+
+/// The position after the number at `i` of `text`, its grammar checked as [`Scan::number`]
+/// checks it. An integer of up to 19 digits always fits `u64` and is accepted as it is; any
+/// other number (where [`Scan::number`] asks serde_json, whose "out of range" is a refusal)
+/// is given to serde_json's parser alike.
+fn skip_number(text: &str, start: usize) -> Scanned<usize> {
+    let bytes = text.as_bytes();
+    let mut i = start;
+    if bytes.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    let mut plain = match bytes.get(i) {
+        Some(b'0') => {
+            i += 1;
+            if let Some(b'0'..=b'9') = bytes.get(i) {
+                return Err(Fail);
+            }
+            true
+        }
+        Some(b'1'..=b'9') => {
+            let from = i;
+            i = skip_digits(bytes, i)?;
+            i - from <= 19
+        }
+        _ => return Err(Fail),
+    };
+    if bytes.get(i) == Some(&b'.') {
+        i = skip_digits(bytes, i + 1)?;
+        plain = false;
+    }
+    if let Some(b'e' | b'E') = bytes.get(i) {
+        i += 1;
+        if let Some(b'+' | b'-') = bytes.get(i) {
+            i += 1;
+        }
+        i = skip_digits(bytes, i)?;
+        plain = false;
+    }
+    if plain {
+        return Ok(i);
+    }
+    let number = text.get(start..i).ok_or(Fail)?;
+    serde_json::from_str::<f64>(number)
+        .map(|_| i)
+        .map_err(|_| Fail)
+}
+
 pub(super) struct Scan<'s, 'b> {
     text: &'s str,
     bytes: &'s [u8],
     pos: usize,
     b: &'b mut Build<'s>,
+}
+
+/// A container being skipped. An object's keys are checked for a repeat as they come
+/// (a key whose bit is already in the mask is compared with the keys before it) and, past
+/// [`MASK_MAX`] keys, through `repeated_key`'s table when it closes.
+struct Open {
+    /// The keys' mask (see `repeated_key`).
+    seen: u64,
+    /// Where its keys start in `Build::pending`.
+    mark: u32,
+    object: bool,
+}
+
+impl Open {
+    fn close(&self) -> u8 {
+        if self.object {
+            b'}'
+        } else {
+            b']'
+        }
+    }
 }
 
 /// Parses all of `b.text` into `b` (one value, whitespace around it).
@@ -368,7 +566,7 @@ impl<'s> Scan<'s, '_> {
         if self.token()? != b'"' {
             return Err(Fail);
         }
-        let (key, escaped, _) = self.string()?;
+        let (key, escaped, _) = self.raw_string::<false>()?;
         let (at, len) = (key.at as usize, key.len as usize);
         fn text<'a>(s: &'a Scan<'_, '_>, escaped: bool, at: usize, len: usize) -> Scanned<&'a str> {
             let source = if escaped { &s.b.unescaped } else { s.text };
@@ -464,31 +662,46 @@ impl<'s> Scan<'s, '_> {
     #[inline(always)]
     fn string(&mut self) -> Scanned<(Span, bool, u32)> {
         let start = self.pos + 1;
-        let (end, wide) = special(self.bytes, start);
+        let (span, escaped, wide) = self.raw_string::<true>()?;
+        let chars = if escaped {
+            let at = span.at as usize;
+            char_count(self.b.unescaped.get(at..).ok_or(Fail)?)
+        } else if wide {
+            // The run is valid UTF-8 (the whole text is, and both ends are next to an ASCII
+            // quote).
+            code_points(&self.bytes[start..start + span.len as usize])
+        } else {
+            // All ASCII: its code points are its bytes.
+            span.len as usize
+        };
+        // Fits: no longer than the input (see `parse`).
+        Ok((span, escaped, chars as u32))
+    }
+
+    /// A string at the opening quote: its span, whether it was unescaped into
+    /// `Build::unescaped` (else it is a span of the input), and, if `WIDE` and it was not,
+    /// whether it has a byte that is not ASCII.
+    #[inline(always)]
+    fn raw_string<const WIDE: bool>(&mut self) -> Scanned<(Span, bool, bool)> {
+        let start = self.pos + 1;
+        let (end, wide) = special_run::<WIDE>(self.bytes, start);
         if self.bytes.get(end) == Some(&b'"') {
             self.pos = end + 1;
-            let len = end - start;
             // Fits: the input is shorter than `u32::MAX` bytes (see `parse`).
             let span = Span {
                 at: start as u32,
-                len: len as u32,
+                len: (end - start) as u32,
             };
-            // The run is valid UTF-8 (the whole text is, and both ends are next to an ASCII
-            // quote); all ASCII, its code points are its bytes.
-            let chars = if wide {
-                code_points(&self.bytes[start..end])
-            } else {
-                len
-            };
-            return Ok((span, false, chars as u32));
+            return Ok((span, false, wide));
         }
-        self.escaped_string(start, end - start)
+        let span = self.escaped_string(start, end - start)?;
+        Ok((span, true, false))
     }
 
     /// The rest of a string from its first special byte (at `start + plain`), unescaped into
-    /// `Build::unescaped`.
+    /// `Build::unescaped`: its span there.
     #[cold]
-    fn escaped_string(&mut self, start: usize, plain: usize) -> Scanned<(Span, bool, u32)> {
+    fn escaped_string(&mut self, start: usize, plain: usize) -> Scanned<Span> {
         let at = self.b.unescaped.len();
         let mut from = start;
         let mut i = start + plain;
@@ -502,63 +715,17 @@ impl<'s> Scan<'s, '_> {
                     break;
                 }
                 Some(b'\\') => {
-                    i = self.escape(i + 1)?;
+                    let (c, next) = escape(self.bytes, i + 1)?;
+                    self.b.unescaped.push(c);
+                    i = next;
                 }
                 _ => return Err(Fail),
             }
             from = i;
-            i = special(self.bytes, i).0;
+            i = special_end(self.bytes, i);
         }
-        let text = &self.b.unescaped[at..];
-        let chars = char_count(text) as u32;
-        let span = span::<serde_json::Error>(at, text.len()).map_err(|_| Fail)?;
-        Ok((span, true, chars))
-    }
-
-    /// One escape after its backslash (at `i`), appended; returns where the text goes on.
-    fn escape(&mut self, i: usize) -> Scanned<usize> {
-        let c = match *self.bytes.get(i).ok_or(Fail)? {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => {
-                let hi = self.hex4(i + 1)?;
-                let (c, next) = match hi {
-                    0xDC00..=0xDFFF => return Err(Fail),
-                    0xD800..=0xDBFF => {
-                        if self.bytes.get(i + 5..i + 7) != Some(b"\\u") {
-                            return Err(Fail);
-                        }
-                        let lo = self.hex4(i + 7)?;
-                        if !(0xDC00..=0xDFFF).contains(&lo) {
-                            return Err(Fail);
-                        }
-                        let n = 0x1_0000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
-                        (char::from_u32(n).ok_or(Fail)?, i + 11)
-                    }
-                    n => (char::from_u32(n).ok_or(Fail)?, i + 5),
-                };
-                self.b.unescaped.push(c);
-                return Ok(next);
-            }
-            _ => return Err(Fail),
-        };
-        self.b.unescaped.push(c);
-        Ok(i + 1)
-    }
-
-    /// Four hex digits at `i`.
-    fn hex4(&self, i: usize) -> Scanned<u32> {
-        let digits = self.bytes.get(i..i + 4).ok_or(Fail)?;
-        digits.iter().try_fold(0u32, |n, &d| {
-            let v = (d as char).to_digit(16).ok_or(Fail)?;
-            Ok(n * 16 + v)
-        })
+        let len = self.b.unescaped.len() - at;
+        span::<serde_json::Error>(at, len).map_err(|_| Fail)
     }
 
     /// A number (its grammar checked here). An integer that fits `u64` is read here, as
@@ -642,13 +809,7 @@ impl<'s> Scan<'s, '_> {
     fn skipped(&mut self, object: bool) -> Scanned<()> {
         let start = self.pos;
         let unescaped = self.b.unescaped.len();
-        self.nested(|s| {
-            if object {
-                s.skip_object()
-            } else {
-                s.skip_array()
-            }
-        })?;
+        self.pos = self.skip(start, self.b.depth, object)?;
         // Keys unescaped for the repeated-key check are not part of the document.
         self.b.unescaped.truncate(unescaped);
         // Fits: the input is shorter than `u32::MAX` bytes (see `parse`).
@@ -657,64 +818,71 @@ impl<'s> Scan<'s, '_> {
         Ok(())
     }
 
+    /// Scans the container at its opening bracket (at `i`) to its end, checking its
+    /// grammar, depth, strings, numbers and keys as [`Scan::object`] and [`Scan::array`] do
+    /// but keeping nothing: no nodes, no code points, no number values; a key is unescaped
+    /// only when it has an escape (for the repeated-key check). The position is passed
+    /// along in registers; returns the position after the container.
+    fn skip(&mut self, i: usize, depth: usize, object: bool) -> Scanned<usize> {
+        if depth >= MAX_DEPTH {
+            return Err(Fail);
+        }
+        let depth = depth + 1;
+        if depth <= GROW_FROM {
+            self.skip_in(i, depth, object)
+        } else {
+            with_stack(|| self.skip_in(i, depth, object))
+        }
+    }
+
+    fn skip_in(&mut self, i: usize, depth: usize, object: bool) -> Scanned<usize> {
+        let (text, bytes) = (self.text, self.bytes);
+        let mut cur = Open {
+            seen: 0,
+            mark: index(self.b.pending.len()),
+            object,
+        };
+        let close = cur.close();
+        let (mut t, mut at) = token_at(bytes, i + 1)?;
+        if t == close {
+            return Ok(at + 1);
+        }
+        loop {
+            if object {
+                if t != b'"' {
+                    return Err(Fail);
+                }
+                (t, at) = token_at(bytes, self.skip_key(&mut cur, at)?)?;
+            }
+            let i = match t {
+                b'{' => self.skip(at, depth, true)?,
+                b'[' => self.skip(at, depth, false)?,
+                b'"' => skip_string(bytes, at)?,
+                _ => skip_scalar(text, at)?,
+            };
+            (t, at) = token_at(bytes, i)?;
+            if t == b',' {
+                (t, at) = token_at(bytes, at + 1)?;
+            } else if t == close {
+                self.leave(&cur)?;
+                return Ok(at + 1);
+            } else {
+                return Err(Fail);
+            }
+        }
+    }
+
+    /// Closes a skipped container: an object of more than [`MASK_MAX`] keys is checked for
+    /// a repeated key (a smaller one was as its keys came).
     #[inline(always)]
-    fn skip_value(&mut self) -> Scanned<()> {
-        match self.token()? {
-            b'{' => self.nested(Self::skip_object),
-            b'[' => self.nested(Self::skip_array),
-            b'"' => self.string().map(drop),
-            _ => self.scalar().map(drop),
-        }
-    }
-
-    fn skip_array(&mut self) -> Scanned<()> {
-        self.pos += 1;
-        if self.token()? == b']' {
-            self.pos += 1;
+    fn leave(&mut self, cur: &Open) -> Scanned<()> {
+        if !cur.object {
             return Ok(());
-        }
-        loop {
-            self.skip_value()?;
-            match self.token()? {
-                b',' => self.pos += 1,
-                b']' => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                _ => return Err(Fail),
-            }
-        }
-    }
-
-    fn skip_object(&mut self) -> Scanned<()> {
-        self.pos += 1;
-        let mark = self.b.pending.len();
-        if self.token()? == b'}' {
-            self.pos += 1;
-            return Ok(());
-        }
-        // The keys' mask, as in `object`.
-        let mut seen = 0u64;
-        let mut collided = false;
-        loop {
-            let (entry, _) = self.key(Mode::Skip)?;
-            let bit = mask_bit(&entry);
-            collided |= seen & bit != 0;
-            seen |= bit;
-            self.b.pending.push(entry);
-            self.skip_value()?;
-            match self.token()? {
-                b',' => self.pos += 1,
-                b'}' => {
-                    self.pos += 1;
-                    break;
-                }
-                _ => return Err(Fail),
-            }
         }
         let b = &mut *self.b;
-        let keys = &b.pending[mark..];
-        let repeated = (collided || keys.len() > MASK_MAX)
+        let mark = cur.mark as usize;
+        let keys = b.pending.get(mark..).unwrap_or_default();
+        let repeated = keys.len() > MASK_MAX
             && repeated_key(b.text, &b.unescaped, keys, &mut b.table, &mut b.hasher).is_some();
         b.pending.truncate(mark);
         if repeated {
@@ -722,5 +890,67 @@ impl<'s> Scan<'s, '_> {
         } else {
             Ok(())
         }
+    }
+
+    /// One `"key":` of a skipped object, its opening quote at `at`: kept in
+    /// `Build::pending` (a key without escapes as a span of the input), and refused if an
+    /// earlier key of the object is the same. Returns the position after the colon.
+    #[inline(always)]
+    fn skip_key(&mut self, cur: &mut Open, at: usize) -> Scanned<usize> {
+        let bytes = self.bytes;
+        let start = at + 1;
+        let end = special_end(bytes, start);
+        let (entry, after) = if bytes.get(end) == Some(&b'"') {
+            let len = end - start;
+            // Fits: the input is shorter than `u32::MAX` bytes (see `parse`).
+            let key = Span {
+                at: start as u32,
+                len: len as u32,
+            };
+            let entry = Entry {
+                prefix: prefix_at(bytes, start, len),
+                key,
+                value: 0,
+                escaped: false,
+            };
+            (entry, end + 1)
+        } else {
+            self.escaped_key(start, end - start)?
+        };
+        let bit = mask_bit(&entry);
+        let b = &mut *self.b;
+        if cur.seen & bit != 0 {
+            // Another key with this bit (rare below a dozen keys): compared with them all;
+            // past `MASK_MAX` keys `leave` checks through its table instead.
+            let keys = b.pending.get(cur.mark as usize..).unwrap_or_default();
+            if keys.len() <= MASK_MAX
+                && keys
+                    .iter()
+                    .any(|k| same_key(b.text, &b.unescaped, k, &entry))
+            {
+                return Err(Fail);
+            }
+        }
+        cur.seen |= bit;
+        b.pending.push(entry);
+        match token_at(bytes, after)? {
+            (b':', colon) => Ok(colon + 1),
+            _ => Err(Fail),
+        }
+    }
+
+    /// A key with an escape from `start + plain`, unescaped into `Build::unescaped`: its
+    /// entry and the position after it.
+    #[cold]
+    fn escaped_key(&mut self, start: usize, plain: usize) -> Scanned<(Entry, usize)> {
+        let key = self.escaped_string(start, plain)?;
+        let (at, len) = (key.at as usize, key.len as usize);
+        let entry = Entry {
+            prefix: super::prefix(self.b.unescaped.get(at..at + len).ok_or(Fail)?),
+            key,
+            value: 0,
+            escaped: true,
+        };
+        Ok((entry, self.pos))
     }
 }
