@@ -2,11 +2,11 @@
 //! `\f`, `\n`, `\r`, `\t`, other control characters as `\u00xx`; everything else as it is),
 //! so that what is written reads back the same and prints as serde_json prints it. The plain
 //! runs between escapes are found sixteen bytes at a time by the parser's string scan
-//! ([`super::scan::special`]): answers repeat long messages, and serde_json's writer looks at
+//! ([`super::scan::special_end`]): answers repeat long messages, and serde_json's writer looks at
 //! each byte on its own. No Kubernetes counterpart (Go's encoding/json also escapes `<`, `>`,
 //! `&`, which a reader does not need).
 
-use super::scan::special;
+use super::scan::special_end;
 
 /// Appends `s` to `out` as a JSON string, quotes included.
 pub fn escape_into(out: &mut Vec<u8>, s: &str) {
@@ -15,7 +15,7 @@ pub fn escape_into(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let mut at = 0;
     loop {
-        let (end, _) = special(bytes, at);
+        let end = special_end(bytes, at);
         out.extend_from_slice(&bytes[at..end]);
         let Some(&b) = bytes.get(end) else {
             break;

@@ -92,7 +92,7 @@ pub(super) fn special(bytes: &[u8], i: usize) -> (usize, bool) {
 
 /// [`special`]'s position alone, for text nobody reads (its code points are not needed).
 #[inline(always)]
-fn special_end(bytes: &[u8], i: usize) -> usize {
+pub(super) fn special_end(bytes: &[u8], i: usize) -> usize {
     special_run::<false>(bytes, i).0
 }
 
