@@ -24,7 +24,7 @@ use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::text::char_count;
+use super::text::{char_count, key_prefix as prefix};
 use crate::projection::Projections;
 
 mod escape;
@@ -86,13 +86,6 @@ struct Entry {
     key: Span,
     value: u32,
     escaped: bool,
-}
-
-fn prefix(key: &str) -> u64 {
-    let mut b = [0u8; 8];
-    let n = key.len().min(8);
-    b[..n].copy_from_slice(&key.as_bytes()[..n]);
-    u64::from_le_bytes(b)
 }
 
 /// A field name prepared once (when an expression is compiled) for lookups in documents.

@@ -30,3 +30,13 @@ mod tests {
         }
     }
 }
+
+/// The first eight bytes of a key as one integer (zero-padded): object keys are compared by
+/// it before their text, in documents and in projections alike.
+#[inline]
+pub fn key_prefix(key: &str) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key.as_bytes()[..n]);
+    u64::from_le_bytes(b)
+}

@@ -53,13 +53,15 @@ impl<'p> Mode<'p> {
         }
     }
 
-    /// The mode of an object member.
-    fn member(self, key: &str) -> Mode<'p> {
+    /// The mode of an object member (`prefix`: the key's [`super::prefix`]).
+    fn member(self, prefix: u64, key: &str) -> Mode<'p> {
         match self {
             Mode::Full => Mode::Full,
             Mode::Skip => Mode::Skip,
-            Mode::Project(p) => Mode::of(p.field(key)),
-            Mode::Route(r) => r.below(key).map_or(Mode::Full, Mode::route),
+            Mode::Project(p) => Mode::of(p.field_prefixed(prefix, key)),
+            Mode::Route(r) => r
+                .below_prefixed(prefix, key)
+                .map_or(Mode::Full, Mode::route),
         }
     }
 
@@ -586,7 +588,7 @@ impl<'s> Scan<'s, '_> {
         // Only a projection reads the key's text.
         let mode = match mode {
             Mode::Full | Mode::Skip => mode,
-            Mode::Project(_) | Mode::Route(_) => mode.member(text(self, escaped, at, len)?),
+            Mode::Project(_) | Mode::Route(_) => mode.member(prefix, text(self, escaped, at, len)?),
         };
         if self.token()? != b':' {
             return Err(Fail);
