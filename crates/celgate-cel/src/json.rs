@@ -824,8 +824,11 @@ impl<'s> Build<'s> {
             text,
             unescaped: String::new(),
             nodes: Vec::with_capacity(text.len() / 16 + 4),
-            entries: Vec::new(),
-            pending: Vec::new(),
+            // Sized for a usual document (an object member every 20 bytes or so) and capped,
+            // so that a small review does not grow them from empty and a large one, mostly
+            // skipped, does not reserve for what it skips.
+            entries: Vec::with_capacity((text.len() / 20 + 8).min(4096)),
+            pending: Vec::with_capacity(32),
             elements: Vec::new(),
             pending_elements: Vec::new(),
             depth: 0,
