@@ -26,6 +26,8 @@ use super::stdlib::regex::{find_all_with, find_with, regex_cost, search_watch};
 use super::types::Type;
 use super::value::{List, Map, OwnedMap, Value, VALUE_BYTES};
 
+mod walk;
+
 /// The compiled form of an expression.
 #[derive(Debug)]
 pub enum Node {
@@ -427,6 +429,11 @@ impl super::value::Opaque for VariablesObject {
 pub trait Activation<'a> {
     /// The value of the declared variable in `slot`.
     fn var(&self, slot: usize) -> Value<'a>;
+    /// The declared variable in `slot` lent rather than copied, where the activation holds
+    /// it as a value: a selection chain on it then reads the document in place.
+    fn var_ref(&self, _slot: usize) -> Option<&Value<'a>> {
+        None
+    }
     /// The value of composited variable `index`; its own cost is the activation's business.
     fn lazy(&self, index: usize) -> Result<Value<'a>, EvalError> {
         Err(EvalError::new(format!(
@@ -439,17 +446,26 @@ impl<'a> Activation<'a> for [Value<'a>] {
     fn var(&self, slot: usize) -> Value<'a> {
         self.get(slot).cloned().unwrap_or(Value::Null)
     }
+    fn var_ref(&self, slot: usize) -> Option<&Value<'a>> {
+        self.get(slot)
+    }
 }
 
 impl<'a, const N: usize> Activation<'a> for [Value<'a>; N] {
     fn var(&self, slot: usize) -> Value<'a> {
         self.as_slice().var(slot)
     }
+    fn var_ref(&self, slot: usize) -> Option<&Value<'a>> {
+        self.get(slot)
+    }
 }
 
 impl<'a> Activation<'a> for Vec<Value<'a>> {
     fn var(&self, slot: usize) -> Value<'a> {
         self.as_slice().var(slot)
+    }
+    fn var_ref(&self, slot: usize) -> Option<&Value<'a>> {
+        self.get(slot)
     }
 }
 
@@ -516,6 +532,11 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 if let Some(r) = self.select_local(operand, field, *optional) {
                     return r;
                 }
+                if !*optional {
+                    if let Some(r) = self.walk(n) {
+                        return r;
+                    }
+                }
                 let v = self.eval_charging(operand)?;
                 if *optional || matches!(v, Value::Optional(_)) {
                     let r = select_in(v, field, *optional, *explicit);
@@ -533,6 +554,11 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                         return Ok(Value::Bool(m.get_key(field).is_some()));
                     }
                 }
+                if matches!(**operand, Node::Select { .. }) {
+                    if let Some(r) = self.has_walked(operand, field) {
+                        return r;
+                    }
+                }
                 let v = self.presence_operand(operand);
                 // cel-go wraps a computed operand in a relative attribute, charged even when
                 // the operand failed.
@@ -547,6 +573,11 @@ impl<'a, 'x> Evaluator<'a, 'x> {
                 optional,
                 cost,
             } => {
+                if !*optional && matches!(**index, Node::Const(Value::Int(_))) {
+                    if let Some(r) = self.walk(n) {
+                        return r;
+                    }
+                }
                 let v = self.eval_charging(operand)?;
                 let by_attribute = index.is_headed_attribute();
                 let presence = *optional || matches!(v, Value::Optional(_));
