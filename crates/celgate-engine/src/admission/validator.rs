@@ -258,6 +258,10 @@ impl<'a> Activation<'a> for Act<'a, '_> {
         self.values.get(slot).cloned().unwrap_or(Value::Null)
     }
 
+    fn var_ref(&self, slot: usize) -> Option<&Value<'a>> {
+        self.values.get(slot)
+    }
+
     fn lazy(&self, index: usize) -> Result<Value<'a>, EvalError> {
         match self.lazy {
             Some(l) => l.get(index),
