@@ -16,7 +16,8 @@
 //!   commands are checked without running: `celgate serve` and `cargo run -- serve` (a
 //!   long-running server): every `--flag` shown is in `celgate serve --help`; `make T`: T is
 //!   a target of the Makefile; `cargo install --path P`, `cargo run --example E`,
-//!   `cargo test --test T`, `cargo bench --bench B`, `bash FILE`: what they name exists.
+//!   `cargo test --test T`, `cargo bench --bench B`, `bash FILE`, `python3 FILE`,
+//!   `valgrind ... target/release/examples/E ...`: what they name exists.
 //! - ```` ```sh live ````: commands that need a cluster or a running celgate (kubectl, helm,
 //!   docker, curl, besides the above), checked without running: every file they name
 //!   (`kubectl -f`, `curl --data @FILE`, a helm chart or `-f` values file) exists, every
@@ -511,6 +512,27 @@ fn check_static(segment: &[String], live: bool, at: &str, failures: &mut Vec<Str
             }
         }
         "grep" | "head" | "tail" | "jq" | "echo" => {}
+        "python3" => {
+            if !args.first().is_some_and(|f| exists(f)) {
+                fail(format!("python3: no script {args:?}"));
+            }
+        }
+        // A profiler around a built example: the example exists (root or engine crates).
+        "valgrind" => match args.iter().find(|a| !a.starts_with("--")) {
+            Some(bin) => {
+                let example = bin.strip_prefix("target/release/examples/").filter(|e| {
+                    exists(&format!("examples/{e}.rs"))
+                        || exists(&format!("crates/celgate-cel/examples/{e}.rs"))
+                        || exists(&format!("crates/celgate-engine/examples/{e}.rs"))
+                });
+                if example.is_none() {
+                    fail(format!(
+                        "valgrind: {bin} is not a built example of this tree"
+                    ));
+                }
+            }
+            None => fail("valgrind without a program".into()),
+        },
         "kubectl" | "helm" | "docker" | "curl" if !live => fail(format!(
             "{program} needs a cluster or a server: tag the block `sh live`"
         )),
