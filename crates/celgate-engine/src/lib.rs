@@ -71,7 +71,7 @@
 //! let body = serde_json::to_vec(&review)?;
 //! let context = AdmitContext::default();
 //! let answered = answer(&snapshot, &body, &context, AnswerOptions::default())?;
-//! assert_eq!(answered.review["response"]["allowed"], false);
+//! assert_eq!(answered.review()["response"]["allowed"], false);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
