@@ -1267,6 +1267,43 @@ mod tests {
         );
     }
 
+    /// Numbers are read as Go's `strconv.ParseFloat` reads them for the API server's
+    /// decoder: correctly rounded (serde_json's default parser may be one unit in the last
+    /// place off, `7e106` read as 7.0000000000000004e106; its `float_roundtrip` feature is on),
+    /// by both parsers, projected or not.
+    #[test]
+    fn numbers_are_correctly_rounded_as_go_reads_them() {
+        for text in [
+            "7e106",
+            "6.277308222870703e+106",
+            "9007199254740993.0",
+            "2.2250738585072014e-308",
+            "1.7976931348623157e308",
+            "4.9e-324",
+            "0.1",
+            "123456789012345678901234567890",
+        ] {
+            let expected: f64 = text.parse().unwrap();
+            let body = format!(r#"{{"a":{text},"b":[{text}]}}"#);
+            let docs = [
+                Doc::parse(body.as_bytes()).unwrap(),
+                Doc::parse_serde(body.as_bytes()).unwrap(),
+            ];
+            for doc in &docs {
+                let root = doc.root();
+                for r in [
+                    root.get("a").unwrap(),
+                    root.get("b").unwrap().children().next().unwrap(),
+                ] {
+                    match r.item() {
+                        Item::Double(d) => assert_eq!(d.to_bits(), expected.to_bits(), "{text}"),
+                        _ => panic!("{text}: not read as a double"),
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn malformed_input_is_an_error() {
         let bad_utf8 = Doc::parse(b"{\"a\": \"\xff\"}").unwrap_err().to_string();
