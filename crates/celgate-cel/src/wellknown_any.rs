@@ -233,14 +233,41 @@ enum Json {
 }
 
 impl Json {
-    fn into_value<'a>(self) -> Value<'a> {
-        match self {
+    /// The CEL value, one stack segment check per level (packed messages nest up to
+    /// protobuf-go's recursion limit).
+    fn into_value<'a>(mut self) -> Value<'a> {
+        match &mut self {
             Json::Null => Value::Null,
-            Json::Number(d) => Value::Double(d),
-            Json::Text(s) => Value::string(s),
-            Json::Bool(b) => Value::Bool(b),
-            Json::Struct(entries) => struct_value(entries),
-            Json::List(items) => Value::list(items.into_iter().map(Json::into_value).collect()),
+            Json::Number(d) => Value::Double(*d),
+            Json::Text(s) => Value::string(std::mem::take(s)),
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Struct(entries) => {
+                let entries = std::mem::take(entries);
+                super::json::with_stack(|| struct_value(entries))
+            }
+            Json::List(items) => {
+                let items = std::mem::take(items);
+                super::json::with_stack(|| {
+                    Value::list(items.into_iter().map(Json::into_value).collect())
+                })
+            }
+        }
+    }
+}
+
+/// Dropped level by level on the heap rather than by recursion: a message that fails deep
+/// inside leaves a partial tree as deep as the recursion limit.
+impl Drop for Json {
+    fn drop(&mut self) {
+        let mut pending = Vec::new();
+        let take = |j: &mut Json, pending: &mut Vec<Json>| match j {
+            Json::Struct(entries) => pending.extend(entries.drain(..).map(|(_, v)| v)),
+            Json::List(items) => pending.append(items),
+            _ => {}
+        };
+        take(self, &mut pending);
+        while let Some(mut j) = pending.pop() {
+            take(&mut j, &mut pending);
         }
     }
 }
@@ -501,6 +528,58 @@ mod tests {
     /// common/types/provider.go `nativeToValue` (`*anypb.Any`: `UnmarshalNew`, then
     /// `NativeToValue` of the message) and pb/type.go `unwrap`: each well-known message
     /// packed in the protobuf wire format unpacks to the value its construction gives.
+    /// Lists packed thousands deep (up to protobuf-go's limit) decode and convert on a small
+    /// stack, and past the limit they are refused: no abort either way.
+    #[test]
+    fn deeply_packed_messages_neither_overflow_the_stack_nor_pass_the_limit() {
+        fn len_prefixed(field: u8, body: &[u8]) -> Vec<u8> {
+            let mut out = vec![(field << 3) | 2];
+            let mut n = body.len();
+            loop {
+                let byte = (n & 0x7f) as u8;
+                n >>= 7;
+                if n == 0 {
+                    out.push(byte);
+                    break;
+                }
+                out.push(byte | 0x80);
+            }
+            out.extend_from_slice(body);
+            out
+        }
+        // ListValue{values: [Value{list_value: ListValue{...}}]}, `levels` lists deep.
+        let nested_lists = |levels: usize| {
+            let mut list: Vec<u8> = Vec::new();
+            for _ in 0..levels {
+                let value = len_prefixed(6, &list);
+                list = len_prefixed(1, &value);
+            }
+            list
+        };
+        let url = "type.googleapis.com/google.protobuf.ListValue";
+        // Decoded and converted on a small stack (the decoder and the conversion grow it
+        // where needed; a failed decode drops its partial tree without recursion), the value
+        // then dropped on a stack as large as the server's evaluation threads' (32 MiB):
+        // owned CEL values drop by recursion.
+        let decode = move || {
+            let too_deep = nested_lists(6_000);
+            match super::unpack(url, &too_deep) {
+                Err(e) => assert!(e.message().contains("recursion depth"), "{}", e.message()),
+                Ok(_) => panic!("past protobuf-go's recursion limit"),
+            }
+            super::unpack(url, &nested_lists(4_000)).map_err(|e| e.message().to_string())
+        };
+        let on = |stack: usize| std::thread::Builder::new().stack_size(stack);
+        on(32 << 20)
+            .spawn(move || {
+                let deep = on(256 << 10).spawn(decode).unwrap().join().unwrap();
+                assert!(deep.is_ok(), "{:?}", deep.err());
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
     #[test]
     fn packed_well_known_messages_unpack_to_their_values() {
         let w = |name: &str, bytes: &str, want: &str| {
