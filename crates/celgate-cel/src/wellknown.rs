@@ -644,6 +644,69 @@ mod tests {
     /// `time.Unix`) checks no range; timestamp.go `ConvertToType(StringType)` is Go's
     /// `Format(time.RFC3339Nano)` (`appendInt(year, 4)`); overflow.go
     /// `addTimeDurationChecked` refuses a result outside CEL's years.
+    /// No constructed timestamp, whatever its seconds and nanoseconds, panics any operation
+    /// on it (printing, accessors with and without a time zone, arithmetic, comparison,
+    /// conversion): each gives a value or an error.
+    #[test]
+    fn no_constructed_timestamp_panics_an_operation() {
+        use proptest::prelude::*;
+        let seconds = prop_oneof![
+            Just(i64::MIN),
+            Just(i64::MAX),
+            Just(i64::MIN + 1),
+            Just(i64::MAX - 1),
+            Just(253_402_300_799i64),
+            Just(-62_135_596_800i64),
+            any::<i64>(),
+            -1_000_000_000_000i64..1_000_000_000_000i64,
+        ];
+        let nanos = prop_oneof![
+            Just(i32::MIN),
+            Just(i32::MAX),
+            Just(-1i32),
+            Just(999_999_999i32),
+            any::<i32>()
+        ];
+        let ops = [
+            "string(@)",
+            "int(@)",
+            "@.getFullYear()",
+            "@.getMonth('America/New_York')",
+            "@.getDayOfYear('+14:00')",
+            "@.getHours('-12:00')",
+            "@.getMilliseconds()",
+            "@.getDayOfWeek('Asia/Kathmandu')",
+            "@ + duration('1s')",
+            "@ - duration('-290h')",
+            "@ - timestamp('2024-01-01T00:00:00Z')",
+            "@ < timestamp('2024-01-01T00:00:00Z')",
+            "@ == @",
+            "timestamp(string(@))",
+            "dyn(@) == dyn(1)",
+            "'%s'.format([@])",
+        ];
+        // Each operation is well-formed: on the epoch, each gives a value.
+        let epoch = "google.protobuf.Timestamp{seconds: 0, nanos: 0}";
+        for op in ops {
+            let expr = op.replace('@', epoch);
+            assert!(eval(&expr).is_ok(), "{expr}: {:?}", eval(&expr));
+        }
+        let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+            cases: 512,
+            ..Default::default()
+        });
+        runner
+            .run(&(seconds, nanos), |(s, n)| {
+                let t = format!("google.protobuf.Timestamp{{seconds: {s}, nanos: {n}}}");
+                for op in ops {
+                    let expr = op.replace('@', &t);
+                    let _ = eval(&expr);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
     #[test]
     fn a_constructed_timestamp_outside_cels_years_is_kept() {
         let t = |s: &str| eval(s).unwrap_or_else(|e| panic!("{s}: {e}"));
