@@ -580,6 +580,52 @@ mod tests {
             .unwrap();
     }
 
+    /// No bytes panic the decoder, whatever the packed type: a value or protobuf-go's error.
+    #[test]
+    fn no_bytes_panic_the_decoder() {
+        use proptest::prelude::*;
+        let names = [
+            "google.protobuf.Any",
+            "google.protobuf.Struct",
+            "google.protobuf.ListValue",
+            "google.protobuf.Value",
+            "google.protobuf.Timestamp",
+            "google.protobuf.Duration",
+            "google.protobuf.StringValue",
+            "google.protobuf.BytesValue",
+            "google.protobuf.Int64Value",
+            "google.protobuf.UInt32Value",
+            "google.protobuf.DoubleValue",
+            "google.protobuf.BoolValue",
+            "google.protobuf.Empty",
+            "google.protobuf.NullValue",
+            "x.y.Unknown",
+        ];
+        // Bytes biased towards tags and lengths of the fields these messages have.
+        let byte = prop_oneof![
+            any::<u8>(),
+            prop::sample::select(vec![
+                0x08u8, 0x0a, 0x10, 0x12, 0x1a, 0x22, 0x2a, 0x32, 0x11, 0x80, 0xff, 0x01, 0x00
+            ]),
+        ];
+        let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+            cases: 4096,
+            ..Default::default()
+        });
+        runner
+            .run(
+                &(
+                    prop::sample::select(names.to_vec()),
+                    prop::collection::vec(byte, 0..96),
+                ),
+                |(name, bytes)| {
+                    let _ = super::unpack(&format!("type.googleapis.com/{name}"), &bytes);
+                    Ok(())
+                },
+            )
+            .unwrap();
+    }
+
     #[test]
     fn packed_well_known_messages_unpack_to_their_values() {
         let w = |name: &str, bytes: &str, want: &str| {
