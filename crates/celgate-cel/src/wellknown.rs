@@ -26,6 +26,8 @@ use super::error::EvalError;
 use super::types::{ObjectType, Type};
 use super::value::{List, Map, Opaque, OwnedMap, Value};
 
+mod any;
+
 /// `google.protobuf.Empty`'s name.
 pub(crate) const EMPTY: &str = "google.protobuf.Empty";
 
@@ -236,7 +238,7 @@ fn build<'a>(name: &str, fields: &[(&str, Value<'a>)]) -> Result<Value<'a>, Eval
                 Some(other) => return Err(conv("value", mismatch(other, "[]uint8"))),
                 None => Arc::from(&[][..]),
             };
-            super::wellknown_any::unpack(&url, &packed)
+            any::unpack(&url, &packed)
         }
         "Empty" => {
             known(&[])?;

@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
-use super::error::EvalError;
-use super::value::{Map, OwnedMap, Value};
+use crate::error::EvalError;
+use crate::value::{Map, OwnedMap, Value};
 
 /// protobuf-go's default `RecursionLimit`: messages nested deeper are refused.
 const RECURSION_LIMIT: u32 = 10_000;
@@ -29,7 +29,7 @@ fn unpack_at<'a>(url: &str, value: &[u8], depth: u32) -> Result<Value<'a>, EvalE
         Err(Wire::EmptyUrl)
     } else {
         let name = url.rsplit('/').next().unwrap_or(url);
-        super::json::with_stack(|| decode_message(name, value, depth))
+        crate::json::with_stack(|| decode_message(name, value, depth))
     };
     decoded.unwrap_or_else(|e| {
         Err(EvalError::new(format!(
@@ -171,7 +171,7 @@ fn skip(b: &mut &[u8], num: u64, wire: u64, depth: u32) -> Result<(), Wire> {
                         Err(Wire::EndGroup)
                     };
                 }
-                super::json::with_stack(|| skip(b, n, w, depth + 1))?;
+                crate::json::with_stack(|| skip(b, n, w, depth + 1))?;
             }
         }
         END_GROUP => Err(Wire::EndGroup),
@@ -243,11 +243,11 @@ impl Json {
             Json::Bool(b) => Value::Bool(*b),
             Json::Struct(entries) => {
                 let entries = std::mem::take(entries);
-                super::json::with_stack(|| struct_value(entries))
+                crate::json::with_stack(|| struct_value(entries))
             }
             Json::List(items) => {
                 let items = std::mem::take(items);
-                super::json::with_stack(|| {
+                crate::json::with_stack(|| {
                     Value::list(items.into_iter().map(Json::into_value).collect())
                 })
             }
@@ -300,7 +300,7 @@ fn merge_value(b: &[u8], into: &mut Json, depth: u32) -> Result<(), Wire> {
                     *into = Json::Struct(Vec::new());
                 }
                 if let Json::Struct(entries) = into {
-                    super::json::with_stack(|| merge_struct(m, entries, depth + 1))?;
+                    crate::json::with_stack(|| merge_struct(m, entries, depth + 1))?;
                 }
             }
             (_, Field::Bytes(m)) => {
@@ -308,7 +308,7 @@ fn merge_value(b: &[u8], into: &mut Json, depth: u32) -> Result<(), Wire> {
                     *into = Json::List(Vec::new());
                 }
                 if let Json::List(items) = into {
-                    super::json::with_stack(|| merge_list(m, items, depth + 1))?;
+                    crate::json::with_stack(|| merge_list(m, items, depth + 1))?;
                 }
             }
             _ => {}
@@ -339,7 +339,7 @@ fn merge_struct(b: &[u8], entries: &mut Vec<(String, Json)>, depth: u32) -> Resu
                         if num == 1 {
                             key = text(v)?;
                         } else {
-                            super::json::with_stack(|| merge_value(v, &mut value, depth + 2))?;
+                            crate::json::with_stack(|| merge_value(v, &mut value, depth + 2))?;
                         }
                     }
                     Ok(())
@@ -363,7 +363,7 @@ fn merge_list(b: &[u8], items: &mut Vec<Json>, depth: u32) -> Result<(), Wire> {
         |_, f| {
             if let Field::Bytes(v) = f {
                 let mut item = Json::Null;
-                super::json::with_stack(|| merge_value(v, &mut item, depth + 1))?;
+                crate::json::with_stack(|| merge_value(v, &mut item, depth + 1))?;
                 items.push(item);
             }
             Ok(())
@@ -443,9 +443,9 @@ fn decode_message<'a>(
                 },
             )?;
             if short == "Duration" {
-                Value::Duration(super::wellknown::as_duration(secs, nanos))
+                Value::Duration(super::as_duration(secs, nanos))
             } else {
-                return Ok(super::wellknown::as_time(secs, nanos));
+                return Ok(super::as_time(secs, nanos));
             }
         }
         "Value" => {
@@ -465,7 +465,7 @@ fn decode_message<'a>(
         }
         "Empty" => {
             fields(b, depth, |_| None, |_, _| Ok(()))?;
-            Value::opaque(super::wellknown::EmptyMessage)
+            Value::opaque(super::EmptyMessage)
         }
         "Any" => {
             let mut url = String::new();
