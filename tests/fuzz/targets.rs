@@ -1018,11 +1018,11 @@ pub fn review_input(case: usize, bytes: &[u8]) -> CaseInput<Vec<u8>> {
 
 /// Answers `body` with `snap`: an answer (a well-formed review whose uid is the request's)
 /// or a clean error, never a panic; and the same answer for the same JSON written another
-/// way (keys sorted, no whitespace), when it has no duplicate keys.
+/// way ([`written_otherwise`]), when it is JSON without duplicate keys.
 fn answer_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
     let first = answer_checked(snap, body)?;
-    if let Ok(v) = serde_json::from_slice::<Json>(body) {
-        let again = serde_json::to_vec_pretty(&v).unwrap_or_default();
+    if serde_json::from_slice::<Json>(body).is_ok() {
+        let again = written_otherwise(body);
         if again != body && !has_duplicate_keys(body) {
             let second = answer_checked(snap, &again)?;
             if first != second {
@@ -1035,6 +1035,90 @@ fn answer_one(snap: &Snapshot, body: &[u8]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The JSON document `body` written another way, its keys in their order (a policy may see
+/// a map's order: `object.data.map(k, ...)` joined into a message; the API server's own order
+/// is Go's random map order, so only the document's order is a stable reference): white space
+/// after every `,`, `{`, `[` and `:`; every `a` in a string or key written as the escape
+/// `\u0061` (so that keys read by the policies are found through the parser's unescaping);
+/// every number with a fraction or an exponent written with another mantissa and exponent
+/// for the same real number (`7e106` as `70e105`: a correctly rounded parser reads both as
+/// the same double, as Go does).
+fn written_otherwise(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() * 2);
+    let (mut in_string, mut escaped, mut hex) = (false, false, 0);
+    let mut i = 0;
+    while i < body.len() {
+        let b = body[i];
+        i += 1;
+        if hex > 0 {
+            hex -= 1;
+            out.push(b);
+        } else if escaped {
+            escaped = false;
+            hex = if b == b'u' { 4 } else { 0 };
+            out.push(b);
+        } else if in_string {
+            match b {
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            if b == b'a' {
+                out.extend_from_slice(b"\\u0061");
+            } else {
+                out.push(b);
+            }
+        } else if b == b'-' || b.is_ascii_digit() {
+            let start = i - 1;
+            while i < body.len()
+                && matches!(body[i], b'0'..=b'9' | b'.' | b'e' | b'E' | b'+' | b'-')
+            {
+                i += 1;
+            }
+            out.extend_from_slice(&same_number(&body[start..i]));
+        } else {
+            out.push(b);
+            match b {
+                b'"' => in_string = true,
+                b',' | b'{' | b'[' => out.extend_from_slice(b"\n "),
+                b':' => out.push(b' '),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// A JSON number token with a fraction or an exponent written as `<digits>0e<exponent - 1>`
+/// (the same real number, still not an integer token); other tokens as they are.
+fn same_number(token: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(token);
+    if !text.contains(['.', 'e', 'E']) {
+        return token.to_vec();
+    }
+    let (sign, rest) = match text.strip_prefix('-') {
+        Some(r) => ("-", r),
+        None => ("", &*text),
+    };
+    let (mantissa, exponent) = match rest.split_once(['e', 'E']) {
+        Some((m, e)) => match e.parse::<i64>() {
+            Ok(e) => (m, e),
+            Err(_) => return token.to_vec(),
+        },
+        None => (rest, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{int}{frac}");
+    let digits = digits.trim_start_matches('0');
+    if digits.is_empty() || !digits.bytes().all(|d| d.is_ascii_digit()) {
+        return token.to_vec();
+    }
+    let Some(exponent) = exponent.checked_sub(frac.len() as i64 + 1) else {
+        return token.to_vec();
+    };
+    format!("{sign}{digits}0e{exponent}").into_bytes()
 }
 
 fn answer_checked(snap: &Snapshot, body: &[u8]) -> Result<Result<Json, String>, String> {
