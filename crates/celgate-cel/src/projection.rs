@@ -63,7 +63,8 @@ impl Projection {
         self.field_prefixed(key_prefix(key), key)
     }
 
-    /// [`field`](Projection::field) of a key whose [`key_prefix`] the caller has (a
+    /// [`field`](Projection::field) of a key whose prefix (its first eight bytes as one
+    /// little-endian integer, zero-padded) the caller has (a
     /// parser computes it for each key it reads).
     #[inline]
     pub fn field_prefixed(&self, prefix: u64, key: &str) -> Option<&Projection> {
@@ -214,7 +215,8 @@ impl Projections {
         self.below.get(key_prefix(key), key)
     }
 
-    /// [`below`](Projections::below) of a key whose [`key_prefix`] the caller has.
+    /// [`below`](Projections::below) of a key whose prefix (as for
+    /// [`Projection::field_prefixed`]) the caller has.
     #[inline]
     pub fn below_prefixed(&self, prefix: u64, key: &str) -> Option<&Projections> {
         self.below.get(prefix, key)
