@@ -570,6 +570,12 @@ mod tests {
     /// The reads of `exprs` after the variables `vars` (name, source), as text:
     /// `(object, oldObject)`.
     fn reads_with(vars: &[(&str, &str)], exprs: &[&str]) -> (String, String) {
+        let r = analysed(vars, exprs);
+        (show(&r.object), show(&r.old_object))
+    }
+
+    /// The reads of `exprs` after the variables `vars` (name, source).
+    fn analysed(vars: &[(&str, &str)], exprs: &[&str]) -> Reads {
         let mut a = Analysis::new();
         for (name, src) in vars {
             a.variable_source(name, Some(src), crate::NEWEST_MINOR)
@@ -578,8 +584,7 @@ mod tests {
         for src in exprs {
             a.expr_source(src, crate::NEWEST_MINOR).unwrap();
         }
-        let r = a.reads();
-        (show(&r.object), show(&r.old_object))
+        a.reads()
     }
 
     fn object(src: &str) -> String {
@@ -590,17 +595,7 @@ mod tests {
     /// comprehension variable of that name.
     #[test]
     fn the_request_variable_is_read_where_it_is_named() {
-        let reads_request = |vars: &[(&str, &str)], exprs: &[&str]| {
-            let mut a = Analysis::new();
-            for (name, src) in vars {
-                a.variable_source(name, Some(src), crate::NEWEST_MINOR)
-                    .unwrap();
-            }
-            for src in exprs {
-                a.expr_source(src, crate::NEWEST_MINOR).unwrap();
-            }
-            a.reads().request
-        };
+        let reads_request = |vars: &[(&str, &str)], exprs: &[&str]| analysed(vars, exprs).request;
         assert!(reads_request(&[], &["request.operation == 'CREATE'"]));
         assert!(reads_request(&[], &["has(request.dryRun)"]));
         assert!(reads_request(

@@ -412,8 +412,9 @@ fn json_value<'a>(v: &Value<'a>) -> Result<Value<'a>, EvalError> {
 mod tests {
     use crate::{Env, Meter, Value};
 
-    /// `src` compiled in the base environment and evaluated: its value or error text.
-    fn eval(src: &str) -> Result<Value<'static>, String> {
+    /// `src` compiled in the base environment and evaluated: its value or error text (also
+    /// the tests' of `any`).
+    pub(super) fn eval(src: &str) -> Result<Value<'static>, String> {
         let p = Env::new(32)
             .compile(src)
             .map_err(|e| e.message().to_string())?;

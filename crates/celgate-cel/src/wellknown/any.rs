@@ -497,16 +497,8 @@ fn decode_message<'a>(
 
 #[cfg(test)]
 mod tests {
-    use crate::{Env, Meter, Value};
-
-    /// `src` compiled in the base environment and evaluated: its value or error text.
-    fn eval(src: &str) -> Result<Value<'static>, String> {
-        let p = Env::new(32)
-            .compile(src)
-            .map_err(|e| e.message().to_string())?;
-        let mut meter = Meter::default();
-        p.eval(&[], &mut meter).map_err(|e| e.to_string())
-    }
+    use super::super::tests::eval;
+    use crate::{Env, Value};
 
     fn holds(src: &str) {
         match eval(src) {
